@@ -1,0 +1,220 @@
+"""The profile: what one traced 1-PS/1-worker training job tells the predictor.
+
+A profile holds the operation graph of one SGD step once (names, resource, bytes,
+dependencies: the same in every step, since every step runs the same TensorFlow graph)
+and, per recorded step, the start and duration of every operation (which vary step to
+step). This split keeps a 100-step profile small and makes "dependencies identical across
+steps" true by construction rather than by a check.
+
+This is also the project's own file format (``format: advisor-profile``, ``version: 1``);
+see ``docs/profile-format.md``. Times are microseconds, bytes are bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from enum import StrEnum
+from functools import cached_property
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from advisor.errors import ProfileError
+
+FORMAT_NAME = "advisor-profile"
+FORMAT_VERSION = 1
+
+
+class Resource(StrEnum):
+    """Where an operation runs (Li et al. 2020, section 2)."""
+
+    DOWNLINK = "downlink"  # parameter server -> worker link (parameter pulls)
+    WORKER = "worker"  # the worker's compute (CPU/GPU)
+    UPLINK = "uplink"  # worker -> parameter server link (gradient pushes)
+    PS = "ps"  # the parameter server's compute (applying updates)
+
+    @property
+    def is_transfer(self) -> bool:
+        return self in (Resource.DOWNLINK, Resource.UPLINK)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Operation(_Frozen):
+    """One node of the step graph."""
+
+    name: str = Field(min_length=1)
+    resource: Resource
+    ps: int | None = Field(default=None, ge=0, description="parameter server index, None on the worker")
+    bytes: int = Field(default=0, ge=0, description="payload of a transfer; 0 for computation")
+    deps: tuple[str, ...] = ()
+    op_type: str | None = Field(default=None, description="TensorFlow op type, for people")
+
+    @model_validator(mode="after")
+    def _check_placement(self) -> Operation:
+        if self.resource is Resource.WORKER and self.ps is not None:
+            raise ValueError(f"operation {self.name!r} runs on the worker but names ps={self.ps}")
+        if self.resource is not Resource.WORKER and self.ps is None:
+            raise ValueError(f"operation {self.name!r} on {self.resource.value} needs a ps index")
+        if not self.resource.is_transfer and self.bytes:
+            raise ValueError(f"computation {self.name!r} carries bytes={self.bytes}; only transfers do")
+        if self.name in self.deps:
+            raise ValueError(f"operation {self.name!r} depends on itself")
+        if len(set(self.deps)) != len(self.deps):
+            raise ValueError(f"operation {self.name!r} lists a dependency twice")
+        return self
+
+
+class StepTiming(_Frozen):
+    """When each operation of one recorded step ran, aligned with ``Profile.ops``."""
+
+    index: int = Field(ge=0, description="step number in the recorded run")
+    start_us: tuple[float, ...] = Field(description="start of each op, relative to the step's start")
+    duration_us: tuple[float, ...]
+    wall_us: float | None = Field(default=None, description="step time seen by the client, if known")
+
+    @model_validator(mode="after")
+    def _check_times(self) -> StepTiming:
+        if len(self.start_us) != len(self.duration_us):
+            raise ValueError(
+                f"step {self.index}: {len(self.start_us)} start times but "
+                f"{len(self.duration_us)} durations"
+            )
+        for kind, values in (("start", self.start_us), ("duration", self.duration_us)):
+            for i, v in enumerate(values):
+                if not math.isfinite(v) or v < 0:
+                    raise ValueError(f"step {self.index}: op #{i} has {kind} {v!r} us (must be finite and >= 0)")
+        if self.wall_us is not None and (not math.isfinite(self.wall_us) or self.wall_us <= 0):
+            raise ValueError(f"step {self.index}: wall_us {self.wall_us!r} must be finite and > 0")
+        return self
+
+    @property
+    def end_us(self) -> float:
+        """When the last operation of the step finished, relative to the step's start."""
+        return max((s + d for s, d in zip(self.start_us, self.duration_us)), default=0.0)
+
+
+class JobInfo(_Frozen):
+    """What the profile was recorded from."""
+
+    model: str | None = None
+    batch_size: int = Field(gt=0, description="examples per step per worker")
+    parameter_servers: int = Field(default=1, ge=1)
+    recorded_bandwidth_bps: float | None = Field(
+        default=None, gt=0, description="capacity of the PS link each way when the trace was recorded"
+    )
+    source: str | None = Field(default=None, description="where the profile came from, for people")
+    skipped_steps: int = Field(default=0, ge=0, description="recorded steps dropped as incomplete")
+
+
+class Profile(_Frozen):
+    """A validated single-worker profile; see the module docstring."""
+
+    format: Literal["advisor-profile"] = FORMAT_NAME
+    version: Literal[1] = FORMAT_VERSION
+    job: JobInfo
+    ops: tuple[Operation, ...] = Field(min_length=1)
+    steps: tuple[StepTiming, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check_graph(self) -> Profile:
+        names = [op.name for op in self.ops]
+        seen: set[str] = set()
+        for name in names:
+            if name in seen:
+                raise ValueError(f"operation name {name!r} appears twice")
+            seen.add(name)
+        for op in self.ops:
+            unknown = [d for d in op.deps if d not in seen]
+            if unknown:
+                raise ValueError(f"operation {op.name!r} depends on unknown operation(s) {unknown}")
+            if op.ps is not None and op.ps >= self.job.parameter_servers:
+                raise ValueError(
+                    f"operation {op.name!r} names ps={op.ps} but the job has "
+                    f"{self.job.parameter_servers} parameter server(s)"
+                )
+        if not any(op.resource.is_transfer for op in self.ops):
+            raise ValueError("the profile has no transfers: nothing to share between workers")
+        _topological_order(self.ops)  # raises on a cycle
+        for step in self.steps:
+            if len(step.duration_us) != len(self.ops):
+                raise ValueError(
+                    f"step {step.index} times {len(step.duration_us)} operations, the graph has {len(self.ops)}"
+                )
+        return self
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        """Position of each operation by name."""
+        return {op.name: i for i, op in enumerate(self.ops)}
+
+    @cached_property
+    def topological_order(self) -> tuple[int, ...]:
+        """Operation positions, every operation after all it depends on."""
+        return _topological_order(self.ops)
+
+    @cached_property
+    def dep_indices(self) -> tuple[tuple[int, ...], ...]:
+        """Dependencies of each operation as positions into ``ops``."""
+        return tuple(tuple(self.index[d] for d in op.deps) for op in self.ops)
+
+
+def _topological_order(ops: tuple[Operation, ...]) -> tuple[int, ...]:
+    """Kahn's algorithm; a cycle is reported with the operations that form it."""
+    index = {op.name: i for i, op in enumerate(ops)}
+    pending = [len(op.deps) for op in ops]
+    dependents: list[list[int]] = [[] for _ in ops]
+    for i, op in enumerate(ops):
+        for d in op.deps:
+            dependents[index[d]].append(i)
+    ready = [i for i, n in enumerate(pending) if n == 0]
+    order: list[int] = []
+    while ready:
+        i = ready.pop()
+        order.append(i)
+        for j in dependents[i]:
+            pending[j] -= 1
+            if pending[j] == 0:
+                ready.append(j)
+    if len(order) != len(ops):
+        stuck = sorted(ops[i].name for i, n in enumerate(pending) if n > 0)
+        shown = ", ".join(stuck[:6]) + (" ..." if len(stuck) > 6 else "")
+        raise ValueError(f"the dependencies form a cycle among {len(stuck)} operation(s): {shown}")
+    return tuple(order)
+
+
+def parse_profile(data: Mapping[str, Any]) -> Profile:
+    """Validate decoded JSON as a profile, raising ``ProfileError`` that names each problem."""
+    if not isinstance(data, Mapping):
+        raise ProfileError(f"a profile is a JSON object, not {type(data).__name__}")
+    fmt = data.get("format")
+    if fmt != FORMAT_NAME:
+        raise ProfileError(f"not an advisor profile: 'format' is {fmt!r}, expected {FORMAT_NAME!r}")
+    version = data.get("version")
+    if version != FORMAT_VERSION:
+        raise ProfileError(f"unsupported profile version {version!r}; this advisor reads version {FORMAT_VERSION}")
+    return build_profile(**data)
+
+
+def build_profile(**fields: Any) -> Profile:
+    """Construct a profile from fields, turning validation failures into ``ProfileError``."""
+    try:
+        return Profile(**fields)
+    except ValidationError as exc:
+        raise ProfileError(describe_validation_error(exc)) from None
+    except (TypeError, RecursionError) as exc:
+        raise ProfileError(f"malformed profile: {exc}") from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per problem, each with the JSON path where it was found."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "<profile>"
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{where}: {msg}")
+    shown = lines[:10] + ([f"... and {len(lines) - 10} more"] if len(lines) > 10 else [])
+    return "invalid profile:\n  " + "\n  ".join(shown)

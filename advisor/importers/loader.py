@@ -1,0 +1,108 @@
+"""One entry point that turns any supported file into a profile, detecting its form by content.
+
+Forms: the project's own profile (JSON, ``format: advisor-profile``); the condensed per-step
+dump; TensorFlow ``RunMetadata`` as protobuf-JSON lines (a ``.jsonl[.gz]`` file or a directory
+holding ``runmetadata.jsonl.gz``); binary ``RunMetadata`` (``.pb`` files, or a directory of
+them). A Chrome-trace timeline is recognised and refused with the reason.
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from advisor.core.profile import Profile, parse_profile
+from advisor.errors import ProfileError, TraceFormatError, TraceImportError
+from advisor.importers.profile_file import GZIP_MAGIC, read_json_document
+from advisor.importers.tf_condensed import condensed_records, looks_condensed
+from advisor.importers.tf_profile import build_profile_from_trace
+from advisor.importers.tf_records import TraceRecords
+
+BUNDLED_EXAMPLE = Path(__file__).resolve().parent.parent / "data" / "example-mlp.profile.json.gz"
+RUNMETADATA_NAMES = ("runmetadata.jsonl.gz", "runmetadata.jsonl")
+
+
+def load_profile(
+    path: Path, *, batch_size: int | None = None, bandwidth_bps: float | None = None
+) -> Profile:
+    """Read ``path`` in whichever supported form it is; ``batch_size``/``bandwidth_bps`` fill gaps."""
+    if not path.exists():
+        raise ProfileError(f"{path}: no such file or directory")
+    records = _trace_records(path)
+    if isinstance(records, Profile):
+        return records
+    if bandwidth_bps is not None:
+        records = replace(records, bandwidth_bps=bandwidth_bps)
+    try:
+        return build_profile_from_trace(records, batch_size=batch_size)
+    except TraceImportError as exc:
+        raise type(exc)(f"{path}: {exc}") from None
+
+
+def _trace_records(path: Path) -> TraceRecords | Profile:
+    if path.is_dir():
+        return _directory(path)
+    if path.suffix == ".pb":
+        return _binary([path])
+    head = _peek(path)
+    if path.name.endswith((".jsonl", ".jsonl.gz")) or head.startswith(b'{"stepStats"'):
+        return _jsonl(path)
+    doc = read_json_document(path)
+    if isinstance(doc, Mapping) and doc.get("format") is not None:
+        return _own_profile(doc, path)
+    if looks_condensed(doc):
+        return condensed_records(doc, source=path.name)
+    if isinstance(doc, Mapping) and "traceEvents" in doc:
+        raise TraceFormatError(
+            f"{path}: this is a Chrome-trace timeline, which drops tensor names and sizes; "
+            "give the RunMetadata (step_stats with partition graphs) instead"
+        )
+    raise TraceFormatError(f"{path}: not a profile, a condensed dump, or TensorFlow RunMetadata")
+
+
+def _own_profile(doc: Mapping[str, object], path: Path) -> Profile:
+    try:
+        return parse_profile(doc)
+    except ProfileError as exc:
+        raise ProfileError(f"{path}: {exc}") from None
+
+
+def _directory(path: Path) -> TraceRecords:
+    for name in RUNMETADATA_NAMES:
+        if (path / name).is_file():
+            return _jsonl(path / name)
+    pbs = sorted(path.glob("*.pb"), key=_step_number)
+    if pbs:
+        return _binary(pbs)
+    raise TraceFormatError(f"{path}: a directory with neither runmetadata.jsonl[.gz] nor *.pb files")
+
+
+def _step_number(p: Path) -> tuple[int, str]:
+    digits = "".join(c if c.isdigit() else " " for c in p.stem).split()
+    return (int(digits[-1]) if digits else 0, p.name)
+
+
+def _jsonl(path: Path) -> TraceRecords:
+    from advisor.importers.tf_runmetadata import read_runmetadata_jsonl
+
+    return read_runmetadata_jsonl(path)
+
+
+def _binary(paths: list[Path]) -> TraceRecords:
+    from advisor.importers.tf_runmetadata import read_runmetadata_pb
+
+    return read_runmetadata_pb(paths)
+
+
+def _peek(path: Path, size: int = 64) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(size)
+        if head[:2] == GZIP_MAGIC:
+            with gzip.open(path, "rb") as gz:
+                head = gz.read(size)
+    except (OSError, EOFError) as exc:
+        raise TraceFormatError(f"{path}: cannot read ({exc})") from None
+    return head.lstrip()

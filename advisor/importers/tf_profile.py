@@ -1,0 +1,303 @@
+"""Turn TensorFlow trace records into a profile: one interpretation shared by every encoding.
+
+What it does, in the order of ``build_profile_from_trace``:
+
+1. Read each device name (``/job:ps/replica:0/task:1/...``) as a role and task; refuse a trace
+   with more than one worker.
+2. Pair transfers: each cross-process ``_Send``/``_Recv`` pair in the partition graphs is one
+   transfer, keyed by its ``tensor_name``; parameter-server-to-worker is the downlink of that
+   PS, worker-to-PS its uplink. Its step records are the ``RecvTensor`` records whose label
+   names the tensor.
+3. Choose the operations: transfers and graph nodes that have records in most steps. A step
+   that lacks a record of any of them (TensorFlow logs asynchronously and sometimes drops all
+   PS-side transfer records of a step) is skipped and counted.
+4. Recover dependencies from node inputs, looking through nodes that step_stats never
+   records (``_Send``, ``_Recv``, unrecorded helpers) so that every edge joins two profile ops.
+5. Time each op per step relative to the step's first record.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from advisor.core.profile import JobInfo, Operation, Profile, Resource, StepTiming, build_profile
+from advisor.errors import MissingTraceDataError, MultiWorkerTraceError, ProfileError, TraceFormatError
+from advisor.importers.tf_records import GraphNode, NodeRecord, StepRecords, TraceRecords
+
+_DEVICE = re.compile(r"^/job:(?P<job>[A-Za-z_]+)(?:/replica:\d+)?/task:(?P<task>\d+)")
+_RECV_LABEL = re.compile(r"^\[(?P<size>[^\]]*)\]\s+\[[^\]]*\]\s+(?P<tensor>\S+)\s+from\s+(?P<src>\S+)\s+to\s+(?P<dst>\S+)")
+_SIZE = re.compile(r"^(?P<num>[0-9.]+)\s*(?P<unit>B|KB|MB|GB)$")
+_SIZE_UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
+_WORKER_JOBS = ("worker", "chief", "master")
+_TRANSFER_RECORD = "RecvTensor"
+MAJORITY = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """A process of the training cluster: ``role`` is 'ps' or 'worker', ``task`` its index."""
+
+    role: str
+    task: int
+
+    @property
+    def key(self) -> str:
+        return "worker" if self.role == "worker" else f"ps{self.task}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Transfer:
+    tensor: str
+    resource: Resource
+    ps: int
+    sender: GraphNode
+    receiver: Place
+
+
+def place_of(device: str) -> Place:
+    """The role and task of a TensorFlow device name; raises on one we cannot place."""
+    m = _DEVICE.match(device or "")
+    if not m:
+        raise TraceFormatError(f"cannot read device name {device!r} (expected /job:<name>/task:<n>/...)")
+    job, task = m["job"], int(m["task"])
+    if job == "ps":
+        return Place("ps", task)
+    if job in _WORKER_JOBS:
+        return Place("worker", task)
+    raise TraceFormatError(f"device {device!r} belongs to job {job!r}; expected 'ps' or 'worker'")
+
+
+def build_profile_from_trace(trace: TraceRecords, *, batch_size: int | None = None) -> Profile:
+    """Interpret decoded trace records as a validated single-worker profile."""
+    if not trace.graph:
+        raise MissingTraceDataError(
+            "the trace has no partition graphs: record it with RunOptions(output_partition_graphs=True)"
+        )
+    if not trace.steps:
+        raise MissingTraceDataError("the trace has no steps (no step_stats)")
+    _check_single_worker(trace)
+    nodes = {(place_of(n.device).key, n.name): n for n in trace.graph}
+    transfers = _pair_transfers(trace.graph)
+    if not transfers:
+        raise MissingTraceDataError(
+            "the trace has no transfers between a worker and a parameter server: "
+            "is this a distributed (parameter-server) training trace?"
+        )
+    per_step = [_index_step(step, transfers, nodes) for step in trace.steps]
+    chosen = _choose_ops(per_step, nodes, transfers)
+    complete = [(step, recs) for step, recs in zip(trace.steps, per_step) if all(k in recs for k in chosen)]
+    if not complete:
+        raise MissingTraceDataError(
+            f"none of the {len(trace.steps)} steps records every operation; cannot build a profile"
+        )
+    ops = _operations(chosen, nodes, transfers, complete)
+    steps = tuple(_timing(step, recs, chosen) for step, recs in complete)
+    size = batch_size if batch_size is not None else trace.batch_size
+    if size is None:
+        raise MissingTraceDataError("the trace does not say its batch size: give it (--batch-size)")
+    job = dict(
+        model=trace.model,
+        batch_size=size,
+        parameter_servers=1 + max((t.ps for t in transfers.values()), default=0),
+        recorded_bandwidth_bps=trace.bandwidth_bps,
+        source=trace.source,
+        skipped_steps=len(trace.steps) - len(complete),
+    )
+    try:
+        return build_profile(job=JobInfo(**job), ops=ops, steps=steps)
+    except ProfileError as exc:
+        raise TraceFormatError(f"the trace does not form a valid profile: {exc}") from None
+
+
+def _check_single_worker(trace: TraceRecords) -> None:
+    devices = {n.device for n in trace.graph}
+    for step in trace.steps[:3]:
+        devices.update(r.device for r in step.records)
+    workers = sorted({p.task for p in map(place_of, devices) if p.role == "worker"})
+    if len(workers) > 1:
+        raise MultiWorkerTraceError(
+            f"the trace holds {len(workers)} workers (tasks {workers}); profile with 1 worker and 1+ PS"
+        )
+    if not workers:
+        raise MissingTraceDataError("the trace holds no worker device")
+
+
+def _pair_transfers(graph: Iterable[GraphNode]) -> dict[str, _Transfer]:
+    """Cross-process _Send nodes, keyed by tensor name, with direction and PS index."""
+    transfers: dict[str, _Transfer] = {}
+    for node in graph:
+        if node.op != "_Send" or node.client_terminated or not node.tensor_name:
+            continue
+        src = place_of(node.send_device or node.device)
+        dst = place_of(node.recv_device or "")
+        if src == dst:
+            continue
+        if src.role == "ps" and dst.role == "worker":
+            resource, ps = Resource.DOWNLINK, src.task
+        elif src.role == "worker" and dst.role == "ps":
+            resource, ps = Resource.UPLINK, dst.task
+        else:
+            raise TraceFormatError(
+                f"transfer {node.tensor_name!r} goes from {src.key} to {dst.key}; only worker<->PS is modelled"
+            )
+        transfers[node.tensor_name] = _Transfer(node.tensor_name, resource, ps, node, dst)
+    return transfers
+
+
+def _record_key(rec: NodeRecord, transfers: dict[str, _Transfer]) -> tuple[str, str] | None:
+    """The op a record belongs to: ('xfer', tensor) or (place, node); None if not an op of ours."""
+    if rec.name == _TRANSFER_RECORD:
+        m = _RECV_LABEL.match(rec.label)
+        if not m:
+            raise TraceFormatError(f"RecvTensor record with an unreadable label {rec.label!r}")
+        return ("xfer", m["tensor"]) if m["tensor"] in transfers else None
+    return (place_of(rec.device).key, rec.name)
+
+
+def _index_step(
+    step: StepRecords, transfers: dict[str, _Transfer], nodes: dict[tuple[str, str], GraphNode]
+) -> dict[tuple[str, str], NodeRecord]:
+    """Records of one step by op key; repeated records of one op merge to their span."""
+    out: dict[tuple[str, str], NodeRecord] = {}
+    for rec in step.records:
+        key = _record_key(rec, transfers)
+        if key is None or (key[0] != "xfer" and key not in nodes):
+            continue
+        if rec.end_rel_us < 0 or rec.start_us < 0:
+            raise TraceFormatError(f"step {step.index}: {rec.name!r} has a negative time")
+        prev = out.get(key)
+        if prev is not None:
+            start = min(prev.start_us, rec.start_us)
+            end = max(prev.start_us + prev.end_rel_us, rec.start_us + rec.end_rel_us)
+            rec = NodeRecord(rec.device, rec.name, start, end - start, rec.label, rec.requested_bytes)
+        out[key] = rec
+    return out
+
+
+def _choose_ops(
+    per_step: list[dict[tuple[str, str], NodeRecord]],
+    nodes: dict[tuple[str, str], GraphNode],
+    transfers: dict[str, _Transfer],
+) -> list[tuple[str, str]]:
+    """Ops recorded in more than half of the steps, in a stable order (graph order, then transfers)."""
+    seen = Counter(k for recs in per_step for k in recs)
+    threshold = MAJORITY * len(per_step)
+    chosen = [k for k in nodes if seen[k] > threshold and nodes[k].op not in ("_Send", "_Recv")]
+    chosen += [("xfer", t) for t in transfers if seen[("xfer", t)] > threshold]
+    if not any(k[0] == "xfer" for k in chosen):
+        raise MissingTraceDataError(
+            "no RecvTensor records for the graph's transfers: was the trace recorded with FULL_TRACE?"
+        )
+    return chosen
+
+
+def _op_name(key: tuple[str, str], transfers: dict[str, _Transfer]) -> str:
+    if key[0] == "xfer":
+        t = transfers[key[1]]
+        verb = "pull" if t.resource is Resource.DOWNLINK else "push"
+        return f"{verb}{t.ps}:{t.tensor}"
+    return f"{key[0]}:{key[1]}"
+
+
+def _operations(
+    chosen: list[tuple[str, str]],
+    nodes: dict[tuple[str, str], GraphNode],
+    transfers: dict[str, _Transfer],
+    complete: list[tuple[StepRecords, dict[tuple[str, str], NodeRecord]]],
+) -> tuple[Operation, ...]:
+    keys = set(chosen)
+    resolver = _DependencyResolver(nodes, keys, transfers)
+    ops = []
+    for key in chosen:
+        if key[0] == "xfer":
+            t = transfers[key[1]]
+            deps = resolver.inputs_of(place_of(t.sender.device).key, t.sender)
+            nbytes = _transfer_bytes(t.tensor, [recs[key] for _, recs in complete])
+            placement = dict(resource=t.resource, ps=t.ps, bytes=nbytes, op_type="Transfer")
+        else:
+            node = nodes[key]
+            deps = resolver.inputs_of(key[0], node)
+            on_ps = key[0] != "worker"
+            placement = dict(
+                resource=Resource.PS if on_ps else Resource.WORKER,
+                ps=int(key[0][2:]) if on_ps else None,
+                op_type=node.op,
+            )
+        dep_names = tuple(sorted(_op_name(d, transfers) for d in deps))
+        ops.append(Operation(name=_op_name(key, transfers), deps=dep_names, **placement))
+    return tuple(ops)
+
+
+class _DependencyResolver:
+    """Maps a node's inputs to profile ops, looking through nodes that are not profile ops."""
+
+    def __init__(
+        self,
+        nodes: dict[tuple[str, str], GraphNode],
+        keys: set[tuple[str, str]],
+        transfers: dict[str, _Transfer],
+    ) -> None:
+        self.nodes = nodes
+        self.keys = keys
+        self.transfers = transfers
+        self.memo: dict[tuple[str, str], frozenset[tuple[str, str]]] = {}
+
+    def inputs_of(self, place: str, node: GraphNode) -> frozenset[tuple[str, str]]:
+        found: set[tuple[str, str]] = set()
+        for raw in node.inputs:
+            found |= self._resolve(place, _input_node(raw), node.name)
+        return frozenset(found)
+
+    def _resolve(self, place: str, name: str, user: str) -> frozenset[tuple[str, str]]:
+        key = (place, name)
+        if key in self.keys:
+            return frozenset({key})
+        node = self.nodes.get(key)
+        if node is None:
+            raise TraceFormatError(f"node {user!r} on {place} has input {name!r}, which no partition graph holds")
+        if node.op == "_Recv" and node.tensor_name in self.transfers:
+            xfer = ("xfer", node.tensor_name)
+            if xfer in self.keys:
+                return frozenset({xfer})
+            t = self.transfers[node.tensor_name]
+            return self.inputs_of(place_of(t.sender.device).key, t.sender)
+        if key not in self.memo:
+            self.memo[key] = frozenset()  # breaks cycles among unrecorded nodes
+            self.memo[key] = self.inputs_of(place, node)
+        return self.memo[key]
+
+
+def _input_node(raw: str) -> str:
+    """'^name' (control input) and 'name:1' (output slot) both refer to node 'name'."""
+    name = raw[1:] if raw.startswith("^") else raw
+    head, sep, slot = name.rpartition(":")
+    return head if sep and slot.isdigit() else name
+
+
+def _transfer_bytes(tensor: str, records: list[NodeRecord]) -> int:
+    """Bytes of a transfer: the recorded allocation size, else the size in the label."""
+    exact = [r.requested_bytes for r in records if r.requested_bytes is not None]
+    if exact:
+        return max(exact)
+    m = _RECV_LABEL.match(records[0].label)
+    size = _SIZE.match(m["size"].strip()) if m else None
+    if not size:
+        raise MissingTraceDataError(f"transfer {tensor!r} records no size (neither bytes nor a readable label)")
+    return round(float(size["num"]) * _SIZE_UNITS[size["unit"]])
+
+
+def _timing(step: StepRecords, recs: dict[tuple[str, str], NodeRecord], chosen: list[tuple[str, str]]) -> StepTiming:
+    first = min(recs[k].start_us for k in chosen)
+    wall = None
+    if step.client_start_us is not None and step.client_end_us is not None:
+        wall = float(step.client_end_us - step.client_start_us) or None
+    return StepTiming(
+        index=step.index,
+        start_us=tuple(float(recs[k].start_us - first) for k in chosen),
+        duration_us=tuple(float(recs[k].end_rel_us) for k in chosen),
+        wall_us=wall,
+    )
+

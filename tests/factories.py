@@ -1,0 +1,39 @@
+"""Small hand-made profiles whose every number is easy to check by hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor.core.profile import Profile, build_profile
+
+
+def one_layer_doc(*, pull_bytes: int = 1000, push_bytes: int = 1000, steps: int = 2) -> dict[str, Any]:
+    """A one-layer job: PS reads W, pulls it, worker computes, pushes the gradient, PS updates.
+
+    Each step k (k = 0, 1, ...) records: read 10 us, pull 100 us, compute 50+k us, push 100 us,
+    update 20 us, back to back, so the step spans 280 + k us.
+    """
+    ops = [
+        {"name": "ps0:read", "resource": "ps", "ps": 0},
+        {"name": "pull", "resource": "downlink", "ps": 0, "bytes": pull_bytes, "deps": ["ps0:read"]},
+        {"name": "worker:compute", "resource": "worker", "deps": ["pull"]},
+        {"name": "push", "resource": "uplink", "ps": 0, "bytes": push_bytes, "deps": ["worker:compute"]},
+        {"name": "ps0:update", "resource": "ps", "ps": 0, "deps": ["push"]},
+    ]
+    timings = []
+    for k in range(steps):
+        dur = [10.0, 100.0, 50.0 + k, 100.0, 20.0]
+        start = [0.0, 10.0, 110.0, 160.0 + k, 260.0 + k]
+        timings.append({"index": k, "start_us": start, "duration_us": dur})
+    return {
+        "format": "advisor-profile",
+        "version": 1,
+        "job": {"model": "one-layer", "batch_size": 4, "recorded_bandwidth_bps": 8e7},
+        "ops": ops,
+        "steps": timings,
+    }
+
+
+def one_layer(**kwargs: Any) -> Profile:
+    doc = one_layer_doc(**kwargs)
+    return build_profile(**doc)
