@@ -1,0 +1,82 @@
+"""Curve, confidence intervals and adaptive stopping, with stand-in simulations of known output."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from advisor.core.predict import CurveSettings, predict_curve, throughput_interval
+from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettings, SimulationSettingsError
+from tests.factories import one_layer
+
+NET = NetworkModel(bandwidth_bps=1e9)
+
+
+def _periodic(period_s: float, batch: int = 4):  # type: ignore[no-untyped-def]
+    """A stand-in simulation: every worker ends a step every ``period_s``, offset by worker."""
+    calls: list[int] = []
+
+    def simulate(profile, network, s: SimulationSettings) -> SimulationResult:  # type: ignore[no-untyped-def]
+        calls.append(s.steps)
+        ends = tuple(tuple(period_s * (k + 1) + w * period_s / s.workers for k in range(s.steps)) for w in range(s.workers))
+        return SimulationResult(workers=s.workers, batch_size=batch, step_ends_s=ends, events=s.steps * s.workers)
+
+    simulate.calls = calls  # type: ignore[attr-defined]
+    return simulate
+
+
+def test_a_regular_run_gets_a_narrow_interval_around_the_truth() -> None:
+    # W workers each finishing 4 examples every 0.5 s: exactly W x 8 examples/s. Slices whose
+    # edges do not fall on step ends hold one step more or less, so the interval is narrow, not 0.
+    sim = _periodic(0.5)
+    points = predict_curve(one_layer(), NET, CurveSettings(workers=(1, 2, 4), steps=200, warmup_steps=10), sim)
+    for p in points:
+        assert p.low <= p.workers * 8.0 <= p.high
+        assert p.rel_halfwidth < 0.05
+    # W = 1: the window (5, 100] cuts into slices of 9.5 s holding exactly 19 steps each
+    assert points[0].high - points[0].low == pytest.approx(0.0, abs=1e-9)
+
+
+def test_batch_means_interval_by_hand() -> None:
+    # one worker; steps end at 1, 2, 3, 4 then 4.5, 5, ... : two batches over (1, 7]:
+    ends = (1.0, 2.0, 3.0, 4.0, 4.5, 5.0, 5.5, 6.0, 6.5, 7.0)
+    r = SimulationResult(workers=1, batch_size=1, step_ends_s=(ends,), events=10)
+    mean, low, high = throughput_interval(r, warmup_steps=1, batches=2, confidence=0.95)
+    # batch (1, 4]: 3 steps in 3 s = 1/s; batch (4, 7]: 6 steps in 3 s = 2/s; mean 1.5
+    # half-width = t(0.975, 1) * std([1, 2], ddof=1) / sqrt(2) = 12.706 * 0.7071 / 1.4142 = 6.353
+    assert mean == pytest.approx(1.5)
+    assert high == pytest.approx(1.5 + 6.3531, rel=1e-3)
+    assert low == 0.0  # clipped: throughput cannot be negative
+
+
+def test_adaptive_stopping_doubles_steps_until_narrow_enough() -> None:
+    rng = np.random.default_rng(1)
+
+    def noisy(profile, network, s: SimulationSettings) -> SimulationResult:  # type: ignore[no-untyped-def]
+        noisy.calls.append(s.steps)  # type: ignore[attr-defined]
+        t = np.cumsum(rng.exponential(1.0, size=s.steps))  # steps of random length: a wide interval
+        return SimulationResult(workers=1, batch_size=1, step_ends_s=(tuple(t),), events=s.steps)
+
+    noisy.calls = []  # type: ignore[attr-defined]
+    cfg = CurveSettings(workers=(1,), warmup_steps=10, target_rel_halfwidth=0.05, min_steps=100, max_steps=6400)
+    (point,) = predict_curve(one_layer(), NET, cfg, noisy)
+    assert noisy.calls[0] == 100 and all(b == 2 * a for a, b in zip(noisy.calls, noisy.calls[1:]))  # type: ignore[attr-defined]
+    assert point.rel_halfwidth <= 0.05 or point.steps == 6400
+    assert point.steps == noisy.calls[-1]  # type: ignore[attr-defined]
+
+
+def test_progress_is_reported_per_point() -> None:
+    seen = []
+    predict_curve(one_layer(), NET, CurveSettings(workers=(1, 3), steps=100, warmup_steps=5), _periodic(1.0),
+                  progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 2), (2, 2)]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(workers=()), dict(workers=(0, 1)), dict(workers=(2, 1)), dict(workers=(1,), confidence=1.0),
+     dict(workers=(1,), target_rel_halfwidth=0.0), dict(workers=(1,), batches=1)],
+)
+def test_impossible_curve_settings(kwargs: dict) -> None:
+    with pytest.raises(SimulationSettingsError):
+        CurveSettings(**kwargs)
