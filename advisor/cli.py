@@ -57,10 +57,10 @@ def _parser() -> argparse.ArgumentParser:
 def _add_input(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument(
         "profile",
-        nargs="?",
+        nargs="*",
         type=Path,
-        help="profile, condensed dump, RunMetadata .jsonl[.gz]/.pb, or a directory of them "
-        "(default: the bundled example, an MLP traced at 100 Mbit/s)",
+        help="profile, condensed dump, RunMetadata .jsonl[.gz], one run's .pb files, or a directory "
+        "holding one of them (default: the bundled example, an MLP traced at 100 Mbit/s)",
     )
     cmd.add_argument("--batch-size", type=int, help="examples per step, when the trace does not say")
     cmd.add_argument(
@@ -70,10 +70,10 @@ def _add_input(cmd: argparse.ArgumentParser) -> None:
 
 
 def _load(args: argparse.Namespace) -> Profile:
-    path = args.profile or BUNDLED_EXAMPLE
-    if args.profile is None:
-        print(f"(no profile given: using the bundled example {path.name})", file=sys.stderr)
-    return load_profile(path, batch_size=args.batch_size, bandwidth_bps=args.recorded_bandwidth)
+    paths = args.profile or [BUNDLED_EXAMPLE]
+    if not args.profile:
+        print(f"(no profile given: using the bundled example {BUNDLED_EXAMPLE.name})", file=sys.stderr)
+    return load_profile(paths, batch_size=args.batch_size, bandwidth_bps=args.recorded_bandwidth)
 
 
 def _inspect(args: argparse.Namespace) -> int:

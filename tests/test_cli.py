@@ -41,3 +41,14 @@ def test_errors_are_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["profile", "inspect", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("advisor: error: ") and "bad.json" in err and "ops" in err
+
+
+def test_inspect_one_runs_binary_steps(capsys: pytest.CaptureFixture[str]) -> None:
+    steps = [shared_data("raw-pb", "cubic", f"mlp_bw100_step{k}.pb") for k in (5, 6)]
+    assert main(["profile", "inspect", *map(str, steps), "--batch-size", "32"]) == 0
+    assert "steps        2 used, 0 skipped" in capsys.readouterr().out
+
+
+def test_a_directory_mixing_runs_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["profile", "inspect", str(shared_data("raw-pb", "cubic"))]) == 2
+    assert "belong to 4 runs" in capsys.readouterr().err

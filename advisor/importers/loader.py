@@ -9,7 +9,7 @@ them). A Chrome-trace timeline is recognised and refused with the reason.
 from __future__ import annotations
 
 import gzip
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,12 +25,20 @@ RUNMETADATA_NAMES = ("runmetadata.jsonl.gz", "runmetadata.jsonl")
 
 
 def load_profile(
-    path: Path, *, batch_size: int | None = None, bandwidth_bps: float | None = None
+    path: Path | Sequence[Path], *, batch_size: int | None = None, bandwidth_bps: float | None = None
 ) -> Profile:
-    """Read ``path`` in whichever supported form it is; ``batch_size``/``bandwidth_bps`` fill gaps."""
-    if not path.exists():
-        raise ProfileError(f"{path}: no such file or directory")
-    records = _trace_records(path)
+    """Read ``path`` in whichever supported form it is; ``batch_size``/``bandwidth_bps`` fill gaps.
+
+    Several paths are read as the binary ``RunMetadata`` steps of one run, in order.
+    """
+    paths = [path] if isinstance(path, Path) else list(path)
+    for p in paths:
+        if not p.exists():
+            raise ProfileError(f"{p}: no such file or directory")
+    if len(paths) > 1 and any(p.suffix != ".pb" for p in paths):
+        raise TraceFormatError("several files are read only as binary RunMetadata (.pb) steps of one run")
+    path = paths[0] if len(paths) == 1 else paths[0].parent
+    records = _trace_records(paths[0]) if len(paths) == 1 else _binary(paths)
     if isinstance(records, Profile):
         return records
     if bandwidth_bps is not None:
@@ -74,6 +82,12 @@ def _directory(path: Path) -> TraceRecords:
         if (path / name).is_file():
             return _jsonl(path / name)
     pbs = sorted(path.glob("*.pb"), key=_step_number)
+    runs = {p.name[: p.name.rfind("step")] for p in pbs if "step" in p.name}
+    if len(runs) > 1:
+        raise TraceFormatError(
+            f"{path}: the .pb files belong to {len(runs)} runs ({', '.join(sorted(runs))}...); "
+            "name the files of one run"
+        )
     if pbs:
         return _binary(pbs)
     raise TraceFormatError(f"{path}: a directory with neither runmetadata.jsonl[.gz] nor *.pb files")
