@@ -1,0 +1,31 @@
+"""Discrete-event simulation of asynchronous parameter-server training with W workers.
+
+Li, Yan, Paolieri, Golubchik, "Throughput Prediction of Asynchronous SGD in TensorFlow"
+(ICPE'20), Algorithm 3.1: each worker runs steps sampled from a 1-worker profile; transfers
+share the PS links (max-min fair, ``sharing.py``), HTTP/2 multiplexing gives a stream a first
+service of at most WIN bytes (``reference.py`` states the exact rules); computation runs on
+per-worker resources. ``simulate`` uses the compiled engine (``loop.py``); ``reference.py``
+is the slow oracle it is tested against.
+"""
+
+from __future__ import annotations
+
+from advisor.core.profile import Profile
+from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettings
+from advisor.core.simulator.fast import simulate_fast
+from advisor.core.simulator.inputs import prepare
+from advisor.core.simulator.reference import simulate_reference
+
+__all__ = ["simulate", "simulate_reference_engine"]
+
+
+def simulate(profile: Profile, network: NetworkModel, settings: SimulationSettings) -> SimulationResult:
+    """Simulate ``settings.workers`` workers for ``settings.steps`` steps each (fast engine)."""
+    return simulate_fast(profile, prepare(profile, network, settings), settings.record_timeline)
+
+
+def simulate_reference_engine(
+    profile: Profile, network: NetworkModel, settings: SimulationSettings
+) -> SimulationResult:
+    """The same simulation with the slow reference engine (for tests and comparisons)."""
+    return simulate_reference(profile, prepare(profile, network, settings), settings.record_timeline)

@@ -1,0 +1,108 @@
+"""Binary heaps on preallocated numpy arrays, for the compiled engine.
+
+Two kinds, both min-heaps with lexicographic keys and no allocation after setup:
+
+- scheduler queues, one row per (worker, slot): key ``(round, priority, seq)``, value op;
+  bundled as the tuple ``(rnd, pri, seq, val, size)``;
+- the event heap of computation and zero-byte completions: key ``(time, seq)``, values
+  ``(queue, worker, op)``; bundled as ``(t, seq, q, w, op, size)`` with ``size`` an array of
+  length 1.
+
+Written in the subset of Python that numba compiles; without numba they run as plain
+(slow) Python.
+"""
+
+from __future__ import annotations
+
+from advisor.core.simulator.jit import njit
+
+
+@njit(cache=True, _nrt=False)
+def _q_less(r1, p1, s1, r2, p2, s2):  # type: ignore[no-untyped-def]
+    if r1 != r2:
+        return r1 < r2
+    if p1 != p2:
+        return p1 < p2
+    return s1 < s2
+
+
+@njit(cache=True, _nrt=False)
+def q_push(qs, q, rnd, pri, seq, val):  # type: ignore[no-untyped-def]
+    qr, qp, qq, qv, qn = qs
+    i = qn[q]
+    qn[q] = i + 1
+    while i > 0:
+        parent = (i - 1) >> 1
+        if not _q_less(rnd, pri, seq, qr[q, parent], qp[q, parent], qq[q, parent]):
+            break
+        qr[q, i], qp[q, i], qq[q, i], qv[q, i] = qr[q, parent], qp[q, parent], qq[q, parent], qv[q, parent]
+        i = parent
+    qr[q, i], qp[q, i], qq[q, i], qv[q, i] = rnd, pri, seq, val
+
+
+@njit(cache=True, _nrt=False)
+def q_pop(qs, q):  # type: ignore[no-untyped-def]
+    qr, qp, qq, qv, qn = qs
+    top = qv[q, 0]
+    n = qn[q] - 1
+    qn[q] = n
+    if n == 0:
+        return top
+    rnd, pri, seq, val = qr[q, n], qp[q, n], qq[q, n], qv[q, n]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        right = child + 1
+        if right < n and _q_less(qr[q, right], qp[q, right], qq[q, right], qr[q, child], qp[q, child], qq[q, child]):
+            child = right
+        if not _q_less(qr[q, child], qp[q, child], qq[q, child], rnd, pri, seq):
+            break
+        qr[q, i], qp[q, i], qq[q, i], qv[q, i] = qr[q, child], qp[q, child], qq[q, child], qv[q, child]
+        i = child
+    qr[q, i], qp[q, i], qq[q, i], qv[q, i] = rnd, pri, seq, val
+    return top
+
+
+@njit(cache=True, _nrt=False)
+def _e_less(t1, s1, t2, s2):  # type: ignore[no-untyped-def]
+    return t1 < t2 or (t1 == t2 and s1 < s2)
+
+
+@njit(cache=True, _nrt=False)
+def e_push(ev, t, seq, q, w, op):  # type: ignore[no-untyped-def]
+    et, es, eq, ew, eo, en = ev
+    i = en[0]
+    en[0] = i + 1
+    while i > 0:
+        parent = (i - 1) >> 1
+        if not _e_less(t, seq, et[parent], es[parent]):
+            break
+        et[i], es[i], eq[i], ew[i], eo[i] = et[parent], es[parent], eq[parent], ew[parent], eo[parent]
+        i = parent
+    et[i], es[i], eq[i], ew[i], eo[i] = t, seq, q, w, op
+
+
+@njit(cache=True, _nrt=False)
+def e_pop(ev):  # type: ignore[no-untyped-def]
+    """Remove the top entry; read it (index 0) before calling."""
+    et, es, eq, ew, eo, en = ev
+    n = en[0] - 1
+    en[0] = n
+    if n == 0:
+        return
+    t, seq, q, w, op = et[n], es[n], eq[n], ew[n], eo[n]
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= n:
+            break
+        right = child + 1
+        if right < n and _e_less(et[right], es[right], et[child], es[child]):
+            child = right
+        if not _e_less(et[child], es[child], t, seq):
+            break
+        et[i], es[i], eq[i], ew[i], eo[i] = et[child], es[child], eq[child], ew[child], eo[child]
+        i = child
+    et[i], es[i], eq[i], ew[i], eo[i] = t, seq, q, w, op

@@ -1,0 +1,107 @@
+"""What both engines read: the profile, network and settings turned into plain arrays.
+
+Both the reference and the fast engine start from the same ``SimInputs`` so that they see
+the same sampled steps, random stream keys and scheduling priorities; any difference in
+their results is then a difference in the simulation itself.
+
+Resources ("slots") of one worker: slot 0 is the worker's compute; parameter server i has
+slots ``1 + 3i`` (downlink_i), ``2 + 3i`` (uplink_i) and ``3 + 3i`` (ps_i compute).
+
+Scheduler keys are compared as tuples ``(round, priority, seq)``: ``round`` is 0 for a stream
+waiting for its first service and 1 for one waiting for its second (HTTP/2 model, section
+3.2.2), ``priority`` comes from the stream order (always 0 for computation, which is served
+in release order) and ``seq`` is a global counter bumped on every release, re-queue and
+chunk start, which also breaks ties between chunks that complete at the same instant.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from advisor.core.profile import Profile, Resource
+from advisor.core.sim_types import NetworkModel, SimulationSettings, StreamOrder
+from advisor.core.simulator.order import stream_priorities
+
+SLOTS_PER_PS = 3
+_SLOT_OFFSET = {Resource.DOWNLINK: 1, Resource.UPLINK: 2, Resource.PS: 3}
+
+
+@dataclass(frozen=True)
+class SimInputs:
+    """Arrays indexed by operation position in ``profile.ops`` (see module docstring)."""
+
+    n_ps: int
+    workers: int
+    steps: int
+    slot: np.ndarray  # int64 per op
+    bits: np.ndarray  # float64 per op, bytes * 8 (0 for computation)
+    instant: np.ndarray  # bool per op: zero-byte transfers complete when released
+    durations_s: np.ndarray  # (profile steps, ops) float64, seconds
+    sampled: np.ndarray  # (workers, steps) int64: profile step used by each simulated step
+    priority: np.ndarray  # float64 per op: static stream priority (0 for computation)
+    transfer_index: np.ndarray  # int64 per op: position among transfers, -1 for computation
+    random_keys: np.ndarray | None  # (workers, steps, transfers) float32 for StreamOrder.RANDOM
+    link_bps: float
+    nic_bps: float
+    win_bits: float  # math.inf when flow control is off
+
+    @property
+    def slots_per_worker(self) -> int:
+        return 1 + SLOTS_PER_PS * self.n_ps
+
+    def is_link_slot(self, slot: int) -> bool:
+        return slot >= 1 and (slot - 1) % SLOTS_PER_PS < 2
+
+    def direction(self, slot: int) -> int:
+        """0 for a downlink slot, 1 for an uplink slot."""
+        return (slot - 1) % SLOTS_PER_PS
+
+    def ps_of(self, slot: int) -> int:
+        return (slot - 1) // SLOTS_PER_PS
+
+    def stream_key(self, op: int, worker: int, step: int) -> float:
+        """The order priority of a stream released in ``step`` of ``worker``."""
+        if self.random_keys is not None and self.transfer_index[op] >= 0:
+            return float(self.random_keys[worker, step, self.transfer_index[op]])
+        return float(self.priority[op])
+
+
+def slot_of(resource: Resource, ps: int | None) -> int:
+    """The slot of an operation on ``resource`` of parameter server ``ps``."""
+    if resource is Resource.WORKER:
+        return 0
+    return _SLOT_OFFSET[resource] + SLOTS_PER_PS * int(ps or 0)
+
+
+def prepare(profile: Profile, network: NetworkModel, settings: SimulationSettings) -> SimInputs:
+    """Validate the combination and build the shared arrays."""
+    ops = profile.ops
+    is_transfer = np.array([op.resource.is_transfer for op in ops], dtype=bool)
+    transfer_index = np.full(len(ops), -1, dtype=np.int64)
+    transfer_index[is_transfer] = np.arange(int(is_transfer.sum()))
+    bits = np.array([8.0 * op.bytes for op in ops], dtype=np.float64)
+    rng = np.random.Generator(np.random.PCG64(settings.seed))
+    sampled = rng.integers(0, len(profile.steps), size=(settings.workers, settings.steps), dtype=np.int64)
+    random_keys = None
+    if network.order is StreamOrder.RANDOM:
+        shape = (settings.workers, settings.steps, int(is_transfer.sum()))
+        random_keys = rng.random(shape, dtype=np.float32)
+    return SimInputs(
+        n_ps=profile.job.parameter_servers,
+        workers=settings.workers,
+        steps=settings.steps,
+        slot=np.array([slot_of(op.resource, op.ps) for op in ops], dtype=np.int64),
+        bits=bits,
+        instant=is_transfer & (bits == 0),
+        durations_s=np.array([s.duration_us for s in profile.steps], dtype=np.float64) * 1e-6,
+        sampled=sampled,
+        priority=stream_priorities(profile, network),
+        transfer_index=transfer_index,
+        random_keys=random_keys,
+        link_bps=float(network.bandwidth_bps),
+        nic_bps=float(network.worker_bandwidth_bps or network.bandwidth_bps),
+        win_bits=math.inf if network.win_bytes is None else 8.0 * float(network.win_bytes),
+    )
