@@ -13,12 +13,19 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, Overhead, advise, effective_network, prepare_profile
+from advisor.core.cost import Constraints, Prices
+from advisor.core.predict import CurveSettings
 from advisor.core.profile import Profile
+from advisor.core.sim_types import NetworkModel, SimulationSettings, SimulationSettingsError, StreamOrder
+from advisor.core.simulator import simulate
 from advisor.core.summary import ProfileSummary, summarize
 from advisor.core.units import format_bandwidth, parse_bandwidth
 from advisor.errors import AdvisorError
 from advisor.importers.loader import BUNDLED_EXAMPLE, load_profile
 from advisor.importers.profile_file import write_profile
+from advisor.plot import plot_advice
+from advisor.report import advice_table, advice_to_json
 
 EXIT_USAGE = 2
 
@@ -51,7 +58,53 @@ def _parser() -> argparse.ArgumentParser:
     _add_input(convert)
     convert.add_argument("-o", "--output", type=Path, required=True, help="profile file to write (.json or .json.gz)")
     convert.set_defaults(run=_convert)
+
+    predict = commands.add_parser("predict", help="predict throughput for W workers, saturation and cost-optimal W")
+    _add_input(predict)
+    _add_predict_options(predict)
+    predict.set_defaults(run=_predict)
     return parser
+
+
+def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--workers", type=parse_workers, default=parse_workers("1-16"), metavar="RANGE",
+                     help="worker counts: 1-32, or 1,2,4,8, or 1-8,12,16 (default 1-16)")
+    cmd.add_argument("--bandwidth", type=parse_bandwidth, metavar="RATE",
+                     help="PS link capacity each way, e.g. 10Gbit/s (default: the profile's recorded bandwidth)")
+    cmd.add_argument("--ps", type=int, help="parameter servers (must match the profile's)")
+    cmd.add_argument("--price-worker", type=float, default=1.0, metavar="PER_HOUR", help="price per worker-hour")
+    cmd.add_argument("--price-ps", type=float, default=0.0, metavar="PER_HOUR", help="price per PS-hour")
+    cmd.add_argument("--examples", type=float, help="the job's size in examples, for --deadline/--budget")
+    cmd.add_argument("--deadline", type=float, metavar="HOURS", help="finish --examples within this many hours")
+    cmd.add_argument("--budget", type=float, help="spend at most this on --examples")
+    cmd.add_argument("--max-workers", type=int, help="never recommend more workers than this")
+    cmd.add_argument("--saturation-threshold", type=float, default=0.05, metavar="FRACTION",
+                     help="saturation: one more worker adds less than this share of W=1 throughput (default 0.05)")
+    sim = cmd.add_argument_group("simulation")
+    sim.add_argument("--steps", type=int, help="steps per worker (fixed); default: adaptive until the interval is "
+                     "within --target")
+    sim.add_argument("--target", type=float, default=0.02, metavar="FRACTION",
+                     help="relative half-width of the 95%% interval to reach (default 0.02)")
+    sim.add_argument("--warmup", type=int, default=50, help="warm-up steps per worker, not measured (default 50)")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--win", type=parse_window, metavar="BYTES|off",
+                     help="HTTP/2 first-service window in bytes, or off (default off: whole streams)")
+    sim.add_argument("--order", choices=[o.value for o in StreamOrder], default=StreamOrder.FIFO.value,
+                     help="which pending stream a link serves next (default fifo)")
+    sim.add_argument("--order-file", type=Path, help="for --order custom: transfer names, one per line")
+    sim.add_argument("--goodput", type=float, default=DEFAULT_GOODPUT, metavar="FRACTION",
+                     help="share of the link rate TCP delivers as payload (default 0.95: Ethernet/IP/TCP framing "
+                     "of 1500-byte packets carries 1448 of 1538 bytes on the wire)")
+    sim.add_argument("--alpha", type=float, default=0.0, metavar="US_PER_BYTE",
+                     help="parsing overhead per byte (microseconds), see advisor calibrate")
+    sim.add_argument("--beta", type=float, default=0.0, metavar="US", help="parsing overhead per tensor (us)")
+    out = cmd.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print the prediction as JSON (advisor-prediction/1)")
+    out.add_argument("--plot", type=Path, metavar="PNG", help="write the curve as a PNG (needs matplotlib)")
+    out.add_argument("--timeline", type=Path, metavar="JSON",
+                     help="write a synthetic multi-worker timeline (Chrome trace, for Perfetto)")
+    out.add_argument("--timeline-workers", type=int, default=4, metavar="W", help="workers in --timeline (default 4)")
+    out.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
 def _add_input(cmd: argparse.ArgumentParser) -> None:
@@ -67,6 +120,33 @@ def _add_input(cmd: argparse.ArgumentParser) -> None:
         "--recorded-bandwidth", type=parse_bandwidth, metavar="RATE",
         help="PS link capacity when the trace was recorded, e.g. 100Mbit/s",
     )
+
+
+def parse_workers(text: str) -> tuple[int, ...]:
+    """'1-8,12,16' -> (1, 2, ..., 8, 12, 16)."""
+    found: set[int] = set()
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.strip().partition("-")
+            found.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"cannot read worker counts {text!r}; write e.g. 1-32 or 1,2,4,8") from None
+    if not found or min(found) < 1:
+        raise argparse.ArgumentTypeError(f"worker counts must be >= 1, got {text!r}")
+    return tuple(sorted(found))
+
+
+def parse_window(text: str) -> float | None:
+    """'off' -> None (flow control off), else a positive byte count."""
+    if text.lower() in ("off", "none", "0"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--win takes a byte count or 'off', got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"--win must be > 0 bytes, got {text!r}")
+    return value
 
 
 def _load(args: argparse.Namespace) -> Profile:
@@ -91,6 +171,75 @@ def _convert(args: argparse.Namespace) -> int:
     write_profile(profile, args.output)
     print(f"wrote {args.output}: {len(profile.ops)} ops x {len(profile.steps)} steps")
     return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    profile = _load(args)
+    request = _advice_request(args, profile)
+    progress = None if args.quiet or args.json else _progress
+    advice = advise(profile, request, simulate, progress)
+    if args.json:
+        print(json.dumps(advice_to_json(profile, request, advice), indent=2))
+    else:
+        print(advice_table(profile, request, advice))
+    if args.plot:
+        plot_advice(advice, args.plot, title=f"{profile.job.model or 'job'}: predicted throughput")
+        print(f"wrote {args.plot}", file=sys.stderr)
+    if args.timeline:
+        _write_timeline(args, profile, request)
+    return 0
+
+
+def _advice_request(args: argparse.Namespace, profile: Profile) -> AdviceRequest:
+    bandwidth = args.bandwidth or profile.job.recorded_bandwidth_bps
+    if bandwidth is None:
+        raise SimulationSettingsError("the profile does not record its bandwidth: give --bandwidth, e.g. 10Gbit/s")
+    if args.ps is not None and args.ps != profile.job.parameter_servers:
+        raise SimulationSettingsError(
+            f"--ps {args.ps}: the profile was recorded with {profile.job.parameter_servers} parameter server(s); "
+            "profile the job with the PS count you will run"
+        )
+    order = StreamOrder(args.order)
+    custom: tuple[str, ...] = ()
+    if order is StreamOrder.CUSTOM:
+        if args.order_file is None:
+            raise SimulationSettingsError("--order custom needs --order-file with the transfer names in order")
+        custom = tuple(line.strip() for line in args.order_file.read_text().splitlines() if line.strip())
+    network = NetworkModel(bandwidth_bps=bandwidth, win_bytes=args.win, order=order, custom_order=custom)
+    adaptive = args.steps is None
+    curve = CurveSettings(
+        workers=args.workers,
+        steps=args.steps or 1000,
+        warmup_steps=args.warmup,
+        seed=args.seed,
+        target_rel_halfwidth=args.target if adaptive else None,
+    )
+    return AdviceRequest(
+        network=network,
+        curve=curve,
+        overhead=Overhead(args.alpha, args.beta),
+        prices=Prices(args.price_worker, args.price_ps),
+        constraints=Constraints(args.max_workers, args.examples, args.deadline, args.budget),
+        saturation_threshold=args.saturation_threshold,
+        goodput=args.goodput,
+    )
+
+
+def _write_timeline(args: argparse.Namespace, profile: Profile, request: AdviceRequest) -> None:
+    settings = SimulationSettings(
+        workers=args.timeline_workers, steps=20, warmup_steps=0, seed=args.seed, record_timeline=True
+    )
+    prepared = prepare_profile(profile, request)
+    from advisor.core.simulator.timeline import to_chrome_trace
+
+    result = simulate(prepared, effective_network(request), settings)
+    args.timeline.write_text(json.dumps(to_chrome_trace(result)))
+    print(f"wrote {args.timeline} ({args.timeline_workers} workers, 20 steps each)", file=sys.stderr)
+
+
+def _progress(done: int, total: int) -> None:
+    end = "\n" if done == total else ""
+    print(f"\rsimulated {done}/{total} worker counts", end=end, file=sys.stderr, flush=True)
 
 
 def render_summary(profile: Profile, s: ProfileSummary) -> str:

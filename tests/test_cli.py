@@ -52,3 +52,49 @@ def test_inspect_one_runs_binary_steps(capsys: pytest.CaptureFixture[str]) -> No
 def test_a_directory_mixing_runs_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["profile", "inspect", str(shared_data("raw-pb", "cubic"))]) == 2
     assert "belong to 4 runs" in capsys.readouterr().err
+
+
+def test_predict_json_has_the_documented_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["predict", "--workers", "1,2", "--steps", "150", "--warmup", "10", "--json",
+                 "--price-worker", "3", "--price-ps", "1"])
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "advisor-prediction/1"
+    assert [p["workers"] for p in doc["curve"]] == [1, 2]
+    one, two = doc["curve"]
+    assert one["low"] <= one["throughput"] <= one["high"]
+    # 2 workers: never more than twice one worker (within the intervals), never above the link:
+    # 100 Mbit/s carries at most 1e8 / 8 / 1,736,752 B = 7.2 steps/s each way = 230 examples/s
+    assert two["throughput"] <= 2 * one["high"] and two["throughput"] <= 1e8 / 8 / 1736752 * 32
+    # cost per example = (W x 3 + 1) per hour / (3600 x throughput)
+    assert one["cost_per_example"] == pytest.approx(4 / 3600 / one["throughput"])
+    assert doc["recommended"]["workers"] in (1, 2) and doc["saturation_workers"] in (1, 2)
+
+
+def test_predict_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "curve.png"
+    assert main(["predict", "--workers", "1-3", "--steps", "120", "--warmup", "10", "--plot", str(png), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "saturation point: W =" in out and "cost-optimal:     W =" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--bandwidth", "0"], "argument --bandwidth"),
+        (["--workers", "0-3"], "argument --workers"),
+        (["--price-worker", "-1"], "worker price must be a finite number >= 0"),
+        (["--ps", "2"], "recorded with 1 parameter server"),
+        (["--order", "custom"], "--order custom needs --order-file"),
+        (["--deadline", "2"], "a deadline or budget needs the job's size"),
+    ],
+)
+def test_predict_refuses_impossible_settings(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code = main(["predict", "--workers", "1", "--steps", "100", *argv])
+    except SystemExit as exc:  # argparse rejects malformed values itself
+        code = exc.code
+    assert code == 2
+    assert message in capsys.readouterr().err

@@ -17,6 +17,8 @@ from advisor.errors import ProfileError
 
 PARSE_OP_TYPE = "ParseOverhead"
 PARSE_PREFIX = "parse:"
+GAP_OP_TYPE = "ClientGap"
+GAP_NAME = "worker:client-gap"
 
 
 def parsing_overhead_us(nbytes: int, alpha_us_per_byte: float, beta_us: float) -> float:
@@ -108,3 +110,25 @@ def _check_coefficients(alpha: float, beta: float) -> None:
     for name, value in (("alpha", alpha), ("beta", beta)):
         if not (math.isfinite(value) and value >= 0):
             raise ProfileError(f"overhead coefficient {name} must be a finite number >= 0, got {value!r}")
+
+
+def add_client_gap(profile: Profile) -> Profile:
+    """Make the time between steps part of the step: a worker op after everything else.
+
+    The client's ``session.run`` takes ``wall_us``, longer than the span of the step's records
+    (request set-up, fetching results, the Python loop). A worker is idle for the difference
+    between steps, so replaying only the records over-predicts throughput. This adds
+    ``worker:client-gap`` (duration ``wall_us - end_us``, at least 0) depending on every op
+    that nothing depends on. Steps without ``wall_us`` get a zero gap.
+    """
+    if any(op.op_type == GAP_OP_TYPE for op in profile.ops):
+        raise ProfileError("the profile already has its client gap")
+    has_dependents = {d for op in profile.ops for d in op.deps}
+    sinks = tuple(op.name for op in profile.ops if op.name not in has_dependents)
+    gap = Operation(name=GAP_NAME, resource=Resource.WORKER, deps=sinks, op_type=GAP_OP_TYPE)
+    steps = []
+    for step in profile.steps:
+        end = step.end_us
+        length = max((step.wall_us or end) - end, 0.0)
+        steps.append(step.model_copy(update={"start_us": step.start_us + (end,), "duration_us": step.duration_us + (length,)}))
+    return build_profile(job=profile.job, ops=profile.ops + (gap,), steps=tuple(steps))

@@ -72,3 +72,21 @@ def test_retime_gives_each_transfer_its_time_alone_on_the_link() -> None:
 def test_retime_refuses_impossible_bandwidth(bw: float) -> None:
     with pytest.raises(ProfileError, match="bandwidth must be a finite number > 0"):
         retime_transfers(one_layer(), bw)
+
+
+def test_client_gap_follows_every_sink() -> None:
+    from advisor.core.preprocess import GAP_NAME, add_client_gap
+    from tests.factories import one_layer_doc
+    from advisor.core.profile import build_profile
+
+    doc = one_layer_doc(steps=2)
+    doc["steps"][0]["wall_us"] = 300.0  # span 280 -> gap 20
+    # step 1 has no wall time: zero gap
+    p = add_client_gap(build_profile(**doc))
+    gap = p.ops[p.index[GAP_NAME]]
+    assert gap.deps == ("ps0:update",)  # the only op nothing depends on
+    assert p.steps[0].duration_us[-1] == 20.0 and p.steps[0].start_us[-1] == 280.0
+    assert p.steps[1].duration_us[-1] == 0.0
+    assert p.steps[0].end_us == 300.0  # the step now spans what the client saw
+    with pytest.raises(ProfileError, match="already has its client gap"):
+        add_client_gap(p)

@@ -1,0 +1,101 @@
+"""How an ``Advice`` is shown: a table for people and a stable JSON document for programs.
+
+The JSON schema is ``advisor-prediction/1`` (documented in ``docs/prediction-json.md``);
+field names here are a contract: add fields, never rename or remove them within a version.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor.core.advice import Advice, AdviceRequest
+from advisor.core.profile import Profile
+from advisor.core.units import format_bandwidth
+
+SCHEMA = "advisor-prediction/1"
+
+
+def advice_to_json(profile: Profile, request: AdviceRequest, advice: Advice) -> dict[str, Any]:
+    """The prediction as JSON data, schema ``advisor-prediction/1``."""
+    net = request.network
+    rec = advice.recommended
+    return {
+        "schema": SCHEMA,
+        "model": advice.model,
+        "job": {
+            "model": profile.job.model,
+            "source": profile.job.source,
+            "batch_size": profile.job.batch_size,
+            "parameter_servers": advice.parameter_servers,
+        },
+        "network": {
+            "bandwidth_bps": net.bandwidth_bps,
+            "win_bytes": net.win_bytes,
+            "order": net.order.value,
+        },
+        "settings": {
+            "warmup_steps": request.curve.warmup_steps,
+            "seed": request.curve.seed,
+            "confidence": request.curve.confidence,
+            "target_rel_halfwidth": request.curve.target_rel_halfwidth,
+            "overhead_alpha_us_per_byte": request.overhead.alpha_us_per_byte,
+            "overhead_beta_us": request.overhead.beta_us,
+            "price_worker_per_hour": request.prices.worker_per_hour,
+            "price_ps_per_hour": request.prices.ps_per_hour,
+            "saturation_threshold": request.saturation_threshold,
+        },
+        "curve": [
+            {
+                "workers": p.workers,
+                "throughput": p.throughput,
+                "low": p.low,
+                "high": p.high,
+                "steps": p.steps,
+                "events": p.events,
+                "cost_per_example": p.cost_per_example,
+                "baselines": {"cynthia": p.cynthia, "phase_queueing": p.phase_queueing},
+            }
+            for p in advice.points
+        ],
+        "saturation_workers": advice.saturation_workers,
+        "recommended": {
+            "workers": rec.workers,
+            "throughput": rec.throughput,
+            "cost_per_example": rec.cost_per_example,
+            "hours": rec.hours,
+            "total_cost": rec.total_cost,
+        },
+        "notes": list(advice.notes),
+    }
+
+
+def advice_table(profile: Profile, request: AdviceRequest, advice: Advice) -> str:
+    """The prediction as an aligned text table with the decision underneath."""
+    sat, rec = advice.saturation_workers, advice.recommended.workers
+    level = round(request.curve.confidence * 100)
+    head = (
+        f"{profile.job.model or 'job'}: batch {advice.batch_size}, {advice.parameter_servers} PS, "
+        f"link {format_bandwidth(request.network.bandwidth_bps)} each way"
+    )
+    rows = [
+        head,
+        "",
+        f"{'W':>3}  {'examples/s':>10}  {f'{level}% interval':>19}  {'x W=1':>6}  {'cost/1M ex':>10}"
+        f"  {'Cynthia':>8}  {'phases':>8}",
+    ]
+    base = advice.points[0].throughput / advice.points[0].workers
+    for p in advice.points:
+        marks = (" <- saturation" if p.workers == sat else "") + (" <- recommended" if p.workers == rec else "")
+        rows.append(
+            f"{p.workers:>3}  {p.throughput:>10.1f}  {p.low:>8.1f} - {p.high:>8.1f}  {p.throughput / base:>6.2f}"
+            f"  {p.cost_per_example * 1e6:>10.4f}  {p.cynthia:>8.1f}  {p.phase_queueing:>8.1f}{marks}"
+        )
+    rows += [
+        "",
+        f"saturation point: W = {sat} (one more worker adds < {request.saturation_threshold:.0%} of W=1 throughput)",
+        f"cost-optimal:     W = {rec} at {advice.recommended.cost_per_example * 1e6:.4f} per million examples",
+    ]
+    if advice.recommended.hours is not None:
+        rows.append(f"                  finishes the job in {advice.recommended.hours:.2f} h")
+    rows += [f"note: {n}" for n in advice.notes]
+    return "\n".join(rows)
