@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, Overhead, advise, effective_network, prepare_profile
+from advisor.core.calibration import calibrate
 from advisor.core.cost import Constraints, Prices
 from advisor.core.predict import CurveSettings
 from advisor.core.profile import Profile
@@ -59,6 +60,11 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("-o", "--output", type=Path, required=True, help="profile file to write (.json or .json.gz)")
     convert.set_defaults(run=_convert)
 
+    calib = commands.add_parser("calibrate", help="fit overhead (alpha, beta), HTTP/2 window and goodput to a profile")
+    _add_input(calib)
+    calib.add_argument("--json", action="store_true", help="print the fit as JSON")
+    calib.set_defaults(run=_calibrate)
+
     predict = commands.add_parser("predict", help="predict throughput for W workers, saturation and cost-optimal W")
     _add_input(predict)
     _add_predict_options(predict)
@@ -95,6 +101,8 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
     sim.add_argument("--goodput", type=float, default=DEFAULT_GOODPUT, metavar="FRACTION",
                      help="share of the link rate TCP delivers as payload (default 0.95: Ethernet/IP/TCP framing "
                      "of 1500-byte packets carries 1448 of 1538 bytes on the wire)")
+    sim.add_argument("--calibrate", action="store_true",
+                     help="fit --alpha, --beta, --win and --goodput to the profile itself (needs its recorded bandwidth)")
     sim.add_argument("--alpha", type=float, default=0.0, metavar="US_PER_BYTE",
                      help="parsing overhead per byte (microseconds), see advisor calibrate")
     sim.add_argument("--beta", type=float, default=0.0, metavar="US", help="parsing overhead per tensor (us)")
@@ -173,8 +181,28 @@ def _convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _calibrate(args: argparse.Namespace) -> int:
+    profile = _load(args)
+    c = calibrate(profile)
+    if args.json:
+        print(json.dumps({k: v for k, v in asdict(c).items() if k != "candidates"}, indent=2))
+        return 0
+    win = "off (whole streams)" if c.win_bytes is None else f"{c.win_bytes:,.0f} B"
+    print(f"overhead     alpha = {c.alpha_us_per_byte * 1e3:.4f} us/kB, beta = {c.beta_us:.0f} us per transfer")
+    print(f"HTTP/2 WIN   {win}")
+    print(f"goodput      {c.goodput:.2f} of the recorded bandwidth")
+    print(f"fit          {c.transfers} transfer records; end-time error {c.mean_abs_error_us / 1000:.2f} ms mean, "
+          f"{c.median_rel_error:.1%} median, {c.p95_rel_error:.1%} p95")
+    print(f"use          advisor predict ... --alpha {c.alpha_us_per_byte:.6g} --beta {c.beta_us:.6g} "
+          f"--win {c.win_bytes or 'off'} --goodput {c.goodput:g}")
+    return 0
+
+
 def _predict(args: argparse.Namespace) -> int:
     profile = _load(args)
+    if args.calibrate:
+        c = calibrate(profile)
+        args.alpha, args.beta, args.win, args.goodput = c.alpha_us_per_byte, c.beta_us, c.win_bytes, c.goodput
     request = _advice_request(args, profile)
     progress = None if args.quiet or args.json else _progress
     advice = advise(profile, request, simulate, progress)

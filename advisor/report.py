@@ -40,6 +40,8 @@ def advice_to_json(profile: Profile, request: AdviceRequest, advice: Advice) -> 
             "target_rel_halfwidth": request.curve.target_rel_halfwidth,
             "overhead_alpha_us_per_byte": request.overhead.alpha_us_per_byte,
             "overhead_beta_us": request.overhead.beta_us,
+            "goodput": request.goodput,
+            "client_gap": request.client_gap,
             "price_worker_per_hour": request.prices.worker_per_hour,
             "price_ps_per_hour": request.prices.ps_per_hour,
             "saturation_threshold": request.saturation_threshold,

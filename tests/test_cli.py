@@ -98,3 +98,12 @@ def test_predict_refuses_impossible_settings(argv: list[str], message: str, caps
         code = exc.code
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_calibrate_prints_a_usable_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["calibrate", "--json"]) == 0
+    fit = json.loads(capsys.readouterr().out)
+    assert fit["alpha_us_per_byte"] >= 0 and fit["beta_us"] >= 0 and 0 < fit["goodput"] <= 1
+    assert main(["predict", "--calibrate", "--workers", "1", "--steps", "100", "--warmup", "5", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["settings"]["overhead_beta_us"] == pytest.approx(fit["beta_us"])
