@@ -4,9 +4,9 @@ Throughput is a time average over the window in which every worker is past its w
 (``SimulationResult.throughput``). Its confidence interval comes from **batch means**: the
 window is cut into ``batches`` equal slices, the throughput of each slice is one observation,
 and the interval is the Student-t interval of their mean. With ``target_rel_halfwidth`` set,
-a point is first simulated with ``min_steps`` steps per worker and the step count doubles
-until the interval's half-width is within the target (or ``max_steps`` is reached), so easy
-points cost little and hard ones get the steps they need.
+a point is first simulated with ``min_steps`` steps per worker, then with the step count the
+interval's width says is needed (at least double), until the half-width is within the target
+or ``max_steps`` is reached, so easy points cost little and hard ones get the steps they need.
 
 The simulation function is a parameter so that callers (and tests) can swap engines.
 """
@@ -105,7 +105,15 @@ def predict_point(
         target = cfg.target_rel_halfwidth
         if target is None or point.rel_halfwidth <= target or steps >= cfg.max_steps:
             return point
-        steps = min(steps * 2, cfg.max_steps)
+        steps = next_step_count(steps, cfg.warmup_steps, point.rel_halfwidth, target, cfg.max_steps)
+
+
+def next_step_count(steps: int, warmup: int, halfwidth: float, target: float, max_steps: int) -> int:
+    """Steps for the next try: the half-width shrinks as 1/sqrt(measured steps), so aim there
+    with 20 % to spare; at least double (the estimate from a short run is itself noisy)."""
+    measured = steps - warmup
+    needed = warmup + math.ceil(measured * (halfwidth / target) ** 2 * 1.2)
+    return min(max(needed, 2 * steps), max_steps)
 
 
 def predict_curve(

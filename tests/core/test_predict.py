@@ -49,7 +49,16 @@ def test_batch_means_interval_by_hand() -> None:
     assert low == 0.0  # clipped: throughput cannot be negative
 
 
-def test_adaptive_stopping_doubles_steps_until_narrow_enough() -> None:
+def test_next_step_count_aims_at_the_target() -> None:
+    from advisor.core.predict import next_step_count
+
+    # 150 measured steps gave +-6 %; +-2 % needs 9x the measured steps: 50 + 150 x 9 x 1.2 = 1670
+    assert next_step_count(200, 50, 0.06, 0.02, 4000) == 1670
+    assert next_step_count(200, 50, 0.021, 0.02, 4000) == 400  # nearly there: still at least double
+    assert next_step_count(200, 50, 0.5, 0.02, 4000) == 4000  # capped
+
+
+def test_adaptive_stopping_grows_steps_until_narrow_enough() -> None:
     rng = np.random.default_rng(1)
 
     def noisy(profile, network, s: SimulationSettings) -> SimulationResult:  # type: ignore[no-untyped-def]
@@ -60,7 +69,7 @@ def test_adaptive_stopping_doubles_steps_until_narrow_enough() -> None:
     noisy.calls = []  # type: ignore[attr-defined]
     cfg = CurveSettings(workers=(1,), warmup_steps=10, target_rel_halfwidth=0.05, min_steps=100, max_steps=6400)
     (point,) = predict_curve(one_layer(), NET, cfg, noisy)
-    assert noisy.calls[0] == 100 and all(b == 2 * a for a, b in zip(noisy.calls, noisy.calls[1:]))  # type: ignore[attr-defined]
+    assert noisy.calls[0] == 100 and all(b >= 2 * a or b == 6400 for a, b in zip(noisy.calls, noisy.calls[1:]))  # type: ignore[attr-defined]
     assert point.rel_halfwidth <= 0.05 or point.steps == 6400
     assert point.steps == noisy.calls[-1]  # type: ignore[attr-defined]
 
