@@ -36,9 +36,15 @@ class NetworkModel:
     order: StreamOrder = StreamOrder.FIFO
     custom_order: tuple[str, ...] = ()  # transfer names, for StreamOrder.CUSTOM
     worker_bandwidth_bps: float | None = None  # a worker's NIC; None = same as bandwidth_bps
+    # Request-path queueing (gRPC's receiver-driven RecvTensor): a stream's first chunk
+    # waits this long when the opposite direction of its PS link carries another worker's
+    # bulk data, its request sitting behind that bottleneck's standing queue
+    # (simulator/reference.py states the rule). 0 = off.
+    queue_delay_s: float = 0.0
 
     def __post_init__(self) -> None:
         _positive("bandwidth_bps", self.bandwidth_bps)
+        _non_negative("queue_delay_s", self.queue_delay_s)
         if self.worker_bandwidth_bps is not None:
             _positive("worker_bandwidth_bps", self.worker_bandwidth_bps)
         if self.win_bytes is not None:
@@ -56,10 +62,13 @@ class SimulationSettings:
     warmup_steps: int = 50  # per worker, excluded from the throughput average
     seed: int = 0
     record_timeline: bool = False
+    # When each worker's first step starts (s); () = all at 0. See simulator/stagger.py.
+    start_offsets_s: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.workers < 1:
             raise SimulationSettingsError(f"workers must be >= 1, got {self.workers}")
+        _check_offsets(self.start_offsets_s, self.workers)
         if self.steps < 1:
             raise SimulationSettingsError(f"steps must be >= 1, got {self.steps}")
         if not 0 <= self.warmup_steps < self.steps:
@@ -110,3 +119,20 @@ class SimulationResult:
 def _positive(name: str, value: float) -> None:
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
         raise SimulationSettingsError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+def _non_negative(name: str, value: float) -> None:
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+        raise SimulationSettingsError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def _check_offsets(offsets: tuple[float, ...], workers: int) -> None:
+    """Start offsets: empty, or one finite non-negative time per worker (a tuple, so hashable)."""
+    if not isinstance(offsets, tuple):
+        raise SimulationSettingsError(f"start_offsets_s must be a tuple, got {type(offsets).__name__}")
+    if offsets and len(offsets) != workers:
+        raise SimulationSettingsError(
+            f"start_offsets_s must be empty or have one value per worker ({workers}), got {len(offsets)}"
+        )
+    for w, value in enumerate(offsets):
+        _non_negative(f"start_offsets_s[{w}]", value)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+from dataclasses import replace
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -71,6 +72,28 @@ def test_fast_engine_matches_reference_on_random_dags(
     profile: Profile, network: NetworkModel, workers: int, seed: int
 ) -> None:
     sim = SimulationSettings(workers=workers, steps=5, warmup_steps=0, seed=seed)
+    assert_same(*both(profile, network, sim))
+
+
+QUEUE_DELAYS = [0.0, 1e-3, 0.25]  # off, small (below most durations), large (above many)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    profile=random_profiles(),
+    network=networks,
+    delay=st.sampled_from(QUEUE_DELAYS),
+    workers=st.integers(1, 4),
+    seed=st.integers(0, 2**32 - 1),
+    data=st.data(),
+)
+def test_fast_engine_matches_reference_with_queueing_and_staggered_starts(  # type: ignore[no-untyped-def]
+    profile: Profile, network: NetworkModel, delay: float, workers: int, seed: int, data
+) -> None:
+    network = replace(network, queue_delay_s=delay)
+    one = st.one_of(st.just(0.0), st.floats(0, 2))
+    offsets = data.draw(st.one_of(st.just(()), st.lists(one, min_size=workers, max_size=workers)))
+    sim = SimulationSettings(workers=workers, steps=5, warmup_steps=0, seed=seed, start_offsets_s=tuple(offsets))
     assert_same(*both(profile, network, sim))
 
 
@@ -156,3 +179,12 @@ def test_fast_engine_matches_reference_on_a_real_trace() -> None:
     for network in (NetworkModel(bandwidth_bps=1e8), NetworkModel(bandwidth_bps=5e7, win_bytes=65535.0)):
         for workers in (1, 3):
             assert_same(*both(profile, network, SimulationSettings(workers=workers, steps=10, warmup_steps=0, seed=3)))
+
+
+def test_fast_engine_matches_reference_on_a_real_trace_with_queueing() -> None:
+    profile = real_mlp_profile()
+    for delay in (0.005, 0.1):
+        network = NetworkModel(bandwidth_bps=1e8, win_bytes=65535.0, queue_delay_s=delay)
+        for offsets in ((0.0, 0.0, 0.0), (0.0, 0.1, 0.2)):
+            sim = SimulationSettings(workers=3, steps=10, warmup_steps=0, seed=3, start_offsets_s=offsets)
+            assert_same(*both(profile, network, sim))

@@ -4,8 +4,10 @@ Li, Yan, Paolieri, Golubchik, "Throughput Prediction of Asynchronous SGD in Tens
 (ICPE'20), Algorithm 3.1: each worker runs steps sampled from a 1-worker profile; transfers
 share the PS links (max-min fair, ``sharing.py``), HTTP/2 multiplexing gives a stream a first
 service of at most WIN bytes (``reference.py`` states the exact rules); computation runs on
-per-worker resources. ``simulate`` uses the compiled engine (``loop.py``); ``reference.py``
-is the slow oracle it is tested against.
+per-worker resources. Optional: request-path queueing delay (``NetworkModel.queue_delay_s``)
+and staggered first starts (``SimulationSettings.start_offsets_s``, ``stagger.py``).
+``simulate`` uses the compiled engine (``loop.py``); ``reference.py`` is the slow oracle it
+is tested against.
 """
 
 from __future__ import annotations

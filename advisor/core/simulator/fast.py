@@ -25,17 +25,18 @@ def simulate_fast(
         plan.member_ptr, plan.member_idx,
     )  # fmt: skip
     ipar = np.array([W, R, inputs.n_ps, inputs.steps, inputs.random_keys is not None, record_timeline, G], np.int64)
-    fpar = np.array([inputs.link_bps, inputs.nic_bps, inputs.win_bits], np.float64)
+    fpar = np.array([inputs.link_bps, inputs.nic_bps, inputs.win_bits, inputs.queue_delay_s], np.float64)
     ws = (
         np.zeros((W, G), np.int64), np.zeros(W, np.int64), np.zeros(W, np.int64),
         np.zeros((W, G), np.int8), np.zeros((W, inputs.steps), np.float64),
+        np.array([inputs.start_of(w) for w in range(W)], np.float64),
     )  # fmt: skip
     nq = W * R
     ch = (np.zeros(nq, np.int8), np.zeros(nq, np.int64), np.zeros(nq, np.int8), np.zeros(nq, np.int64), np.zeros(nq))
     cap = int(np.bincount(plan.slot, minlength=R).max()) + 1
     qs = (np.zeros((nq, cap), np.int8), np.zeros((nq, cap)), np.zeros((nq, cap), np.int64),
           np.zeros((nq, cap), np.int64), np.zeros(nq, np.int64))  # fmt: skip
-    ecap = nq + W * G + 1
+    ecap = nq + W * G + W + 1  # queues (compute or waiting link chunks), zero-byte ops, starts
     ev = (np.zeros(ecap), np.zeros(ecap, np.int64), np.zeros(ecap, np.int64), np.zeros(ecap, np.int64),
           np.zeros(ecap, np.int64), np.zeros(1, np.int64))  # fmt: skip
     nflow = W * inputs.n_ps
@@ -45,6 +46,7 @@ def simulate_fast(
         np.zeros(2, np.int64), np.zeros(2, np.int64),
         np.zeros(inputs.n_ps), np.zeros(W), np.zeros(inputs.n_ps, np.int64), np.zeros(W, np.int64),
         np.zeros(max(nflow, 1), np.bool_),
+        np.zeros((2, inputs.n_ps), np.int64), np.zeros(nq, np.int8),
     )  # fmt: skip
     ctr = np.zeros(3, np.int64)
     tcap = W * inputs.steps * (G + int((plan.slot % 3 != 0).sum())) if record_timeline else 1

@@ -23,6 +23,7 @@ import numpy as np
 
 from advisor.core.profile import Profile, Resource
 from advisor.core.sim_types import NetworkModel, SimulationSettings, StreamOrder
+from advisor.core.simulator.jit import quantize
 from advisor.core.simulator.order import stream_priorities
 
 SLOTS_PER_PS = 3
@@ -47,6 +48,12 @@ class SimInputs:
     link_bps: float
     nic_bps: float
     win_bits: float  # math.inf when flow control is off
+    queue_delay_s: float = 0.0  # request-path queueing delay (NetworkModel.queue_delay_s)
+    start_s: np.ndarray | None = None  # float64 per worker: first step's start, on the time grid
+
+    def start_of(self, worker: int) -> float:
+        """When ``worker``'s first step starts (0 unless staggered)."""
+        return 0.0 if self.start_s is None else float(self.start_s[worker])
 
     @property
     def slots_per_worker(self) -> int:
@@ -104,4 +111,12 @@ def prepare(profile: Profile, network: NetworkModel, settings: SimulationSetting
         link_bps=float(network.bandwidth_bps),
         nic_bps=float(network.worker_bandwidth_bps or network.bandwidth_bps),
         win_bits=math.inf if network.win_bytes is None else 8.0 * float(network.win_bytes),
+        queue_delay_s=float(network.queue_delay_s),
+        start_s=_start_times(settings),
     )
+
+
+def _start_times(settings: SimulationSettings) -> np.ndarray:
+    """Each worker's first start, rounded to the time grid like every event time."""
+    offsets = settings.start_offsets_s or (0.0,) * settings.workers
+    return np.array([quantize(float(t)) for t in offsets], dtype=np.float64)

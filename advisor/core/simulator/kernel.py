@@ -16,7 +16,9 @@ State travels in tuples of arrays; ``links`` is
 direction the active queue indices, their count, each flow's position in ``act``, the time
 the direction was last advanced, per flow remaining bits / rate / chunk size, and the
 direction's next completion (time, seq, queue) with a flag saying it must be recomputed;
-then scratch arrays for water-filling (``rem_link, rem_nic, cnt_link, cnt_nic, frozen``).
+then scratch arrays for water-filling (``rem_link, rem_nic, cnt_link, cnt_nic, frozen``);
+then ``pcnt`` (active flows per direction and PS) and ``isact`` (per queue: 1 while its
+chunk is an active flow), which answer the request-path queueing test in O(1).
 Compiled without numba's reference counting (``_nrt=False``): the loop allocates nothing,
 and refcount updates on every array access made it ~10x slower.
 """
@@ -99,22 +101,39 @@ def _next_completion(links, cseq, d):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, _nrt=False)
-def _add_flow(links, d, q, now, bits):  # type: ignore[no-untyped-def]
+def _add_flow(links, d, q, now, bits, R):  # type: ignore[no-untyped-def]
     act, act_n, apos, rem, size, dirty = links[0], links[1], links[2], links[4], links[6], links[8]
     _advance(links, d, now)
     act[d, act_n[d]] = q
     apos[q] = act_n[d]
     act_n[d] += 1
+    links[16][d, (q % R - 1) // 3] += 1
+    links[17][q] = 1
     rem[q] = bits
     size[q] = bits
     dirty[d] = 1
 
 
 @njit(cache=True, _nrt=False)
-def _remove_flow(links, d, q):  # type: ignore[no-untyped-def]
+def _remove_flow(links, d, q, R):  # type: ignore[no-untyped-def]
     act, act_n, apos, dirty = links[0], links[1], links[2], links[8]
+    links[16][d, (q % R - 1) // 3] -= 1
+    links[17][q] = 0
     last = act[d, act_n[d] - 1]
     act[d, apos[q]] = last
     apos[last] = apos[q]
     act_n[d] -= 1
     dirty[d] = 1
+
+
+@njit(cache=True, _nrt=False)
+def opposite_busy(links, q, R):  # type: ignore[no-untyped-def]
+    """Is another worker's active flow on the other direction of queue ``q``'s PS link?
+
+    One flow per (worker, PS, direction) at most, so: the opposite direction's flow count
+    on that PS, minus this worker's own flow there.
+    """
+    s = q % R
+    d, ps = (s - 1) % 3, (s - 1) // 3
+    own = links[17][q - s + 1 + 3 * ps + (1 - d)]
+    return links[16][1 - d, ps] - own > 0

@@ -19,6 +19,26 @@ Processing a completion of worker w (the fast engine does exactly the same):
    smallest-key operation.
 Releasing puts an operation on its slot's queue, except a zero-byte transfer, which
 completes at the instant it is released without using a link.
+
+Staggered starts (``SimulationSettings.start_offsets_s``): worker w's first step starts at
+``quantize(offset_w)``; a worker whose start is 0 starts before anything happens (in
+worker order, as without offsets); a later start is an event that comes before every
+chunk completion or activation at the same instant, workers with equal starts in index
+order (it uses the negative seq ``w - W``).
+
+Request-path queueing (``NetworkModel.queue_delay_s`` = d > 0): TensorFlow's gRPC receiver
+requests each tensor, so the request of a pull (downlink data) travels on the uplink and
+that of a push (uplink data) on the downlink. When a link-slot chunk of worker w on
+direction D of PS p is dispatched and it is the *first* chunk of its stream (a whole
+stream, or the first HTTP/2 service), and at that instant an *active* transfer chunk of
+another worker is in service on the opposite direction of the same PS p, the chunk first
+waits d: it holds w's slot on D (nothing else of w starts there) but takes no bandwidth
+and is not counted in the sharing. At ``quantize(dispatch + d)`` (an activation event,
+ordered with completions by ``(time, seq)`` using the chunk's own seq; not counted in
+``events``) it becomes an ordinary active flow. Chunks waiting their d are not "active"
+for this test, the worker's own flows never delay it, and second HTTP/2 chunks and
+zero-byte transfers are never delayed. A delayed chunk's timeline start is its dispatch
+time (the slot is held from then).
 """
 
 from __future__ import annotations
@@ -43,6 +63,8 @@ class _Chunk:
     start: float
     step: int
     end: float = 0.0  # computation: start + duration, on the time grid
+    waiting: bool = False  # a first transfer chunk still waiting its request-path delay
+    wake: float = 0.0  # when a waiting chunk becomes an active flow
 
 
 @dataclass
@@ -70,17 +92,19 @@ class ReferenceSimulation:
         self.roots = [i for i, ds in enumerate(self.deps) if not ds]
         self.workers = [_Worker() for _ in range(inputs.workers)]
         self.in_service: list[_Chunk] = []
+        # Workers not started yet: (start time, seq w - W, worker).
+        self.starts = [(inputs.start_of(w), w - inputs.workers, w) for w in range(inputs.workers)]
         self.now = 0.0
         self.seq = 0
         self.events = 0
         self.timeline: list[TimelineEvent] | None = [] if record_timeline else None
 
     def run(self) -> SimulationResult:
-        for w in range(self.inp.workers):
-            self._start_step(w, 0)
-        while self.in_service:
-            chunk = self._advance_to_next_completion()
-            self._complete(chunk)
+        for start in [s for s in self.starts if s[0] == 0.0]:
+            self.starts.remove(start)
+            self._start_step(start[2], 0)
+        while self.in_service or self.starts:
+            self._next_event()
         return SimulationResult(
             workers=self.inp.workers,
             batch_size=self.profile.job.batch_size,
@@ -91,32 +115,50 @@ class ReferenceSimulation:
 
     # -- time -------------------------------------------------------------------------
     def _rates(self) -> list[float]:
-        """Rate of each in-service chunk: bits/s on a link, 1 (s/s) for computation."""
+        """Rate of each in-service chunk: bits/s on a link (0 while waiting), 1 (s/s) for computation."""
         rates = [1.0] * len(self.in_service)
         for direction in (0, 1):
-            idx = [j for j, c in enumerate(self.in_service) if c.slot > 0 and self._dir(c.slot) == direction]
+            idx = [j for j, c in enumerate(self.in_service) if self._is_flow(c) and self._dir(c.slot) == direction]
             flows = [(self.in_service[j].worker, self.inp.ps_of(self.in_service[j].slot)) for j in idx]
             for j, r in zip(idx, water_fill(flows, self.inp.link_bps, self.inp.nic_bps)):
                 rates[j] = r
+        for j, c in enumerate(self.in_service):
+            if c.waiting:
+                rates[j] = 0.0
         return rates
+
+    def _is_flow(self, c: _Chunk) -> bool:
+        """An active transfer chunk: on a link and not waiting its request-path delay."""
+        return c.slot > 0 and self.inp.is_link_slot(c.slot) and not c.waiting
 
     def _dir(self, slot: int) -> int:
         return self.inp.direction(slot) if self.inp.is_link_slot(slot) else -1
 
     def _end(self, c: _Chunk, rate: float) -> float:
+        """When the chunk's next event happens: completion, or activation if waiting."""
+        if c.waiting:
+            return c.wake
         if c.slot >= 0 and not self.inp.is_link_slot(c.slot):
             return c.end
         return quantize(self.now + c.remaining / rate) if c.remaining > 0 else self.now
 
-    def _advance_to_next_completion(self) -> _Chunk:
+    def _next_event(self) -> None:
+        """Advance to the earliest event by ``(time, seq)`` and process it."""
         rates = self._rates()
-        ends = [self._end(c, r) for c, r in zip(self.in_service, rates)]
-        j = min(range(len(ends)), key=lambda k: (ends[k], self.in_service[k].seq))
-        dt = ends[j] - self.now
+        events = [(self._end(c, r), c.seq, j) for j, (c, r) in enumerate(zip(self.in_service, rates))]
+        events += [(t, seq, -1 - k) for k, (t, seq, _) in enumerate(self.starts)]
+        t, _, j = min(events)
+        dt = t - self.now
         for c, r in zip(self.in_service, rates):
             c.remaining -= r * dt
-        self.now = ends[j]
-        return self.in_service.pop(j)
+        self.now = t
+        if j < 0:
+            _, _, w = self.starts.pop(-1 - j)
+            self._start_step(w, 0)
+        elif self.in_service[j].waiting:
+            self.in_service[j].waiting = False
+        else:
+            self._complete(self.in_service.pop(j))
 
     # -- Algorithm 3.1 ------------------------------------------------------------------
     def _next_seq(self) -> int:
@@ -159,12 +201,24 @@ class ReferenceSimulation:
             end = quantize(self.now + duration)
             return _Chunk(w, slot, op, 0.0, True, self._next_seq(), self.now, wk.step, end)
         bits = float(self.inp.bits[op])
-        if op in wk.served or bits <= self.inp.win_bits:
-            size, last = (bits - self.inp.win_bits if op in wk.served else bits), True
+        first = op not in wk.served
+        if not first or bits <= self.inp.win_bits:
+            size, last = (bits if first else bits - self.inp.win_bits), True
         else:
             size, last = self.inp.win_bits, False
             wk.served.add(op)
-        return _Chunk(w, slot, op, size, last, self._next_seq(), self.now, wk.step)
+        chunk = _Chunk(w, slot, op, size, last, self._next_seq(), self.now, wk.step)
+        if first and self.inp.queue_delay_s > 0 and self._opposite_busy(w, slot):
+            chunk.waiting, chunk.wake = True, quantize(self.now + self.inp.queue_delay_s)
+        return chunk
+
+    def _opposite_busy(self, w: int, slot: int) -> bool:
+        """Does another worker's active flow use the other direction of this slot's PS link?"""
+        ps, direction = self.inp.ps_of(slot), self.inp.direction(slot)
+        return any(
+            c.worker != w and self._is_flow(c) and self.inp.ps_of(c.slot) == ps and self.inp.direction(c.slot) != direction
+            for c in self.in_service
+        )
 
     def _complete(self, c: _Chunk) -> None:
         w, wk = c.worker, self.workers[c.worker]
