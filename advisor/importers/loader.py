@@ -15,7 +15,7 @@ from pathlib import Path
 
 from advisor.core.profile import Profile, parse_profile
 from advisor.errors import ProfileError, TraceFormatError, TraceImportError
-from advisor.importers.profile_file import GZIP_MAGIC, read_json_document
+from advisor.importers.json_files import GZIP_MAGIC, read_json_document
 from advisor.importers.tf_condensed import condensed_records, looks_condensed
 from advisor.importers.tf_profile import build_profile_from_trace
 from advisor.importers.tf_records import TraceRecords

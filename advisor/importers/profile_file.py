@@ -8,31 +8,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import zlib
 from pathlib import Path
 from typing import Any
 
 from advisor.core.profile import Profile, parse_profile
 from advisor.errors import ProfileError
-
-GZIP_MAGIC = b"\x1f\x8b"
-
-
-def read_json_document(path: Path) -> Any:
-    """Decode a JSON file, gzipped or not, with errors that name the file and position."""
-    try:
-        raw = path.read_bytes()
-        if raw[:2] == GZIP_MAGIC:
-            raw = gzip.decompress(raw)
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise ProfileError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise ProfileError(f"{path}: truncated or corrupt gzip data ({exc})") from None
-    except UnicodeDecodeError as exc:
-        raise ProfileError(f"{path}: not UTF-8 text ({exc.reason})") from None
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+from advisor.importers.json_files import read_json_document
 
 
 def read_profile(path: Path) -> Profile:

@@ -37,12 +37,12 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
 from advisor.errors import MissingTraceDataError, TraceFormatError
+from advisor.importers.json_files import GZIP_MAGIC, read_json_document
 from advisor.importers._proto.tf_runmetadata_pb2 import RunMetadata
 from advisor.importers.tf_records import GraphNode, NodeRecord, StepRecords, TraceRecords
 
 META_NAME = "meta.json"
 RUN_ARGS_NAME = "traced_w1.json"
-GZIP_MAGIC = b"\x1f\x8b"
 _BITS_PER_MBIT = 1e6
 _DECIMAL = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 _INTEGER = re.compile(r"-?\d+")
@@ -321,19 +321,7 @@ def _run_info(trace: Path, meta: Path | None) -> _RunInfo:
 
 
 def _read_json(path: Path) -> Mapping[str, Any]:
-    try:
-        doc = json.loads(path.read_bytes())
-    except json.JSONDecodeError as exc:
-        raise TraceFormatError(
-            f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise TraceFormatError(f"{path}: not UTF-8 text ({exc.reason})") from None
-    except RecursionError:
-        raise TraceFormatError(f"{path}: JSON nested too deeply") from None
-    except OSError as exc:
-        raise TraceFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    return _mapping(doc, _Where(str(path)))
+    return _mapping(read_json_document(path, TraceFormatError), _Where(str(path)))
 
 
 def _meta_batch(doc: Mapping[str, Any], where: _Where) -> int | None:

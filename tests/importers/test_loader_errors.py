@@ -129,3 +129,10 @@ def test_bundled_example_is_a_valid_profile() -> None:
     profile = load_profile(BUNDLED_EXAMPLE)
     assert profile.job.batch_size == 32 and len(profile.steps) == 100
     assert profile.job.recorded_bandwidth_bps == 100e6
+
+
+def test_deeply_nested_json_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000)
+    with pytest.raises(ProfileError, match="deep.json: JSON nested too deeply"):
+        load_profile(path)
