@@ -119,8 +119,6 @@ def _assemble(profile: Profile, request: AdviceRequest, curve: tuple[CurvePoint,
         )
         for p in curve
     )
-    if not points:
-        raise SimulationSettingsError("no worker counts to predict")
     return Advice(
         model=MODEL_NAME,
         points=points,

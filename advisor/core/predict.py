@@ -14,8 +14,8 @@ The simulation function is a parameter so that callers (and tests) can swap engi
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
@@ -74,14 +74,10 @@ def throughput_interval(
     result: SimulationResult, warmup_steps: int, batches: int = 10, confidence: float = 0.95
 ) -> tuple[float, float, float]:
     """(mean, low, high) examples/s over the measurement window, by batch means."""
-    ends = result.step_ends_s
-    start = max(e[warmup_steps - 1] if warmup_steps else 0.0 for e in ends)
-    stop = min(e[-1] for e in ends)
-    if stop <= start:
-        raise SimulationSettingsError("the measurement window is empty: simulate more steps")
+    start, stop = result.measurement_window(warmup_steps)
     edges = np.linspace(start, stop, batches + 1)
     done = np.zeros(batches)
-    for worker_ends in ends:
+    for worker_ends in result.step_ends_s:
         t = np.asarray(worker_ends)
         t = t[(t > start) & (t <= stop)]
         # slice i holds the steps with edges[i] < t <= edges[i + 1], as throughput() counts
@@ -131,7 +127,3 @@ def predict_curve(
             progress(i + 1, len(cfg.workers))
     return tuple(points)
 
-
-def with_workers(cfg: CurveSettings, workers: Sequence[int]) -> CurveSettings:
-    """The same settings for other worker counts."""
-    return replace(cfg, workers=tuple(workers))

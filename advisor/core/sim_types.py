@@ -100,18 +100,23 @@ class SimulationResult:
     events: int  # operation-chunk completions processed
     timeline: tuple[TimelineEvent, ...] | None = field(default=None, repr=False)
 
-    def throughput(self, warmup_steps: int) -> float:
-        """Examples/s summed over workers, a time average after every worker's warm-up.
+    def measurement_window(self, warmup_steps: int) -> tuple[float, float]:
+        """(start, end] in which every worker is past its warm-up and still running.
 
         The window opens when the last worker finishes its ``warmup_steps``-th step and
         closes when the first worker finishes its last step, so every worker runs during
-        the whole window (as the testbed's ``thr_window`` measures); steps that end inside
-        it are counted, each worth ``batch_size`` examples.
+        the whole window (as the testbed's ``thr_window`` measures).
         """
         start = max(ends[warmup_steps - 1] if warmup_steps else 0.0 for ends in self.step_ends_s)
         end = min(ends[-1] for ends in self.step_ends_s)
         if end <= start:
             raise SimulationSettingsError("the measurement window is empty: simulate more steps")
+        return start, end
+
+    def throughput(self, warmup_steps: int) -> float:
+        """Examples/s summed over workers, a time average over ``measurement_window``; steps
+        that end inside it are counted, each worth ``batch_size`` examples."""
+        start, end = self.measurement_window(warmup_steps)
         done = sum(sum(1 for t in ends if start < t <= end) for ends in self.step_ends_s)
         return done * self.batch_size / (end - start)
 
