@@ -10,6 +10,18 @@ errors. Third-party errors (pydantic, json, protobuf) are wrapped once, where th
         ├── TraceFormatError      unreadable: truncated, not JSON/protobuf, wrong shape
         ├── MissingTraceDataError readable, but lacks what prediction needs
         └── MultiWorkerTraceError recorded with more than one worker
+    └── KubeError                 a Kubernetes API call failed (advisor/controller/kube.py)
+        ├── KubeNotFound          404: the object does not exist
+        ├── KubeAlreadyExists     409 AlreadyExists: create found the name taken
+        ├── KubeConflict          409 Conflict: stale resourceVersion (optimistic concurrency)
+        ├── KubeGone              410: a watch or continue token is older than the server keeps
+        ├── KubeForbidden         401/403: RBAC or credentials refuse the call
+        ├── KubeInvalid           other 4xx: the request itself is wrong (422, 400, 415...)
+        ├── KubeUnavailable       5xx, 429, timeouts, refused or dropped connections: retry later
+        └── KubeConfigError       no usable kubeconfig or in-cluster configuration
+    └── StoreError                the controller's store cannot be opened or used (controller/store.py)
+        └── UnknownRunError       no profiling run for that job uid and generation
+    └── HttpApiError              the controller's HTTP server cannot start (controller/http_api.py)
 """
 
 from __future__ import annotations
@@ -37,3 +49,85 @@ class MissingTraceDataError(TraceImportError):
 
 class MultiWorkerTraceError(TraceImportError):
     """The trace was recorded with more than one worker; profiling needs 1 worker."""
+
+
+# --- controller: the objects it reads ----------------------------------------------------------
+
+
+class TFJobError(AdvisorError, ValueError):
+    """A TFJob (or its advisor annotations) is not what the API and the advisor accept."""
+
+
+# --- Kubernetes -------------------------------------------------------------------------------
+# Raised only by advisor/controller/kube.py, which translates every client and urllib3 error
+# once; the rest of the controller catches these and never the client's own exceptions.
+
+
+class KubeError(AdvisorError):
+    """A Kubernetes API call failed; the message names the verb, the object and the server's words.
+
+    ``status`` is the HTTP code (None when no response came), ``reason`` the Status reason
+    (``Conflict``, ``Expired``...), ``retry_after_s`` the server's Retry-After when it sent one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        reason: str = "",
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.retry_after_s = retry_after_s
+
+
+class KubeNotFound(KubeError):
+    """404: the object (or its namespace) does not exist."""
+
+
+class KubeAlreadyExists(KubeError):
+    """409 AlreadyExists: an object with that name already exists."""
+
+
+class KubeConflict(KubeError):
+    """409 Conflict: the write carried a stale resourceVersion; read again and retry."""
+
+
+class KubeGone(KubeError):
+    """410 Expired/Gone: the resourceVersion is older than the server's history; list again."""
+
+
+class KubeForbidden(KubeError):
+    """401/403: the credentials or RBAC rules do not allow this call."""
+
+
+class KubeInvalid(KubeError):
+    """Another 4xx: the request is malformed or refused by validation (400, 415, 422...)."""
+
+
+class KubeUnavailable(KubeError):
+    """The server cannot answer now (5xx, 429, timeout, connection refused or dropped)."""
+
+
+class KubeConfigError(KubeError):
+    """No usable cluster configuration: missing or broken kubeconfig, unknown context."""
+
+
+# --- controller store / ingest ----------------------------------------------------------------
+# Raised by advisor/controller/store.py (which wraps every sqlite3 error once) and
+# advisor/controller/http_api.py.
+
+
+class StoreError(AdvisorError):
+    """The controller's SQLite store cannot be opened or used; the message names the file."""
+
+
+class UnknownRunError(StoreError):
+    """No profiling run is stored for that job uid and generation."""
+
+
+class HttpApiError(AdvisorError):
+    """The controller's HTTP server cannot start (e.g. the port is taken); names host and port."""

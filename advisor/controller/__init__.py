@@ -1,0 +1,1 @@
+"""The Kubernetes controller: API adapter, informer, leader election (and, later, reconcile)."""

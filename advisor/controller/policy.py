@@ -1,0 +1,147 @@
+"""What the controller decides from a prediction: limits, the recommendation, and whether to resize.
+
+Pure functions of the settings, the job's view and the stored prediction (schema
+``advisor-prediction/1``): no cluster, no clock (``now`` is passed in). The recommendation
+follows the Vertical Pod Autoscaler's shape: ``target`` (within policy), ``lowerBound`` and
+``upperBound`` (the worker counts whose predicted cost per example is within
+``BOUND_TOLERANCE`` of the target's: the flat bottom of the cost curve, where any choice is
+about as good) and ``uncappedTarget`` (the cost optimum ignoring the per-job limits).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from advisor.controller.settings import ControllerSettings, Mode
+from advisor.controller.tfjob import PREFIX, TFJobView
+from advisor.core.cost import Constraints, CostError, Prices, cost_optimal, cost_per_example
+from advisor.errors import TFJobError
+
+BOUND_TOLERANCE = 0.05
+MIN_WORKERS = PREFIX + "min-workers"
+MAX_WORKERS = PREFIX + "max-workers"
+MODE = PREFIX + "mode"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    min_workers: int
+    max_workers: int
+    mode: Mode
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    target: int
+    lower: int
+    upper: int
+    uncapped: int
+    throughput: float  # at target
+    cost_per_example: float
+
+
+def job_prices(settings: ControllerSettings, view: TFJobView) -> Prices:
+    """Prices for this job: its Worker and PS node types' prices where configured, else the defaults."""
+    p = settings.prices
+    worker_type = view.node_types.get("Worker") or view.node_types.get("Chief")
+    worker = p.node_types[worker_type].worker_per_hour if worker_type in p.node_types else p.worker_per_hour
+    ps_type = view.node_types.get("PS")
+    ps = p.node_types[ps_type].ps_per_hour if ps_type in p.node_types else p.ps_per_hour
+    try:
+        return Prices(worker, ps)
+    except CostError as exc:
+        raise TFJobError(f"TFJob {view.namespace}/{view.name}: {exc}") from None
+
+
+def job_limits(settings: ControllerSettings, view: TFJobView, prices: Prices) -> Limits:
+    """Worker range for this job: settings, narrowed by the job's annotations and the hourly budget."""
+    low = _annotation_int(view, MIN_WORKERS, settings.min_workers)
+    high = _annotation_int(view, MAX_WORKERS, settings.max_workers)
+    if not settings.min_workers <= low <= high <= settings.max_workers:
+        raise TFJobError(
+            f"TFJob {view.namespace}/{view.name}: workers {low}..{high} from its annotations lie outside the "
+            f"controller's policy {settings.min_workers}..{settings.max_workers} or are reversed")
+    if settings.budget_per_hour is not None and prices.worker_per_hour > 0:
+        spare = settings.budget_per_hour - view.parameter_servers * prices.ps_per_hour
+        affordable = math.floor(spare / prices.worker_per_hour + 1e-9)
+        if affordable < low:
+            raise TFJobError(f"TFJob {view.namespace}/{view.name}: the hourly budget {settings.budget_per_hour:g} "
+                             f"affords {max(affordable, 0)} workers, fewer than the minimum {low}")
+        high = min(high, affordable)
+    mode_text = view.annotations.get(MODE, settings.mode.value)
+    try:
+        mode = Mode(mode_text)
+    except ValueError:
+        raise TFJobError(f"TFJob {view.namespace}/{view.name}: annotation {MODE}={mode_text!r} is not one of "
+                         f"{', '.join(m.value for m in Mode)}") from None
+    return Limits(low, high, mode)
+
+
+def recommend(prediction: Mapping[str, Any], prices: Prices, limits: Limits) -> Recommendation:
+    """Cost-optimal W within ``limits`` from a stored prediction, with VPA-style bounds."""
+    curve = [p for p in prediction["curve"]]
+    workers = [int(p["workers"]) for p in curve]
+    thr = [float(p["throughput"]) for p in curve]
+    ps = int(prediction["job"]["parameter_servers"])
+    uncapped = cost_optimal(workers, thr, prices, parameter_servers=ps).workers
+    inside = [(w, t) for w, t in zip(workers, thr) if limits.min_workers <= w <= limits.max_workers]
+    if not inside:
+        raise TFJobError(f"the prediction covers W = {workers[0]}..{workers[-1]}, none inside the job's limits "
+                         f"{limits.min_workers}..{limits.max_workers}")
+    choice = cost_optimal([w for w, _ in inside], [t for _, t in inside], prices, parameter_servers=ps,
+                          constraints=Constraints(max_workers=limits.max_workers))
+    near = [w for w, t in inside if cost_per_example(prices, w, ps, t) <= choice.cost_per_example * (1 + BOUND_TOLERANCE)]
+    return Recommendation(target=choice.workers, lower=min(near), upper=max(near), uncapped=uncapped,
+                          throughput=choice.throughput, cost_per_example=choice.cost_per_example)
+
+
+def throughput_at(prediction: Mapping[str, Any], workers: int) -> Mapping[str, float] | None:
+    for p in prediction["curve"]:
+        if int(p["workers"]) == workers:
+            return {"value": float(p["throughput"]), "lower": float(p["low"]), "upper": float(p["high"])}
+    return None
+
+
+def resize_target(
+    limits: Limits, view: TFJobView, rec: Recommendation, prediction: Mapping[str, Any], prices: Prices,
+    *, last_resize: float | None, now: float, min_gain: float, cooldown_s: float,
+) -> int | None:
+    """In ``auto`` mode, the worker count to set on a running job, or None to leave it.
+
+    Only jobs that allow it (``enableDynamicWorker``), only when the predicted cost per example
+    at the target beats the current count's by more than ``min_gain``, never within the cooldown.
+    """
+    if limits.mode is not Mode.AUTO or not view.dynamic_workers or view.finished or "Worker" not in view.spec_keys:
+        return None
+    if rec.target == view.workers or (last_resize is not None and now - last_resize < cooldown_s):
+        return None
+    current = throughput_at(prediction, view.workers)
+    if current is None or current["value"] <= 0:
+        return rec.target  # the current count is outside the curve (e.g. above the maximum): bring it in
+    ps = int(prediction["job"]["parameter_servers"])
+    gain = 1 - rec.cost_per_example / cost_per_example(prices, view.workers, ps, current["value"])
+    return rec.target if gain > min_gain else None
+
+
+def _annotation_int(view: TFJobView, key: str, default: int) -> int:
+    text = view.annotations.get(key)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise TFJobError(f"TFJob {view.namespace}/{view.name}: annotation {key}={text!r} is not an integer") from None
+    if value < 1:
+        raise TFJobError(f"TFJob {view.namespace}/{view.name}: annotation {key}={text!r} must be >= 1")
+    return value
+
+
+def clamp(workers: int, limits: Limits) -> int:
+    return min(max(workers, limits.min_workers), limits.max_workers)
+
+
+def curve_workers(settings: ControllerSettings) -> Sequence[int]:
+    return tuple(range(1, settings.max_workers + 1))

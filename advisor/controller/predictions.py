@@ -1,0 +1,142 @@
+"""Running predictions off the watch loop: what to predict, the cache key, and a process pool.
+
+A prediction is a pure function of (profile, request parameters), so its result is stored under
+``prediction_key`` = sha256 of both plus the model's version: a controller restart, a resync or
+another job with the same profile never recomputes it, and a change of prices, bandwidth or
+limits (or of the model) does. ``run_prediction`` is a top-level function so a
+``ProcessPoolExecutor`` can ship it to a child process: the simulation is CPU-bound and must
+not hold the controller's threads (or its GIL).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from advisor import __version__
+from advisor.controller.metrics import Metrics
+from advisor.core.advice import MODEL_NAME, AdviceRequest, advise
+from advisor.core.cost import Prices
+from advisor.core.predict import CurveSettings
+from advisor.core.profile import Profile, parse_profile
+from advisor.core.sim_types import NetworkModel
+from advisor.errors import AdvisorError
+
+log = logging.getLogger(__name__)
+
+
+class PredictionInputError(AdvisorError, ValueError):
+    """A prediction cannot be asked for (e.g. no bandwidth known); the job is marked Failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class PredictionParams:
+    """Everything besides the profile that a prediction depends on (JSON-able, hashable)."""
+
+    bandwidth_bps: float
+    max_workers: int
+    target_rel_halfwidth: float
+    seed: int
+    worker_price: float
+    ps_price: float
+    saturation_threshold: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+def prediction_params(
+    profile: Profile, prices: Prices, *, bandwidth_bps: float | None, max_workers: int, target: float, seed: int,
+    saturation_threshold: float,
+) -> PredictionParams:
+    bandwidth = bandwidth_bps or profile.job.recorded_bandwidth_bps
+    if not bandwidth:
+        raise PredictionInputError(
+            "no network bandwidth: set the controller's `bandwidth` or record it in the profile (ADVISOR_BANDWIDTH_MBIT)")
+    return PredictionParams(float(bandwidth), max_workers, target, seed, prices.worker_per_hour, prices.ps_per_hour,
+                            saturation_threshold)
+
+
+def prediction_key(profile_sha: str, params: PredictionParams) -> str:
+    doc = {"profile": profile_sha, "params": params.as_dict(), "model": MODEL_NAME, "version": __version__}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def build_request(params: PredictionParams) -> AdviceRequest:
+    return AdviceRequest(
+        network=NetworkModel(bandwidth_bps=params.bandwidth_bps),
+        curve=CurveSettings(workers=tuple(range(1, params.max_workers + 1)), seed=params.seed,
+                            target_rel_halfwidth=params.target_rel_halfwidth),
+        prices=Prices(params.worker_price, params.ps_price),
+        saturation_threshold=params.saturation_threshold,
+    )
+
+
+def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) -> str:
+    """Predict and return the ``advisor-prediction/1`` JSON text (runs in a worker process)."""
+    from advisor.core.simulator import simulate  # imported here: the child pays numba's start-up, not the parent
+    from advisor.report import advice_to_json
+
+    profile = parse_profile(profile_doc)
+    request = build_request(PredictionParams(**params))
+    advice = advise(profile, request, simulate)
+    return json.dumps(advice_to_json(profile, request, advice), separators=(",", ":"))
+
+
+Done = Callable[[str, str | None, str | None], None]  # (key, result JSON or None, error message or None)
+
+
+class ProcessPredictor:
+    """At most one run per key at a time, in a pool of ``processes`` worker processes."""
+
+    backend = "process"
+
+    def __init__(self, processes: int, metrics: Metrics, on_done: Done,
+                 runner: Callable[[Mapping[str, Any], Mapping[str, Any]], str] = run_prediction) -> None:
+        self._pool = ProcessPoolExecutor(max_workers=processes)
+        self._metrics = metrics
+        self._on_done = on_done
+        self._runner = runner
+        self._lock = threading.Lock()
+        self._running: dict[str, Future[str]] = {}
+
+    def submit(self, key: str, profile_doc: Mapping[str, Any], params: PredictionParams) -> bool:
+        """Start predicting ``key`` unless it is already running; True when started."""
+        with self._lock:
+            if key in self._running:
+                return False
+            started = time.monotonic()
+            future = self._pool.submit(self._runner, dict(profile_doc), params.as_dict())
+            self._running[key] = future
+        future.add_done_callback(lambda f: self._finished(key, f, started))
+        return True
+
+    def running(self, key: str) -> bool:
+        with self._lock:
+            return key in self._running
+
+    def _finished(self, key: str, future: Future[str], started: float) -> None:
+        self._metrics.prediction_duration.labels(self.backend).observe(time.monotonic() - started)
+        with self._lock:
+            self._running.pop(key, None)
+        try:
+            result, error = future.result(), None
+            self._metrics.predictions.labels("succeeded").inc()
+        except AdvisorError as exc:  # the profile or parameters cannot be predicted: a job-level failure
+            result, error = None, str(exc)
+            self._metrics.predictions.labels("failed").inc()
+        except Exception as exc:  # a crashed worker process or a bug: report it on the job, keep the pool
+            log.exception("prediction %s crashed", key)
+            result, error = None, f"prediction crashed: {type(exc).__name__}: {exc}"
+            self._metrics.predictions.labels("failed").inc()
+        self._on_done(key, result, error)
+
+    def shutdown(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

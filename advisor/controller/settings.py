@@ -1,0 +1,157 @@
+"""The controller's settings: one pydantic model read from the environment and a YAML file.
+
+Operators set these through the Helm chart's ConfigMap (a YAML file, ``ADVISOR_CONFIG_FILE``)
+or environment variables (``ADVISOR_`` prefix, ``__`` between nested names, e.g.
+``ADVISOR_PRICES__WORKER_PER_HOUR=3.06``); the environment wins over the file. Every field is
+documented in ``docs/controller.md`` and ``helm/advisor/README.md``; unknown keys are errors, so
+a typo in the ConfigMap fails loudly at start instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
+
+from advisor.core.units import UnitError, parse_bandwidth
+from advisor.errors import AdvisorError
+
+CONFIG_FILE_ENV = "ADVISOR_CONFIG_FILE"
+
+
+class SettingsError(AdvisorError, ValueError):
+    """The controller's configuration cannot be used (the message names the field)."""
+
+
+class Mode(StrEnum):
+    """What the controller may do to a job (see docs/controller.md)."""
+
+    ADVISE = "advise"  # annotate only
+    INITIAL = "initial"  # hold the job suspended while profiling, then set Worker replicas and resume
+    AUTO = "auto"  # also resize running jobs that allow it (spec.enableDynamicWorker)
+
+
+class PredictionBackend(StrEnum):
+    PROCESS = "process"  # a process pool inside the controller
+    JOB = "job"  # one Kubernetes Job per prediction (same image, `advisor predict`)
+
+
+class NodePrices(BaseModel):
+    """Prices for one node type (value of the ``node_type_label`` in a pod template's nodeSelector)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    worker_per_hour: float = Field(ge=0)
+    ps_per_hour: float = Field(ge=0)
+
+
+class PriceSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    worker_per_hour: float = Field(default=1.0, ge=0, description="price of one worker replica per hour")
+    ps_per_hour: float = Field(default=0.0, ge=0, description="price of one parameter server replica per hour")
+    node_type_label: str = Field(default="node.kubernetes.io/instance-type")
+    node_types: dict[str, NodePrices] = Field(default_factory=dict)
+
+
+class ControllerSettings(BaseSettings):
+    """Everything an operator can set; defaults suit a small cluster in ``advise`` mode."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="ADVISOR_", env_nested_delimiter="__", extra="forbid", frozen=True, validate_default=True
+    )
+
+    # What to watch and what to do.
+    namespaces: list[str] = Field(default_factory=list, description="namespaces to watch; empty: all")
+    opt_in: str = Field(default="annotation", pattern="^(annotation|all)$")
+    mode: Mode = Mode.ADVISE
+    # Economics and policy.
+    prices: PriceSettings = Field(default_factory=PriceSettings)
+    bandwidth: str | None = Field(default=None, description="PS link capacity per direction; None: as profiled")
+    min_workers: int = Field(default=1, ge=1)
+    max_workers: int = Field(default=32, ge=1, le=512)
+    budget_per_hour: float | None = Field(default=None, gt=0)
+    saturation_threshold: float = Field(default=0.05, gt=0, lt=1)
+    auto_min_gain: float = Field(default=0.10, gt=0, description="auto mode: least relative gain to resize")
+    auto_cooldown_s: int = Field(default=1800, ge=0)
+    # Profiling runs.
+    profiling_steps: int = Field(default=100, ge=10, le=10_000)
+    profiling_warmup_steps: int = Field(default=5, ge=0)
+    profiling_timeout_s: int = Field(default=1800, ge=60)
+    # Prediction.
+    prediction_backend: PredictionBackend = PredictionBackend.PROCESS
+    prediction_processes: int = Field(default=1, ge=1)
+    prediction_target: float = Field(default=0.02, gt=0, lt=0.5, description="relative 95 % half-width")
+    prediction_seed: int = 0
+    prediction_job_image: str | None = None
+    # Plumbing.
+    http_port: int = Field(default=8080, ge=1, le=65535)
+    ingest_url: str = Field(default="http://advisor.advisor-system.svc:8080", description="how pods reach us")
+    ingest_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    store_path: Path = Path("/var/lib/advisor/advisor.db")
+    resync_period_s: int = Field(default=300, ge=5)
+    gc_period_s: int = Field(default=600, ge=5)
+    leader_election: bool = True
+    lease_name: str = "advisor-leader"
+    lease_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "advisor-system"))
+    identity: str = Field(default_factory=lambda: os.environ.get("HOSTNAME", "advisor"))
+    kubeconfig: Path | None = None
+    kube_context: str | None = None
+    log_level: str = Field(default="INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
+
+    @field_validator("bandwidth")
+    @classmethod
+    def _bandwidth_readable(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_bandwidth(value)  # raises UnitError (a ValueError) naming the text
+        return value
+
+    @model_validator(mode="after")
+    def _workers_range(self) -> ControllerSettings:
+        if self.min_workers > self.max_workers:
+            raise ValueError(f"min_workers ({self.min_workers}) exceeds max_workers ({self.max_workers})")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = os.environ.get(CONFIG_FILE_ENV)
+        if path:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
+        return tuple(sources)
+
+    def bandwidth_bps(self) -> float | None:
+        return parse_bandwidth(self.bandwidth) if self.bandwidth else None
+
+    def prediction_fingerprint(self) -> str:
+        """Hash of the settings a prediction depends on: when it changes, predictions are redone."""
+        keys = ("prices", "bandwidth", "min_workers", "max_workers", "budget_per_hour", "saturation_threshold",
+                "prediction_target", "prediction_seed")
+        doc = self.model_dump(mode="json", include=set(keys))
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> ControllerSettings:
+    """Read the settings (``config_file`` replaces ``ADVISOR_CONFIG_FILE``); errors name the field."""
+    if config_file is not None:
+        if not config_file.is_file():
+            raise SettingsError(f"settings file {config_file} does not exist")
+        os.environ[CONFIG_FILE_ENV] = str(config_file)
+    try:
+        return ControllerSettings(**overrides)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(file)'}: {e['msg']}" for e in exc.errors())
+        raise SettingsError(f"invalid controller settings: {problems}") from None
+    except UnitError as exc:
+        raise SettingsError(f"invalid controller settings: {exc}") from None

@@ -1,0 +1,298 @@
+"""Kubeflow TFJob objects (kubeflow.org/v1) as the controller reads and writes them: pure functions.
+
+The API gives plain JSON; ``parse_tfjob`` turns it into a small typed view once, naming the field
+when the object is not what training-operator v1.9 accepts, and the ``build_*``/``*_patch``
+functions produce the exact JSON the controller sends (profiling run, resize, suspend). Nothing
+here talks to the cluster, so every rule can be tested on literal objects.
+
+Schema followed (training-operator v1.9): ``spec.tfReplicaSpecs`` maps replica types (``PS``,
+``Worker``, ``Chief``, ``Master``, ``Evaluator``; the operator matches them case-insensitively)
+to ``{replicas, restartPolicy, template}``; ``spec.runPolicy`` holds ``suspend``,
+``activeDeadlineSeconds``, ``backoffLimit``, ``cleanPodPolicy``; ``spec.enableDynamicWorker``;
+``status.conditions[]`` of types Created, Running, Restarting, Succeeded, Failed, Suspended.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from advisor.errors import TFJobError
+
+GROUP, VERSION, PLURAL, KIND = "kubeflow.org", "v1", "tfjobs", "TFJob"
+API_VERSION = f"{GROUP}/{VERSION}"
+PREFIX = "training-advisor.io/"
+OPT_IN = PREFIX + "enabled"
+ROLE_LABEL = PREFIX + "role"
+PROFILING_FOR_LABEL = PREFIX + "profiling-for"
+GENERATION_LABEL = PREFIX + "generation"
+TOKEN_MOUNT = "/var/run/secrets/advisor"
+TOKEN_KEY = "token"
+_REPLICA_TYPES = {"ps": "PS", "worker": "Worker", "chief": "Chief", "master": "Master", "evaluator": "Evaluator"}
+_NAME_LIMIT = 63  # label values and the pod names derived from the job name
+
+
+@dataclass(frozen=True, slots=True)
+class TFJobView:
+    """What the controller needs to know about one TFJob."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    resource_version: str
+    annotations: Mapping[str, str]
+    labels: Mapping[str, str]
+    replicas: Mapping[str, int]  # canonical replica type -> count
+    suspended: bool
+    dynamic_workers: bool
+    started: bool
+    finished: str | None  # "Succeeded" / "Failed" when the job is over
+    finished_message: str
+    template_hash: str  # identity of what a profile depends on: the pod templates, not the counts
+    node_types: Mapping[str, str]  # replica type -> node type from its nodeSelector, where given
+    spec_keys: Mapping[str, str]  # canonical replica type -> the key as the job spells it
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.namespace, self.name
+
+    @property
+    def workers(self) -> int:
+        """Replicas that compute gradients: Worker plus Chief/Master (TF's chief is a worker too)."""
+        return self.replicas.get("Worker", 0) + self.replicas.get("Chief", 0) + self.replicas.get("Master", 0)
+
+    @property
+    def parameter_servers(self) -> int:
+        return self.replicas.get("PS", 0)
+
+    @property
+    def is_profiling_run(self) -> bool:
+        return self.labels.get(ROLE_LABEL) == "profiling"
+
+    def opted_in(self, rule: str = "annotation") -> bool:
+        if self.is_profiling_run:
+            return False
+        return rule == "all" or self.annotations.get(OPT_IN, "").lower() == "true"
+
+
+def parse_tfjob(obj: Mapping[str, Any], *, node_type_label: str = "node.kubernetes.io/instance-type") -> TFJobView:
+    """The typed view of a TFJob; ``TFJobError`` names the first field that is not as the API defines it."""
+    meta = _mapping(obj.get("metadata"), "metadata")
+    name, namespace = _text(meta.get("name"), "metadata.name"), _text(meta.get("namespace"), "metadata.namespace")
+    where = f"TFJob {namespace}/{name}"
+    spec = _mapping(obj.get("spec"), f"{where}: spec")
+    specs = _replica_specs(spec, where)
+    run_policy = _mapping(spec.get("runPolicy", {}), f"{where}: spec.runPolicy")
+    status = _mapping(obj.get("status") or {}, f"{where}: status")
+    finished, message = _finished(status)
+    return TFJobView(
+        namespace=namespace, name=name,
+        uid=_text(meta.get("uid"), f"{where}: metadata.uid"),
+        generation=_int(meta.get("generation", 1), f"{where}: metadata.generation", minimum=1),
+        resource_version=str(meta.get("resourceVersion", "")),
+        annotations=_string_map(meta.get("annotations"), f"{where}: metadata.annotations"),
+        labels=_string_map(meta.get("labels"), f"{where}: metadata.labels"),
+        replicas={kind: _int(s.get("replicas", 1), f"{where}: spec.tfReplicaSpecs.{kind}.replicas", minimum=0)
+                  for kind, s in specs.items()},
+        suspended=_bool(run_policy.get("suspend", False), f"{where}: spec.runPolicy.suspend"),
+        dynamic_workers=_bool(spec.get("enableDynamicWorker", False), f"{where}: spec.enableDynamicWorker"),
+        started=bool(status.get("startTime")) or _condition(status, "Running"),
+        finished=finished, finished_message=message,
+        template_hash=_template_hash(specs),
+        node_types={kind: s["template"].get("spec", {}).get("nodeSelector", {}).get(node_type_label)
+                    for kind, s in specs.items()
+                    if s["template"].get("spec", {}).get("nodeSelector", {}).get(node_type_label)},
+        spec_keys={_REPLICA_TYPES[str(k).lower()]: str(k) for k in spec["tfReplicaSpecs"]},
+    )
+
+
+def _replica_specs(spec: Mapping[str, Any], where: str) -> dict[str, dict[str, Any]]:
+    raw = _mapping(spec.get("tfReplicaSpecs"), f"{where}: spec.tfReplicaSpecs")
+    specs: dict[str, dict[str, Any]] = {}
+    for key, value in raw.items():
+        kind = _REPLICA_TYPES.get(str(key).lower())
+        if kind is None:
+            raise TFJobError(f"{where}: spec.tfReplicaSpecs has unknown replica type {key!r} "
+                             f"(expected one of {', '.join(_REPLICA_TYPES.values())})")
+        if kind in specs:
+            raise TFJobError(f"{where}: spec.tfReplicaSpecs names {kind} twice")
+        s = _mapping(value, f"{where}: spec.tfReplicaSpecs.{key}")
+        template = _mapping(s.get("template"), f"{where}: spec.tfReplicaSpecs.{key}.template")
+        containers = template.get("spec", {}).get("containers") if isinstance(template.get("spec"), Mapping) else None
+        if not isinstance(containers, list) or not containers:
+            raise TFJobError(f"{where}: spec.tfReplicaSpecs.{key}.template.spec.containers must list a container")
+        specs[kind] = dict(s)
+    if "PS" not in specs:
+        raise TFJobError(f"{where}: no PS replicas: the advisor models parameter-server training only")
+    if not any(k in specs for k in ("Worker", "Chief", "Master")):
+        raise TFJobError(f"{where}: no Worker (or Chief) replicas to profile")
+    return specs
+
+
+def _template_hash(specs: Mapping[str, Mapping[str, Any]]) -> str:
+    """Hash of the replica specs without their counts: a resize must not ask for a new profile."""
+    doc = {kind: {k: v for k, v in s.items() if k != "replicas"} for kind, s in sorted(specs.items())
+           if kind != "Evaluator"}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def _finished(status: Mapping[str, Any]) -> tuple[str | None, str]:
+    for kind in ("Succeeded", "Failed"):
+        for c in status.get("conditions") or []:
+            if isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True":
+                return kind, str(c.get("message") or c.get("reason") or "")
+    return None, ""
+
+
+def _condition(status: Mapping[str, Any], kind: str) -> bool:
+    return any(isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True"
+               for c in status.get("conditions") or [])
+
+
+# --- what the controller writes -----------------------------------------------------------------
+
+
+def profiling_job_name(name: str, generation: int) -> str:
+    """``<name>-prof-g<generation>``, shortened with a hash when it would pass 63 characters."""
+    suffix = f"-prof-g{generation}"
+    full = name + suffix
+    if len(full) <= _NAME_LIMIT:
+        return full
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[:_NAME_LIMIT - len(suffix) - 9]}-{digest}{suffix}"
+
+
+def token_secret_name(profiling_job: str) -> str:
+    return f"{profiling_job}-token"[:253]
+
+
+@dataclass(frozen=True, slots=True)
+class ProfilingSpec:
+    """How the profiling run is set up (from the settings)."""
+
+    ingest_url: str  # base, e.g. http://advisor.advisor-system.svc:8080
+    steps: int
+    warmup_steps: int
+    timeout_s: int
+    bandwidth_mbit: float | None = None
+
+
+def build_profiling_tfjob(obj: Mapping[str, Any], view: TFJobView, spec: ProfilingSpec) -> dict[str, Any]:
+    """The 1-PS/1-worker profiling TFJob cloned from the user's job, owned by it, tracing switched on."""
+    name = profiling_job_name(view.name, view.generation)
+    source = _replica_specs(obj["spec"], f"TFJob {view.namespace}/{view.name}")
+    worker_kind = "Worker" if "Worker" in source else ("Chief" if "Chief" in source else "Master")
+    env = _profiling_env(view, spec)
+    secret = token_secret_name(name)
+    replicas = {"PS": _profiling_replica(source["PS"], env, secret),
+                "Worker": _profiling_replica(source[worker_kind], env, secret)}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {
+            "name": name,
+            "namespace": view.namespace,
+            "labels": {ROLE_LABEL: "profiling", PROFILING_FOR_LABEL: view.name[:_NAME_LIMIT],
+                       GENERATION_LABEL: str(view.generation)},
+            "annotations": {PREFIX + "profiling-for-uid": view.uid},
+            "ownerReferences": [owner_reference(view)],
+        },
+        "spec": {
+            "runPolicy": {"activeDeadlineSeconds": spec.timeout_s, "backoffLimit": 0, "cleanPodPolicy": "Running",
+                          "suspend": False},
+            "tfReplicaSpecs": replicas,
+        },
+    }
+
+
+def owner_reference(view: TFJobView) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": view.name, "uid": view.uid,
+            "controller": False, "blockOwnerDeletion": True}
+
+
+def _profiling_env(view: TFJobView, spec: ProfilingSpec) -> list[dict[str, str]]:
+    url = f"{spec.ingest_url.rstrip('/')}/v1/traces/{view.namespace}/{view.name}/{view.generation}"
+    env = [
+        {"name": "ADVISOR_PROFILE", "value": "1"},
+        {"name": "ADVISOR_INGEST_URL", "value": url},
+        {"name": "ADVISOR_TOKEN_FILE", "value": f"{TOKEN_MOUNT}/{TOKEN_KEY}"},
+        {"name": "ADVISOR_PROFILE_STEPS", "value": str(spec.steps)},
+        {"name": "ADVISOR_PROFILE_WARMUP", "value": str(spec.warmup_steps)},
+        {"name": "ADVISOR_STOP_AFTER_UPLOAD", "value": "1"},
+    ]
+    if spec.bandwidth_mbit:
+        env.append({"name": "ADVISOR_BANDWIDTH_MBIT", "value": f"{spec.bandwidth_mbit:g}"})
+    return env
+
+
+def _profiling_replica(source: Mapping[str, Any], env: list[dict[str, str]], secret: str) -> dict[str, Any]:
+    replica = copy.deepcopy(dict(source))
+    replica["replicas"] = 1
+    replica["restartPolicy"] = "Never"
+    pod = replica["template"].setdefault("spec", {})
+    names = {e["name"] for e in env}
+    for container in pod["containers"]:
+        container["env"] = [e for e in container.get("env") or [] if e.get("name") not in names] + env
+        mounts = [m for m in container.get("volumeMounts") or [] if m.get("name") != "advisor-token"]
+        container["volumeMounts"] = [*mounts, {"name": "advisor-token", "mountPath": TOKEN_MOUNT, "readOnly": True}]
+    volumes = [v for v in pod.get("volumes") or [] if v.get("name") != "advisor-token"]
+    pod["volumes"] = [*volumes, {"name": "advisor-token", "secret": {"secretName": secret}}]
+    return replica
+
+
+def resize_patch(view: TFJobView, workers: int, *, resume: bool = False) -> dict[str, Any]:
+    """Merge patch setting the Worker replicas so that Worker + Chief = ``workers`` (and resuming)."""
+    if "Worker" not in view.spec_keys:
+        raise TFJobError(f"TFJob {view.namespace}/{view.name} has no Worker replicas to resize")
+    chiefs = view.replicas.get("Chief", 0) + view.replicas.get("Master", 0)
+    key = view.spec_keys["Worker"]
+    patch: dict[str, Any] = {"spec": {"tfReplicaSpecs": {key: {"replicas": max(workers - chiefs, 0)}}}}
+    if resume:
+        patch["spec"]["runPolicy"] = {"suspend": False}
+    return patch
+
+
+def suspend_patch() -> dict[str, Any]:
+    return {"spec": {"runPolicy": {"suspend": True}},
+            "metadata": {"annotations": {PREFIX + "suspended-by-advisor": "true"}}}
+
+
+# --- field readers --------------------------------------------------------------------------------
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TFJobError(f"{where} must be an object, found {type(value).__name__}")
+    return value
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise TFJobError(f"{where} must be a non-empty string")
+    return value
+
+
+def _int(value: Any, where: str, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise TFJobError(f"{where} must be an integer >= {minimum}, found {value!r}")
+    return value
+
+
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise TFJobError(f"{where} must be true or false, found {value!r}")
+    return value
+
+
+def _string_map(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    m = _mapping(value, where)
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in m.items()):
+        raise TFJobError(f"{where} must map strings to strings")
+    return dict(m)

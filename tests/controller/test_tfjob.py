@@ -1,0 +1,106 @@
+"""TFJob reading and the objects the controller writes, on literal objects."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from advisor.controller.tfjob import (
+    PROFILING_FOR_LABEL, ROLE_LABEL, ProfilingSpec, build_profiling_tfjob, parse_tfjob, profiling_job_name,
+    resize_patch, suspend_patch,
+)
+from advisor.errors import TFJobError
+from tests.controller.tfjobs import tfjob, with_uid
+
+SPEC = ProfilingSpec("http://advisor.advisor-system.svc:8080/", steps=100, warmup_steps=5, timeout_s=900)
+
+
+def test_view_counts_chief_as_a_worker() -> None:
+    # TF's chief computes gradients like any worker, so 3 Worker + 1 Chief = 4 workers.
+    view = parse_tfjob(with_uid(tfjob(workers=3, chief=1)))
+    assert view.workers == 4 and view.parameter_servers == 1
+    assert view.opted_in() and not view.suspended and not view.is_profiling_run
+
+
+def test_template_hash_ignores_replica_counts_but_not_the_image() -> None:
+    base = with_uid(tfjob(workers=4))
+    resized = with_uid(tfjob(workers=9))
+    other_image = copy.deepcopy(base)
+    other_image["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"] = "x:2"
+    assert parse_tfjob(base).template_hash == parse_tfjob(resized).template_hash
+    assert parse_tfjob(base).template_hash != parse_tfjob(other_image).template_hash
+
+
+@pytest.mark.parametrize(
+    ("mutate", "named"),
+    [
+        (lambda o: o["spec"].pop("tfReplicaSpecs"), "spec.tfReplicaSpecs"),
+        (lambda o: o["spec"]["tfReplicaSpecs"].pop("PS"), "no PS replicas"),
+        (lambda o: o["spec"]["tfReplicaSpecs"].pop("Worker"), "no Worker"),
+        (lambda o: o["spec"]["tfReplicaSpecs"]["Worker"].update(replicas="4"), "Worker.replicas"),
+        (lambda o: o["spec"]["tfReplicaSpecs"]["Worker"].update(replicas=-1), "Worker.replicas"),
+        (lambda o: o["spec"]["tfReplicaSpecs"].update(Gpu={"template": {}}), "unknown replica type 'Gpu'"),
+        (lambda o: o["spec"]["tfReplicaSpecs"]["PS"]["template"]["spec"].update(containers=[]), "containers"),
+        (lambda o: o["spec"].update(runPolicy={"suspend": "yes"}), "runPolicy.suspend"),
+        (lambda o: o["metadata"].update(annotations={"a": 1}), "metadata.annotations"),
+    ],
+)
+def test_malformed_jobs_name_the_field(mutate, named: str) -> None:
+    obj = with_uid(tfjob())
+    mutate(obj)
+    with pytest.raises(TFJobError, match=named.replace(".", r"\.").replace("(", r"\(")):
+        parse_tfjob(obj)
+
+
+def test_replica_types_match_case_insensitively_and_patches_use_the_users_key() -> None:
+    obj = with_uid(tfjob(workers=2))
+    specs = obj["spec"]["tfReplicaSpecs"]
+    specs["ps"], specs["worker"] = specs.pop("PS"), specs.pop("Worker")
+    view = parse_tfjob(obj)
+    assert view.workers == 2
+    # A merge patch on "Worker" would add a second spec next to "worker": the patch must reuse "worker".
+    assert resize_patch(view, 5) == {"spec": {"tfReplicaSpecs": {"worker": {"replicas": 5}}}}
+
+
+def test_resize_counts_the_chief() -> None:
+    view = parse_tfjob(with_uid(tfjob(workers=3, chief=1)))
+    patch = resize_patch(view, 8, resume=True)
+    assert patch["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 7  # 7 workers + 1 chief = 8
+    assert patch["spec"]["runPolicy"] == {"suspend": False}
+
+
+def test_profiling_job_is_one_ps_one_worker_owned_labelled_bounded_and_traced() -> None:
+    obj = with_uid(tfjob(workers=6, ps=2, chief=1), uid="u-42", generation=3)
+    obj["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "ADVISOR_PROFILE", "value": "0"}, {"name": "KEEP", "value": "me"}]
+    view = parse_tfjob(obj)
+    job = build_profiling_tfjob(obj, view, SPEC)
+    meta, spec = job["metadata"], job["spec"]
+    assert meta["name"] == "mnist-prof-g3" and meta["namespace"] == "ml"
+    assert meta["labels"][ROLE_LABEL] == "profiling" and meta["labels"][PROFILING_FOR_LABEL] == "mnist"
+    assert meta["ownerReferences"] == [{"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": "mnist",
+                                        "uid": "u-42", "controller": False, "blockOwnerDeletion": True}]
+    assert set(spec["tfReplicaSpecs"]) == {"PS", "Worker"}  # the chief is not profiled: 1 PS + 1 worker
+    assert all(r["replicas"] == 1 and r["restartPolicy"] == "Never" for r in spec["tfReplicaSpecs"].values())
+    assert spec["runPolicy"]["activeDeadlineSeconds"] == 900
+    env = {e["name"]: e["value"] for e in spec["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["ADVISOR_PROFILE"] == "1" and env["KEEP"] == "me"  # ours replace the user's, the rest stay
+    assert env["ADVISOR_INGEST_URL"] == "http://advisor.advisor-system.svc:8080/v1/traces/ml/mnist/3"
+    assert env["ADVISOR_TOKEN_FILE"] == "/var/run/secrets/advisor/token"
+    pod = spec["tfReplicaSpecs"]["PS"]["template"]["spec"]
+    assert pod["volumes"] == [{"name": "advisor-token", "secret": {"secretName": "mnist-prof-g3-token"}}]
+    # The user's job object is not modified by building its clone.
+    assert obj["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 6
+    # The clone is not itself opted in (it must not be profiled in turn).
+    assert not parse_tfjob(with_uid(job)).opted_in()
+
+
+def test_profiling_job_names_stay_within_63_characters_and_distinct() -> None:
+    a, b = profiling_job_name("a" * 60 + "x", 1), profiling_job_name("a" * 60 + "y", 1)
+    assert len(a) <= 63 and len(b) <= 63 and a != b
+    assert profiling_job_name("short", 12) == "short-prof-g12"
+
+
+def test_suspend_patch_marks_who_suspended() -> None:
+    assert suspend_patch()["spec"] == {"runPolicy": {"suspend": True}}

@@ -1,0 +1,267 @@
+"""A real Prometheus server on loopback, scraping one target every second, for tests.
+
+``PrometheusServer`` writes a temporary config (one static target, optional rule files), starts
+the ``prometheus`` binary (Debian's package: ``apt-get install -y --no-install-recommends
+prometheus``) with its own data directory and a free port on 127.0.0.1, and answers PromQL
+through the HTTP API. ``populate_like_controller`` fills an ``advisor.controller.metrics.Metrics``
+the way the controller's reconciler, predictor and ingest do, so the dashboard's queries can be
+evaluated on realistic series. Nothing here reaches beyond 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SCRAPE_INTERVAL_S = 1
+JOB = "advisor"
+
+
+class PrometheusError(RuntimeError):
+    pass
+
+
+def prometheus_binary() -> str | None:
+    return shutil.which("prometheus")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PrometheusServer:
+    """``with PrometheusServer(workdir, "127.0.0.1:8080") as prom: prom.query("up")``."""
+
+    def __init__(self, workdir: Path, target: str, *, rule_files: Sequence[Path] = (),
+                 binary: str | None = None, startup_timeout_s: float = 30.0) -> None:
+        self.workdir, self.target, self.rule_files = workdir, target, list(rule_files)
+        self.binary = binary or prometheus_binary()
+        if self.binary is None:
+            raise PrometheusError("the prometheus binary is not installed")
+        self.startup_timeout_s = startup_timeout_s
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> PrometheusServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        config = {
+            "global": {"scrape_interval": f"{SCRAPE_INTERVAL_S}s", "evaluation_interval": f"{SCRAPE_INTERVAL_S}s",
+                       "scrape_timeout": f"{SCRAPE_INTERVAL_S}s"},
+            "rule_files": [str(p) for p in self.rule_files],
+            "scrape_configs": [{"job_name": JOB, "metrics_path": "/metrics",
+                                "static_configs": [{"targets": [self.target]}]}],
+        }
+        config_file = self.workdir / "prometheus.yml"
+        config_file.write_text(yaml.safe_dump(config))
+        self._log = (self.workdir / "prometheus.log").open("wb")
+        self._process = subprocess.Popen(
+            [self.binary, f"--config.file={config_file}", f"--storage.tsdb.path={self.workdir / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn",
+             "--storage.tsdb.retention.time=1h"],
+            stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise PrometheusError(f"prometheus exited with {self._process.returncode}: {self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise PrometheusError(f"prometheus not ready within {self.startup_timeout_s} s: {self.log_tail()}")
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(timeout=10)
+            self._process = None
+            self._log.close()
+
+    def log_tail(self, lines: int = 20) -> str:
+        path = self.workdir / "prometheus.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+    def api(self, path: str, **params: Any) -> Any:
+        """GET /api/v1/<path>; the "data" of a successful answer, else PrometheusError."""
+        query = urllib.parse.urlencode(params, doseq=True)
+        try:
+            with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{query}", timeout=10) as response:
+                body = json.load(response)
+        except urllib.error.HTTPError as exc:
+            body = json.load(exc)
+        if body.get("status") != "success":
+            raise PrometheusError(f"{path} {params}: {body.get('errorType')}: {body.get('error')}")
+        return body["data"]
+
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        data = self.api("query", **params)
+        result = data["result"]
+        if data["resultType"] == "scalar":
+            return [{"metric": {}, "value": result}]
+        return list(result)
+
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        data = self.api("query_range", query=expr, start=f"{start:.3f}", end=f"{end:.3f}", step=f"{step}")
+        return list(data["result"])
+
+    def label_values(self, label: str, selector: str | None = None) -> list[str]:
+        params = {"match[]": selector} if selector else {}
+        return list(self.api(f"label/{label}/values", **params))
+
+    def scrapes(self) -> int:
+        """How many samples of ``up`` the target has: one per scrape."""
+        result = self.query(f'count_over_time(up{{job="{JOB}"}}[1h])')
+        return int(float(result[0]["value"][1])) if result else 0
+
+    def wait_for_scrapes(self, count: int, timeout_s: float = 30.0) -> None:
+        """Until the target has been scraped ``count`` more times, successfully."""
+        goal = self.scrapes() + count
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.scrapes() >= goal:
+                up = self.query(f'up{{job="{JOB}"}}')
+                if not up or up[0]["value"][1] != "1":
+                    raise PrometheusError(f"target {self.target} is down: {self.api('targets')}")
+                return
+            time.sleep(0.2)
+        raise PrometheusError(f"fewer than {count} scrapes of {self.target} in {timeout_s} s: {self.log_tail()}")
+
+    def rules(self) -> list[dict[str, Any]]:
+        return [rule for group in self.api("rules")["groups"] for rule in group["rules"]]
+
+
+def finite_values(result: list[dict[str, Any]]) -> list[float]:
+    values = [float(s["value"][1]) for s in result if "value" in s]
+    values += [float(v[1]) for s in result for v in s.get("values", [])]
+    return [v for v in values if math.isfinite(v)]
+
+
+# --- series shaped like the controller's -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExampleJob:
+    """An opted-in TFJob as the controller sees it; ``curve`` None: not predicted yet."""
+
+    namespace: str
+    name: str
+    current_workers: int
+    phase: str
+    one_worker: float = 0.0  # examples/s with W = 1
+    saturation: int = 0  # where the synthetic curve flattens
+
+
+EXAMPLE_JOBS = (
+    ExampleJob("ml-team", "resnet50-ps", 12, "Predicted", one_worker=210.0, saturation=8),
+    ExampleJob("ml-team", "mlp-ps", 4, "Predicted", one_worker=1450.0, saturation=5),
+    ExampleJob("research", "bert-ps", 8, "Profiling"),
+)
+MAX_WORKERS = 16
+PRICES = (3.06, 0.40)  # per worker-hour, per PS-hour
+
+
+def example_curve(job: ExampleJob) -> list[dict[str, float]]:
+    """A PS-bound curve: linear up to the saturation point, then flat (the PS link is full),
+    with a +-3 % interval; cost per example as advisor.core.cost computes it."""
+    from advisor.core.cost import Prices, cost_per_example
+
+    prices = Prices(*PRICES)
+    points = []
+    for w in range(1, MAX_WORKERS + 1):
+        effective = w if w <= job.saturation else job.saturation + 0.04 * (w - job.saturation)
+        thr = job.one_worker * effective
+        points.append({"workers": w, "throughput": thr, "low": thr * 0.97, "high": thr * 1.03,
+                       "cost_per_example": cost_per_example(prices, w, 1, thr)})
+    return points
+
+
+def populate_like_controller(metrics: Any, jobs: Sequence[ExampleJob] = EXAMPLE_JOBS) -> None:
+    """The state after each job was reconciled: phases, current workers, and for predicted jobs
+    the curve, recommendation and saturation point exactly as ``Reconciler._export`` sets them."""
+    from advisor.core.cost import Prices, cost_optimal, saturation_point
+
+    metrics.leader.set(1)
+    metrics.watched_jobs.set(len(jobs))
+    for job in jobs:
+        metrics.set_phase(job.namespace, job.name, job.phase)
+        metrics.current_workers.labels(job.namespace, job.name).set(job.current_workers)
+        if job.phase != "Predicted":
+            continue
+        curve = example_curve(job)
+        workers = [int(p["workers"]) for p in curve]
+        throughput = [p["throughput"] for p in curve]
+        choice = cost_optimal(workers, throughput, Prices(*PRICES))
+        metrics.recommended_workers.labels(job.namespace, job.name).set(choice.workers)
+        metrics.saturation_workers.labels(job.namespace, job.name).set(saturation_point(workers, throughput))
+        for p in curve:
+            w = str(p["workers"])
+            metrics.predicted_throughput.labels(job.namespace, job.name, w).set(p["throughput"])
+            metrics.predicted_throughput_bound.labels(job.namespace, job.name, w, "lower").set(p["low"])
+            metrics.predicted_throughput_bound.labels(job.namespace, job.name, w, "upper").set(p["high"])
+            metrics.predicted_cost.labels(job.namespace, job.name, w).set(p["cost_per_example"] * 1e6)
+
+
+def activity(metrics: Any, round_: int) -> None:
+    """One round of what a busy controller counts: reconciles, profiling runs, predictions,
+    uploads, a watch restart and an error now and then (deterministic in ``round_``)."""
+    for i in range(5):
+        metrics.reconcile_duration.observe(0.004 + 0.003 * ((round_ + i) % 7))
+    metrics.profiling_runs.labels("started").inc()
+    metrics.profiling_runs.labels("succeeded").inc()
+    metrics.ingest_accepted.inc()
+    metrics.predictions.labels("succeeded").inc()
+    metrics.prediction_duration.labels("process").observe(6.0 + 2.5 * (round_ % 5))
+    if round_ % 3 == 0:
+        metrics.profiling_runs.labels("failed" if round_ % 2 else "timed_out").inc()
+        metrics.predictions.labels("failed").inc()
+        metrics.reconcile_errors.labels("api").inc()
+        metrics.ingest_rejections.labels("unauthorized").inc()
+        metrics.watch_restarts.labels("expired").inc()
+        metrics.resizes.labels("initial").inc()
+
+
+@contextmanager
+def serve_metrics(metrics: Any) -> Iterator[str]:
+    """The controller's own HTTP API (GET /metrics, probes) on a free loopback port; yields host:port."""
+    from advisor.controller.http_api import HttpApi, IngestResult
+
+    api = HttpApi("127.0.0.1", 0, metrics=metrics, verify_token=lambda *_: False,
+                  accept_trace=lambda *_: IngestResult.message(404, "no such job"),
+                  healthy=lambda: (True, ""), ready=lambda: (True, ""), max_bytes=1 << 20, max_inflated_bytes=1 << 20)
+    api.start()
+    try:
+        yield f"127.0.0.1:{api.port}"
+    finally:
+        api.stop()

@@ -1,0 +1,252 @@
+"""The Helm chart, rendered by the real Helm engine: lint-clean, valid Kubernetes objects for a
+current Kubernetes version, hardened, and consistent with the controller's settings model."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.deploy.helm_render import (
+    CHART,
+    NAMESPACE,
+    RELEASE,
+    VALUE_SETS,
+    helm,
+    merged_values,
+    only,
+    render,
+    render_objects,
+)
+
+# Chart-managed settings: set from other values, never in `config` (see values.yaml).
+CHART_MANAGED = {"http_port", "store_path", "lease_namespace", "identity", "kubeconfig", "kube_context"}
+# Optional settings whose `None` the chart writes as an empty value ("" or 0) and leaves out of
+# the settings file, so the controller's own default applies.
+EMPTY_MEANS_UNSET = {"bandwidth": "", "budget_per_hour": 0, "prediction_job_image": ""}
+# prometheus-operator custom resources: kubernetes-validate ships no schema for them.
+OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}
+
+
+@pytest.fixture(params=sorted(VALUE_SETS))
+def value_set(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
+    return request.param, VALUE_SETS[request.param]
+
+
+def test_lint_is_clean(value_set: tuple[str, dict[str, Any]]) -> None:
+    report = helm().lint(CHART, value_set[1] or None, strict=True, namespace=NAMESPACE)
+    problems = [m for m in report["messages"] if m["severity"] >= 2]  # 2 warning, 3 error
+    assert report["errors"] == [] and problems == [], report
+
+
+def test_every_object_is_valid_for_current_kubernetes(value_set: tuple[str, dict[str, Any]]) -> None:
+    kv = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is not installed")
+    version = kv.latest_version()
+    assert tuple(map(int, version.split(".")[:2])) >= (1, 30), f"kubernetes-validate's schemas are old: {version}"
+    objects = render_objects(value_set[1])
+    for obj in objects:
+        if obj["kind"] in OPERATOR_KINDS:
+            _check_operator_object(obj)  # structural check only, see OPERATOR_KINDS
+            continue
+        try:
+            kv.validate(obj, version, strict=True)  # strict: unknown fields are errors too
+        except kv.ValidationError as exc:
+            pytest.fail(f"{obj['kind']}/{obj['metadata']['name']} is invalid for Kubernetes {version}: {exc.message} "
+                        f"at {'/'.join(map(str, exc.path))}")
+        assert obj["metadata"].get("namespace") or obj["kind"] in ("ClusterRole", "ClusterRoleBinding"), obj["kind"]
+
+
+def _check_operator_object(obj: dict[str, Any]) -> None:
+    assert obj["apiVersion"] == "monitoring.coreos.com/v1"
+    if obj["kind"] == "ServiceMonitor":
+        (endpoint,) = obj["spec"]["endpoints"]
+        assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
+        assert obj["spec"]["selector"]["matchLabels"]
+    else:
+        assert obj["spec"]["groups"] and all(rule["expr"] for g in obj["spec"]["groups"] for rule in g["rules"])
+
+
+def test_optional_objects_follow_their_switches() -> None:
+    kinds = lambda values: sorted(o["kind"] for o in render_objects(values))  # noqa: E731
+    assert kinds({}) == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap", "Deployment",
+                         "PersistentVolumeClaim", "Role", "RoleBinding", "Service", "ServiceAccount"]
+    bare = kinds({"rbac": {"create": False}, "serviceAccount": {"create": False}, "dashboard": {"enabled": False},
+                  "persistence": {"enabled": False}})
+    assert bare == ["ConfigMap", "Deployment", "Service"]
+    monitored = kinds({"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}})
+    assert "ServiceMonitor" in monitored and "PrometheusRule" in monitored
+    claimed = render_objects({"persistence": {"existingClaim": "my-store"}})
+    assert not [o for o in claimed if o["kind"] == "PersistentVolumeClaim"]
+    volumes = only(claimed, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "my-store"}} in volumes
+
+
+def test_deployment_is_hardened_and_probed(value_set: tuple[str, dict[str, Any]]) -> None:
+    values = merged_values(value_set[1])
+    pod = only(render_objects(value_set[1]), "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] > 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = container["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"]["drop"] == ["ALL"]
+    assert container["resources"]["requests"] and container["resources"]["limits"]
+    assert container["args"] == ["controller"]  # the image's ENTRYPOINT is `advisor`
+    (port,) = container["ports"]
+    assert port == {"name": "http", "containerPort": values["containerPort"], "protocol": "TCP"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert mounts["/tmp"] == "tmp" and mounts[values["persistence"]["mountPath"]] == "data"
+    assert Path(env["ADVISOR_CONFIG_FILE"]["value"]).parent == Path(next(p for p, n in mounts.items() if n == "config"))
+
+
+def test_service_exposes_the_container_port(value_set: tuple[str, dict[str, Any]]) -> None:
+    values = merged_values(value_set[1])
+    objects = render_objects(value_set[1])
+    (port,) = only(objects, "Service")["spec"]["ports"]
+    assert port["port"] == values["service"]["port"] and port["targetPort"] == "http"
+    selector = only(objects, "Service")["spec"]["selector"]
+    labels = only(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= labels.items()
+
+
+def rendered_settings(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    configmaps = [o for o in objects if o["kind"] == "ConfigMap" and "config.yaml" in o.get("data", {})]
+    assert len(configmaps) == 1
+    settings: dict[str, Any] = yaml.safe_load(configmaps[0]["data"]["config.yaml"])
+    return settings
+
+
+def test_settings_file_is_accepted_by_the_controller(value_set: tuple[str, dict[str, Any]], tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    settings_mod = pytest.importorskip("advisor.controller.settings", reason="controller dependencies missing")
+    values = merged_values(value_set[1])
+    objects = render_objects(value_set[1])
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(rendered_settings(objects)))
+    for name in [n for n in os.environ if n.startswith("ADVISOR_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv(settings_mod.CONFIG_FILE_ENV, str(path))  # restored after the test
+    monkeypatch.setenv("POD_NAMESPACE", NAMESPACE)
+    settings = settings_mod.load_settings(config_file=path)
+
+    fullname = only(objects, "Service")["metadata"]["name"]
+    expected_ingest = values["config"]["ingest_url"] or f"http://{fullname}.{NAMESPACE}.svc:{values['service']['port']}"
+    assert settings.ingest_url == expected_ingest
+    assert settings.http_port == values["containerPort"]
+    assert settings.store_path.parent == Path(values["persistence"]["mountPath"])
+    assert settings.namespaces == values["config"]["namespaces"]
+    assert settings.prediction_backend.value == values["config"]["prediction_backend"]
+    if settings.prediction_backend.value == "job":  # the prediction Jobs run the controller's image
+        image = only(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
+        assert settings.prediction_job_image == image
+
+
+def test_defaults_match_the_controller() -> None:
+    """values.yaml's `config` and values.schema.json name exactly the operator-set settings, with
+    the controller's own defaults, so `helm install` without values behaves as documented."""
+    settings_mod = pytest.importorskip("advisor.controller.settings", reason="controller dependencies missing")
+    fields = settings_mod.ControllerSettings.model_fields
+    schema = json.loads((CHART / "values.schema.json").read_text())["properties"]["config"]
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())["config"]
+    operator_set = set(fields) - CHART_MANAGED
+    assert set(schema["properties"]) == operator_set
+    assert set(defaults) == operator_set
+    code = settings_mod.ControllerSettings.model_construct().model_dump(mode="json")
+    for name in operator_set - {"ingest_url"}:
+        chart_default = defaults[name]
+        code_default = code[name]
+        if code_default is None:
+            assert chart_default == EMPTY_MEANS_UNSET[name], name
+        else:
+            assert chart_default == code_default, name
+    # The settings' ingest_url default is what the chart renders for `helm install advisor -n advisor-system`.
+    rendered = rendered_settings(render_objects({}, release=RELEASE, namespace=NAMESPACE))
+    assert rendered["ingest_url"] == code["ingest_url"]
+
+
+@pytest.mark.parametrize(
+    ("values", "complaint"),
+    [
+        ({"config": {"mode": "autopilot"}}, "/config/mode"),
+        ({"config": {"max_worker": 8}}, "max_worker"),  # a typo: unknown keys are rejected
+        ({"config": {"max_workers": 0}}, "/config/max_workers"),
+        ({"config": {"prices": {"worker_per_hour": -1}}}, "/config/prices/worker_per_hour"),
+        ({"config": {"namespaces": ["ML_Team"]}}, "/config/namespaces/0"),
+        ({"config": {"prediction_backend": "lambda"}}, "/config/prediction_backend"),
+        ({"replicaCount": 0}, "/replicaCount"),
+        ({"image": {"digest": "latest"}}, "/image/digest"),
+        ({"serviceMonitor": {"interval": 30}}, "/serviceMonitor/interval"),
+        ({"persistence": {"size": "lots"}}, "/persistence/size"),
+    ],
+)
+def test_schema_rejects_bad_values(values: dict[str, Any], complaint: str) -> None:
+    h = helm()
+    with pytest.raises(h.HelmError) as caught:
+        render(values)
+    assert complaint in str(caught.value)
+
+
+def test_templates_reject_contradictory_worker_bounds() -> None:
+    h = helm()
+    with pytest.raises(h.HelmRenderError, match=r"min_workers \(8\) exceeds config.max_workers \(4\)"):
+        render({"config": {"min_workers": 8, "max_workers": 4}})
+
+
+def test_dashboard_and_rules_are_shipped_verbatim() -> None:
+    objects = render_objects({"prometheusRule": {"enabled": True}})
+    dashboard = only(objects, "ConfigMap", "advisor-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = json.loads((CHART / "dashboards" / "advisor.json").read_text())
+    assert json.loads(dashboard["data"]["advisor.json"]) == shipped
+    rule = only(objects, "PrometheusRule")
+    assert rule["spec"] == yaml.safe_load((CHART / "alerts" / "advisor-rules.yaml").read_text())
+
+
+def test_settings_change_restarts_the_pods() -> None:
+    def checksum(values: dict[str, Any]) -> str:
+        pod = only(render_objects(values), "Deployment")["spec"]["template"]
+        return str(pod["metadata"]["annotations"]["checksum/config"])
+
+    assert checksum({}) == checksum({}) != checksum({"config": {"max_workers": 8}})
+
+
+def test_notes_tell_how_to_opt_in_and_warn_about_default_prices() -> None:
+    notes = render({})["advisor/templates/NOTES.txt"]
+    assert "training-advisor.io/enabled=true" in notes and "http://advisor.advisor-system.svc:8080" in notes
+    assert "config.prices are the defaults" in notes
+    priced = render({"config": {"prices": {"worker_per_hour": 3.06}}})["advisor/templates/NOTES.txt"]
+    assert "config.prices are the defaults" not in priced
+    ha = render({"replicaCount": 2})["advisor/templates/NOTES.txt"]
+    assert "WARNING: replicaCount 2" in ha
+
+
+def _leaf_paths(values: dict[str, Any], prefix: str = "") -> list[str]:
+    paths = []
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value and key not in ("podSecurityContext", "securityContext", "resources",
+                                                              "livenessProbe", "readinessProbe", "labels"):
+            paths.extend(_leaf_paths(value, path + "."))
+        else:
+            paths.append(path)
+    return paths
+
+
+def test_readme_documents_every_value() -> None:
+    readme = (CHART / "README.md").read_text()
+    table = readme.split("\n## Values\n", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `([^`]+)` \|", table, flags=re.MULTILINE))
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    missing = [p for p in _leaf_paths(values) if p not in documented]
+    assert not missing, f"helm/advisor/README.md's values table lacks {missing}"
+    unknown = [p for p in documented if p not in _leaf_paths(values)]
+    assert not unknown, f"helm/advisor/README.md documents values that do not exist: {unknown}"

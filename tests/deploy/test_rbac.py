@@ -1,0 +1,168 @@
+"""The chart's RBAC grants exactly the API calls of helm/advisor/rbac-calls.yaml, in every mode,
+and the coverage check (rbac_check.py) that the controller's end-to-end test will run on the
+calls it records says yes and no where it should."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.deploy.helm_render import NAMESPACE, VALUE_SETS, merged_values, render_objects
+from tests.deploy.rbac_check import (
+    ApiCall,
+    RbacError,
+    assert_rbac_covers,
+    assert_rbac_exact,
+    declared_calls,
+    excess_grants,
+    load_rbac_calls,
+    uncovered_calls,
+)
+
+RBAC_KINDS = {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_rbac_grants_the_declared_calls_and_nothing_more(name: str) -> None:
+    values = VALUE_SETS[name]
+    calls = declared_calls(merged_values(values)["config"], NAMESPACE)
+    assert_rbac_exact(calls, render_objects(values))
+
+
+def test_rbac_calls_file_is_well_formed() -> None:
+    verbs = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
+    for entry in load_rbac_calls():
+        assert set(entry) <= {"group", "resource", "subresource", "verbs", "scope", "when", "why"}, entry
+        assert set(entry["verbs"]) <= verbs and entry["verbs"], entry
+        assert entry["scope"] in ("watched", "release") and entry.get("when", "always") in (
+            "always", "leader_election", "job_backend"), entry
+        assert entry["why"], "say why the controller needs it"
+
+
+def test_job_backend_rules_exist_only_with_the_job_backend() -> None:
+    def resources(values: dict[str, Any]) -> set[str]:
+        return {r for o in render_objects(values) if o["kind"] in ("Role", "ClusterRole")
+                for rule in o["rules"] for r in rule["resources"]}
+
+    assert {"jobs", "pods", "pods/log"}.isdisjoint(resources({}))
+    assert {"jobs", "pods", "pods/log"} <= resources({"config": {"prediction_backend": "job"}})
+    assert "leases" not in resources({"config": {"leader_election": False}})
+
+
+def test_no_rbac_objects_when_disabled() -> None:
+    objects = render_objects({"rbac": {"create": False}})
+    assert not [o for o in objects if o["kind"] in RBAC_KINDS]
+
+
+def test_namespaced_mode_creates_no_cluster_wide_rights() -> None:
+    objects = render_objects({"config": {"namespaces": ["ml-a", "ml-b"]}})
+    assert not [o for o in objects if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    roles = sorted((o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects if o["kind"] == "Role")
+    assert roles == [(NAMESPACE, "advisor-self"), ("ml-a", "advisor"), ("ml-b", "advisor")]
+
+
+# --- the check itself, on hand-written call lists ---------------------------------------------
+
+CLUSTER_MODE: dict[str, Any] = {}
+NAMESPACED_JOB_MODE = {"config": {"namespaces": ["ml-a", "ml-b"], "prediction_backend": "job"}}
+
+
+@pytest.fixture(scope="module")
+def cluster_objects() -> list[dict[str, Any]]:
+    return render_objects(CLUSTER_MODE)
+
+
+@pytest.fixture(scope="module")
+def namespaced_objects() -> list[dict[str, Any]]:
+    return render_objects(NAMESPACED_JOB_MODE)
+
+
+def test_covers_what_a_controller_in_cluster_mode_does(cluster_objects: list[dict[str, Any]]) -> None:
+    calls = [
+        ("list", "kubeflow.org", "tfjobs", "", None),  # the cluster-wide list and watch
+        ("watch", "kubeflow.org", "tfjobs", "", None),
+        ("create", "kubeflow.org", "tfjobs", "", "team-x"),  # the profiling run, in the job's namespace
+        ("patch", "kubeflow.org", "tfjobs", "", "team-x"),
+        ("create", "", "secrets", "", "team-x"),
+        ("create", "", "events", "", "team-x"),
+        ("get", "coordination.k8s.io", "leases", "", NAMESPACE),
+        ("update", "coordination.k8s.io", "leases", "", NAMESPACE),
+    ]
+    assert_rbac_covers(calls, cluster_objects)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        ApiCall("delete", "", "pods", "", "team-x"),  # never granted
+        ApiCall("update", "kubeflow.org", "tfjobs", "", "team-x"),  # patch is granted, update is not
+        ApiCall("patch", "kubeflow.org", "tfjobs", "status", "team-x"),  # a subresource needs its own rule
+        ApiCall("update", "coordination.k8s.io", "leases", "", "team-x"),  # leases only in the release namespace
+        ApiCall("create", "batch", "jobs", "", NAMESPACE),  # the job backend is off
+    ],
+)
+def test_reports_what_a_cluster_mode_install_does_not_grant(call: ApiCall,
+                                                            cluster_objects: list[dict[str, Any]]) -> None:
+    calls = [ApiCall("list", "kubeflow.org", "tfjobs", "", None), call]
+    with pytest.raises(RbacError, match="does not grant 1 call") as caught:
+        assert_rbac_covers(calls, cluster_objects)
+    assert str(call) in str(caught.value)
+
+
+def test_covers_what_a_namespaced_job_backend_controller_does(namespaced_objects: list[dict[str, Any]]) -> None:
+    calls = [
+        ("list", "kubeflow.org", "tfjobs", "", "ml-a"),
+        ("watch", "kubeflow.org", "tfjobs", "", "ml-b"),
+        ("delete", "", "secrets", "", "ml-b"),
+        ("create", "batch", "jobs", "", NAMESPACE),
+        ("list", "", "pods", "", NAMESPACE),
+        ("get", "", "pods", "log", NAMESPACE),
+    ]
+    assert_rbac_covers(calls, namespaced_objects)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        ApiCall("list", "kubeflow.org", "tfjobs", "", None),  # all namespaces: only listed ones are granted
+        ApiCall("get", "kubeflow.org", "tfjobs", "", "ml-c"),  # a namespace not watched
+        ApiCall("get", "", "pods", "", NAMESPACE),  # pods: list only
+        ApiCall("get", "", "pods", "log", "ml-a"),  # logs only of the prediction Jobs, in the release namespace
+        ApiCall("create", "batch", "jobs", "", "ml-a"),
+    ],
+)
+def test_reports_what_a_namespaced_install_does_not_grant(call: ApiCall,
+                                                          namespaced_objects: list[dict[str, Any]]) -> None:
+    assert uncovered_calls([call], namespaced_objects) == [call]
+    with pytest.raises(RbacError):
+        assert_rbac_covers([call], namespaced_objects)
+
+
+def test_exact_check_reports_rights_no_call_uses(cluster_objects: list[dict[str, Any]]) -> None:
+    calls = [c for c in declared_calls(merged_values(CLUSTER_MODE)["config"], NAMESPACE)
+             if (c.verb, c.resource) != ("delete", "tfjobs")]
+    extra = excess_grants(calls, cluster_objects)
+    assert [(g.verb, g.resource, g.namespace) for g in extra] == [("delete", "tfjobs", None)]
+    with pytest.raises(RbacError, match="grants 1 permission"):
+        assert_rbac_exact(calls, cluster_objects)
+
+
+def test_exact_check_rejects_wildcards() -> None:
+    objects = [
+        {"kind": "Deployment", "metadata": {"name": "a", "namespace": "ns"},
+         "spec": {"template": {"spec": {"serviceAccountName": "sa"}}}},
+        {"kind": "ClusterRole", "metadata": {"name": "r"},
+         "rules": [{"apiGroups": ["kubeflow.org"], "resources": ["*"], "verbs": ["get"]}]},
+        {"kind": "ClusterRoleBinding", "metadata": {"name": "r"}, "roleRef": {"kind": "ClusterRole", "name": "r"},
+         "subjects": [{"kind": "ServiceAccount", "name": "sa", "namespace": "ns"}]},
+    ]
+    calls = [ApiCall("get", "kubeflow.org", "tfjobs", "", "x")]
+    assert_rbac_covers(calls, objects)  # a wildcard covers...
+    with pytest.raises(RbacError, match="no call needs"):
+        assert_rbac_exact(calls, objects)  # ...but is never least privilege
+
+
+def test_bindings_to_another_account_do_not_count(cluster_objects: list[dict[str, Any]]) -> None:
+    call = ApiCall("get", "kubeflow.org", "tfjobs", "", "team-x")
+    assert uncovered_calls([call], cluster_objects, service_account=("someone-else", NAMESPACE)) == [call]
