@@ -6,8 +6,9 @@ line, partition graphs on the first line only) or as binary ``.pb`` files (one s
 ``RunMetadata`` per step). Both become the same plain dict, protobuf's JSON mapping (camelCase
 names, int64 as decimal strings, defaults omitted, bytes base64), the binary one through
 ``json_format.MessageToDict`` with the minimal schema in ``_proto/``; one set of functions then
-turns that dict into the records of ``tf_records``. Interpretation (pairing transfers,
-dependencies) is ``tf_profile``'s job, not this module's.
+turns that dict into the records of ``tf_records``. Callers that already hold the decoded dicts
+(the upload bundle of ``trace_upload``) use ``read_runmetadata_documents``. Interpretation
+(pairing transfers, dependencies) is ``tf_profile``'s job, not this module's.
 
 Step numbering: ``StepRecords.index`` is the step's position, 0-based (JSON lines: the k-th
 non-blank line; binary: the k-th path given). This is the numbering of the condensed dump's
@@ -27,8 +28,8 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import IO, Any
@@ -59,17 +60,31 @@ def read_runmetadata_jsonl(path: Path, *, meta: Path | None = None) -> TraceReco
     by default the one beside ``path`` is used if it exists.
     """
     path = Path(path)
-    graph: tuple[GraphNode, ...] | None = None
-    steps: list[tuple[NodeRecord, ...]] = []
-    for lineno, doc in _json_lines(path):
-        where = _Where(f"{path}: line {lineno}")
-        steps.append(_step_records(doc, where))
-        if graph is None:
-            graph = _partition_graphs(doc, where)
+    lines = ((doc, _Where(f"{path}: line {lineno}")) for lineno, doc in _json_lines(path))
+    graph, steps = _collect(lines)
     if not steps:
         raise TraceFormatError(f"{path}: holds no RunMetadata lines (empty file)")
     info = _run_info(path, meta)
     return _assemble(graph, steps, info, origin=str(path), source=path.name)
+
+
+def read_runmetadata_documents(
+    docs: Iterable[object], meta: Mapping[str, Any], *, origin: str, source: str | None = None
+) -> TraceRecords:
+    """Records from already-decoded ``RunMetadata`` dicts (protobuf's JSON mapping), in step order.
+
+    The documents-in form of ``read_runmetadata_jsonl`` for callers that hold the documents
+    already (the upload bundle of ``trace_upload``): ``docs`` are what the lines would decode to,
+    ``meta`` what ``meta.json`` would. ``origin`` names the whole for error messages, which place
+    a problem as ``runmetadata[i]...`` or ``meta...``; ``source`` (default ``origin``) is recorded
+    in the profile.
+    """
+    steps_in = ((doc, _Where(origin, f"runmetadata[{i}]")) for i, doc in enumerate(docs))
+    graph, steps = _collect((_mapping(doc, where), where) for doc, where in steps_in)
+    if not steps:
+        raise MissingTraceDataError(f"{origin}: holds no RunMetadata (no traced steps)")
+    info = _meta_info(_mapping(meta, _Where(origin, "meta")), _Where(origin, "meta"))
+    return _assemble(graph, steps, info, origin=origin, source=origin if source is None else source)
 
 
 def read_runmetadata_pb(paths: Sequence[Path]) -> TraceRecords:
@@ -80,14 +95,7 @@ def read_runmetadata_pb(paths: Sequence[Path]) -> TraceRecords:
     """
     if not paths:
         raise MissingTraceDataError("no RunMetadata .pb files were given")
-    graph: tuple[GraphNode, ...] | None = None
-    steps: list[tuple[NodeRecord, ...]] = []
-    for path in map(Path, paths):
-        doc = _decode_pb(path)
-        where = _Where(str(path))
-        steps.append(_step_records(doc, where))
-        if graph is None:
-            graph = _partition_graphs(doc, where)
+    graph, steps = _collect((_decode_pb(path), _Where(str(path))) for path in map(Path, paths))
     origin = str(paths[0]) if len(paths) == 1 else f"{paths[0]} (and {len(paths) - 1} more)"
     source = ",".join(Path(p).name for p in paths)
     return _assemble(graph, steps, _RunInfo(), origin=origin, source=source)
@@ -176,6 +184,19 @@ class _Where:
 
     def error(self, what: str) -> TraceFormatError:
         return TraceFormatError(f"{self.origin}: {self.path or 'RunMetadata'} {what}")
+
+
+def _collect(
+    docs: Iterable[tuple[Mapping[str, Any], _Where]],
+) -> tuple[tuple[GraphNode, ...] | None, list[tuple[NodeRecord, ...]]]:
+    """Each step's records, and the partition graphs of the first step that has them."""
+    graph: tuple[GraphNode, ...] | None = None
+    steps: list[tuple[NodeRecord, ...]] = []
+    for doc, where in docs:
+        steps.append(_step_records(doc, where))
+        if graph is None:
+            graph = _partition_graphs(doc, where)
+    return graph, steps
 
 
 def _step_records(doc: Mapping[str, Any], where: _Where) -> tuple[NodeRecord, ...]:
@@ -307,10 +328,15 @@ def _run_info(trace: Path, meta: Path | None) -> _RunInfo:
         beside = trace.parent / META_NAME
         meta = beside if beside.is_file() else None
     doc = _read_json(meta) if meta is not None else {}
-    where = _Where(str(meta))
+    info = _meta_info(doc, _Where(str(meta)))
+    if info.bandwidth_bps is None:
+        info = replace(info, bandwidth_bps=_args_bandwidth(trace.parent / RUN_ARGS_NAME))
+    return info
+
+
+def _meta_info(doc: Mapping[str, Any], where: _Where) -> _RunInfo:
+    """The facts a ``meta.json`` document gives (every key optional)."""
     bandwidth = _meta_bandwidth(doc, where)
-    if bandwidth is None:
-        bandwidth = _args_bandwidth(trace.parent / RUN_ARGS_NAME)
     return _RunInfo(
         batch_size=_meta_batch(doc, where),
         model=_optional_str(doc.get("model"), where.key("model")),

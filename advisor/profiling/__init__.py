@@ -1,0 +1,63 @@
+"""Record a 1-PS/1-worker profiling run inside the user's training program and ship it.
+
+The controller launches the profiling run with ``ADVISOR_PROFILE=1`` and where to send the
+trace (``docs/profiling.md``); this package traces the chosen steps, builds the upload bundle
+and POSTs it. Importing the package needs only the standard library: TensorFlow is imported
+when the hook or the callback is first asked for, so the controller (which has no TensorFlow)
+shares ``build_bundle``/``encode_bundle`` with the recorder.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from advisor.profiling.bundle import FORMAT, VERSION, build_bundle, encode_bundle, encode_steps
+from advisor.profiling.config import ProfilingConfig, TaskInfo, load_config, parse_tf_config, profiling_enabled
+from advisor.profiling.errors import ProfilingConfigError, ProfilingUnsupportedError
+from advisor.profiling.upload import RetryPolicy, UploadResult, upload_bundle
+
+if TYPE_CHECKING:
+    from advisor.profiling.keras_callback import AdvisorKerasCallback
+    from advisor.profiling.session_hook import AdvisorProfilingHook
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "AdvisorKerasCallback",
+    "AdvisorProfilingHook",
+    "ProfilingConfig",
+    "ProfilingConfigError",
+    "ProfilingUnsupportedError",
+    "RetryPolicy",
+    "TaskInfo",
+    "UploadResult",
+    "build_bundle",
+    "encode_bundle",
+    "encode_steps",
+    "load_config",
+    "parse_tf_config",
+    "profiling_enabled",
+    "upload_bundle",
+]
+
+_NEEDS_TENSORFLOW = {
+    "AdvisorProfilingHook": "advisor.profiling.session_hook",
+    "AdvisorKerasCallback": "advisor.profiling.keras_callback",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import TensorFlow only when the hook or the callback is used."""
+    module = _NEEDS_TENSORFLOW.get(name)
+    if module is None:
+        raise AttributeError(f"module 'advisor.profiling' has no attribute {name!r}")
+    from importlib import import_module
+
+    try:
+        return getattr(import_module(module), name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not exc.name.startswith(("tensorflow", "keras")):
+            raise
+        raise ModuleNotFoundError(
+            f"advisor.profiling.{name} needs TensorFlow in the training program ({exc})", name=exc.name
+        ) from exc

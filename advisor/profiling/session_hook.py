@@ -1,0 +1,141 @@
+"""``AdvisorProfilingHook``: records a profiling run from inside a tf.compat.v1 training loop.
+
+A ``SessionRunHook`` is the one place TensorFlow 1-style training lets outside code add
+``RunOptions`` to chosen ``session.run`` calls and read their ``RunMetadata`` without changing
+the user's loop: ``MonitoredTrainingSession(hooks=[hook])`` or ``MonitoredSession``. This
+module is the thin TensorFlow adapter; counting, timing, meta, encoding and shipping are
+``recorder.TraceRecorder``'s. Importing it imports TensorFlow, so ``advisor.profiling`` loads
+it only when the hook is asked for.
+
+Inert unless ``ADVISOR_PROFILE`` is on and this process is the recording task (worker 0 of
+``TF_CONFIG``): then every method returns at once and no ``RunOptions`` are added.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import tensorflow as tf
+from google.protobuf import json_format
+
+from advisor.profiling.config import ProfilingConfig, load_config
+from advisor.profiling.recorder import RunFacts, TraceRecorder, VariableInfo, resolve_batch_size
+
+log = logging.getLogger("advisor.profiling")
+
+
+class AdvisorProfilingHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
+    """Trace ``ADVISOR_PROFILE_STEPS`` steps after ``ADVISOR_PROFILE_WARMUP`` and upload them.
+
+    ``batch_size`` is the examples per step of this worker (``ADVISOR_BATCH_SIZE`` overrides
+    it); ``model_name`` is for people (``ADVISOR_MODEL_NAME`` overrides it). ``environ``
+    replaces ``os.environ`` (tests). Raises ``ProfilingConfigError`` at construction when
+    recording is on but a setting is unusable.
+    """
+
+    def __init__(
+        self,
+        batch_size: int | None = None,
+        model_name: str | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self._config: ProfilingConfig | None = _active_config(environ)
+        self._batch_size = resolve_batch_size(self._config, batch_size) if self._config else None
+        self._model_name = model_name
+        self._recorder: TraceRecorder[bytes] | None = None
+        self._options: Any = None
+
+    @property
+    def active(self) -> bool:
+        """Whether this hook records (profiling on and this is the recording task)."""
+        return self._config is not None
+
+    @property
+    def recorder(self) -> TraceRecorder[bytes] | None:
+        return self._recorder
+
+    def begin(self) -> None:
+        if self._config is None or self._recorder is not None:
+            return
+        facts = RunFacts(self._batch_size, self._model_name, tf.__version__, _graph_variables())
+        self._recorder = TraceRecorder(self._config, facts, to_dict=_to_dict)
+        self._options = tf.compat.v1.RunOptions(
+            trace_level=tf.compat.v1.RunOptions.FULL_TRACE, output_partition_graphs=True
+        )
+
+    def before_run(self, run_context: Any) -> Any:
+        if self._recorder is None or not self._recorder.before_run():
+            return None
+        return tf.compat.v1.train.SessionRunArgs(fetches=None, options=self._options)
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        if self._recorder is None or not self._recorder.tracing:
+            return
+        metadata = run_values.run_metadata
+        if self._recorder.after_run(lambda k: _snapshot(metadata, keep_graphs=k == 0)):
+            log.info("advisor: profiling done; requesting the training session to stop")
+            run_context.request_stop()
+
+    def end(self, session: Any) -> None:
+        if self._recorder is not None:
+            self._recorder.finish()
+
+
+def _active_config(environ: Mapping[str, str] | None) -> ProfilingConfig | None:
+    """The settings if this process records, else None (and why, in the log)."""
+    config = load_config(os.environ if environ is None else environ)
+    if config is None:
+        return None
+    task = config.task
+    if not task.records:
+        if task.task_type is None:
+            log.warning("advisor: ADVISOR_PROFILE is on but TF_CONFIG is not set; this process does not record")
+        else:
+            log.info("advisor: %s:%s does not record (only worker 0 does)", task.task_type, task.task_index)
+        return None
+    if len(task.worker_hosts) > 1:
+        log.warning(
+            "advisor: the cluster has %d workers; a profile needs exactly 1 (the others' traffic would "
+            "distort it) and the controller will refuse this trace",
+            len(task.worker_hosts),
+        )
+    return config
+
+
+def _graph_variables() -> tuple[VariableInfo, ...]:
+    """Every global variable of the default graph, with its size where its shape is known."""
+    trainable = {id(v) for v in tf.compat.v1.trainable_variables()}
+    found = []
+    for var in tf.compat.v1.global_variables():
+        shape = var.shape
+        dtype = var.dtype.base_dtype
+        known = shape.is_fully_defined()
+        found.append(
+            VariableInfo(
+                name=var.op.name,
+                shape=tuple(shape.as_list()) if known else (),
+                dtype=dtype.name,
+                bytes=shape.num_elements() * dtype.size if known else None,
+                trainable=id(var) in trainable,
+                device=var.device,
+            )
+        )
+    return tuple(found)
+
+
+def _snapshot(metadata: Any, *, keep_graphs: bool) -> bytes:
+    """A step's ``RunMetadata`` as compact protobuf bytes, partition graphs only on the first."""
+    if keep_graphs:
+        return bytes(metadata.SerializeToString())
+    copy = tf.compat.v1.RunMetadata()
+    copy.CopyFrom(metadata)
+    copy.ClearField("partition_graphs")
+    return bytes(copy.SerializeToString())
+
+
+def _to_dict(snapshot: bytes) -> dict[str, Any]:
+    return dict(json_format.MessageToDict(tf.compat.v1.RunMetadata.FromString(snapshot)))

@@ -1,0 +1,1 @@
+"""Heavy suites: real TensorFlow (and later other real systems), run only with ``-m heavy``."""
