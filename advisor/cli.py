@@ -69,7 +69,22 @@ def _parser() -> argparse.ArgumentParser:
     _add_input(predict)
     _add_predict_options(predict)
     predict.set_defaults(run=_predict)
+
+    controller = commands.add_parser("controller", help="run the Kubernetes controller (see docs/controller.md)")
+    controller.add_argument("--config", type=Path, help="settings YAML file (default: $ADVISOR_CONFIG_FILE)")
+    controller.add_argument("--kubeconfig", type=Path, help="kubeconfig for development (default: in-cluster)")
+    controller.add_argument("--context", help="kubeconfig context")
+    controller.add_argument("--check-config", action="store_true", help="validate the settings, print them, exit")
+    controller.set_defaults(run=_controller)
     return parser
+
+
+def _controller(args: argparse.Namespace) -> int:
+    """Imported lazily: the Kubernetes client and the scheduler are not needed to predict."""
+    from advisor.controller.main import run_controller
+
+    return run_controller(config=args.config, kubeconfig=args.kubeconfig, context=args.context,
+                          check_only=args.check_config)
 
 
 def _add_predict_options(cmd: argparse.ArgumentParser) -> None:

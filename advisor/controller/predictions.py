@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import multiprocessing
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -100,7 +101,9 @@ class ProcessPredictor:
 
     def __init__(self, processes: int, metrics: Metrics, on_done: Done,
                  runner: Callable[[Mapping[str, Any], Mapping[str, Any]], str] = run_prediction) -> None:
-        self._pool = ProcessPoolExecutor(max_workers=processes)
+        # "spawn", not the default "fork": forking a process that runs threads (watch, HTTP, leader)
+        # can copy a held lock into the child, and would hand it the listening sockets too.
+        self._pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn"))
         self._metrics = metrics
         self._on_done = on_done
         self._runner = runner

@@ -89,7 +89,7 @@ class ControllerSettings(BaseSettings):
     prediction_seed: int = 0
     prediction_job_image: str | None = None
     # Plumbing.
-    http_port: int = Field(default=8080, ge=1, le=65535)
+    http_port: int = Field(default=8080, ge=0, le=65535, description="0 picks a free port (tests)")
     ingest_url: str = Field(default="http://advisor.advisor-system.svc:8080", description="how pods reach us")
     ingest_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     store_path: Path = Path("/var/lib/advisor/advisor.db")

@@ -182,12 +182,18 @@ class ProfilingSpec:
     bandwidth_mbit: float | None = None
 
 
-def build_profiling_tfjob(obj: Mapping[str, Any], view: TFJobView, spec: ProfilingSpec) -> dict[str, Any]:
-    """The 1-PS/1-worker profiling TFJob cloned from the user's job, owned by it, tracing switched on."""
-    name = profiling_job_name(view.name, view.generation)
+def build_profiling_tfjob(
+    obj: Mapping[str, Any], view: TFJobView, spec: ProfilingSpec, generation: int | None = None
+) -> dict[str, Any]:
+    """The 1-PS/1-worker profiling TFJob cloned from the user's job, owned by it, tracing switched on.
+
+    ``generation`` is the one being profiled (default: the job's current one).
+    """
+    generation = view.generation if generation is None else generation
+    name = profiling_job_name(view.name, generation)
     source = _replica_specs(obj["spec"], f"TFJob {view.namespace}/{view.name}")
     worker_kind = "Worker" if "Worker" in source else ("Chief" if "Chief" in source else "Master")
-    env = _profiling_env(view, spec)
+    env = _profiling_env(view, spec, generation)
     secret = token_secret_name(name)
     replicas = {"PS": _profiling_replica(source["PS"], env, secret),
                 "Worker": _profiling_replica(source[worker_kind], env, secret)}
@@ -198,7 +204,7 @@ def build_profiling_tfjob(obj: Mapping[str, Any], view: TFJobView, spec: Profili
             "name": name,
             "namespace": view.namespace,
             "labels": {ROLE_LABEL: "profiling", PROFILING_FOR_LABEL: view.name[:_NAME_LIMIT],
-                       GENERATION_LABEL: str(view.generation)},
+                       GENERATION_LABEL: str(generation)},
             "annotations": {PREFIX + "profiling-for-uid": view.uid},
             "ownerReferences": [owner_reference(view)],
         },
@@ -215,8 +221,8 @@ def owner_reference(view: TFJobView) -> dict[str, Any]:
             "controller": False, "blockOwnerDeletion": True}
 
 
-def _profiling_env(view: TFJobView, spec: ProfilingSpec) -> list[dict[str, str]]:
-    url = f"{spec.ingest_url.rstrip('/')}/v1/traces/{view.namespace}/{view.name}/{view.generation}"
+def _profiling_env(view: TFJobView, spec: ProfilingSpec, generation: int) -> list[dict[str, str]]:
+    url = f"{spec.ingest_url.rstrip('/')}/v1/traces/{view.namespace}/{view.name}/{generation}"
     env = [
         {"name": "ADVISOR_PROFILE", "value": "1"},
         {"name": "ADVISOR_INGEST_URL", "value": url},

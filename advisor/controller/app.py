@@ -1,0 +1,202 @@
+"""Wiring: settings, cluster adapter, store, informer, leader election, workers, scheduler, HTTP.
+
+Only this module knows how the pieces are threaded together; each piece takes what it needs as
+arguments (clock, cache reader, status writer), so tests can build a controller against the
+API emulator and stop it, or build two and see that only the leader acts.
+
+Threads: one informer (list-then-watch of TFJobs), one leader elector, ``RECONCILE_THREADS``
+reconcile workers (they act only while this replica leads), the HTTP server, and apscheduler's
+background scheduler (resync, garbage collection, settings reload). Predictions run in a
+process pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from advisor.controller.gc import collect_garbage
+from advisor.controller.http_api import HttpApi
+from advisor.controller.informer import Informer
+from advisor.controller.ingest import Ingest
+from advisor.controller.kube import Kube
+from advisor.controller.leader import LeaderElector
+from advisor.controller.metrics import Metrics
+from advisor.controller.predictions import ProcessPredictor
+from advisor.controller.reconcile import Key, Reconciler
+from advisor.controller.settings import ControllerSettings, SettingsError, load_settings
+from advisor.controller.store import Store
+from advisor.controller.tfjob import PREFIX
+from advisor.controller.workqueue import WorkQueue
+from advisor.errors import StoreError
+
+log = logging.getLogger(__name__)
+RECONCILE_THREADS = 4
+
+
+class Controller:
+    """One controller replica. ``start`` returns at once; ``stop`` ends every thread it started."""
+
+    def __init__(self, settings: ControllerSettings, kube: Kube, *, store: Store | None = None,
+                 clock: Callable[[], float] = time.time, predictor: Any = None, metrics: Metrics | None = None,
+                 settings_file: Path | None = None, lease_timing: tuple[float, float, float] = (15.0, 10.0, 2.0)) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.clock = clock
+        self.metrics = metrics or Metrics()
+        self.store = store or Store(settings.store_path)
+        self.queue = WorkQueue()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._settings_file = settings_file
+        self.informer = Informer(kube, settings.namespaces or None, self._on_event)
+        self.reconciler = Reconciler(settings=settings, kube=kube, cache=self.informer.get, store=self.store,
+                                     predictor=None,  # set below: the predictor calls back into the reconciler
+                                     metrics=self.metrics, enqueue_after=self.queue.add_after, clock=clock)
+        self.predictor = predictor or ProcessPredictor(settings.prediction_processes, self.metrics,
+                                                       self.reconciler.prediction_done)
+        self.reconciler.predictor = self.predictor
+        self.ingest = Ingest(cache=self.informer.get, store=self.store, metrics=self.metrics,
+                             enqueue=self.queue.add, clock=clock)
+        duration, renew, retry = lease_timing  # client-go's defaults: 15 s lease, renew within 10 s, retry 2 s
+        self.elector = LeaderElector(kube, settings.lease_namespace, settings.lease_name, settings.identity,
+                                     lease_duration_s=duration, renew_deadline_s=renew, retry_period_s=retry,
+                                     on_started_leading=self._started_leading,
+                                     on_stopped_leading=self._stopped_leading) if settings.leader_election else None
+        self.http = HttpApi("0.0.0.0", settings.http_port, metrics=self.metrics,
+                            verify_token=self.ingest.verify_token, accept_trace=self.ingest.accept_trace,
+                            healthy=self.healthy, ready=self.ready, max_bytes=settings.ingest_max_bytes,
+                            max_inflated_bytes=32 * settings.ingest_max_bytes)
+        self.scheduler = BackgroundScheduler(daemon=True)
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.http.start()
+        self._spawn("informer", self.informer.run, self._stop)
+        if self.elector is not None:
+            self._spawn("leader", self.elector.run, self._stop)
+        else:
+            self._started_leading()
+        for i in range(RECONCILE_THREADS):
+            self._spawn(f"reconcile-{i}", self._work)
+        s = self.settings
+        self.scheduler.add_job(self.resync, "interval", seconds=s.resync_period_s, id="resync", max_instances=1)
+        self.scheduler.add_job(self.collect_garbage, "interval", seconds=s.gc_period_s, id="gc", max_instances=1)
+        if self._settings_file is not None:
+            self.scheduler.add_job(self.reload_settings, "interval", seconds=30, id="settings", max_instances=1)
+        self.scheduler.start()
+        log.info("controller %s started (mode %s, namespaces %s)", s.identity, s.mode.value, s.namespaces or "all")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.queue.close()
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+        for t in self._threads:
+            t.join(timeout=10)
+        self.http.stop()
+        shutdown = getattr(self.predictor, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+        self.store.close()
+
+    def run_forever(self) -> None:
+        self.start()
+        try:
+            while not self._stop.wait(1.0):
+                pass
+        finally:
+            self.stop()
+
+    # --- state ---------------------------------------------------------------------------------
+
+    @property
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
+    def healthy(self) -> tuple[bool, str]:
+        dead = [t.name for t in self._threads if not t.is_alive()]
+        if dead:
+            return False, f"threads stopped: {', '.join(dead)}"
+        return (False, "stopping") if self._stop.is_set() else (True, "ok")
+
+    def ready(self) -> tuple[bool, str]:
+        """Ready (and so sent ingest traffic by the Service) only while leading with a synced cache."""
+        if not self.informer.has_synced():
+            return False, "TFJob cache not synced yet"
+        if not self.leading:
+            return False, "standing by: another replica holds the leader lease"
+        try:
+            self.store.ping()
+        except StoreError as exc:
+            return False, f"store unavailable: {exc}"
+        return True, "ok"
+
+    # --- work ----------------------------------------------------------------------------------
+
+    def _on_event(self, kind: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        ns, name = meta.get("namespace"), meta.get("name")
+        if isinstance(ns, str) and isinstance(name, str):
+            self.queue.add((ns, name))
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            key = self.queue.get(timeout_s=0.5)
+            if key is None:
+                continue
+            try:
+                if self.leading:
+                    self.reconciler.reconcile(key)  # type: ignore[arg-type]
+                else:
+                    self.queue.add_after(key, 2.0)  # keep it for when this replica leads
+            finally:
+                self.queue.done(key)
+
+    def resync(self) -> None:
+        for key in self.informer.keys():
+            self.queue.add(key)
+        self.metrics.watched_jobs.set(len(self._opted_in_keys()))
+
+    def collect_garbage(self) -> None:
+        if self.leading:
+            collect_garbage(self.kube, self.informer, self.store, self.metrics, now=self.clock(),
+                            max_age_s=self.settings.gc_period_s, namespaces=self.settings.namespaces)
+
+    def reload_settings(self) -> None:
+        """Re-read the settings file; a change of prices, bandwidth or limits re-predicts every job."""
+        try:
+            fresh = load_settings(self._settings_file)
+        except SettingsError as exc:  # a broken ConfigMap edit must not stop the controller: keep the old settings
+            log.error("settings not reloaded: %s", exc)
+            return
+        if fresh.prediction_fingerprint() != self.settings.prediction_fingerprint() or fresh.mode != self.settings.mode:
+            log.info("settings changed: re-predicting every job")
+            self.settings = fresh
+            self.reconciler.settings = fresh
+            self.resync()
+
+    def _opted_in_keys(self) -> list[Key]:
+        return [k for k in self.informer.keys() if (self.informer.get(*k) or {}).get("metadata", {})
+                .get("annotations", {}).get(PREFIX + "enabled", "").lower() == "true"]
+
+    def _started_leading(self) -> None:
+        self.metrics.leader.set(1)
+        log.info("%s is the leader", self.settings.identity)
+        self.resync()
+
+    def _stopped_leading(self) -> None:
+        self.metrics.leader.set(0)
+        log.warning("%s lost the leader lease; standing by", self.settings.identity)
+
+    def _spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        t = threading.Thread(target=target, args=args, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)

@@ -1,0 +1,93 @@
+"""Garbage collection: profiling runs, ingest tokens and store rows that nothing needs any more.
+
+In a real cluster the owner references already delete a job's profiling runs and token Secrets
+with the job; this sweep covers what they cannot: runs superseded by a newer generation, runs
+finished longer than ``max_age_s`` ago, tokens of runs that are over (a leaked token must not
+stay valid), and store rows of jobs that are gone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from advisor.controller.metrics import Metrics
+from advisor.controller.tfjob import GENERATION_LABEL, PREFIX, PROFILING_FOR_LABEL, ROLE_LABEL
+from advisor.errors import KubeError, KubeNotFound
+
+log = logging.getLogger(__name__)
+LIVE_STATES = ("profiling", "received")
+
+
+def collect_garbage(kube: Any, informer: Any, store: Any, metrics: Metrics, *, now: float, max_age_s: float,
+                    namespaces: Sequence[str] = ()) -> int:
+    """One sweep over ``namespaces`` (empty: all); returns how many objects were deleted.
+
+    API errors are logged and the sweep goes on. Secrets are listed per watched namespace, never
+    cluster-wide when the controller is namespaced: its RBAC grants no more.
+    """
+    deleted = 0
+    for ns, name in list(informer.keys()):
+        obj = informer.get(ns, name)
+        if obj is None or (obj.get("metadata", {}).get("labels") or {}).get(ROLE_LABEL) != "profiling":
+            continue
+        if _stale_profiling_run(obj, informer, store, now, max_age_s):
+            deleted += _delete(kube.delete_tfjob, ns, name)
+    for secret in _token_secrets(kube, namespaces):
+        meta = secret.get("metadata", {})
+        uid = next((r.get("uid") for r in meta.get("ownerReferences") or []), None)
+        run = store.run(uid, _int((meta.get("labels") or {}).get(GENERATION_LABEL))) if uid else None
+        if run is None or run.state not in LIVE_STATES:
+            if run is not None:
+                store.revoke_token(run.uid, run.generation)
+            deleted += _delete(kube.delete_secret, meta.get("namespace"), meta.get("name"))
+    live_uids = {(informer.get(*k) or {}).get("metadata", {}).get("uid") for k in informer.keys()}
+    for run in store.runs_updated_before(now - max_age_s):
+        if run.uid not in live_uids:
+            store.delete_runs(run.uid)
+    return deleted
+
+
+def _stale_profiling_run(obj: dict[str, Any], informer: Any, store: Any, now: float, max_age_s: float) -> bool:
+    meta = obj.get("metadata", {})
+    owner_name = (meta.get("labels") or {}).get(PROFILING_FOR_LABEL)
+    owner_uid = (meta.get("annotations") or {}).get(PREFIX + "profiling-for-uid")
+    owner = informer.get(meta.get("namespace"), owner_name) if owner_name else None
+    if owner is None or owner.get("metadata", {}).get("uid") != owner_uid:
+        return True  # its job is gone or was replaced by another of the same name
+    generation = _int((meta.get("labels") or {}).get(GENERATION_LABEL))
+    run = store.run(owner_uid, generation)
+    latest = store.latest_run(owner_uid)
+    if run is None or (latest is not None and latest.generation > generation):
+        return True
+    return run.state not in ("profiling",) and now - run.updated > max_age_s
+
+
+def _token_secrets(kube: Any, namespaces: Sequence[str]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for ns in namespaces or [None]:
+        try:
+            found.extend(kube.list_secrets(ns, label_selector=f"{ROLE_LABEL}=ingest-token"))
+        except KubeError as exc:
+            log.warning("garbage collection: cannot list token secrets in %s: %s", ns or "all namespaces", exc)
+    return found
+
+
+def _delete(delete: Any, namespace: str, name: str) -> int:
+    try:
+        delete(namespace, name)
+        log.info("garbage collection: deleted %s/%s", namespace, name)
+        return 1
+    except KubeNotFound:
+        return 0
+    except KubeError as exc:
+        log.warning("garbage collection: cannot delete %s/%s: %s", namespace, name, exc)
+        return 0
+
+
+def _int(text: str | None) -> int:
+    try:
+        return int(text or 0)
+    except ValueError:
+        return 0

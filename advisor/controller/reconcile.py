@@ -1,0 +1,351 @@
+"""The level-triggered reconcile of one opted-in TFJob: read the state, do the next step, write what changed.
+
+States of a job (annotation ``phase``): Pending -> Profiling (a profiling TFJob runs) ->
+Predicting (the trace is stored; a prediction runs off this thread) -> Predicted (annotations
+written; in ``initial``/``auto`` mode the job is resized) or Failed (with a reason). Every step
+is idempotent and keyed so that a restart or a second look never duplicates work: one profiling
+run per (job uid, generation of its pod templates) in the store and by a deterministic name,
+one prediction per (profile, parameters) key. A bad object is marked Failed with a Warning
+event; it never raises out of ``reconcile``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from advisor.controller import annotations as ann
+from advisor.controller.metrics import Metrics
+from advisor.controller.policy import Limits, Recommendation, clamp, job_limits, job_prices, recommend, resize_target
+from advisor.controller.predictions import PredictionInputError, PredictionParams, prediction_key, prediction_params
+from advisor.controller.settings import ControllerSettings, Mode
+from advisor.controller.tfjob import (
+    GENERATION_LABEL, OPT_IN, PROFILING_FOR_LABEL, ROLE_LABEL, TOKEN_KEY, ProfilingSpec, TFJobView, build_profiling_tfjob,
+    owner_reference, parse_tfjob, profiling_job_name, resize_patch, suspend_patch, token_secret_name,
+)
+from advisor.core.cost import Prices
+from advisor.core.profile import parse_profile
+from advisor.errors import AdvisorError, KubeAlreadyExists, KubeConflict, KubeError, KubeNotFound, TFJobError
+
+log = logging.getLogger(__name__)
+Key = tuple[str, str]
+GRACE_S = 120.0  # beyond the profiling run's activeDeadlineSeconds before the controller gives up itself
+
+
+class Predictor(Protocol):
+    backend: str
+
+    def submit(self, key: str, profile_doc: Mapping[str, Any], params: PredictionParams) -> bool: ...
+    def running(self, key: str) -> bool: ...
+
+
+@dataclass
+class Reconciler:
+    """Everything a reconcile touches is injected: cluster, cache, store, predictor, clock."""
+
+    settings: ControllerSettings
+    kube: Any  # advisor.controller.kube.Kube
+    cache: Callable[[str, str], Mapping[str, Any] | None]
+    store: Any  # advisor.controller.store.Store
+    predictor: Predictor
+    metrics: Metrics
+    enqueue_after: Callable[[Key, float], None]
+    clock: Callable[[], float] = time.time
+    _waiting: dict[str, tuple[str, set[Key]]] = field(default_factory=dict)  # prediction key -> (sha, jobs)
+    _failed: dict[str, str] = field(default_factory=dict)  # prediction key -> error, not retried until restart
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _curve_workers: dict[Key, tuple[int, ...]] = field(default_factory=dict)
+
+    # --- entry point -------------------------------------------------------------------------
+
+    def reconcile(self, key: Key) -> None:
+        """Bring one job a step forward; API errors requeue it, nothing escapes."""
+        started = time.monotonic()
+        try:
+            self._reconcile(*key)
+        except KubeConflict:
+            self.metrics.reconcile_errors.labels("conflict").inc()
+            self.enqueue_after(key, 0.2)  # someone wrote in between: read the new state and retry
+        except KubeError as exc:
+            self.metrics.reconcile_errors.labels("api").inc()
+            log.warning("reconcile %s/%s: %s; retrying", *key, exc)
+            self.enqueue_after(key, 5.0)
+        except Exception:  # a bug must not take the worker thread down; it is logged with its trace
+            self.metrics.reconcile_errors.labels("internal").inc()
+            log.exception("reconcile %s/%s failed", *key)
+            self.enqueue_after(key, 30.0)
+        finally:
+            self.metrics.reconcile_duration.observe(time.monotonic() - started)
+
+    def prediction_done(self, pkey: str, result: str | None, error: str | None) -> None:
+        """Called by the predictor: store the result (or remember the failure) and wake the jobs."""
+        with self._lock:
+            sha, jobs = self._waiting.pop(pkey, ("", set()))
+            if error is not None:
+                self._failed[pkey] = error
+        if result is not None and sha:
+            doc = json.loads(result)
+            doc["predicted_at"] = self.clock()
+            self.store.put_prediction(sha, pkey, json.dumps(doc, separators=(",", ":")), self.clock())
+        for job in jobs:
+            self.enqueue_after(job, 0)
+
+    # --- the steps ---------------------------------------------------------------------------
+
+    def _reconcile(self, namespace: str, name: str) -> None:
+        obj = self.cache(namespace, name)
+        if obj is None:
+            self._forget(namespace, name)
+            return
+        try:
+            view = parse_tfjob(obj, node_type_label=self.settings.prices.node_type_label)
+        except TFJobError as exc:
+            self._invalid(obj, str(exc))
+            return
+        if view.is_profiling_run:
+            owner = view.labels.get(PROFILING_FOR_LABEL)
+            if owner:
+                self.enqueue_after((namespace, owner), 0)
+            return
+        if not view.opted_in(self.settings.opt_in):
+            self._forget(namespace, name)
+            return
+        self.metrics.current_workers.labels(namespace, name).set(view.workers)
+        try:
+            prices = job_prices(self.settings, view)
+            limits = job_limits(self.settings, view, prices)
+        except TFJobError as exc:
+            self._set_phase(view, "Failed", "InvalidPolicy", str(exc))
+            return
+        generation = self._profile_generation(view)
+        run = self.store.run(view.uid, generation)
+        if run is None or (run.state == "profiling" and self.cache(namespace, run.profiling_job) is None):
+            self._start_profiling(obj, view, limits, generation)  # (re)create what is missing, idempotently
+        elif run.state == "profiling":
+            self._watch_profiling(view, run, limits)
+        elif run.state in ("received", "predicted"):
+            self._predict_or_apply(view, run, prices, limits)
+        else:  # failed / timed_out: wait for a new generation of the job's templates
+            self._set_phase(view, "Failed", _reason_of(run), run.reason or "")
+
+    def _profile_generation(self, view: TFJobView) -> int:
+        """The generation whose profiling run applies: kept across resizes (same templates)."""
+        if view.annotations.get(ann.TEMPLATE_HASH) == view.template_hash:
+            try:
+                return int(view.annotations[ann.PROFILED_GENERATION])
+            except (KeyError, ValueError):
+                pass
+        return view.generation
+
+    def _start_profiling(self, obj: Mapping[str, Any], view: TFJobView, limits: Limits, generation: int) -> None:
+        now = self.clock()
+        name = profiling_job_name(view.name, generation)
+        run, created = self.store.ensure_run(view.uid, view.namespace, view.name, generation, name, now)
+        self._ensure_token_secret(view, name, run.token, generation)
+        if limits.mode is Mode.INITIAL and not view.started and not view.suspended:
+            self.kube.patch_tfjob(view.namespace, view.name, suspend_patch())
+        spec = ProfilingSpec(self.settings.ingest_url, self.settings.profiling_steps,
+                             self.settings.profiling_warmup_steps, self.settings.profiling_timeout_s,
+                             (self.settings.bandwidth_bps() or 0) / 1e6 or None)
+        try:
+            self.kube.create_tfjob(view.namespace, build_profiling_tfjob(obj, view, spec, generation))
+        except KubeAlreadyExists:
+            pass  # created before a restart, or not yet in the cache: exactly one run per generation
+        if created:
+            self.metrics.profiling_runs.labels("started").inc()
+        extra = {ann.TEMPLATE_HASH: view.template_hash, ann.PROFILED_GENERATION: str(generation),
+                 ann.PROFILING_RUN: name}
+        self._set_phase(view, "Profiling", "ProfilingStarted", f"profiling run {name}", extra=extra)
+        self.enqueue_after(view.key, 5.0)  # look again soon: the run must appear in the cache
+
+    def _ensure_token_secret(self, view: TFJobView, profiling_job: str, token: str, generation: int) -> None:
+        body = {
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": token_secret_name(profiling_job), "namespace": view.namespace,
+                         "labels": {ROLE_LABEL: "ingest-token", PROFILING_FOR_LABEL: view.name[:63],
+                                    GENERATION_LABEL: str(generation)},
+                         "ownerReferences": [owner_reference(view)]},
+        }
+        try:
+            self.kube.create_secret(view.namespace, body, {TOKEN_KEY: token.encode()})
+        except KubeAlreadyExists:
+            pass
+
+    def _watch_profiling(self, view: TFJobView, run: Any, limits: Limits) -> None:
+        now = self.clock()
+        pjob = self.cache(view.namespace, run.profiling_job)
+        finished, message = _finished(pjob)
+        deadline = run.created + self.settings.profiling_timeout_s + GRACE_S
+        if finished == "Failed":
+            timed_out = "deadline" in message.lower()
+            self._end_run(view, run, "timed_out" if timed_out else "failed",
+                          "ProfilingTimedOut" if timed_out else "ProfilingFailed",
+                          message or "the profiling run failed", limits)
+        elif finished == "Succeeded":
+            self._end_run(view, run, "failed", "NoTrace",
+                          "the profiling run ended without uploading a trace; does the program use advisor.profiling?",
+                          limits)
+        elif now > deadline:
+            self._end_run(view, run, "timed_out", "ProfilingTimedOut",
+                          f"no trace within {self.settings.profiling_timeout_s} s", limits)
+        else:
+            self._set_phase(view, "Profiling", "ProfilingStarted", f"profiling run {run.profiling_job}")
+            self.enqueue_after(view.key, max(deadline - now, 1.0))
+
+    def _end_run(self, view: TFJobView, run: Any, state: str, reason: str, message: str, limits: Limits) -> None:
+        self.store.set_state(view.uid, run.generation, state, f"{reason}: {message}", self.clock())
+        self.store.revoke_token(view.uid, run.generation)
+        self.metrics.profiling_runs.labels(state).inc()
+        self._set_phase(view, "Failed", reason, message)
+        self._release_if_held(view, None, limits)  # never leave a job suspended because profiling failed
+
+    def _predict_or_apply(self, view: TFJobView, run: Any, prices: Prices, limits: Limits) -> None:
+        trace = self.store.trace(view.uid, run.generation)
+        profile_doc = json.loads(trace.profile_json)
+        try:
+            params = prediction_params(
+                parse_profile(profile_doc), prices, bandwidth_bps=self.settings.bandwidth_bps(),
+                max_workers=self.settings.max_workers, target=self.settings.prediction_target,
+                seed=self.settings.prediction_seed, saturation_threshold=self.settings.saturation_threshold)
+        except (PredictionInputError, AdvisorError) as exc:
+            self._set_phase(view, "Failed", "PredictionImpossible", str(exc))
+            return
+        pkey = prediction_key(trace.profile_sha, params)
+        stored = self.store.prediction(trace.profile_sha, pkey)
+        if stored is None:
+            with self._lock:
+                error = self._failed.get(pkey)
+                if error is None:
+                    self._waiting.setdefault(pkey, (trace.profile_sha, set()))[1].add(view.key)
+            if error is not None:
+                self._set_phase(view, "Failed", "PredictionFailed", error)
+                return
+            self.predictor.submit(pkey, profile_doc, params)
+            self._set_phase(view, "Predicting", "PredictionRunning", f"profile sha256:{trace.profile_sha[:12]}")
+            return
+        prediction = json.loads(stored)
+        self._apply(view, run, trace.profile_sha, prediction, prices, limits)
+        if run.state != "predicted":
+            self.store.set_state(view.uid, run.generation, "predicted", "", self.clock())
+            self.store.revoke_token(view.uid, run.generation)
+
+    def _apply(self, view: TFJobView, run: Any, sha: str, prediction: Mapping[str, Any], prices: Prices,
+               limits: Limits) -> None:
+        try:
+            rec = recommend(prediction, prices, limits)
+        except (TFJobError, AdvisorError) as exc:
+            self._set_phase(view, "Failed", "NoRecommendation", str(exc))
+            return
+        extra = ann.prediction_annotations(view, prediction, rec, profile_sha=sha,
+                                           predicted_at=float(prediction.get("predicted_at", 0)),
+                                           profiled_generation=run.generation)
+        message = f"recommended {rec.target} workers (saturation at {prediction['saturation_workers']})"
+        self._set_phase(view, "Predicted", "Predicted", message, extra=extra)
+        self._export(view, prediction, rec)
+        if not self._release_if_held(view, rec, limits):
+            self._auto_resize(view, prediction, rec, prices, limits)
+
+    def _release_if_held(self, view: TFJobView, rec: Recommendation | None, limits: Limits) -> bool:
+        """``initial`` mode: set the workers (when predicted) and resume a job the advisor holds."""
+        if view.annotations.get(ann.SUSPENDED_BY_ADVISOR) != "true":
+            return False
+        workers = clamp(rec.target, limits) if rec is not None else view.workers
+        patch = resize_patch(view, workers, resume=True) if "Worker" in view.spec_keys else {
+            "spec": {"runPolicy": {"suspend": False}}}
+        patch.setdefault("metadata", {})["annotations"] = {ann.SUSPENDED_BY_ADVISOR: None}
+        self.kube.patch_tfjob(view.namespace, view.name, patch, resource_version=view.resource_version)
+        self.metrics.resizes.labels("initial").inc()
+        self._event(view, "Normal", "Resumed", f"set {workers} workers and resumed the job")
+        return True
+
+    def _auto_resize(self, view: TFJobView, prediction: Mapping[str, Any], rec: Recommendation, prices: Prices,
+                     limits: Limits) -> None:
+        now = self.clock()
+        target = resize_target(limits, view, rec, prediction, prices, last_resize=self.store.last_resize(view.uid),
+                               now=now, min_gain=self.settings.auto_min_gain, cooldown_s=self.settings.auto_cooldown_s)
+        if target is None:
+            return
+        patch = resize_patch(view, clamp(target, limits))
+        patch["metadata"] = {"annotations": {ann.LAST_RESIZE: ann.rfc3339(now)}}
+        self.kube.patch_tfjob(view.namespace, view.name, patch, resource_version=view.resource_version)
+        self.store.record_resize(view.uid, target, now)
+        self.metrics.resizes.labels("auto").inc()
+        self._event(view, "Normal", "Resized", f"workers {view.workers} -> {target} (predicted cheaper per example)")
+
+    # --- writing state --------------------------------------------------------------------------
+
+    def _set_phase(self, view: TFJobView, phase: str, reason: str, message: str = "",
+                   extra: Mapping[str, str] | None = None) -> None:
+        """Patch the annotations that changed; an event when the phase or reason changes."""
+        desired = ann.status_annotations(view, phase, reason, now=self.clock(), message=message)
+        desired.update(extra or {})
+        patch = ann.annotation_patch(view.annotations, desired)
+        if patch is not None:
+            self.kube.patch_tfjob(view.namespace, view.name, patch)
+            if view.annotations.get(ann.REASON) != desired[ann.REASON]:
+                self._event(view, "Warning" if phase == "Failed" else "Normal", reason, message or reason)
+        self.metrics.set_phase(view.namespace, view.name, phase)
+
+    def _invalid(self, obj: Mapping[str, Any], message: str) -> None:
+        """A malformed TFJob that opted in: say so on it (once), never crash."""
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        notes = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+        ns, name = meta.get("namespace"), meta.get("name")
+        self.metrics.reconcile_errors.labels("invalid_object").inc()
+        if not (isinstance(ns, str) and isinstance(name, str)):
+            log.warning("skipping a TFJob without namespace/name: %s", message)
+            return
+        if self.settings.opt_in != "all" and str(notes.get(OPT_IN, "")).lower() != "true":
+            return
+        reason = f"InvalidSpec: {message}"[:1024]
+        if notes.get(ann.REASON) == reason:
+            return
+        self.kube.patch_tfjob(ns, name, {"metadata": {"annotations": {ann.PHASE: "Failed", ann.REASON: reason}}})
+        self.kube.emit_event(obj, "Warning", "InvalidSpec", message)
+        self.metrics.set_phase(ns, name, "Failed")
+
+    def _event(self, view: TFJobView, type_: str, reason: str, message: str) -> None:
+        obj = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+               "metadata": {"name": view.name, "namespace": view.namespace, "uid": view.uid,
+                            "resourceVersion": view.resource_version}}
+        try:
+            self.kube.emit_event(obj, type_, reason, message)
+        except KubeError as exc:  # an event is a courtesy: losing one must not fail the reconcile
+            log.info("event %s on %s/%s not recorded: %s", reason, view.namespace, view.name, exc)
+
+    def _export(self, view: TFJobView, prediction: Mapping[str, Any], rec: Recommendation) -> None:
+        ns, name, m = view.namespace, view.name, self.metrics
+        m.recommended_workers.labels(ns, name).set(rec.target)
+        m.saturation_workers.labels(ns, name).set(float(prediction["saturation_workers"]))
+        workers = []
+        for p in prediction["curve"]:
+            w = str(p["workers"])
+            workers.append(int(p["workers"]))
+            m.predicted_throughput.labels(ns, name, w).set(float(p["throughput"]))
+            m.predicted_throughput_bound.labels(ns, name, w, "lower").set(float(p["low"]))
+            m.predicted_throughput_bound.labels(ns, name, w, "upper").set(float(p["high"]))
+            m.predicted_cost.labels(ns, name, w).set(float(p["cost_per_example"]) * 1e6)
+        self._curve_workers[view.key] = tuple(workers)
+
+    def _forget(self, namespace: str, name: str) -> None:
+        self.metrics.forget_job(namespace, name, self._curve_workers.pop((namespace, name), ()))
+
+
+def _finished(obj: Mapping[str, Any] | None) -> tuple[str | None, str]:
+    if obj is None:
+        return None, ""
+    for kind in ("Succeeded", "Failed"):
+        for c in (obj.get("status") or {}).get("conditions") or []:
+            if isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True":
+                return kind, str(c.get("message") or c.get("reason") or "")
+    return None, ""
+
+
+def _reason_of(run: Any) -> str:
+    text = run.reason or run.state
+    return text.split(":", 1)[0] or "ProfilingFailed"

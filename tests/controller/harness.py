@@ -1,0 +1,132 @@
+"""A controller wired to the API emulator over real HTTP, and a stand-in for the profiling pod.
+
+The controller under test is the real ``Controller`` with the real ``Kube`` adapter (official
+kubernetes client), store, HTTP API and informer; only the prediction runner can be swapped for a
+canned one (``canned_prediction``) where a test is about the controller, not the simulation.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import socket
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+
+from advisor.controller.app import Controller
+from advisor.controller.kube import Kube
+from advisor.controller.predictions import ProcessPredictor
+from advisor.controller.settings import ControllerSettings, load_settings
+from advisor.controller.tfjob import PREFIX
+from advisor.profiling.bundle import build_bundle, encode_bundle
+from advisor.profiling.upload import UploadResult, upload_bundle
+from tests.conftest import shared_data
+from tests.kube_emulator import KubeEmulator
+
+NS = "ml"
+FAST_LEASE = (1.0, 0.7, 0.1)  # lease duration, renew deadline, retry period (s)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def settings_for(tmp: Path, **overrides: Any) -> ControllerSettings:
+    tmp.mkdir(parents=True, exist_ok=True)
+    port = overrides.pop("http_port", None) or free_port()
+    base: dict[str, Any] = dict(
+        namespaces=[NS], store_path=tmp / "advisor.db", http_port=port, ingest_url=f"http://127.0.0.1:{port}",
+        lease_namespace=NS, identity="replica-a", max_workers=4, prediction_target=0.05, resync_period_s=5,
+        gc_period_s=3600, prices={"worker_per_hour": 1.0, "ps_per_hour": 1.0})
+    base.update(overrides)
+    return load_settings(**base)
+
+
+def canned_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) -> str:
+    """A prediction with a hand-made curve (module-level so the process pool can run it).
+
+    Throughput 100, 190, 260, 300 ex/s for W = 1..4 with a worker and a PS at 1/h: cost per
+    example (W + 1) / thr is 0.0200, 0.0158, 0.0154, 0.0167: W = 3 is cheapest.
+    """
+    curve = []
+    for w, thr in zip(range(1, 5), (100.0, 190.0, 260.0, 300.0)):
+        curve.append({"workers": w, "throughput": thr, "low": thr * 0.98, "high": thr * 1.02, "steps": 200,
+                      "events": 0, "cost_per_example": (w + 1) / 3600 / thr,
+                      "baselines": {"cynthia": thr, "phase_queueing": thr}})
+    return json.dumps({"schema": "advisor-prediction/1", "model": "canned", "job": {"parameter_servers": 1},
+                       "curve": curve, "saturation_workers": 3, "recommended": {"workers": 3}, "notes": []})
+
+
+def start_controller(emu: KubeEmulator, settings: ControllerSettings, *, canned: bool = True) -> Controller:
+    kube = Kube(kubernetes.client.ApiClient(emu.configuration()))
+    controller = Controller(settings, kube, lease_timing=FAST_LEASE, predictor=None)
+    if canned:
+        controller.predictor.shutdown()
+        controller.predictor = ProcessPredictor(1, controller.metrics, controller.reconciler.prediction_done,
+                                                runner=canned_prediction)
+        controller.reconciler.predictor = controller.predictor
+    controller.start()
+    return controller
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def annotations(emu: KubeEmulator, name: str) -> dict[str, str]:
+    obj = emu.get("tfjobs", NS, name) or {}
+    return dict(obj.get("metadata", {}).get("annotations") or {})
+
+
+def phase(emu: KubeEmulator, name: str) -> str | None:
+    return annotations(emu, name).get(PREFIX + "phase")
+
+
+def profiling_jobs(emu: KubeEmulator) -> list[dict[str, Any]]:
+    return emu.list("tfjobs", NS, label_selector=f"{PREFIX}role=profiling")
+
+
+def create_tfjob(emu: KubeEmulator, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Through the official client, as a user's kubectl would."""
+    api = kubernetes.client.CustomObjectsApi(kubernetes.client.ApiClient(emu.configuration()))
+    return api.create_namespaced_custom_object("kubeflow.org", "v1", NS, "tfjobs", dict(body))
+
+
+def trace_body(run: str = "mlp_bw100") -> bytes:
+    """What ``advisor.profiling`` uploads for a real recorded run (shared/data/tf-native)."""
+    folder = shared_data("tf-native", run)
+    meta = json.loads((folder / "meta.json").read_text())
+    with gzip.open(folder / "runmetadata.jsonl.gz", "rt") as fh:
+        steps = [json.loads(line) for line in fh if line.strip()]
+    return encode_bundle(build_bundle(steps, meta))
+
+
+def upload_as_profiling_pod(emu: KubeEmulator, profiling_job: Mapping[str, Any], body: bytes,
+                            token: str | None = None, port: int | None = None) -> UploadResult:
+    """Do what the profiling pod does: read the env and the mounted token, POST the bundle."""
+    container = profiling_job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    if token is None:
+        secret_name = profiling_job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["volumes"][-1][
+            "secret"]["secretName"]
+        secret = emu.get("secrets", NS, secret_name)
+        token = base64.b64decode(secret["data"]["token"]).decode()
+    from advisor.profiling.upload import RetryPolicy
+
+    url = env["ADVISOR_INGEST_URL"]
+    if port is not None:  # the Service would route to whichever replica is ready
+        url = url.replace(url.split("/")[2], f"127.0.0.1:{port}")
+    return upload_bundle(url, body, token, policy=RetryPolicy(attempts=1))

@@ -1,0 +1,217 @@
+"""Leader election against the emulator's Lease API, on fake clocks.
+
+Single steps (``try_acquire_or_renew``) check the rules one at a time; ``run`` in threads checks
+the loop. The clocks are fake and each sleep advances them, so a 15 s lease takes milliseconds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from advisor.controller.kube import Kube
+from advisor.controller.leader import LeaderElector, micro_time
+from tests.kube_emulator import KubeEmulator
+
+MICROTIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+
+class FakeClock:
+    """Epoch seconds that move only when told to (or when an elector sleeps)."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.t, self.lock = start, threading.Lock()
+
+    def __call__(self) -> float:
+        with self.lock:
+            return self.t
+
+    def advance(self, seconds: float) -> None:
+        with self.lock:
+            self.t += seconds
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
+        time.sleep(0.001)  # let the other threads run
+
+
+@pytest.fixture
+def emu() -> Iterator[KubeEmulator]:
+    with KubeEmulator(namespaces=["advisor"]) as server:
+        yield server
+
+
+@pytest.fixture
+def kube(emu: KubeEmulator) -> Kube:
+    return Kube(client.ApiClient(emu.configuration()), request_timeout_s=5)
+
+
+def elector(kube: Any, identity: str, clock: FakeClock, **kwargs: Any) -> LeaderElector:
+    return LeaderElector(kube, "advisor", "advisor-controller", identity, lease_duration_s=15, renew_deadline_s=10,
+                         retry_period_s=2, clock=clock, sleep=clock.sleep, **kwargs)
+
+
+def lease(emu: KubeEmulator) -> dict[str, Any]:
+    found = emu.get("leases", "advisor", "advisor-controller")
+    assert found is not None
+    return found["spec"]
+
+
+def test_first_candidate_creates_the_lease_and_the_second_waits(emu: KubeEmulator, kube: Kube) -> None:
+    clock = FakeClock()
+    a, b = elector(kube, "a", clock), elector(kube, "b", clock)
+    assert a.try_acquire_or_renew() and not b.try_acquire_or_renew()
+    spec = lease(emu)
+    assert spec["holderIdentity"] == "a" and spec["leaseDurationSeconds"] == 15 and spec["leaseTransitions"] == 0
+    assert MICROTIME.match(spec["renewTime"]) and MICROTIME.match(spec["acquireTime"])
+    assert micro_time(1_700_000_000.0) == "2023-11-14T22:13:20.000000Z"  # a whole second keeps its six zeros
+
+
+def test_takeover_after_release_is_immediate(emu: KubeEmulator, kube: Kube) -> None:
+    clock = FakeClock()
+    a, b = elector(kube, "a", clock), elector(kube, "b", clock)
+    assert a.try_acquire_or_renew() and not b.try_acquire_or_renew()
+    assert a.release()
+    assert lease(emu)["holderIdentity"] == ""
+    assert b.try_acquire_or_renew()  # no waiting: an empty holder is free (client-go)
+    assert lease(emu)["holderIdentity"] == "b" and lease(emu)["leaseTransitions"] == 1
+
+
+def test_takeover_after_the_leader_dies_waits_one_lease_duration(emu: KubeEmulator, kube: Kube) -> None:
+    clock = FakeClock()
+    a, b = elector(kube, "a", clock), elector(kube, "b", clock)
+    assert a.try_acquire_or_renew()  # then a "crashes": it never renews nor releases
+    assert not b.try_acquire_or_renew()  # b sees the record for the first time at t0
+    clock.advance(14.9)
+    assert not b.try_acquire_or_renew()  # 14.9 s unchanged < 15 s lease: still a's
+    clock.advance(0.2)
+    assert b.try_acquire_or_renew()  # unchanged for 15.1 s since b first saw it: expired
+    spec = lease(emu)
+    assert spec["holderIdentity"] == "b" and spec["leaseTransitions"] == 1
+    assert not a.try_acquire_or_renew() and not a.is_leader()  # a, back, finds b's fresh lease
+
+
+def test_expiry_is_judged_on_the_candidates_own_clock(emu: KubeEmulator, kube: Kube) -> None:
+    a = elector(kube, "a", FakeClock(1_700_000_000.0))
+    b = elector(kube, "b", FakeClock(1_700_000_000.0 + 3600))  # b's clock runs an hour ahead
+    assert a.try_acquire_or_renew()
+    # by renewTime, a's lease looks an hour dead to b; client-go compares observation times instead,
+    # so skew cannot steal a live lease
+    assert not b.try_acquire_or_renew()
+
+
+def test_losing_a_write_race_is_not_an_error(emu: KubeEmulator, kube: Kube) -> None:
+    clock = FakeClock()
+    a, b = elector(kube, "a", clock), elector(kube, "b", clock)
+    assert a.try_acquire_or_renew() and a.release()
+
+    class RacingKube:
+        """b's kube: just before b's write, a re-takes the lease (so b writes a stale resourceVersion)."""
+
+        def get_lease(self, namespace: str, name: str) -> Any:
+            return kube.get_lease(namespace, name)
+
+        def create_lease(self, namespace: str, body: Any) -> Any:
+            return kube.create_lease(namespace, body)
+
+        def replace_lease(self, namespace: str, name: str, body: Any) -> Any:
+            assert a.try_acquire_or_renew()
+            return kube.replace_lease(namespace, name, body)
+
+    b_racing = elector(RacingKube(), "b", clock)
+    assert b_racing.try_acquire_or_renew() is False  # a 409, reported as "not this time"
+    assert lease(emu)["holderIdentity"] == "a"
+
+
+def test_transitions_count_each_change_of_holder(emu: KubeEmulator, kube: Kube) -> None:
+    clock = FakeClock()
+    a, b = elector(kube, "a", clock), elector(kube, "b", clock)
+    assert a.try_acquire_or_renew() and a.try_acquire_or_renew()  # a renewal is not a transition
+    assert a.release() and b.try_acquire_or_renew()
+    assert b.release() and a.try_acquire_or_renew()
+    assert lease(emu)["leaseTransitions"] == 2  # a -> b -> a
+
+
+class Watched:
+    """Runs an elector in a thread; records when (fake time) it started and stopped leading."""
+
+    def __init__(self, kube: Any, identity: str, clock: FakeClock, **kwargs: Any) -> None:
+        self.clock, self.started, self.stopped = clock, threading.Event(), threading.Event()
+        self.started_at = self.stopped_at = 0.0
+        self.elector = elector(kube, identity, clock, on_started_leading=self._on_start,
+                               on_stopped_leading=self._on_stop, **kwargs)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.elector.run, args=(self.stop,), daemon=True)
+
+    def _on_start(self) -> None:
+        self.started_at = self.clock()
+        self.started.set()
+
+    def _on_stop(self) -> None:
+        self.stopped_at = self.clock()
+        self.stopped.set()
+
+    def __enter__(self) -> Watched:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(3)
+        assert not self.thread.is_alive()
+
+
+def test_two_running_electors_one_leader_then_handover_on_clean_stop(emu: KubeEmulator, kube: Kube) -> None:
+    clock = FakeClock()
+    with Watched(kube, "a", clock) as a, Watched(kube, "b", clock) as b:
+        assert a.started.wait(3)
+        time.sleep(0.1)  # both loops run for a while (many fake seconds)
+        assert a.elector.is_leader() and not b.elector.is_leader() and not b.started.is_set()
+        a.stop.set()
+        assert a.stopped.wait(3) and b.started.wait(3)
+        # released, so b took over within its retry period (at most 2 s x 2.2 jitter), not 15 s
+        assert b.started_at - a.stopped_at < 5.0
+        assert lease(emu)["holderIdentity"] == "b"
+    assert lease(emu)["holderIdentity"] == ""  # b released on its clean stop too
+
+
+def test_leader_steps_down_when_renewals_fail(emu: KubeEmulator, kube: Kube) -> None:
+    clock = FakeClock()
+    with Watched(kube, "a", clock) as a:
+        assert a.started.wait(3)
+        time.sleep(0.05)
+        emu.fail_next(resource="leases", status=500, times=10_000)  # the API server is unreachable
+        assert a.stopped.wait(3) and not a.elector.is_leader()
+        last_renewal = dt.datetime.strptime(lease(emu)["renewTime"], "%Y-%m-%dT%H:%M:%S.%fZ")
+        silent_for = a.stopped_at - last_renewal.replace(tzinfo=dt.timezone.utc).timestamp()
+        # attempts come every retry period (2 s); it gives up at the first one >= renew_deadline
+        # (10 s) after its last renewal, so within [10, 12) s: before the 15 s lease can expire
+        # for a standby, which therefore never overlaps with it
+        assert 10.0 <= silent_for < 12.0
+
+
+def test_leader_steps_down_at_once_when_the_lease_is_taken(emu: KubeEmulator, kube: Kube) -> None:
+    clock = FakeClock()
+    with Watched(kube, "a", clock) as a:
+        assert a.started.wait(3)
+        taken_at = clock()
+        emu.patch("leases", "advisor", "advisor-controller", {"spec": {"holderIdentity": "intruder"}})
+        assert a.stopped.wait(3)
+        assert a.stopped_at - taken_at <= 2.0  # at its next attempt (one retry period), not the renew deadline
+        assert lease(emu)["holderIdentity"] == "intruder"  # and it did not fight back while it was valid
+
+
+def test_durations_are_checked() -> None:
+    with pytest.raises(ValueError):
+        LeaderElector(object(), "ns", "l", "me", lease_duration_s=10, renew_deadline_s=10)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        LeaderElector(object(), "ns", "l", "me", renew_deadline_s=2, retry_period_s=2)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        LeaderElector(object(), "ns", "l", "")  # type: ignore[arg-type]
