@@ -30,7 +30,7 @@ from advisor.controller.leader import LeaderElector
 from advisor.controller.metrics import Metrics
 from advisor.controller.predictions import ProcessPredictor
 from advisor.controller.reconcile import Key, Reconciler
-from advisor.controller.settings import ControllerSettings, SettingsError, load_settings
+from advisor.controller.settings import ControllerSettings, PredictionBackend, SettingsError, load_settings
 from advisor.controller.store import Store
 from advisor.controller.tfjob import PREFIX
 from advisor.controller.workqueue import WorkQueue
@@ -46,6 +46,9 @@ class Controller:
     def __init__(self, settings: ControllerSettings, kube: Kube, *, store: Store | None = None,
                  clock: Callable[[], float] = time.time, predictor: Any = None, metrics: Metrics | None = None,
                  settings_file: Path | None = None, lease_timing: tuple[float, float, float] = (15.0, 10.0, 2.0)) -> None:
+        if settings.prediction_backend is not PredictionBackend.PROCESS and predictor is None:
+            raise SettingsError("prediction_backend 'job' (one Kubernetes Job per prediction) is not implemented "
+                                "yet; use 'process'")
         self.settings = settings
         self.kube = kube
         self.clock = clock
