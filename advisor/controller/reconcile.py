@@ -30,7 +30,7 @@ from advisor.controller.tfjob import (
 )
 from advisor.core.cost import Prices
 from advisor.core.profile import parse_profile
-from advisor.errors import AdvisorError, KubeAlreadyExists, KubeConflict, KubeError, KubeNotFound, TFJobError
+from advisor.errors import AdvisorError, KubeAlreadyExists, KubeConflict, KubeError, StoreError, TFJobError
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]
@@ -91,7 +91,11 @@ class Reconciler:
         if result is not None and sha:
             doc = json.loads(result)
             doc["predicted_at"] = self.clock()
-            self.store.put_prediction(sha, pkey, json.dumps(doc, separators=(",", ":")), self.clock())
+            try:
+                self.store.put_prediction(sha, pkey, json.dumps(doc, separators=(",", ":")), self.clock())
+            except StoreError as exc:  # e.g. finished while the controller shuts down: predicted again later
+                log.warning("prediction %s not stored: %s", pkey, exc)
+                return
         for job in jobs:
             self.enqueue_after(job, 0)
 
