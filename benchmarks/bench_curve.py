@@ -1,21 +1,26 @@
 """The issue's speed target, measured on the product path: a whole W = 1..32 curve.
 
-    python -m benchmarks.bench_curve [--target 0.02] [--min-steps 100]
+    python -m benchmarks.bench_curve [--target 0.02] [--min-steps 100] [--repeat 3] [--jobs 1]
 
 For the synthetic Inception-scale step (about 200 tensors, 2,600 ops per step) it predicts
 W = 1..32 with adaptive stopping (each point's 95 % interval within +-target), then with the
-paper's fixed 1000 steps per worker, and prints the time, steps used and interval width per W
-and in total. It does the same for the real traces in ../shared/data when they are there.
-One process, one core (numba's compiled kernel; the first call loads its cache, timed apart).
+paper's fixed 1000 steps per worker, and prints the time (median and fastest of ``--repeat``
+runs), op-events/s, and the widest interval; ``--verbose`` adds steps and interval per W.
+It does the same for the real traces in ../shared/data when they are there. One process, one
+core (numba's compiled kernel; the first call loads its cache, timed apart). ``--jobs N``
+also times the curve split over N processes (points interleaved): an addition only, the
+target is one core, and on a shared machine the gain is whatever the other cores spare.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from advisor.core.predict import CurveSettings, predict_curve
+from advisor.core.predict import CurvePoint, CurveSettings, predict_curve
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings
 from advisor.core.simulator import simulate
@@ -24,18 +29,47 @@ from benchmarks.synthetic import inception_like
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
-def run(name: str, profile: Profile, network: NetworkModel, cfg: CurveSettings, verbose: bool) -> float:
+def run(name: str, profile: Profile, network: NetworkModel, cfg: CurveSettings, repeat: int, verbose: bool) -> float:
+    """Time the curve ``repeat`` times; print one line (median time); return the median."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        points = predict_curve(profile, network, cfg, simulate)
+        times.append(time.perf_counter() - start)
+    _report(name, cfg, points, times, verbose)
+    return statistics.median(times)
+
+
+def run_parallel(name: str, profile: Profile, network: NetworkModel, cfg: CurveSettings, jobs: int) -> float:
+    """The same curve over ``jobs`` processes, each taking every jobs-th W (same results)."""
+    parts = [CurveSettings(**{**_fields(cfg), "workers": cfg.workers[i::jobs]}) for i in range(jobs)]
     start = time.perf_counter()
-    points = predict_curve(profile, network, cfg, simulate)
-    total = time.perf_counter() - start
+    with ProcessPoolExecutor(jobs) as pool:
+        done = list(pool.map(_curve, [(profile, network, part) for part in parts]))
+    elapsed = time.perf_counter() - start
+    points = sorted((p for part in done for p in part), key=lambda p: p.workers)
+    _report(f"{name} ({jobs} processes)", cfg, tuple(points), [elapsed], False)
+    return elapsed
+
+
+def _curve(args: tuple[Profile, NetworkModel, CurveSettings]) -> tuple[CurvePoint, ...]:
+    return predict_curve(*args, simulate)
+
+
+def _fields(cfg: CurveSettings) -> dict:
+    return {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
+
+
+def _report(name: str, cfg: CurveSettings, points: tuple[CurvePoint, ...], times: list[float], verbose: bool) -> None:
     events = sum(p.events for p in points)
     widest = max(p.rel_halfwidth for p in points)
+    median = statistics.median(times)
     mode = f"+-{cfg.target_rel_halfwidth:.0%} adaptive" if cfg.target_rel_halfwidth else f"{cfg.steps} fixed steps"
-    print(f"{name:<34} {mode:<18} {total:>7.2f} s  {events / total / 1e6:>6.2f} Mevents/s  "
-          f"widest interval +-{widest:.1%}")
+    spread = f" (min {min(times):.2f}, n={len(times)})" if len(times) > 1 else ""
+    print(f"{name:<34} {mode:<18} {median:>7.2f} s{spread}  {events / median / 1e6:>6.2f} Mevents/s  "
+          f"{events / 1e6:>6.0f} Mevents  widest interval +-{widest:.1%}")  # fmt: skip
     if verbose:
         print("      " + "  ".join(f"W{p.workers}:{p.steps}st/{p.rel_halfwidth:.1%}" for p in points))
-    return total
 
 
 def main() -> None:
@@ -43,6 +77,9 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=0.02)
     parser.add_argument("--min-steps", type=int, default=100)
     parser.add_argument("--max-workers", type=int, default=32)
+    parser.add_argument("--repeat", type=int, default=1, help="time each curve this many times (median)")
+    parser.add_argument("--jobs", type=int, default=1, help="also time the adaptive curve over this many processes")
+    parser.add_argument("--no-fixed", action="store_true", help="skip the fixed-steps curves")
     parser.add_argument("--verbose", action="store_true", help="steps and interval per point")
     args = parser.parse_args()
     workers = tuple(range(1, args.max_workers + 1))
@@ -53,19 +90,23 @@ def main() -> None:
     print(f"warm-up (compile or load numba cache): {time.perf_counter() - t0:.2f} s")
     print(f"inception-like step: {len(inception.ops)} ops, {sum(o.bytes for o in inception.ops) / 2e6:.0f} MB each way, 10 Gbit/s")
     adaptive = CurveSettings(workers=workers, warmup_steps=50, target_rel_halfwidth=args.target,
-                             min_steps=args.min_steps, max_steps=4000)
-    run("inception-like W=1..%d" % args.max_workers, inception, net, adaptive, args.verbose)
-    run("inception-like W=1..%d" % args.max_workers, inception, net,
-        CurveSettings(workers=workers, steps=1000, warmup_steps=50), args.verbose)
+                             min_steps=args.min_steps, max_steps=4000)  # fmt: skip
+    fixed = CurveSettings(workers=workers, steps=1000, warmup_steps=50)
+    name = f"inception-like W=1..{args.max_workers}"
+    run(name, inception, net, adaptive, args.repeat, args.verbose)
+    if args.jobs > 1:
+        run_parallel(name, inception, net, adaptive, args.jobs)
+    if not args.no_fixed:
+        run(name, inception, net, fixed, args.repeat, args.verbose)
     if DATA.exists():
         from advisor.importers.loader import load_profile
 
         for trace in ("cubic/mlp_bw100", "cubic/cnn_bw100"):
             profile = load_profile(DATA / "condensed" / f"{trace}.json.gz", bandwidth_bps=100e6)
             net100 = NetworkModel(bandwidth_bps=95e6)
-            run(f"{trace} W=1..{args.max_workers}", profile, net100, adaptive, args.verbose)
-            run(f"{trace} W=1..{args.max_workers}", profile, net100,
-                CurveSettings(workers=workers, steps=1000, warmup_steps=50), args.verbose)
+            run(f"{trace} W=1..{args.max_workers}", profile, net100, adaptive, args.repeat, args.verbose)
+            if not args.no_fixed:
+                run(f"{trace} W=1..{args.max_workers}", profile, net100, fixed, args.repeat, args.verbose)
 
 
 if __name__ == "__main__":

@@ -5,17 +5,28 @@ Throughput is a time average over the window in which every worker is past its w
 window is cut into ``batches`` equal slices, the throughput of each slice is one observation,
 and the interval is the Student-t interval of their mean. With ``target_rel_halfwidth`` set,
 a point is first simulated with ``min_steps`` steps per worker, then with the step count the
-interval's width says is needed (at least double), until the half-width is within the target
-or ``max_steps`` is reached, so easy points cost little and hard ones get the steps they need.
+interval's width says is needed (at least double, or a quarter more for a continued run, see
+below), until the half-width is within the target or ``max_steps`` is reached, so easy points
+cost little and hard ones get the steps they need.
 
-The simulation function is a parameter so that callers (and tests) can swap engines.
+The simulation function is a parameter so that callers (and tests) can swap engines. The
+project's own engine (``advisor.core.simulator.simulate``) is not restarted for a point that
+needs more steps: its run is *continued* (``simulator.fast.FastRun``), which gives exactly
+what a longer run from the start with the same seed gives, without simulating the first
+steps (and the warm-up) again; its graph is compiled once for the whole curve. Its interval
+is then measured up to the moment the first worker finishes the step count, the end of
+``SimulationResult.measurement_window`` for a plain run of as many steps (the two agree on
+every step that ends before it; ``CurvePoint.events`` counts the run once). As extending
+costs only the steps added, such a point grows by at least a quarter instead of doubling.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import stats
@@ -23,8 +34,12 @@ from scipy import stats
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettings, SimulationSettingsError
 
+if TYPE_CHECKING:
+    from advisor.core.simulator.fast import FastRun
+
 Simulate = Callable[[Profile, NetworkModel, SimulationSettings], SimulationResult]
 Progress = Callable[[int, int], None]  # (points done, points in all)
+CONTINUED_GROWTH = 1.25  # least growth of a continued run's step count (module docstring)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,14 +90,26 @@ def throughput_interval(
 ) -> tuple[float, float, float]:
     """(mean, low, high) examples/s over the measurement window, by batch means."""
     start, stop = result.measurement_window(warmup_steps)
+    return batch_means(result.step_ends_s, start, stop, result.batch_size, batches, confidence)
+
+
+def batch_means(
+    step_ends_s: Sequence[Sequence[float]] | Sequence[np.ndarray],
+    start: float,
+    stop: float,
+    batch_size: int,
+    batches: int = 10,
+    confidence: float = 0.95,
+) -> tuple[float, float, float]:
+    """(mean, low, high) examples/s of the steps that end in (start, stop], by batch means."""
     edges = np.linspace(start, stop, batches + 1)
     done = np.zeros(batches)
-    for worker_ends in result.step_ends_s:
+    for worker_ends in step_ends_s:
         t = np.asarray(worker_ends)
         t = t[(t > start) & (t <= stop)]
         # slice i holds the steps with edges[i] < t <= edges[i + 1], as throughput() counts
         done += np.bincount(np.searchsorted(edges, t, side="left") - 1, minlength=batches)[:batches]
-    per_batch = done * result.batch_size / np.diff(edges)
+    per_batch = done * batch_size / np.diff(edges)
     mean = float(per_batch.mean())
     half = float(stats.t.ppf(0.5 + confidence / 2, batches - 1) * per_batch.std(ddof=1) / math.sqrt(batches))
     return mean, max(mean - half, 0.0), mean + half
@@ -104,12 +131,22 @@ def predict_point(
         steps = next_step_count(steps, cfg.warmup_steps, point.rel_halfwidth, target, cfg.max_steps)
 
 
-def next_step_count(steps: int, warmup: int, halfwidth: float, target: float, max_steps: int) -> int:
+def _window_start(step_ends_s: Sequence[np.ndarray], warmup_steps: int) -> float:
+    """When the last worker finished its warm-up (as ``SimulationResult.measurement_window``)."""
+    if any(len(ends) < warmup_steps for ends in step_ends_s):
+        raise SimulationSettingsError("the measurement window is empty: simulate more steps")
+    return max(float(ends[warmup_steps - 1]) if warmup_steps else 0.0 for ends in step_ends_s)
+
+
+def next_step_count(
+    steps: int, warmup: int, halfwidth: float, target: float, max_steps: int, min_growth: float = 2.0
+) -> int:
     """Steps for the next try: the half-width shrinks as 1/sqrt(measured steps), so aim there
-    with 20 % to spare; at least double (the estimate from a short run is itself noisy)."""
+    with 20 % to spare; at least ``min_growth`` times as many (the estimate from a short run is
+    itself noisy, and a restarted run pays for every step again)."""
     measured = steps - warmup
     needed = warmup + math.ceil(measured * (halfwidth / target) ** 2 * 1.2)
-    return min(max(needed, 2 * steps), max_steps)
+    return min(max(needed, math.ceil(min_growth * steps)), max_steps)
 
 
 def predict_curve(
@@ -121,9 +158,46 @@ def predict_curve(
 ) -> tuple[CurvePoint, ...]:
     """The curve over ``cfg.workers``; ``progress`` is told after each point."""
     points = []
-    for i, w in enumerate(cfg.workers):
-        points.append(predict_point(profile, network, w, cfg, simulate))
+    for i, point in enumerate(_points(profile, network, cfg, simulate)):
+        points.append(point)
         if progress is not None:
             progress(i + 1, len(cfg.workers))
     return tuple(points)
+
+
+def _points(profile: Profile, network: NetworkModel, cfg: CurveSettings, simulate: Simulate) -> Iterator[CurvePoint]:
+    """Each W's point in turn; the project's engine continues its runs (module docstring)."""
+    if not _is_project_engine(simulate):
+        for w in cfg.workers:
+            yield predict_point(profile, network, w, cfg, simulate)
+        return
+    from advisor.core.simulator.fast import FastRun, compile_profile
+
+    compiled = compile_profile(profile, network)
+    for w in cfg.workers:
+        yield continued_point(FastRun(compiled, w, cfg.seed), cfg)
+
+
+def _is_project_engine(simulate: Simulate) -> bool:
+    """Is ``simulate`` the project's engine? Asked without importing it: importing this module
+    must not load numba (the controller's parent process relies on that), and a caller that
+    passes the engine has imported it already."""
+    module = sys.modules.get("advisor.core.simulator")
+    return module is not None and simulate is getattr(module, "simulate", None)
+
+
+def continued_point(run: FastRun, cfg: CurveSettings) -> CurvePoint:
+    """One point from one run, continued until the interval is narrow enough."""
+    steps = cfg.steps if cfg.target_rel_halfwidth is None else cfg.min_steps
+    while True:
+        seen = run.advance(steps)
+        start = _window_start(seen.step_ends_s, cfg.warmup_steps)
+        if seen.until_s <= start:
+            raise SimulationSettingsError("the measurement window is empty: simulate more steps")
+        mean, low, high = batch_means(seen.step_ends_s, start, seen.until_s, seen.batch_size, cfg.batches, cfg.confidence)
+        point = CurvePoint(len(seen.step_ends_s), mean, low, high, steps, seen.events)
+        target = cfg.target_rel_halfwidth
+        if target is None or point.rel_halfwidth <= target or steps >= cfg.max_steps:
+            return point
+        steps = next_step_count(steps, cfg.warmup_steps, point.rel_halfwidth, target, cfg.max_steps, CONTINUED_GROWTH)
 

@@ -89,3 +89,51 @@ def test_progress_is_reported_per_point() -> None:
 def test_impossible_curve_settings(kwargs: dict) -> None:
     with pytest.raises(SimulationSettingsError):
         CurveSettings(**kwargs)
+
+
+def test_next_step_count_grows_less_when_the_run_is_continued() -> None:
+    from advisor.core.predict import next_step_count
+
+    # nearly there: 50 + 150 x (0.021 / 0.02)^2 x 1.2 = 249 steps; a continued run need not double
+    assert next_step_count(200, 50, 0.021, 0.02, 4000, min_growth=1.25) == 250
+    assert next_step_count(200, 50, 0.03, 0.02, 4000, min_growth=1.25) == 455  # 50 + ceil(150 x 2.25 x 1.2)
+
+
+def test_the_project_engine_measures_a_point_as_a_plain_run_of_as_many_steps() -> None:
+    # The curve continues one run per point (simulator.fast.FastRun); with fixed steps its
+    # interval equals that of a plain simulation of the same steps and seed.
+    from advisor.core.simulator import simulate
+    from benchmarks.synthetic import tiny_mlp
+
+    profile, net = tiny_mlp(), NetworkModel(bandwidth_bps=1e8)
+    points = predict_curve(profile, net, CurveSettings(workers=(1, 3), steps=120, warmup_steps=20, seed=2), simulate)
+    for p in points:
+        plain = simulate(profile, net, SimulationSettings(workers=p.workers, steps=120, warmup_steps=20, seed=2))
+        assert (p.throughput, p.low, p.high) == pytest.approx(throughput_interval(plain, 20), rel=1e-12)
+
+
+def test_an_adaptive_point_of_the_project_engine_is_its_run_continued() -> None:
+    # A point that needed more steps than min_steps is exactly the fixed-step point of its final
+    # count: the same run, extended rather than restarted (events count the run once).
+    from advisor.core.simulator import simulate
+    from benchmarks.synthetic import tiny_mlp
+
+    profile, net = tiny_mlp(), NetworkModel(bandwidth_bps=1e8)
+    cfg = CurveSettings(workers=(2,), warmup_steps=20, target_rel_halfwidth=0.002, min_steps=60, max_steps=900)
+    (adaptive,) = predict_curve(profile, net, cfg, simulate)
+    assert adaptive.steps > 60
+    fixed = CurveSettings(workers=(2,), steps=adaptive.steps, warmup_steps=20)
+    assert predict_curve(profile, net, fixed, simulate) == (adaptive,)
+
+
+def test_importing_predict_does_not_load_the_engine() -> None:
+    # The controller imports CurveSettings in its parent process and the engine (numba) only in
+    # the worker processes; predict recognises the engine without importing it.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "import sys, advisor.core.predict; print('numba' in sys.modules)"
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
+    assert out.stdout.strip() == "False"

@@ -1,64 +1,164 @@
-"""The fast engine: builds the compiled loop's arrays, runs it, and shapes the result."""
+"""The fast engine: lays out the compiled loop's state (``loop.py``), runs it, shapes results.
+
+``simulate_fast`` is a plain simulation: every worker runs its ``steps``, as ``simulate``
+promises. ``FastRun`` is one endless run looked at step by step: ``advance(n)`` continues it
+until the first worker has finished n steps (``loop.py``: pause and resume). A curve point
+that needs more steps thus continues its run instead of starting over, and the extended run
+is exactly the longer run from the start with the same seed. ``Compiled`` is what all runs
+of one profile on one network share (the merged graph), built once per curve.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from advisor.core.profile import Profile
-from advisor.core.sim_types import SimulationResult, TimelineEvent
-from advisor.core.simulator.inputs import SimInputs
+from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettingsError, TimelineEvent
+from advisor.core.simulator.inputs import SimInputs, prepare_graph, with_steps
 from advisor.core.simulator.jit import quantize
-from advisor.core.simulator.loop import run
+from advisor.core.simulator.kernel import new_links
+from advisor.core.simulator.loop import EVENTS, LIMIT, PAUSED, RESUMABLE, RESUME, STALLED, TL_LEN, run
 from advisor.core.simulator.plan import FastPlan, build_plan
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One profile on one network, laid out for the loop; independent of workers and seed."""
+
+    profile: Profile
+    inputs: SimInputs  # prepare_graph's, or any inputs of this profile and network
+    plan: FastPlan
+    fifo: np.ndarray  # int8 per slot, see fifo_slots
+
+    @classmethod
+    def build(cls, profile: Profile, inputs: SimInputs, compress: bool = True) -> Compiled:
+        plan = build_plan(profile, inputs, compress=compress)
+        return cls(profile, inputs, plan, fifo_slots(plan, inputs))
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A ``FastRun`` up to ``until_s``: every step end by then, per worker, and no later one."""
+
+    step_ends_s: tuple[np.ndarray, ...]  # per worker, the ends of its finished steps
+    until_s: float  # when the first worker finished its ``steps``-th step
+    steps: int
+    events: int  # op-events processed since the run began
+    batch_size: int
 
 
 def simulate_fast(
     profile: Profile, inputs: SimInputs, record_timeline: bool = False, compress: bool = True
 ) -> SimulationResult:
     """Run the compiled engine on prepared inputs (``compress`` merges exact compute chains)."""
-    plan = build_plan(profile, inputs, compress=compress)
-    W, G, R = inputs.workers, len(plan.members), inputs.slots_per_worker
+    c = Compiled.build(profile, inputs, compress)
+    state = _new_state(c, inputs, inputs.steps, record_timeline)
+    ctr, tl = state[5], state[6]
+    run(_graph(c, inputs), _ipar(c, inputs, inputs.steps, record_timeline), _fpar(inputs), *state)
+    return SimulationResult(
+        workers=inputs.workers,
+        batch_size=profile.job.batch_size,
+        step_ends_s=tuple(tuple(row) for row in state[0][4].tolist()),
+        events=int(ctr[EVENTS]),
+        timeline=_timeline(profile, inputs, c.plan, tl, int(ctr[TL_LEN])) if record_timeline else None,
+    )
+
+
+class FastRun:
+    """An endless run of ``workers`` workers that ``advance`` continues (module docstring)."""
+
+    def __init__(self, compiled: Compiled, workers: int, seed: int = 0, start_s: np.ndarray | None = None) -> None:
+        self._c = compiled
+        self._base = replace(compiled.inputs, workers=workers, start_s=start_s)
+        self._seed = seed
+        self._state: tuple | None = None
+        self.steps = 0
+
+    def advance(self, steps: int) -> Observed:
+        """Continue until the first worker has finished ``steps`` steps (more than so far)."""
+        if steps <= self.steps:
+            raise SimulationSettingsError(f"a run only goes forward: at {self.steps} steps, asked for {steps}")
+        cap = steps + 1  # workers that finish at the pause instant may begin one more step
+        inputs = with_steps(self._base, self._seed, cap)
+        if self._state is None or self._state[5][STALLED]:
+            self._state = _new_state(self._c, inputs, cap, False)
+            resume = 0
+        else:
+            self._state = _grown(self._state, cap)
+            resume = 1
+        ipar = _ipar(self._c, inputs, cap, False)
+        ipar[LIMIT], ipar[RESUMABLE], ipar[RESUME] = steps, 1, resume
+        ws, ctr = self._state[0], self._state[5]
+        ctr[PAUSED] = 0
+        run(_graph(self._c, inputs), ipar, _fpar(inputs), *self._state)
+        self.steps = steps
+        ends = ws[4]
+        return Observed(
+            step_ends_s=tuple(row[: int(np.count_nonzero(~np.isnan(row)))] for row in ends),
+            until_s=float(ws[6][0]) if ctr[PAUSED] else float(np.nanmax(ends)),
+            steps=steps,
+            events=int(ctr[EVENTS]),
+            batch_size=self._c.profile.job.batch_size,
+        )
+
+
+def _graph(c: Compiled, inputs: SimInputs) -> tuple:
+    plan = c.plan
     rand_keys = inputs.random_keys if inputs.random_keys is not None else np.zeros((1, 1, 1), np.float32)
-    graph = (
+    return (
         plan.slot, plan.bits, plan.instant, plan.count, plan.n_deps, plan.dep_ptr, plan.dep_idx,
         plan.roots, inputs.durations_s, inputs.sampled, plan.priority, plan.transfer_index, rand_keys,
-        plan.member_ptr, plan.member_idx,
+        plan.member_ptr, plan.member_idx, plan.spans,
     )  # fmt: skip
-    ipar = np.array([W, R, inputs.n_ps, inputs.steps, inputs.random_keys is not None, record_timeline, G], np.int64)
-    fpar = np.array([inputs.link_bps, inputs.nic_bps, inputs.win_bits, inputs.queue_delay_s], np.float64)
-    ws = (
-        np.zeros((W, G), np.int64), np.zeros(W, np.int64), np.zeros(W, np.int64),
-        np.zeros((W, G), np.int8), np.zeros((W, inputs.steps), np.float64),
-        np.array([inputs.start_of(w) for w in range(W)], np.float64),
-    )  # fmt: skip
+
+
+def _ipar(c: Compiled, inputs: SimInputs, cap: int, record: bool) -> np.ndarray:
+    W, G, R = inputs.workers, len(c.plan.members), inputs.slots_per_worker
+    return np.array([W, R, inputs.n_ps, cap, inputs.random_keys is not None, record, G, cap, 0, 0], np.int64)
+
+
+def _fpar(inputs: SimInputs) -> np.ndarray:
+    return np.array([inputs.link_bps, inputs.nic_bps, inputs.win_bits, inputs.queue_delay_s], np.float64)
+
+
+def _new_state(c: Compiled, inputs: SimInputs, cap: int, record: bool) -> tuple:
+    """``(ws, ch, qs, ev, links, ctr, tl)`` for ``loop.run``, zeroed; step ends NaN until known."""
+    W, G, R = inputs.workers, len(c.plan.members), inputs.slots_per_worker
+    starts = np.array([inputs.start_of(w) for w in range(W)], np.float64)
+    ws = (np.zeros((W, G), np.int64), np.zeros(W, np.int64), np.zeros(W, np.int64), np.zeros((W, G), np.int8),
+          np.full((W, cap), np.nan), starts, np.zeros(1))  # fmt: skip
     nq = W * R
     ch = (np.zeros(nq, np.int8), np.zeros(nq, np.int64), np.zeros(nq, np.int8), np.zeros(nq, np.int64), np.zeros(nq))
-    cap = int(np.bincount(plan.slot, minlength=R).max()) + 1
-    qs = (np.zeros((nq, cap), np.int8), np.zeros((nq, cap)), np.zeros((nq, cap), np.int64),
-          np.zeros((nq, cap), np.int64), np.zeros(nq, np.int64))  # fmt: skip
+    qcap = int(np.bincount(c.plan.slot, minlength=R).max()) + 1
+    qs = (np.zeros((nq, qcap), np.int8), np.zeros((nq, qcap)), np.zeros((nq, qcap), np.int64),
+          np.zeros((nq, qcap), np.int64), np.zeros(nq, np.int64), np.zeros(nq, np.int64), np.tile(c.fifo, W))  # fmt: skip
     ecap = nq + W * G + W + 1  # queues (compute or waiting link chunks), zero-byte ops, starts
     ev = (np.zeros(ecap), np.zeros(ecap, np.int64), np.zeros(ecap, np.int64), np.zeros(ecap, np.int64),
           np.zeros(ecap, np.int64), np.zeros(1, np.int64))  # fmt: skip
-    nflow = W * inputs.n_ps
-    links = (
-        np.zeros((2, nflow), np.int64), np.zeros(2, np.int64), np.zeros(nq, np.int64), np.zeros(2),
-        np.zeros(nq), np.zeros(nq), np.zeros(nq), np.zeros(2), np.zeros(2, np.int8),
-        np.zeros(2, np.int64), np.zeros(2, np.int64),
-        np.zeros(inputs.n_ps), np.zeros(W), np.zeros(inputs.n_ps, np.int64), np.zeros(W, np.int64),
-        np.zeros(max(nflow, 1), np.bool_),
-        np.zeros((2, inputs.n_ps), np.int64), np.zeros(nq, np.int8),
-    )  # fmt: skip
-    ctr = np.zeros(3, np.int64)
-    tcap = W * inputs.steps * (G + int((plan.slot % 3 != 0).sum())) if record_timeline else 1
+    tcap = W * cap * (G + int((c.plan.slot % 3 != 0).sum())) if record else 1
     tl = (np.zeros(tcap, np.int64), np.zeros(tcap, np.int64), np.zeros(tcap, np.int64), np.zeros(tcap), np.zeros(tcap))
-    run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl)
-    return SimulationResult(
-        workers=W,
-        batch_size=profile.job.batch_size,
-        step_ends_s=tuple(tuple(row) for row in ws[4].tolist()),
-        events=int(ctr[1]),
-        timeline=_timeline(profile, inputs, plan, tl, int(ctr[2])) if record_timeline else None,
-    )
+    return ws, ch, qs, ev, new_links(W, R, inputs.n_ps), np.zeros(5, np.int64), tl
+
+
+def _grown(state: tuple, cap: int) -> tuple:
+    """``state`` with room for ``cap`` step ends per worker (the rest is unchanged)."""
+    ws = state[0]
+    ends = np.full((ws[4].shape[0], cap), np.nan)
+    ends[:, : ws[4].shape[1]] = ws[4]
+    return ((*ws[:4], ends, *ws[5:]), *state[1:])
+
+
+def fifo_slots(plan: FastPlan, inputs: SimInputs) -> np.ndarray:
+    """Per slot: 1 where the scheduler queue's keys always arrive in increasing order
+    (``heaps.py``): computation always; links when all streams share one priority, none is
+    split by an HTTP/2 window (no second-round keys) and no random order is drawn."""
+    R = inputs.slots_per_worker
+    link = np.array([inputs.is_link_slot(s) for s in range(R)])
+    prio = plan.priority[np.isin(plan.slot, np.flatnonzero(link))]
+    same = inputs.random_keys is None and inputs.win_bits == np.inf and (prio.size == 0 or bool((prio == prio[0]).all()))
+    return np.where(link, np.int8(same), np.int8(1)).astype(np.int8)
 
 
 def _timeline(profile: Profile, inputs: SimInputs, plan: FastPlan, tl: tuple, n: int) -> tuple[TimelineEvent, ...]:
@@ -73,3 +173,9 @@ def _timeline(profile: Profile, inputs: SimInputs, plan: FastPlan, tl: tuple, n:
             out.append(TimelineEvent(w, k, op.name, op.resource.value, op.ps, t, stop))
             t = stop
     return tuple(out)
+
+
+
+def compile_profile(profile: Profile, network: NetworkModel) -> Compiled:
+    """``Compiled`` for ``profile`` on ``network``: build once, then start any ``FastRun``."""
+    return Compiled.build(profile, prepare_graph(profile, network))

@@ -3,7 +3,13 @@
 Two kinds, both min-heaps with lexicographic keys and no allocation after setup:
 
 - scheduler queues, one row per (worker, slot): key ``(round, priority, seq)``, value op;
-  bundled as the tuple ``(rnd, pri, seq, val, size)``;
+  bundled as the tuple ``(rnd, pri, seq, val, size, head, fifo)``. A queue marked ``fifo``
+  only ever receives keys in increasing order (computation: always ``(0, 0, seq)``; links
+  when every stream has the same priority and none is split), so its heap order *is* its
+  arrival order: it is kept as a plain first-in-first-out row ``val[head:head + size]``,
+  with O(1) operations instead of O(log n). (With a step's 200 pulls released at once, heap
+  pops took a fifth of the engine's time.) The row is empty, and ``head`` back at 0, at
+  every step's start, so it never holds more than the slot's operations of one step;
 - the event heap of computation and zero-byte completions: key ``(time, seq)``, values
   ``(queue, worker, op)``; bundled as ``(t, seq, q, w, op, size)`` with ``size`` an array of
   length 1.
@@ -17,7 +23,7 @@ from __future__ import annotations
 from advisor.core.simulator.jit import njit
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _q_less(r1, p1, s1, r2, p2, s2):  # type: ignore[no-untyped-def]
     if r1 != r2:
         return r1 < r2
@@ -26,9 +32,13 @@ def _q_less(r1, p1, s1, r2, p2, s2):  # type: ignore[no-untyped-def]
     return s1 < s2
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def q_push(qs, q, rnd, pri, seq, val):  # type: ignore[no-untyped-def]
-    qr, qp, qq, qv, qn = qs
+    qr, qp, qq, qv, qn, qh, fifo = qs
+    if fifo[q]:
+        qv[q, qh[q] + qn[q]] = val
+        qn[q] += 1
+        return
     i = qn[q]
     qn[q] = i + 1
     while i > 0:
@@ -40,9 +50,14 @@ def q_push(qs, q, rnd, pri, seq, val):  # type: ignore[no-untyped-def]
     qr[q, i], qp[q, i], qq[q, i], qv[q, i] = rnd, pri, seq, val
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def q_pop(qs, q):  # type: ignore[no-untyped-def]
-    qr, qp, qq, qv, qn = qs
+    qr, qp, qq, qv, qn, qh, fifo = qs
+    if fifo[q]:
+        top = qv[q, qh[q]]
+        qn[q] -= 1
+        qh[q] = qh[q] + 1 if qn[q] > 0 else 0
+        return top
     top = qv[q, 0]
     n = qn[q] - 1
     qn[q] = n
@@ -65,12 +80,12 @@ def q_pop(qs, q):  # type: ignore[no-untyped-def]
     return top
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _e_less(t1, s1, t2, s2):  # type: ignore[no-untyped-def]
     return t1 < t2 or (t1 == t2 and s1 < s2)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def e_push(ev, t, seq, q, w, op):  # type: ignore[no-untyped-def]
     et, es, eq, ew, eo, en = ev
     i = en[0]
@@ -84,7 +99,7 @@ def e_push(ev, t, seq, q, w, op):  # type: ignore[no-untyped-def]
     et[i], es[i], eq[i], ew[i], eo[i] = t, seq, q, w, op
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def e_pop(ev):  # type: ignore[no-untyped-def]
     """Remove the top entry; read it (index 0) before calling."""
     et, es, eq, ew, eo, en = ev

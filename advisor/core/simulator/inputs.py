@@ -17,7 +17,7 @@ chunk start, which also breaks ties between chunks that complete at the same ins
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -85,35 +85,71 @@ def slot_of(resource: Resource, ps: int | None) -> int:
 
 def prepare(profile: Profile, network: NetworkModel, settings: SimulationSettings) -> SimInputs:
     """Validate the combination and build the shared arrays."""
+    return for_settings(prepare_graph(profile, network), settings)
+
+
+def prepare_graph(profile: Profile, network: NetworkModel) -> SimInputs:
+    """The part of the inputs that does not depend on the workers, steps or seed (no
+    workers yet: ``for_settings`` adds them), so that a curve builds it once for every W."""
     ops = profile.ops
     is_transfer = np.array([op.resource.is_transfer for op in ops], dtype=bool)
     transfer_index = np.full(len(ops), -1, dtype=np.int64)
     transfer_index[is_transfer] = np.arange(int(is_transfer.sum()))
     bits = np.array([8.0 * op.bytes for op in ops], dtype=np.float64)
-    rng = np.random.Generator(np.random.PCG64(settings.seed))
-    sampled = rng.integers(0, len(profile.steps), size=(settings.workers, settings.steps), dtype=np.int64)
-    random_keys = None
-    if network.order is StreamOrder.RANDOM:
-        shape = (settings.workers, settings.steps, int(is_transfer.sum()))
-        random_keys = rng.random(shape, dtype=np.float32)
     return SimInputs(
         n_ps=profile.job.parameter_servers,
-        workers=settings.workers,
-        steps=settings.steps,
+        workers=0,
+        steps=0,
         slot=np.array([slot_of(op.resource, op.ps) for op in ops], dtype=np.int64),
         bits=bits,
         instant=is_transfer & (bits == 0),
         durations_s=np.array([s.duration_us for s in profile.steps], dtype=np.float64) * 1e-6,
-        sampled=sampled,
+        sampled=np.zeros((0, 0), dtype=np.int64),
         priority=stream_priorities(profile, network),
         transfer_index=transfer_index,
-        random_keys=random_keys,
+        random_keys=np.zeros((0, 0, int(is_transfer.sum())), np.float32) if network.order is StreamOrder.RANDOM else None,
         link_bps=float(network.bandwidth_bps),
         nic_bps=float(network.worker_bandwidth_bps or network.bandwidth_bps),
         win_bits=math.inf if network.win_bytes is None else 8.0 * float(network.win_bytes),
         queue_delay_s=float(network.queue_delay_s),
+    )
+
+
+def for_settings(graph: SimInputs, settings: SimulationSettings) -> SimInputs:
+    """``graph`` (from ``prepare_graph``) with the workers, steps, samples and starts."""
+    return replace(
+        with_steps(replace(graph, workers=settings.workers), settings.seed, settings.steps),
         start_s=_start_times(settings),
     )
+
+
+def with_steps(inputs: SimInputs, seed: int, steps: int) -> SimInputs:
+    """``inputs`` with ``steps`` sampled steps (and random stream keys) per worker.
+
+    Each worker draws from its own stream of the seed, and a longer draw begins with the
+    shorter one, so worker w replays the same profile steps whatever the number of workers
+    or steps: a run can be extended (``fast.FastRun``) exactly, and the points of a curve
+    share their random numbers (which also steadies the curve's shape).
+    """
+    n_profile = inputs.durations_s.shape[0]
+    sampled = np.empty((inputs.workers, steps), dtype=np.int64)
+    keys = None if inputs.random_keys is None else np.empty((inputs.workers, steps, inputs.random_keys.shape[2]), np.float32)
+    for w in range(inputs.workers):
+        sampled[w] = sample_steps(seed, w, steps, n_profile)
+        if keys is not None:
+            keys[w] = _stream(seed, w, 1).random((steps, keys.shape[2]), dtype=np.float32)
+    return replace(inputs, steps=steps, sampled=sampled, random_keys=keys)
+
+
+def sample_steps(seed: int, worker: int, steps: int, recorded_steps: int) -> np.ndarray:
+    """The profile steps ``worker`` replays: ``steps`` draws with replacement from
+    ``range(recorded_steps)`` on the worker's own PCG64 stream of ``seed``."""
+    return _stream(seed, worker, 0).integers(0, recorded_steps, size=steps, dtype=np.int64)
+
+
+def _stream(seed: int, worker: int, kind: int) -> np.random.Generator:
+    """Worker ``worker``'s random stream ``kind`` (0: sampled steps, 1: stream keys)."""
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(kind, worker))))
 
 
 def _start_times(settings: SimulationSettings) -> np.ndarray:

@@ -6,9 +6,10 @@ still runs, only slowly (and the results are the same).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 try:
     from numba import njit as _numba_njit
@@ -35,5 +36,9 @@ def quantize(t: float) -> float:
     together in exact arithmetic finish at the *same* float time in both engines even though
     they reach it by different float operations; such ties are then broken by ``seq``
     identically. The grid is far below any duration a trace records.
+
+    ``np.floor`` rather than ``math.floor``: the same value, but compiled it stays a float,
+    where ``math.floor`` went to an integer and back on every completion (the engine ran
+    about 12 % faster without that round trip).
     """
-    return math.floor(t * TIME_GRID + 0.5) / TIME_GRID
+    return np.floor(t * TIME_GRID + 0.5) / TIME_GRID

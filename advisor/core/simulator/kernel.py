@@ -1,60 +1,69 @@
-"""The compiled event loop of the fast engine (same semantics as ``reference.py``).
+"""The compiled engine's link state: active flows per direction, rates, next completion.
 
-Differences from the reference are only in how time is kept, not in what happens:
+A direction (0 downlinks, 1 uplinks) keeps its active flows *densely*, in positions
+``0..n-1`` of ``act[d]`` (queue index), ``rem[d]`` (bits left), ``rate[d]`` and ``fseq[d]``
+(the chunk's seq), so advancing time and finding the next completion are straight loops
+over contiguous memory. A flow leaves by moving the last one into its position.
 
-- a computation chunk's end is known when it starts, so it goes on an event heap keyed
-  ``(end, seq)``; nothing is rescanned for it;
-- transfer chunks live in one flow set per direction (downlinks, uplinks). A direction's
-  remaining bits are advanced, rates recomputed (water-filling; with one PS simply
-  ``min(B/n, NIC)``) and its next completion found only when that direction's set of flows
-  changes, i.e. O(active flows) per transfer event and O(log n) per computation event;
-- chains of computation are merged (``plan.py``).
+The arithmetic is the reference's, operation for operation (``rem -= rate * dt``,
+completion ``quantize(last + rem / rate)``), done only when a direction's set of flows
+changes. With one PS every flow of a direction has the same rate ``min(B/n, NIC)``
+(``urate``); completion time is then monotone in ``rem``, so the next completion is found
+by a minimum over ``rem`` and exact times are computed only for flows within a few grid
+ticks of it (the candidates for an exact tie, broken by seq as always).
 
-``g`` below is a merged operation ("group"); a queue/slot index is ``q = w * R + slot``.
-State travels in tuples of arrays; ``links`` is
-``(act, act_n, apos, d_last, rem, rate, size, d_nt, dirty, d_ns, d_nq, *scratch)``: per
-direction the active queue indices, their count, each flow's position in ``act``, the time
-the direction was last advanced, per flow remaining bits / rate / chunk size, and the
-direction's next completion (time, seq, queue) with a flag saying it must be recomputed;
-then scratch arrays for water-filling (``rem_link, rem_nic, cnt_link, cnt_nic, frozen``);
-then ``pcnt`` (active flows per direction and PS) and ``isact`` (per queue: 1 while its
-chunk is an active flow), which answer the request-path queueing test in O(1).
-Compiled without numba's reference counting (``_nrt=False``): the loop allocates nothing,
-and refcount updates on every array access made it ~10x slower.
+``links`` is ``(act, n, apos, last, rem, rate, fseq, nt, dirty, ns, nq, wait_bits,
+rem_link, rem_nic, cnt_link, cnt_nic, frozen, pcnt, isact, urate)``: per direction the flows
+as above and their count, each queue's position, the time the direction was last advanced,
+its next completion (time, seq, queue) with a flag saying it must be recomputed; per queue
+the size of a chunk waiting its request-path delay; scratch for water-filling; ``pcnt``
+(active flows per direction and PS) and ``isact`` (per queue: 1 while its chunk is an
+active flow), which answer the request-path queueing test in O(1); the uniform rate.
+
+Every function here is inlined into the loop (``inline="always"``): numba passes each array
+of a tuple argument as seven or more machine words, so an out-of-line call with the engine's
+state cost some 3.7 kB of argument copying, and calls were half of the engine's time.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from advisor.core.simulator.jit import njit, quantize
+from advisor.core.simulator.jit import TIME_GRID, njit, quantize
 
 _BIG = np.iinfo(np.int64).max
+# A flow whose rem is this many grid ticks (of its rate) above the minimum cannot complete
+# at the same quantized time; see _next_uniform.
+_TIE_TICKS = 16.0 / TIME_GRID
 
 
-@njit(cache=True, _nrt=False)
-def _advance(links, d, t):  # type: ignore[no-untyped-def]
-    act, act_n, d_last, rem, rate = links[0], links[1], links[3], links[4], links[5]
-    dt = t - d_last[d]
+@njit(cache=True, _nrt=False, inline="always")
+def _advance(links, d, t, n_ps):  # type: ignore[no-untyped-def]
+    n, last, rem, rate, urate = links[1], links[3], links[4], links[5], links[19]
+    dt = t - last[d]
     if dt > 0.0:
-        for j in range(act_n[d]):
-            q = act[d, j]
-            rem[q] -= rate[q] * dt
-    d_last[d] = t
+        if n_ps == 1:
+            step = urate[d] * dt
+            for j in range(n[d]):
+                rem[d, j] -= step
+        else:
+            for j in range(n[d]):
+                rem[d, j] -= rate[d, j] * dt
+    last[d] = t
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _rates(links, d, n_ps, R, W, link_bps, nic_bps):  # type: ignore[no-untyped-def]
-    act, act_n, rate = links[0], links[1], links[5]
-    n = act_n[d]
+    """Water-filling as ``sharing.water_fill``; with one PS simply ``min(B/n, NIC)``."""
+    act, n_arr, rate = links[0], links[1], links[5]
+    n = n_arr[d]
     if n_ps == 1:
         r = link_bps / n
         if nic_bps < r:
             r = nic_bps
-        for j in range(n):
-            rate[act[d, j]] = r
+        links[19][d] = r
         return
-    rem_link, rem_nic, cnt_link, cnt_nic, frozen = links[11], links[12], links[13], links[14], links[15]
+    rem_link, rem_nic, cnt_link, cnt_nic, frozen = links[12], links[13], links[14], links[15], links[16]
     rem_link[:] = link_bps
     rem_nic[:] = nic_bps
     cnt_link[:] = 0
@@ -78,7 +87,7 @@ def _rates(links, d, n_ps, R, W, link_bps, nic_bps):  # type: ignore[no-untyped-
             ps, w = (q % R - 1) // 3, q // R
             if frozen[j] or (ps if kind == 0 else w) != which:
                 continue
-            rate[q] = best
+            rate[d, j] = best
             frozen[j] = True
             left -= 1
             cnt_link[ps] -= 1
@@ -87,46 +96,65 @@ def _rates(links, d, n_ps, R, W, link_bps, nic_bps):  # type: ignore[no-untyped-
             rem_nic[w] = max(rem_nic[w] - best, 0.0)
 
 
-@njit(cache=True, _nrt=False)
-def _next_completion(links, cseq, d):  # type: ignore[no-untyped-def]
-    act, act_n, d_last, rem, rate = links[0], links[1], links[3], links[4], links[5]
-    d_nt, d_ns, d_nq = links[7], links[9], links[10]
-    best_t, best_s, best_q = np.inf, _BIG, -1
-    for j in range(act_n[d]):
-        q = act[d, j]
-        t = quantize(d_last[d] + rem[q] / rate[q]) if rem[q] > 0.0 else d_last[d]
-        if t < best_t or (t == best_t and cseq[q] < best_s):
-            best_t, best_s, best_q = t, cseq[q], q
-    d_nt[d], d_ns[d], d_nq[d] = best_t, best_s, best_q
+@njit(cache=True, _nrt=False, inline="always")
+def _flow_end(last, rem, rate):  # type: ignore[no-untyped-def]
+    return quantize(last + rem / rate) if rem > 0.0 else last
 
 
-@njit(cache=True, _nrt=False)
-def _add_flow(links, d, q, now, bits, R):  # type: ignore[no-untyped-def]
-    act, act_n, apos, rem, size, dirty = links[0], links[1], links[2], links[4], links[6], links[8]
-    _advance(links, d, now)
-    act[d, act_n[d]] = q
-    apos[q] = act_n[d]
-    act_n[d] += 1
-    links[16][d, (q % R - 1) // 3] += 1
-    links[17][q] = 1
-    rem[q] = bits
-    size[q] = bits
-    dirty[d] = 1
+@njit(cache=True, _nrt=False, inline="always")
+def _next_completion(links, d, n_ps):  # type: ignore[no-untyped-def]
+    """The direction's next completion by ``(time, seq)``."""
+    act, n, last, rem, rate, fseq = links[0], links[1], links[3], links[4], links[5], links[6]
+    best_t, best_s, best_j = np.inf, _BIG, -1
+    if n_ps == 1:
+        r = links[19][d]
+        low = np.inf
+        for j in range(n[d]):
+            if rem[d, j] < low:
+                low = rem[d, j]
+        # Completion time is monotone in rem: only flows within a few ticks of the minimum
+        # can tie with it (float error here is far below a tick, see module docstring).
+        bound = max(low, 0.0) + r * _TIE_TICKS + abs(low) * 1e-15
+        for j in range(n[d]):
+            if rem[d, j] <= bound:
+                t = _flow_end(last[d], rem[d, j], r)
+                if t < best_t or (t == best_t and fseq[d, j] < best_s):
+                    best_t, best_s, best_j = t, fseq[d, j], j
+    else:
+        for j in range(n[d]):
+            t = _flow_end(last[d], rem[d, j], rate[d, j])
+            if t < best_t or (t == best_t and fseq[d, j] < best_s):
+                best_t, best_s, best_j = t, fseq[d, j], j
+    links[7][d], links[9][d], links[10][d] = best_t, best_s, act[d, best_j]
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
+def _add_flow(links, d, q, now, bits, seq, R, n_ps):  # type: ignore[no-untyped-def]
+    act, n, apos, rem, fseq = links[0], links[1], links[2], links[4], links[6]
+    _advance(links, d, now, n_ps)
+    j = n[d]
+    act[d, j], rem[d, j], fseq[d, j] = q, bits, seq
+    apos[q] = j
+    n[d] = j + 1
+    links[17][d, (q % R - 1) // 3] += 1
+    links[18][q] = 1
+    links[8][d] = 1
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def _remove_flow(links, d, q, R):  # type: ignore[no-untyped-def]
-    act, act_n, apos, dirty = links[0], links[1], links[2], links[8]
-    links[16][d, (q % R - 1) // 3] -= 1
-    links[17][q] = 0
-    last = act[d, act_n[d] - 1]
-    act[d, apos[q]] = last
-    apos[last] = apos[q]
-    act_n[d] -= 1
-    dirty[d] = 1
+    act, n, apos, rem, rate, fseq = links[0], links[1], links[2], links[4], links[5], links[6]
+    links[17][d, (q % R - 1) // 3] -= 1
+    links[18][q] = 0
+    j, k = apos[q], n[d] - 1
+    moved = act[d, k]
+    act[d, j], rem[d, j], rate[d, j], fseq[d, j] = moved, rem[d, k], rate[d, k], fseq[d, k]
+    apos[moved] = j
+    n[d] = k
+    links[8][d] = 1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def opposite_busy(links, q, R):  # type: ignore[no-untyped-def]
     """Is another worker's active flow on the other direction of queue ``q``'s PS link?
 
@@ -135,5 +163,17 @@ def opposite_busy(links, q, R):  # type: ignore[no-untyped-def]
     """
     s = q % R
     d, ps = (s - 1) % 3, (s - 1) // 3
-    own = links[17][q - s + 1 + 3 * ps + (1 - d)]
-    return links[16][1 - d, ps] - own > 0
+    own = links[18][q - s + 1 + 3 * ps + (1 - d)]
+    return links[17][1 - d, ps] - own > 0
+
+
+def new_links(W: int, R: int, n_ps: int) -> tuple:
+    """Zeroed link state for ``W`` workers with ``R`` slots each (see module docstring)."""
+    nflow, nq = max(W * n_ps, 1), W * R
+    return (
+        np.zeros((2, nflow), np.int64), np.zeros(2, np.int64), np.zeros(nq, np.int64), np.zeros(2),
+        np.zeros((2, nflow)), np.zeros((2, nflow)), np.zeros((2, nflow), np.int64),
+        np.zeros(2), np.zeros(2, np.int8), np.zeros(2, np.int64), np.zeros(2, np.int64), np.zeros(nq),
+        np.zeros(n_ps), np.zeros(W), np.zeros(n_ps, np.int64), np.zeros(W, np.int64), np.zeros(nflow, np.bool_),
+        np.zeros((2, n_ps), np.int64), np.zeros(nq, np.int8), np.zeros(2),
+    )  # fmt: skip

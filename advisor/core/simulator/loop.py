@@ -2,18 +2,36 @@
 
 Tuples passed around (all numpy arrays unless said):
 ``graph = (slot, bits, instant, count, n_deps, dep_ptr, dep_idx, roots, dur, sampled,
-priority, tindex, rand_keys, member_ptr, member_idx)`` over merged operations (``dur`` is
-per profile step and *profile* operation; a merged operation runs its members back to back); ``ipar = [W, R, n_ps, steps,
-use_random, record, G]``;
+priority, tindex, rand_keys, member_ptr, member_idx, spans)`` over merged operations
+(``dur`` is per profile step and *profile* operation; a merged operation runs its members
+back to back; ``spans[p, g]`` is ``plan.chain_spans`` for profile step p and group g);
+``ipar = [W, R, n_ps, cap, use_random, record, G, limit, resumable, resume]`` (``cap``: steps
+per worker the arrays hold);
 ``fpar = [link_bps, nic_bps, win_bits, queue_delay_s]``;
-``ws = (pending, finished, kstep, served, step_ends, start_s)`` per worker;
+``ws = (pending, finished, kstep, served, step_ends, start_s, pause_t)`` per worker;
 ``ch = (busy, cop, clast, cseq, cstart)`` per queue ``q = w * R + slot``;
-``ctr = [seq, events, timeline length]``; ``tl`` = timeline columns (w, step, g, start, end).
+``ctr = [seq, events, timeline length, paused, stalled]``; ``tl`` = timeline columns
+(w, step, g, start, end).
 
-The event heap holds, besides computation and zero-byte completions (queue -1), the
-request-path activations of waiting transfer chunks (their link queue, with the chunk's
-seq; the chunk's size waits in ``links[6]``) and staggered first starts (queue -2, seq
-``w - W``), all ordered by ``(time, seq)`` exactly as the reference orders them.
+The event heap holds computation and zero-byte completions (queue -1), the request-path
+activations of waiting transfer chunks (their link queue, with the chunk's seq; the chunk's
+size waits in ``links[11]``) and every worker's first start (queue -2, seq ``w - W``, so
+starts come before anything else at the same instant, in worker order), all ordered by
+``(time, seq)`` exactly as the reference orders them.
+
+Two ways to end. Plain (``resumable = 0``): a worker stops after ``cap`` steps and the run
+goes on until all have stopped, as ``simulate`` promises. Resumable (``resumable = 1``):
+workers never stop early; the run *pauses* once the first worker has finished ``limit``
+steps, at time ``pause_t``, after every event at that same instant. The state is then that of
+an endless run at ``pause_t``, and ``resume = 1`` continues it (with a larger ``limit`` and
+arrays grown to a larger ``cap``) exactly as if it had never paused. A worker that would need
+a step beyond ``cap`` (only if whole steps take no time) stops and sets ``stalled``.
+
+Every helper is inlined (``inline="always"``) and each is called from one place in ``run``
+where it matters: an out-of-line call passed the whole state tuple by value (see
+``kernel.py``). numba's on-disk cache of ``run`` is checked against this file only (a
+documented numba limitation): after editing only ``kernel.py``, ``heaps.py`` or ``jit.py``,
+delete ``__pycache__/loop.*.nb[ic]`` or the old code keeps running.
 """
 
 from __future__ import annotations
@@ -24,47 +42,53 @@ from advisor.core.simulator.heaps import e_pop, e_push, q_pop, q_push
 from advisor.core.simulator.jit import njit, quantize
 from advisor.core.simulator.kernel import _add_flow, _advance, _next_completion, _rates, _remove_flow, opposite_busy
 
-_START = -2  # event-heap queue marking a worker's staggered first start
+_START = -2  # event-heap queue marking a worker's first start
+SEQ, EVENTS, TL_LEN, PAUSED, STALLED = 0, 1, 2, 3, 4  # ctr
+LIMIT, RESUMABLE, RESUME = 7, 8, 9  # ipar, after [W, R, n_ps, cap, use_random, record, G]
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _is_link(s):  # type: ignore[no-untyped-def]
     return s >= 1 and (s - 1) % 3 < 2
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _release(g, w, now, graph, ipar, ws, qs, ev, ctr):  # type: ignore[no-untyped-def]
     slot, instant, priority, tindex, rand_keys = graph[0], graph[2], graph[10], graph[11], graph[12]
-    ctr[0] += 1
+    ctr[SEQ] += 1
     if instant[g]:
-        e_push(ev, now, ctr[0], -1, w, g)
+        e_push(ev, now, ctr[SEQ], -1, w, g)
         return
     s = slot[g]
     key = 0.0
     if _is_link(s):
         key = rand_keys[w, ws[2][w], tindex[g]] if ipar[4] else priority[g]
-    q_push(qs, w * ipar[1] + s, 0, key, ctr[0], g)
+    q_push(qs, w * ipar[1] + s, 0, key, ctr[SEQ], g)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _compute_end(g, w, now, graph, ws):  # type: ignore[no-untyped-def]
+    """``g``'s members back to back, each end rounded to the grid (``plan.chain_spans``)."""
     dur, p, mptr, midx = graph[8], graph[9][w, ws[2][w]], graph[13], graph[14]
+    end = now + graph[15][p, g, 0]
+    if end < graph[15][p, g, 1]:
+        return end
     t = now
     for j in range(mptr[g], mptr[g + 1]):
         t = quantize(t + dur[p, midx[j]])
     return t
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _start_chunk(q, w, s, g, now, graph, ipar, fpar, ws, ch, ev, links, ctr):  # type: ignore[no-untyped-def]
     """Start ``g`` on queue ``q``: a computation (heap event at its end), a link flow, or a
     first transfer chunk whose request must queue (heap event at its activation)."""
     busy, cop, clast, cseq, cstart = ch
-    ctr[0] += 1
-    busy[q], cop[q], cseq[q], cstart[q] = 1, g, ctr[0], now
+    ctr[SEQ] += 1
+    busy[q], cop[q], cseq[q], cstart[q] = 1, g, ctr[SEQ], now
     if not _is_link(s):
         clast[q] = 1
-        e_push(ev, _compute_end(g, w, now, graph, ws), ctr[0], q, w, g)
+        e_push(ev, _compute_end(g, w, now, graph, ws), ctr[SEQ], q, w, g)
         return
     bits, win, served = graph[1][g], fpar[2], ws[3]
     first = served[w, g] == 0
@@ -76,20 +100,15 @@ def _start_chunk(q, w, s, g, now, graph, ipar, fpar, ws, ch, ev, links, ctr):  #
         size, clast[q] = win, 0
         served[w, g] = 1
     if first and fpar[3] > 0.0 and opposite_busy(links, q, ipar[1]):
-        links[6][q] = size  # activated by _activate at the end of the wait
-        e_push(ev, quantize(now + fpar[3]), ctr[0], q, w, g)
+        links[11][q] = size  # activated at the end of the wait
+        e_push(ev, quantize(now + fpar[3]), ctr[SEQ], q, w, g)
         return
-    _add_flow(links, (s - 1) % 3, q, now, size, ipar[1])
+    _add_flow(links, (s - 1) % 3, q, now, size, ctr[SEQ], ipar[1], ipar[2])
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def _dispatch(w, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr):  # type: ignore[no-untyped-def]
-    """Start queued work on every free slot of ``w``.
-
-    Inlined by numba itself (``inline="always"``): when LLVM's own inliner left it out of
-    line (it did once the request-path branch made ``_start_chunk`` larger), every call
-    passed the big array tuples by value and the engine ran ~35% slower.
-    """
+    """Start queued work on every free slot of ``w``, slot 0 first."""
     R = ipar[1]
     busy, qn = ch[0], qs[4]
     for s in range(R):
@@ -99,8 +118,9 @@ def _dispatch(w, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr):  # type: i
             _start_chunk(q, w, s, g, now, graph, ipar, fpar, ws, ch, ev, links, ctr)
 
 
-@njit(cache=True, _nrt=False)
-def _start_step(w, k, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr):  # type: ignore[no-untyped-def]
+@njit(cache=True, _nrt=False, inline="always")
+def _start_step(w, k, now, graph, ipar, ws, qs, ev, ctr):  # type: ignore[no-untyped-def]
+    """Reset ``w``'s step state and release the roots (the caller dispatches)."""
     pending, finished, kstep, served = ws[0], ws[1], ws[2], ws[3]
     n_deps, roots = graph[4], graph[7]
     kstep[w], finished[w] = k, 0
@@ -109,94 +129,97 @@ def _start_step(w, k, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr):  # ty
         served[w, g] = 0
     for j in range(roots.shape[0]):
         _release(roots[j], w, now, graph, ipar, ws, qs, ev, ctr)
-    _dispatch(w, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr)
 
 
-@njit(cache=True, _nrt=False)
-def _complete(w, q, g, last, start, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-untyped-def]
-    pending, finished, kstep, step_ends = ws[0], ws[1], ws[2], ws[4]
+@njit(cache=True, _nrt=False, inline="always")
+def _step_done(w, now, ipar, ws, ctr):  # type: ignore[no-untyped-def]
+    """Record ``w``'s step end; the next step to start, or -1 if ``w`` stops."""
+    k = ws[2][w]
+    ws[4][w, k] = now
+    if ipar[RESUMABLE] and k + 1 == ipar[LIMIT] and ctr[PAUSED] == 0:
+        ctr[PAUSED] = 1
+        ws[6][0] = now
+    if k + 1 < ipar[3]:
+        return k + 1
+    if ipar[RESUMABLE]:
+        ctr[STALLED] = 1
+    return -1
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _complete(w, q, g, last, start, now, graph, ipar, ws, qs, ev, ctr, tl):  # type: ignore[no-untyped-def]
+    """Finish a chunk of ``g``; the next step ``w`` must start, or -1."""
+    pending, finished = ws[0], ws[1]
     count, dep_ptr, dep_idx = graph[3], graph[5], graph[6]
-    ctr[1] += count[g]
+    ctr[EVENTS] += count[g]
     if ipar[5]:
-        i = ctr[2]
-        tl[0][i], tl[1][i], tl[2][i], tl[3][i], tl[4][i] = w, kstep[w], g, start, now
-        ctr[2] = i + 1
+        i = ctr[TL_LEN]
+        tl[0][i], tl[1][i], tl[2][i], tl[3][i], tl[4][i] = w, ws[2][w], g, start, now
+        ctr[TL_LEN] = i + 1
     if not last:
-        ctr[0] += 1
-        q_push(qs, q, 1, 0.0, ctr[0], g)
-    else:
-        finished[w] += 1
-        for j in range(dep_ptr[g], dep_ptr[g + 1]):
-            d = dep_idx[j]
-            pending[w, d] -= 1
-            if pending[w, d] == 0:
-                _release(d, w, now, graph, ipar, ws, qs, ev, ctr)
+        ctr[SEQ] += 1
+        q_push(qs, q, 1, 0.0, ctr[SEQ], g)
+        return -1
+    finished[w] += 1
+    for j in range(dep_ptr[g], dep_ptr[g + 1]):
+        d = dep_idx[j]
+        pending[w, d] -= 1
+        if pending[w, d] == 0:
+            _release(d, w, now, graph, ipar, ws, qs, ev, ctr)
     if finished[w] == ipar[6]:
-        step_ends[w, kstep[w]] = now
-        if kstep[w] + 1 < ipar[3]:
-            _start_step(w, kstep[w] + 1, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr)
-    else:
-        _dispatch(w, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr)
-
-
-@njit(cache=True, _nrt=False)
-def _activate(q, now, ipar, links):  # type: ignore[no-untyped-def]
-    """A waiting first chunk's request has arrived: it becomes an active flow."""
-    _add_flow(links, (q % ipar[1] - 1) % 3, q, now, links[6][q], ipar[1])
-
-
-@njit(cache=True, _nrt=False)
-def _start_workers(graph, ipar, fpar, ws, ch, qs, ev, links, ctr):  # type: ignore[no-untyped-def]
-    """Workers starting at 0 start now, in order; later starts become heap events."""
-    W, start_s = ipar[0], ws[5]
-    for w in range(W):
-        if start_s[w] == 0.0:
-            _start_step(w, 0, 0.0, graph, ipar, fpar, ws, ch, qs, ev, links, ctr)
-        else:
-            e_push(ev, start_s[w], w - W, _START, w, 0)
+        return _step_done(w, now, ipar, ws, ctr)
+    return -1
 
 
 @njit(cache=True, _nrt=False)
 def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-untyped-def]
-    """Simulate until every worker has run all its steps; results land in ``ws`` and ``ctr``."""
+    """Simulate until every worker has run all its steps, or until the pause (module docstring)."""
     W, R, n_ps = ipar[0], ipar[1], ipar[2]
     d_nt, dirty, d_ns, d_nq, act_n = links[7], links[8], links[9], links[10], links[1]
     busy, cop, clast, cstart = ch[0], ch[1], ch[2], ch[4]
     et, es, eq, ew, eo, en = ev
-    _start_workers(graph, ipar, fpar, ws, ch, qs, ev, links, ctr)
+    if ipar[RESUME] == 0:
+        for w in range(W):
+            e_push(ev, ws[5][w], w - W, _START, w, 0)
     while True:
         for d in range(2):
             if dirty[d]:
                 dirty[d] = 0
                 if act_n[d] > 0:
                     _rates(links, d, n_ps, R, W, fpar[0], fpar[1])
-                    _next_completion(links, ch[3], d)
+                    _next_completion(links, d, n_ps)
         src, best_t, best_s = -1, np.inf, 0
         if en[0] > 0:
             src, best_t, best_s = 2, et[0], es[0]
         for d in range(2):
             if act_n[d] > 0 and (src < 0 or d_nt[d] < best_t or (d_nt[d] == best_t and d_ns[d] < best_s)):
                 src, best_t, best_s = d, d_nt[d], d_ns[d]
-        if src < 0:
+        if src < 0 or (ctr[PAUSED] and best_t > ws[6][0]):
             break
         now = best_t
+        nxt = -1
         if src == 2:
             q, w, g = eq[0], ew[0], eo[0]
             e_pop(ev)
             if q == _START:
-                _start_step(w, 0, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr)
+                nxt = 0
+            elif q >= 0 and _is_link(q % R):
+                _add_flow(links, (q % R - 1) % 3, q, now, links[11][q], ch[3][q], R, n_ps)  # activation
                 continue
-            if q >= 0 and _is_link(q % R):
-                _activate(q, now, ipar, links)
-                continue
-            start = now
-            if q >= 0:
-                busy[q] = 0
-                start = cstart[q]
-            _complete(w, q, g, True, start, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl)
+            else:
+                start = now
+                if q >= 0:
+                    busy[q] = 0
+                    start = cstart[q]
+                nxt = _complete(w, q, g, True, start, now, graph, ipar, ws, qs, ev, ctr, tl)
         else:
             q = d_nq[src]
-            _advance(links, src, now)
+            w = q // R
+            _advance(links, src, now, n_ps)
             _remove_flow(links, src, q, R)
             busy[q] = 0
-            _complete(q // R, q, cop[q], clast[q] == 1, cstart[q], now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl)
+            nxt = _complete(w, q, cop[q], clast[q] == 1, cstart[q], now, graph, ipar, ws, qs, ev, ctr, tl)
+        if nxt >= 0:
+            _start_step(w, nxt, now, graph, ipar, ws, qs, ev, ctr)
+        _dispatch(w, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr)
+
