@@ -32,7 +32,7 @@ from advisor.controller.predictions import ProcessPredictor
 from advisor.controller.reconcile import Key, Reconciler
 from advisor.controller.settings import ControllerSettings, PredictionBackend, SettingsError, load_settings
 from advisor.controller.store import Store
-from advisor.controller.tfjob import PREFIX
+from advisor.controller.tfjob import opted_in
 from advisor.controller.workqueue import WorkQueue
 from advisor.errors import StoreError
 
@@ -187,8 +187,12 @@ class Controller:
             self.resync()
 
     def _opted_in_keys(self) -> list[Key]:
-        return [k for k in self.informer.keys() if (self.informer.get(*k) or {}).get("metadata", {})
-                .get("annotations", {}).get(PREFIX + "enabled", "").lower() == "true"]
+        keys = []
+        for key in self.informer.keys():
+            meta = (self.informer.get(*key) or {}).get("metadata") or {}
+            if opted_in(meta.get("labels") or {}, meta.get("annotations") or {}, self.settings.opt_in):
+                keys.append(key)
+        return keys
 
     def _started_leading(self) -> None:
         self.metrics.leader.set(1)

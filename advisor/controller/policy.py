@@ -11,7 +11,7 @@ about as good) and ``uncappedTarget`` (the cost optimum ignoring the per-job lim
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,7 +141,3 @@ def _annotation_int(view: TFJobView, key: str, default: int) -> int:
 
 def clamp(workers: int, limits: Limits) -> int:
     return min(max(workers, limits.min_workers), limits.max_workers)
-
-
-def curve_workers(settings: ControllerSettings) -> Sequence[int]:
-    return tuple(range(1, settings.max_workers + 1))

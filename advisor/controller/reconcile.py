@@ -22,11 +22,11 @@ from typing import Any, Protocol
 from advisor.controller import annotations as ann
 from advisor.controller.metrics import Metrics
 from advisor.controller.policy import Limits, Recommendation, clamp, job_limits, job_prices, recommend, resize_target
-from advisor.controller.predictions import PredictionInputError, PredictionParams, prediction_key, prediction_params
+from advisor.controller.predictions import PredictionParams, prediction_key, prediction_params
 from advisor.controller.settings import ControllerSettings, Mode
 from advisor.controller.tfjob import (
-    GENERATION_LABEL, OPT_IN, PROFILING_FOR_LABEL, ROLE_LABEL, TOKEN_KEY, ProfilingSpec, TFJobView, build_profiling_tfjob,
-    owner_reference, parse_tfjob, profiling_job_name, resize_patch, suspend_patch, token_secret_name,
+    GENERATION_LABEL, PROFILING_FOR_LABEL, ROLE_LABEL, TOKEN_KEY, ProfilingSpec, TFJobView, build_profiling_tfjob,
+    finished_state, opted_in, owner_reference, parse_tfjob, profiling_job_name, resize_patch, suspend_patch, token_secret_name,
 )
 from advisor.core.cost import Prices
 from advisor.core.profile import parse_profile
@@ -183,7 +183,8 @@ class Reconciler:
     def _watch_profiling(self, view: TFJobView, run: Any, limits: Limits) -> None:
         now = self.clock()
         pjob = self.cache(view.namespace, run.profiling_job)
-        finished, message = _finished(pjob)
+        status = (pjob or {}).get("status")
+        finished, message = finished_state(status if isinstance(status, Mapping) else {})
         deadline = run.created + self.settings.profiling_timeout_s + GRACE_S
         if finished == "Failed":
             timed_out = "deadline" in message.lower()
@@ -216,7 +217,7 @@ class Reconciler:
                 parse_profile(profile_doc), prices, bandwidth_bps=self.settings.bandwidth_bps(),
                 max_workers=self.settings.max_workers, target=self.settings.prediction_target,
                 seed=self.settings.prediction_seed, saturation_threshold=self.settings.saturation_threshold)
-        except (PredictionInputError, AdvisorError) as exc:
+        except AdvisorError as exc:  # PredictionInputError among others
             self._set_phase(view, "Failed", "PredictionImpossible", str(exc))
             return
         pkey = prediction_key(trace.profile_sha, params)
@@ -242,7 +243,7 @@ class Reconciler:
                limits: Limits) -> None:
         try:
             rec = recommend(prediction, prices, limits)
-        except (TFJobError, AdvisorError) as exc:
+        except AdvisorError as exc:  # TFJobError, CostError
             self._set_phase(view, "Failed", "NoRecommendation", str(exc))
             return
         extra = ann.prediction_annotations(view, prediction, rec, profile_sha=sha,
@@ -299,12 +300,13 @@ class Reconciler:
         """A malformed TFJob that opted in: say so on it (once), never crash."""
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
         notes = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+        labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
         ns, name = meta.get("namespace"), meta.get("name")
         self.metrics.reconcile_errors.labels("invalid_object").inc()
         if not (isinstance(ns, str) and isinstance(name, str)):
             log.warning("skipping a TFJob without namespace/name: %s", message)
             return
-        if self.settings.opt_in != "all" and str(notes.get(OPT_IN, "")).lower() != "true":
+        if not opted_in(labels, notes, self.settings.opt_in):
             return
         reason = f"InvalidSpec: {message}"[:1024]
         if notes.get(ann.REASON) == reason:
@@ -338,16 +340,6 @@ class Reconciler:
 
     def _forget(self, namespace: str, name: str) -> None:
         self.metrics.forget_job(namespace, name, self._curve_workers.pop((namespace, name), ()))
-
-
-def _finished(obj: Mapping[str, Any] | None) -> tuple[str | None, str]:
-    if obj is None:
-        return None, ""
-    for kind in ("Succeeded", "Failed"):
-        for c in (obj.get("status") or {}).get("conditions") or []:
-            if isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True":
-                return kind, str(c.get("message") or c.get("reason") or "")
-    return None, ""
 
 
 def _reason_of(run: Any) -> str:

@@ -14,7 +14,7 @@ import json
 import os
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
@@ -60,6 +60,8 @@ class PriceSettings(BaseModel):
 
 class ControllerSettings(BaseSettings):
     """Everything an operator can set; defaults suit a small cluster in ``advise`` mode."""
+
+    config_file: ClassVar[str | None] = None  # set on the subclass ``load_settings`` makes for one file
 
     model_config = SettingsConfigDict(
         env_prefix="ADVISOR_", env_nested_delimiter="__", extra="forbid", frozen=True, validate_default=True
@@ -126,7 +128,7 @@ class ControllerSettings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        path = os.environ.get(CONFIG_FILE_ENV)
+        path = getattr(settings_cls, "config_file", None) or os.environ.get(CONFIG_FILE_ENV)
         if path:
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
         return tuple(sources)
@@ -144,12 +146,14 @@ class ControllerSettings(BaseSettings):
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> ControllerSettings:
     """Read the settings (``config_file`` replaces ``ADVISOR_CONFIG_FILE``); errors name the field."""
+    cls: type[ControllerSettings] = ControllerSettings
     if config_file is not None:
         if not config_file.is_file():
             raise SettingsError(f"settings file {config_file} does not exist")
-        os.environ[CONFIG_FILE_ENV] = str(config_file)
+        # A subclass that names the file, instead of setting ADVISOR_CONFIG_FILE for the whole process.
+        cls = type("ControllerSettings", (ControllerSettings,), {"config_file": str(config_file)})
     try:
-        return ControllerSettings(**overrides)
+        return cls(**overrides)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(file)'}: {e['msg']}" for e in exc.errors())
         raise SettingsError(f"invalid controller settings: {problems}") from None

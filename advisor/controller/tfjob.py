@@ -75,9 +75,17 @@ class TFJobView:
         return self.labels.get(ROLE_LABEL) == "profiling"
 
     def opted_in(self, rule: str = "annotation") -> bool:
-        if self.is_profiling_run:
-            return False
-        return rule == "all" or self.annotations.get(OPT_IN, "").lower() == "true"
+        return opted_in(self.labels, self.annotations, rule)
+
+
+def opted_in(labels: Mapping[str, Any], annotations: Mapping[str, Any], rule: str = "annotation") -> bool:
+    """The opt-in rule, on the raw metadata too (a job that does not parse may still have opted in).
+
+    Profiling runs never opt in; otherwise every job with rule ``all``, or with the annotation.
+    """
+    if labels.get(ROLE_LABEL) == "profiling":
+        return False
+    return rule == "all" or str(annotations.get(OPT_IN, "")).lower() == "true"
 
 
 def parse_tfjob(obj: Mapping[str, Any], *, node_type_label: str = "node.kubernetes.io/instance-type") -> TFJobView:
@@ -89,7 +97,7 @@ def parse_tfjob(obj: Mapping[str, Any], *, node_type_label: str = "node.kubernet
     specs = _replica_specs(spec, where)
     run_policy = _mapping(spec.get("runPolicy", {}), f"{where}: spec.runPolicy")
     status = _mapping(obj.get("status") or {}, f"{where}: status")
-    finished, message = _finished(status)
+    finished, message = finished_state(status)
     return TFJobView(
         namespace=namespace, name=name,
         uid=_text(meta.get("uid"), f"{where}: metadata.uid"),
@@ -141,7 +149,8 @@ def _template_hash(specs: Mapping[str, Mapping[str, Any]]) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
-def _finished(status: Mapping[str, Any]) -> tuple[str | None, str]:
+def finished_state(status: Mapping[str, Any]) -> tuple[str | None, str]:
+    """("Succeeded" or "Failed", the condition's message) once a TFJob is over, else (None, "")."""
     for kind in ("Succeeded", "Failed"):
         for c in status.get("conditions") or []:
             if isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True":

@@ -24,7 +24,7 @@ from advisor.controller.predictions import ProcessPredictor
 from advisor.controller.settings import ControllerSettings, load_settings
 from advisor.controller.tfjob import PREFIX
 from advisor.profiling.bundle import build_bundle, encode_bundle
-from advisor.profiling.upload import UploadResult, upload_bundle
+from advisor.profiling.upload import RetryPolicy, UploadResult, upload_bundle
 from tests.conftest import shared_data
 from tests.kube_emulator import KubeEmulator
 
@@ -124,8 +124,6 @@ def upload_as_profiling_pod(emu: KubeEmulator, profiling_job: Mapping[str, Any],
             "secret"]["secretName"]
         secret = emu.get("secrets", NS, secret_name)
         token = base64.b64decode(secret["data"]["token"]).decode()
-    from advisor.profiling.upload import RetryPolicy
-
     url = env["ADVISOR_INGEST_URL"]
     if port is not None:  # the Service would route to whichever replica is ready
         url = url.replace(url.split("/")[2], f"127.0.0.1:{port}")
