@@ -15,13 +15,14 @@ from pathlib import Path
 
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, Overhead, advise, effective_network, prepare_profile
 from advisor.core.calibration import calibrate
+from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
 from advisor.core.cost import Constraints, Prices
 from advisor.core.predict import CurveSettings
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings, SimulationSettingsError, StreamOrder
 from advisor.core.simulator import simulate
 from advisor.core.summary import ProfileSummary, summarize
-from advisor.core.units import format_bandwidth, parse_bandwidth
+from advisor.core.units import format_bandwidth, parse_bandwidth, parse_duration
 from advisor.errors import AdvisorError
 from advisor.importers.loader import BUNDLED_EXAMPLE, load_profile
 from advisor.importers.profile_file import write_profile
@@ -76,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     controller.add_argument("--context", help="kubeconfig context")
     controller.add_argument("--check-config", action="store_true", help="validate the settings, print them, exit")
     controller.set_defaults(run=_controller)
+
     return parser
 
 
@@ -116,6 +118,17 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
     sim.add_argument("--goodput", type=float, default=DEFAULT_GOODPUT, metavar="FRACTION",
                      help="share of the link rate TCP delivers as payload (default 0.95: Ethernet/IP/TCP framing "
                      "of 1500-byte packets carries 1448 of 1538 bytes on the wire)")
+    net = cmd.add_argument_group("contention between workers (advisor/core/contention.py)")
+    net.add_argument("--congestion", choices=[c.value for c in CongestionControl], default="unknown",
+                     help="the pods' TCP congestion control (sysctl net.ipv4.tcp_congestion_control; default unknown)")
+    net.add_argument("--queue", type=parse_duration, metavar="TIME",
+                     help="bottleneck queue depth, e.g. 20ms (tc qdisc latency); used with cubic or reno")
+    net.add_argument("--share-sigma", type=float, default=SHARE_SIGMA, metavar="SIGMA",
+                     help=f"spread of TCP shares between workers (lognormal sigma, default {SHARE_SIGMA:g})")
+    net.add_argument("--multi-flow-goodput", type=float, default=MULTI_FLOW_GOODPUT, metavar="FRACTION",
+                     help=f"capacity of a link direction several workers share (default {MULTI_FLOW_GOODPUT:g})")
+    net.add_argument("--equal-shares", action="store_true",
+                     help="Li et al.'s model: equal shares, no request queueing, full capacity (ignores the above)")
     sim.add_argument("--calibrate", action="store_true",
                      help="fit --alpha, --beta, --win and --goodput to the profile itself (needs its recorded bandwidth)")
     sim.add_argument("--alpha", type=float, default=0.0, metavar="US_PER_BYTE",
@@ -265,6 +278,8 @@ def _advice_request(args: argparse.Namespace, profile: Profile) -> AdviceRequest
         constraints=Constraints(args.max_workers, args.examples, args.deadline, args.budget),
         saturation_threshold=args.saturation_threshold,
         goodput=args.goodput,
+        contention=None if args.equal_shares else Contention(
+            CongestionControl(args.congestion), args.queue, args.share_sigma, args.multi_flow_goodput),
     )
 
 

@@ -32,6 +32,7 @@ def advice_to_json(profile: Profile, request: AdviceRequest, advice: Advice) -> 
             "bandwidth_bps": net.bandwidth_bps,
             "win_bytes": net.win_bytes,
             "order": net.order.value,
+            "contention": _contention(request),
         },
         "settings": {
             "warmup_steps": request.curve.warmup_steps,
@@ -56,6 +57,7 @@ def advice_to_json(profile: Profile, request: AdviceRequest, advice: Advice) -> 
                 "events": p.events,
                 "cost_per_example": p.cost_per_example,
                 "baselines": {"cynthia": p.cynthia, "phase_queueing": p.phase_queueing},
+                "alternating": p.alternating,
             }
             for p in advice.points
         ],
@@ -68,6 +70,19 @@ def advice_to_json(profile: Profile, request: AdviceRequest, advice: Advice) -> 
             "total_cost": rec.total_cost,
         },
         "notes": list(advice.notes),
+    }
+
+
+def _contention(request: AdviceRequest) -> dict[str, Any] | None:
+    c = request.contention
+    if c is None:
+        return None
+    return {
+        "congestion_control": c.congestion_control.value,
+        "queue_s": c.queue_s,
+        "request_queue_s": c.request_queue_s,
+        "share_sigma": c.share_sigma,
+        "multi_flow_goodput": c.multi_flow_goodput,
     }
 
 

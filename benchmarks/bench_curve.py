@@ -1,9 +1,11 @@
 """The issue's speed target, measured on the product path: a whole W = 1..32 curve.
 
-    python -m benchmarks.bench_curve [--target 0.02] [--min-steps 100] [--repeat 3] [--jobs 1]
+    python -m benchmarks.bench_curve [--target 0.02] [--min-steps 100] [--repeat 3] [--jobs 1] [--model both]
 
-For the synthetic Inception-scale step (about 200 tensors, 2,600 ops per step) it predicts
-W = 1..32 with adaptive stopping (each point's 95 % interval within +-target), then with the
+Each curve is timed with the product's default model (the contention rules of
+``advisor/core/contention.py``, 5 ms request queue as for BBR or an unknown congestion control)
+and with Li et al.'s equal sharing. For the synthetic Inception-scale step (about 200 tensors,
+2,600 ops per step) it predicts W = 1..32 with adaptive stopping (each point's 95 % interval within +-target), then with the
 paper's fixed 1000 steps per worker, and prints the time (median and fastest of ``--repeat``
 runs), op-events/s, and the widest interval; ``--verbose`` adds steps and interval per W.
 It does the same for the real traces in ../shared/data when they are there. One process, one
@@ -20,6 +22,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from advisor.core.contention import Contention
 from advisor.core.predict import CurvePoint, CurveSettings, predict_curve
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings
@@ -66,7 +69,7 @@ def _report(name: str, cfg: CurveSettings, points: tuple[CurvePoint, ...], times
     median = statistics.median(times)
     mode = f"+-{cfg.target_rel_halfwidth:.0%} adaptive" if cfg.target_rel_halfwidth else f"{cfg.steps} fixed steps"
     spread = f" (min {min(times):.2f}, n={len(times)})" if len(times) > 1 else ""
-    print(f"{name:<34} {mode:<18} {median:>7.2f} s{spread}  {events / median / 1e6:>6.2f} Mevents/s  "
+    print(f"{name:<45} {mode:<18} {median:>7.2f} s{spread}  {events / median / 1e6:>6.2f} Mevents/s  "
           f"{events / 1e6:>6.0f} Mevents  widest interval +-{widest:.1%}")  # fmt: skip
     if verbose:
         print("      " + "  ".join(f"W{p.workers}:{p.steps}st/{p.rel_halfwidth:.1%}" for p in points))
@@ -81,32 +84,40 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="also time the adaptive curve over this many processes")
     parser.add_argument("--no-fixed", action="store_true", help="skip the fixed-steps curves")
     parser.add_argument("--verbose", action="store_true", help="steps and interval per point")
+    parser.add_argument("--model", choices=["contention", "equal", "both"], default="both",
+                        help="the product's default (contention rules), Li et al.'s equal sharing, or both")
     args = parser.parse_args()
     workers = tuple(range(1, args.max_workers + 1))
+    models = {"contention": lambda n: Contention().apply(n), "equal": lambda n: n}
+    chosen = [m for m in models if args.model in (m, "both")]
     inception = inception_like()
-    net = NetworkModel(bandwidth_bps=10e9)
     t0 = time.perf_counter()
-    simulate(inception, net, SimulationSettings(workers=1, steps=2, warmup_steps=0))
+    for m in chosen:
+        simulate(inception, models[m](NetworkModel(bandwidth_bps=10e9)), SimulationSettings(workers=2, steps=2, warmup_steps=0))
     print(f"warm-up (compile or load numba cache): {time.perf_counter() - t0:.2f} s")
     print(f"inception-like step: {len(inception.ops)} ops, {sum(o.bytes for o in inception.ops) / 2e6:.0f} MB each way, 10 Gbit/s")
     adaptive = CurveSettings(workers=workers, warmup_steps=50, target_rel_halfwidth=args.target,
                              min_steps=args.min_steps, max_steps=4000)  # fmt: skip
     fixed = CurveSettings(workers=workers, steps=1000, warmup_steps=50)
-    name = f"inception-like W=1..{args.max_workers}"
-    run(name, inception, net, adaptive, args.repeat, args.verbose)
-    if args.jobs > 1:
-        run_parallel(name, inception, net, adaptive, args.jobs)
-    if not args.no_fixed:
-        run(name, inception, net, fixed, args.repeat, args.verbose)
+    for m in chosen:
+        net = models[m](NetworkModel(bandwidth_bps=10e9))
+        name = f"inception-like W=1..{args.max_workers} {m}"
+        run(name, inception, net, adaptive, args.repeat, args.verbose)
+        if args.jobs > 1:
+            run_parallel(name, inception, net, adaptive, args.jobs)
+        if not args.no_fixed:
+            run(name, inception, net, fixed, args.repeat, args.verbose)
     if DATA.exists():
         from advisor.importers.loader import load_profile
 
         for trace in ("cubic/mlp_bw100", "cubic/cnn_bw100"):
             profile = load_profile(DATA / "condensed" / f"{trace}.json.gz", bandwidth_bps=100e6)
-            net100 = NetworkModel(bandwidth_bps=95e6)
-            run(f"{trace} W=1..{args.max_workers}", profile, net100, adaptive, args.repeat, args.verbose)
-            if not args.no_fixed:
-                run(f"{trace} W=1..{args.max_workers}", profile, net100, fixed, args.repeat, args.verbose)
+            for m in chosen:
+                net100 = models[m](NetworkModel(bandwidth_bps=95e6))
+                name = f"{trace} W=1..{args.max_workers} {m}"
+                run(name, profile, net100, adaptive, args.repeat, args.verbose)
+                if not args.no_fixed:
+                    run(name, profile, net100, fixed, args.repeat, args.verbose)
 
 
 if __name__ == "__main__":

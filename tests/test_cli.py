@@ -107,3 +107,29 @@ def test_calibrate_prints_a_usable_fit(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["predict", "--calibrate", "--workers", "1", "--steps", "100", "--warmup", "5", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["settings"]["overhead_beta_us"] == pytest.approx(fit["beta_us"])
+
+
+def test_predict_contention_options_reach_the_json(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["predict", "--workers", "1,2", "--steps", "120", "--warmup", "10", "--json"]
+    assert main([*base, "--congestion", "cubic", "--queue", "20ms", "--share-sigma", "0.5"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model"] == "li2020-des+contention"
+    c = doc["network"]["contention"]
+    assert (c["congestion_control"], c["queue_s"], c["request_queue_s"], c["share_sigma"]) == ("cubic", 0.02, 0.02, 0.5)
+    assert "alternating" in doc["curve"][1]
+    assert main([*base, "--equal-shares"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model"] == "li2020-des" and doc["network"]["contention"] is None
+    assert all(p["alternating"] is None for p in doc["curve"])
+
+
+@pytest.mark.parametrize(("argv", "message"), [(["--queue", "soon"], "argument --queue"),
+                                               (["--congestion", "vegas"], "argument --congestion"),
+                                               (["--multi-flow-goodput", "1.5"], "multi_flow_goodput")])
+def test_predict_refuses_bad_contention_options(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code = main(["predict", "--workers", "1", "--steps", "100", *argv])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
+    assert message in capsys.readouterr().err

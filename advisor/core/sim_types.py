@@ -36,15 +36,19 @@ class NetworkModel:
     order: StreamOrder = StreamOrder.FIFO
     custom_order: tuple[str, ...] = ()  # transfer names, for StreamOrder.CUSTOM
     worker_bandwidth_bps: float | None = None  # a worker's NIC; None = same as bandwidth_bps
-    # Request-path queueing (gRPC's receiver-driven RecvTensor): a stream's first chunk
-    # waits this long when the opposite direction of its PS link carries another worker's
-    # bulk data, its request sitting behind that bottleneck's standing queue
-    # (simulator/reference.py states the rule). 0 = off.
-    queue_delay_s: float = 0.0
+    # Contention between workers beyond the paper's equal shares; all off (the defaults here)
+    # is Li et al.'s model. simulator/reference.py states the rules, advisor.core.contention
+    # holds the product's defaults and why.
+    request_queue_s: float = 0.0  # a pull's request waits behind others' queued push data, at most this long
+    share_sigma: float = 0.0  # spread of TCP shares: LogNormal(0, sigma) weight per connection activation
+    multi_flow_goodput: float = 1.0  # capacity factor of a PS link direction that >= 2 workers share
 
     def __post_init__(self) -> None:
         _positive("bandwidth_bps", self.bandwidth_bps)
-        _non_negative("queue_delay_s", self.queue_delay_s)
+        _non_negative("request_queue_s", self.request_queue_s)
+        _non_negative("share_sigma", self.share_sigma)
+        if not (isinstance(self.multi_flow_goodput, (int, float)) and 0 < self.multi_flow_goodput <= 1):
+            raise SimulationSettingsError(f"multi_flow_goodput must be in (0, 1], got {self.multi_flow_goodput!r}")
         if self.worker_bandwidth_bps is not None:
             _positive("worker_bandwidth_bps", self.worker_bandwidth_bps)
         if self.win_bytes is not None:

@@ -1,4 +1,4 @@
-"""Bandwidth and size quantities as people write them ("10Gbit/s", "100 Mbps", "1.5e9")."""
+"""Bandwidths and durations as people write them ("10Gbit/s", "100 Mbps", "1.5e9", "20ms")."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ _BANDWIDTH = re.compile(
     r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*(?P<prefix>[kKmMgGtT]?)(?P<unit>bit/s|bps|b/s|Bps|B/s|bit|)\s*$"
 )
 _PREFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+_DURATION = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*(?P<unit>us|ms|s|)\s*$")
+_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "": 1.0}
 
 
 class UnitError(AdvisorError, ValueError):
@@ -36,3 +38,14 @@ def format_bandwidth(bps: float) -> str:
         if bps >= scale:
             return f"{bps / scale:g} {prefix}bit/s"
     return f"{bps:g} bit/s"
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from "20ms", "0.1s", "500us" or a plain number of seconds (zero allowed)."""
+    m = _DURATION.match(text)
+    if not m:
+        raise UnitError(f"cannot read duration {text!r}; write e.g. 20ms, 0.1s or 500us")
+    value = float(m["num"]) * _SECONDS[m["unit"]]
+    if not math.isfinite(value):
+        raise UnitError(f"duration must be finite, got {text!r}")
+    return value

@@ -52,6 +52,10 @@ networks = st.builds(
     win_bytes=st.one_of(st.none(), st.integers(1_000, 3_000_000).map(float)),
     order=st.sampled_from([StreamOrder.FIFO, StreamOrder.CRITICAL_PATH, StreamOrder.REVERSE, StreamOrder.RANDOM]),
     worker_bandwidth_bps=st.one_of(st.none(), st.floats(1e7, 1e8)),
+    # the contention rules (reference.py), each off half of the time
+    request_queue_s=st.sampled_from([0.0, 0.0, 1e-3, 0.25]),
+    share_sigma=st.sampled_from([0.0, 1.0]),
+    multi_flow_goodput=st.sampled_from([1.0, 0.85]),
 )
 
 
@@ -75,22 +79,12 @@ def test_fast_engine_matches_reference_on_random_dags(
     assert_same(*both(profile, network, sim))
 
 
-QUEUE_DELAYS = [0.0, 1e-3, 0.25]  # off, small (below most durations), large (above many)
-
-
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    profile=random_profiles(),
-    network=networks,
-    delay=st.sampled_from(QUEUE_DELAYS),
-    workers=st.integers(1, 4),
-    seed=st.integers(0, 2**32 - 1),
-    data=st.data(),
-)
-def test_fast_engine_matches_reference_with_queueing_and_staggered_starts(  # type: ignore[no-untyped-def]
-    profile: Profile, network: NetworkModel, delay: float, workers: int, seed: int, data
+@given(profile=random_profiles(), network=networks, workers=st.integers(1, 4), seed=st.integers(0, 2**32 - 1),
+       data=st.data())  # fmt: skip
+def test_fast_engine_matches_reference_with_staggered_starts(  # type: ignore[no-untyped-def]
+    profile: Profile, network: NetworkModel, workers: int, seed: int, data
 ) -> None:
-    network = replace(network, queue_delay_s=delay)
     one = st.one_of(st.just(0.0), st.floats(0, 2))
     offsets = data.draw(st.one_of(st.just(()), st.lists(one, min_size=workers, max_size=workers)))
     sim = SimulationSettings(workers=workers, steps=5, warmup_steps=0, seed=seed, start_offsets_s=tuple(offsets))
@@ -181,10 +175,20 @@ def test_fast_engine_matches_reference_on_a_real_trace() -> None:
             assert_same(*both(profile, network, SimulationSettings(workers=workers, steps=10, warmup_steps=0, seed=3)))
 
 
-def test_fast_engine_matches_reference_on_a_real_trace_with_queueing() -> None:
+def test_fast_engine_matches_reference_on_a_real_trace_with_contention() -> None:
     profile = real_mlp_profile()
-    for delay in (0.005, 0.1):
-        network = NetworkModel(bandwidth_bps=1e8, win_bytes=65535.0, queue_delay_s=delay)
-        for offsets in ((0.0, 0.0, 0.0), (0.0, 0.1, 0.2)):
-            sim = SimulationSettings(workers=3, steps=10, warmup_steps=0, seed=3, start_offsets_s=offsets)
-            assert_same(*both(profile, network, sim))
+    for queue in (0.005, 0.1):
+        for win in (None, 65535.0):
+            network = NetworkModel(bandwidth_bps=1e8, win_bytes=win, request_queue_s=queue, share_sigma=1.0,
+                                   multi_flow_goodput=0.85)
+            for offsets in ((0.0, 0.0, 0.0), (0.0, 0.1, 0.2)):
+                sim = SimulationSettings(workers=3, steps=10, warmup_steps=0, seed=3, start_offsets_s=offsets)
+                assert_same(*both(profile, network, sim))
+
+
+def test_fast_engine_matches_reference_on_synthetic_chains_with_contention() -> None:
+    network = NetworkModel(bandwidth_bps=1e8, request_queue_s=0.02, share_sigma=1.0, multi_flow_goodput=0.85)
+    one_ps = inception_like(layers=6, compute_ms=40.0, total_mb=4.0, recorded_steps=3)
+    two_ps = inception_like(layers=6, compute_ms=40.0, total_mb=4.0, recorded_steps=3, parameter_servers=2)
+    for profile in (one_ps, two_ps):
+        assert_same(*both(profile, network, SimulationSettings(workers=4, steps=8, warmup_steps=0, seed=2)))

@@ -110,17 +110,36 @@ def _graph(c: Compiled, inputs: SimInputs) -> tuple:
     return (
         plan.slot, plan.bits, plan.instant, plan.count, plan.n_deps, plan.dep_ptr, plan.dep_idx,
         plan.roots, inputs.durations_s, inputs.sampled, plan.priority, plan.transfer_index, rand_keys,
-        plan.member_ptr, plan.member_idx, plan.spans,
+        plan.member_ptr, plan.member_idx, plan.spans, _shares(inputs),
     )  # fmt: skip
+
+
+def _shares(inputs: SimInputs) -> np.ndarray:
+    """``inputs.share_weights`` as one row per queue ``w * R + slot`` (1 for non-link slots)."""
+    R = inputs.slots_per_worker
+    weights = inputs.share_weights
+    k = 1 if weights is None else weights.shape[3]
+    out = np.ones((inputs.workers * R, k))
+    if weights is not None:
+        for ps in range(inputs.n_ps):
+            for d in range(2):
+                out[1 + 3 * ps + d :: R] = weights[:, ps, d]
+    return out
+
+
+def _uniform(inputs: SimInputs) -> bool:
+    """One PS and equal weights: every flow of a direction has the same rate (``kernel.py``)."""
+    return inputs.n_ps == 1 and (inputs.share_weights is None or bool((inputs.share_weights == 1.0).all()))
 
 
 def _ipar(c: Compiled, inputs: SimInputs, cap: int, record: bool) -> np.ndarray:
     W, G, R = inputs.workers, len(c.plan.members), inputs.slots_per_worker
-    return np.array([W, R, inputs.n_ps, cap, inputs.random_keys is not None, record, G, cap, 0, 0], np.int64)
+    return np.array([W, R, inputs.n_ps, cap, inputs.random_keys is not None, record, G, cap, 0, 0, _uniform(inputs)], np.int64)
 
 
 def _fpar(inputs: SimInputs) -> np.ndarray:
-    return np.array([inputs.link_bps, inputs.nic_bps, inputs.win_bits, inputs.queue_delay_s], np.float64)
+    return np.array([inputs.link_bps, inputs.nic_bps, inputs.win_bits, inputs.request_queue_s,
+                     inputs.multi_flow_goodput], np.float64)
 
 
 def _new_state(c: Compiled, inputs: SimInputs, cap: int, record: bool) -> tuple:
@@ -134,7 +153,7 @@ def _new_state(c: Compiled, inputs: SimInputs, cap: int, record: bool) -> tuple:
     qcap = int(np.bincount(c.plan.slot, minlength=R).max()) + 1
     qs = (np.zeros((nq, qcap), np.int8), np.zeros((nq, qcap)), np.zeros((nq, qcap), np.int64),
           np.zeros((nq, qcap), np.int64), np.zeros(nq, np.int64), np.zeros(nq, np.int64), np.tile(c.fifo, W))  # fmt: skip
-    ecap = nq + W * G + W + 1  # queues (compute or waiting link chunks), zero-byte ops, starts
+    ecap = nq + W * G + W + 1  # compute queues, zero-byte ops or deferred pulls, starts
     ev = (np.zeros(ecap), np.zeros(ecap, np.int64), np.zeros(ecap, np.int64), np.zeros(ecap, np.int64),
           np.zeros(ecap, np.int64), np.zeros(1, np.int64))  # fmt: skip
     tcap = W * cap * (G + int((c.plan.slot % 3 != 0).sum())) if record else 1

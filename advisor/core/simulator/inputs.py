@@ -48,8 +48,14 @@ class SimInputs:
     link_bps: float
     nic_bps: float
     win_bits: float  # math.inf when flow control is off
-    queue_delay_s: float = 0.0  # request-path queueing delay (NetworkModel.queue_delay_s)
     start_s: np.ndarray | None = None  # float64 per worker: first step's start, on the time grid
+    request_queue_s: float = 0.0  # NetworkModel.request_queue_s
+    multi_flow_goodput: float = 1.0  # NetworkModel.multi_flow_goodput
+    share_sigma: float = 0.0  # NetworkModel.share_sigma
+    # (workers, n_ps, 2 directions, SHARE_DRAWS) float64: the k-th activation of worker w's
+    # connection to PS i in direction d gets weight [w, i, d, k % SHARE_DRAWS]; all 1 (and last
+    # axis 1) when share_sigma is 0. See share_weights.
+    share_weights: np.ndarray | None = None
 
     def start_of(self, worker: int) -> float:
         """When ``worker``'s first step starts (0 unless staggered)."""
@@ -111,7 +117,9 @@ def prepare_graph(profile: Profile, network: NetworkModel) -> SimInputs:
         link_bps=float(network.bandwidth_bps),
         nic_bps=float(network.worker_bandwidth_bps or network.bandwidth_bps),
         win_bits=math.inf if network.win_bytes is None else 8.0 * float(network.win_bytes),
-        queue_delay_s=float(network.queue_delay_s),
+        request_queue_s=float(network.request_queue_s),
+        multi_flow_goodput=float(network.multi_flow_goodput),
+        share_sigma=float(network.share_sigma),
     )
 
 
@@ -138,7 +146,27 @@ def with_steps(inputs: SimInputs, seed: int, steps: int) -> SimInputs:
         sampled[w] = sample_steps(seed, w, steps, n_profile)
         if keys is not None:
             keys[w] = _stream(seed, w, 1).random((steps, keys.shape[2]), dtype=np.float32)
-    return replace(inputs, steps=steps, sampled=sampled, random_keys=keys)
+    weights = draw_share_weights(seed, inputs.workers, inputs.n_ps, inputs.share_sigma)
+    return replace(inputs, steps=steps, sampled=sampled, random_keys=keys, share_weights=weights)
+
+
+SHARE_DRAWS = 4096  # weights drawn per connection; activations beyond wrap around
+
+
+def draw_share_weights(seed: int, workers: int, n_ps: int, sigma: float) -> np.ndarray:
+    """Each connection's sequence of sharing weights, LogNormal(0, ``sigma``), drawn up front.
+
+    Why up front: both engines then read the same numbers, and a continued run
+    (``fast.FastRun``) reads exactly what a longer run would. A fixed number per connection
+    (wrapping after ``SHARE_DRAWS`` activations, hundreds of steps) keeps the draws
+    independent of the step count. Worker w's weights come from its own stream of the seed.
+    """
+    if sigma == 0.0:
+        return np.ones((workers, n_ps, 2, 1))
+    out = np.empty((workers, n_ps, 2, SHARE_DRAWS))
+    for w in range(workers):
+        out[w] = np.exp(sigma * _stream(seed, w, 2).standard_normal((n_ps, 2, SHARE_DRAWS)))
+    return out
 
 
 def sample_steps(seed: int, worker: int, steps: int, recorded_steps: int) -> np.ndarray:
@@ -148,7 +176,7 @@ def sample_steps(seed: int, worker: int, steps: int, recorded_steps: int) -> np.
 
 
 def _stream(seed: int, worker: int, kind: int) -> np.random.Generator:
-    """Worker ``worker``'s random stream ``kind`` (0: sampled steps, 1: stream keys)."""
+    """Worker ``worker``'s random stream ``kind`` (0: sampled steps, 1: stream keys, 2: shares)."""
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(kind, worker))))
 
 

@@ -1,24 +1,25 @@
 """The compiled engine's link state: active flows per direction, rates, next completion.
 
 A direction (0 downlinks, 1 uplinks) keeps its active flows *densely*, in positions
-``0..n-1`` of ``act[d]`` (queue index), ``rem[d]`` (bits left), ``rate[d]`` and ``fseq[d]``
-(the chunk's seq), so advancing time and finding the next completion are straight loops
-over contiguous memory. A flow leaves by moving the last one into its position.
+``0..n-1`` of ``ACT[d]`` (queue index), ``REM[d]`` (bits left), ``RATE[d]``, ``FSEQ[d]`` (the
+chunk's seq) and ``WGT[d]`` (its sharing weight), so advancing time and finding the next
+completion are straight loops over contiguous memory. A flow leaves by moving the last one
+into its position.
 
 The arithmetic is the reference's, operation for operation (``rem -= rate * dt``,
-completion ``quantize(last + rem / rate)``), done only when a direction's set of flows
-changes. With one PS every flow of a direction has the same rate ``min(B/n, NIC)``
-(``urate``); completion time is then monotone in ``rem``, so the next completion is found
-by a minimum over ``rem`` and exact times are computed only for flows within a few grid
-ticks of it (the candidates for an exact tie, broken by seq as always).
+completion ``quantize(last + rem / rate)``, ``sharing.water_fill``), done only when a
+direction's set of flows changes: rates depend only on that set (weights are drawn when a
+flow starts, the multi-flow goodput on how many flows share a link). With one PS and equal
+weights (``uniform``) every flow of a direction has the same rate ``min(cap/n, NIC)``
+(``URATE``); completion time is then monotone in ``rem``, so the next completion is found by
+a minimum over ``rem`` and exact times are computed only for flows within a few grid ticks of
+it (the candidates for an exact tie, broken by seq as always).
 
-``links`` is ``(act, n, apos, last, rem, rate, fseq, nt, dirty, ns, nq, wait_bits,
-rem_link, rem_nic, cnt_link, cnt_nic, frozen, pcnt, isact, urate)``: per direction the flows
-as above and their count, each queue's position, the time the direction was last advanced,
+``links`` is a tuple of arrays indexed by the constants below: per direction the flows and
+their count, each queue's position and activity, the time the direction was last advanced,
 its next completion (time, seq, queue) with a flag saying it must be recomputed; per queue
-the size of a chunk waiting its request-path delay; scratch for water-filling; ``pcnt``
-(active flows per direction and PS) and ``isact`` (per queue: 1 while its chunk is an
-active flow), which answer the request-path queueing test in O(1); the uniform rate.
+(= per worker connection for a link slot) when its last chunk completed, how many times it
+became active and its current weight; scratch for the water-filling.
 
 Every function here is inlined into the loop (``inline="always"``): numba passes each array
 of a tuple argument as seven or more machine words, so an out-of-line call with the engine's
@@ -33,17 +34,22 @@ from advisor.core.simulator.jit import TIME_GRID, njit, quantize
 
 _BIG = np.iinfo(np.int64).max
 # A flow whose rem is this many grid ticks (of its rate) above the minimum cannot complete
-# at the same quantized time; see _next_uniform.
+# at the same quantized time; see _next_completion.
 _TIE_TICKS = 16.0 / TIME_GRID
+
+# Indices into ``links``.
+ACT, N, APOS, LAST, REM, RATE, FSEQ, NT, DIRTY, NS, NQ = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+WGT, ISACT, URATE, CONN_LAST, CONN_K, CONN_W = 11, 12, 13, 14, 15, 16
+REM_LINK, REM_NIC, FROZEN = 17, 18, 19
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _advance(links, d, t, n_ps):  # type: ignore[no-untyped-def]
-    n, last, rem, rate, urate = links[1], links[3], links[4], links[5], links[19]
+def _advance(links, d, t, uniform):  # type: ignore[no-untyped-def]
+    n, last, rem, rate = links[N], links[LAST], links[REM], links[RATE]
     dt = t - last[d]
     if dt > 0.0:
-        if n_ps == 1:
-            step = urate[d] * dt
+        if uniform:
+            step = links[URATE][d] * dt
             for j in range(n[d]):
                 rem[d, j] -= step
         else:
@@ -53,47 +59,58 @@ def _advance(links, d, t, n_ps):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _rates(links, d, n_ps, R, W, link_bps, nic_bps):  # type: ignore[no-untyped-def]
-    """Water-filling as ``sharing.water_fill``; with one PS simply ``min(B/n, NIC)``."""
-    act, n_arr, rate = links[0], links[1], links[5]
-    n = n_arr[d]
-    if n_ps == 1:
-        r = link_bps / n
+def _rates(links, d, uniform, n_ps, R, W, link_bps, nic_bps, eta):  # type: ignore[no-untyped-def]
+    """Weighted water-filling as ``sharing.water_fill``; when uniform simply ``min(cap/n, NIC)``."""
+    n = links[N][d]
+    if uniform:
+        cap = link_bps * eta if n >= 2 else link_bps
+        r = cap / n
         if nic_bps < r:
             r = nic_bps
-        links[19][d] = r
+        links[URATE][d] = r
         return
-    rem_link, rem_nic, cnt_link, cnt_nic, frozen = links[12], links[13], links[14], links[15], links[16]
-    rem_link[:] = link_bps
+    apos, isact, wgt, rate = links[APOS], links[ISACT], links[WGT], links[RATE]
+    rem_link, rem_nic, frozen = links[REM_LINK], links[REM_NIC], links[FROZEN]
+    for i in range(n_ps):
+        count = 0
+        for w in range(W):
+            count += isact[w * R + 1 + 3 * i + d]
+        rem_link[i] = link_bps * eta if count >= 2 else link_bps
     rem_nic[:] = nic_bps
-    cnt_link[:] = 0
-    cnt_nic[:] = 0
     frozen[:n] = False
-    for j in range(n):
-        q = act[d, j]
-        cnt_link[(q % R - 1) // 3] += 1
-        cnt_nic[q // R] += 1
     left = n
     while left > 0:
         best, kind, which = np.inf, -1, -1
-        for i in range(n_ps):
-            if cnt_link[i] > 0 and rem_link[i] / cnt_link[i] < best:
-                best, kind, which = rem_link[i] / cnt_link[i], 0, i
-        for w in range(W):
-            if cnt_nic[w] > 0 and rem_nic[w] / cnt_nic[w] < best:
-                best, kind, which = rem_nic[w] / cnt_nic[w], 1, w
-        for j in range(n):
-            q = act[d, j]
-            ps, w = (q % R - 1) // 3, q // R
-            if frozen[j] or (ps if kind == 0 else w) != which:
+        for i in range(n_ps):  # a link's level: weights summed by worker, as the reference does
+            total, count = 0.0, 0
+            for w in range(W):
+                q = w * R + 1 + 3 * i + d
+                if isact[q] and not frozen[apos[q]]:
+                    total += wgt[d, apos[q]]
+                    count += 1
+            if count > 0 and rem_link[i] / total < best:
+                best, kind, which = rem_link[i] / total, 0, i
+        for w in range(W):  # a NIC's level: weights summed by PS
+            total, count = 0.0, 0
+            for i in range(n_ps):
+                q = w * R + 1 + 3 * i + d
+                if isact[q] and not frozen[apos[q]]:
+                    total += wgt[d, apos[q]]
+                    count += 1
+            if count > 0 and rem_nic[w] / total < best:
+                best, kind, which = rem_nic[w] / total, 1, w
+        for k in range(W if kind == 0 else n_ps):
+            w, i = (k, which) if kind == 0 else (which, k)
+            q = w * R + 1 + 3 * i + d
+            if not isact[q] or frozen[apos[q]]:
                 continue
-            rate[d, j] = best
+            j = apos[q]
+            r = wgt[d, j] * best
+            rate[d, j] = r
             frozen[j] = True
             left -= 1
-            cnt_link[ps] -= 1
-            cnt_nic[w] -= 1
-            rem_link[ps] = max(rem_link[ps] - best, 0.0)
-            rem_nic[w] = max(rem_nic[w] - best, 0.0)
+            rem_link[i] = max(rem_link[i] - r, 0.0)
+            rem_nic[w] = max(rem_nic[w] - r, 0.0)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -102,12 +119,12 @@ def _flow_end(last, rem, rate):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _next_completion(links, d, n_ps):  # type: ignore[no-untyped-def]
+def _next_completion(links, d, uniform):  # type: ignore[no-untyped-def]
     """The direction's next completion by ``(time, seq)``."""
-    act, n, last, rem, rate, fseq = links[0], links[1], links[3], links[4], links[5], links[6]
+    act, n, last, rem, rate, fseq = links[ACT], links[N], links[LAST], links[REM], links[RATE], links[FSEQ]
     best_t, best_s, best_j = np.inf, _BIG, -1
-    if n_ps == 1:
-        r = links[19][d]
+    if uniform:
+        r = links[URATE][d]
         low = np.inf
         for j in range(n[d]):
             if rem[d, j] < low:
@@ -125,55 +142,66 @@ def _next_completion(links, d, n_ps):  # type: ignore[no-untyped-def]
             t = _flow_end(last[d], rem[d, j], rate[d, j])
             if t < best_t or (t == best_t and fseq[d, j] < best_s):
                 best_t, best_s, best_j = t, fseq[d, j], j
-    links[7][d], links[9][d], links[10][d] = best_t, best_s, act[d, best_j]
+    links[NT][d], links[NS][d], links[NQ][d] = best_t, best_s, act[d, best_j]
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _add_flow(links, d, q, now, bits, seq, R, n_ps):  # type: ignore[no-untyped-def]
-    act, n, apos, rem, fseq = links[0], links[1], links[2], links[4], links[6]
-    _advance(links, d, now, n_ps)
+def _add_flow(links, d, q, now, bits, seq, weight, uniform):  # type: ignore[no-untyped-def]
+    act, n = links[ACT], links[N]
+    _advance(links, d, now, uniform)
     j = n[d]
-    act[d, j], rem[d, j], fseq[d, j] = q, bits, seq
-    apos[q] = j
+    act[d, j], links[REM][d, j], links[FSEQ][d, j], links[WGT][d, j] = q, bits, seq, weight
+    links[APOS][q] = j
     n[d] = j + 1
-    links[17][d, (q % R - 1) // 3] += 1
-    links[18][q] = 1
-    links[8][d] = 1
+    links[ISACT][q] = 1
+    links[DIRTY][d] = 1
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _remove_flow(links, d, q, R):  # type: ignore[no-untyped-def]
-    act, n, apos, rem, rate, fseq = links[0], links[1], links[2], links[4], links[5], links[6]
-    links[17][d, (q % R - 1) // 3] -= 1
-    links[18][q] = 0
+def _remove_flow(links, d, q):  # type: ignore[no-untyped-def]
+    act, n, apos, rem, rate, fseq, wgt = links[ACT], links[N], links[APOS], links[REM], links[RATE], links[FSEQ], links[WGT]
+    links[ISACT][q] = 0
     j, k = apos[q], n[d] - 1
     moved = act[d, k]
-    act[d, j], rem[d, j], rate[d, j], fseq[d, j] = moved, rem[d, k], rate[d, k], fseq[d, k]
+    act[d, j], rem[d, j], rate[d, j], fseq[d, j], wgt[d, j] = moved, rem[d, k], rate[d, k], fseq[d, k], wgt[d, k]
     apos[moved] = j
     n[d] = k
-    links[8][d] = 1
+    links[DIRTY][d] = 1
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def opposite_busy(links, q, R):  # type: ignore[no-untyped-def]
-    """Is another worker's active flow on the other direction of queue ``q``'s PS link?
+def queued_push_bits(links, w, ps, now, R, W, uniform):  # type: ignore[no-untyped-def]
+    """Bits the other workers' active pushes to ``ps`` still have to send at ``now`` (summed
+    by worker, as the reference does; the uplink is advanced lazily, so from ``LAST``)."""
+    isact, apos, rem, rate = links[ISACT], links[APOS], links[REM], links[RATE]
+    dt = now - links[LAST][1]
+    total = 0.0
+    for x in range(W):
+        q = x * R + 2 + 3 * ps
+        if x != w and isact[q]:
+            j = apos[q]
+            total += rem[1, j] - (links[URATE][1] if uniform else rate[1, j]) * dt
+    return total
 
-    One flow per (worker, PS, direction) at most, so: the opposite direction's flow count
-    on that PS, minus this worker's own flow there.
-    """
-    s = q % R
-    d, ps = (s - 1) % 3, (s - 1) // 3
-    own = links[18][q - s + 1 + 3 * ps + (1 - d)]
-    return links[17][1 - d, ps] - own > 0
+
+@njit(cache=True, _nrt=False, inline="always")
+def activate(links, q, now, shares):  # type: ignore[no-untyped-def]
+    """Connection ``q``'s weight for a chunk starting at ``now``: the next draw if it was idle."""
+    if links[CONN_LAST][q] < now:
+        k = links[CONN_K][q]
+        links[CONN_K][q] = k + 1
+        links[CONN_W][q] = shares[q, k % shares.shape[1]]
+    return links[CONN_W][q]
 
 
 def new_links(W: int, R: int, n_ps: int) -> tuple:
     """Zeroed link state for ``W`` workers with ``R`` slots each (see module docstring)."""
     nflow, nq = max(W * n_ps, 1), W * R
     return (
-        np.zeros((2, nflow), np.int64), np.zeros(2, np.int64), np.zeros(nq, np.int64), np.zeros(2),
-        np.zeros((2, nflow)), np.zeros((2, nflow)), np.zeros((2, nflow), np.int64),
-        np.zeros(2), np.zeros(2, np.int8), np.zeros(2, np.int64), np.zeros(2, np.int64), np.zeros(nq),
-        np.zeros(n_ps), np.zeros(W), np.zeros(n_ps, np.int64), np.zeros(W, np.int64), np.zeros(nflow, np.bool_),
-        np.zeros((2, n_ps), np.int64), np.zeros(nq, np.int8), np.zeros(2),
+        np.zeros((2, nflow), np.int64), np.zeros(2, np.int64), np.zeros(nq, np.int64), np.zeros(2),  # ACT N APOS LAST
+        np.zeros((2, nflow)), np.zeros((2, nflow)), np.zeros((2, nflow), np.int64),  # REM RATE FSEQ
+        np.zeros(2), np.zeros(2, np.int8), np.zeros(2, np.int64), np.zeros(2, np.int64),  # NT DIRTY NS NQ
+        np.zeros((2, nflow)), np.zeros(nq, np.int8), np.zeros(2),  # WGT ISACT URATE
+        np.full(nq, -np.inf), np.zeros(nq, np.int64), np.ones(nq),  # CONN_LAST CONN_K CONN_W
+        np.zeros(n_ps), np.zeros(W), np.zeros(nflow, np.bool_),  # REM_LINK REM_NIC FROZEN
     )  # fmt: skip

@@ -2,22 +2,24 @@
 
 Tuples passed around (all numpy arrays unless said):
 ``graph = (slot, bits, instant, count, n_deps, dep_ptr, dep_idx, roots, dur, sampled,
-priority, tindex, rand_keys, member_ptr, member_idx, spans)`` over merged operations
+priority, tindex, rand_keys, member_ptr, member_idx, spans, shares)`` over merged operations
 (``dur`` is per profile step and *profile* operation; a merged operation runs its members
-back to back; ``spans[p, g]`` is ``plan.chain_spans`` for profile step p and group g);
-``ipar = [W, R, n_ps, cap, use_random, record, G, limit, resumable, resume]`` (``cap``: steps
-per worker the arrays hold);
-``fpar = [link_bps, nic_bps, win_bits, queue_delay_s]``;
+back to back; ``spans[p, g]`` is ``plan.chain_spans`` for profile step p and group g;
+``shares[q]`` the sharing weights of queue q's connection, ``inputs.share_weights``);
+``ipar = [W, R, n_ps, cap, use_random, record, G, limit, resumable, resume, uniform]``
+(``cap``: steps per worker the arrays hold; ``uniform``: one PS and equal weights, see
+``kernel.py``);
+``fpar = [link_bps, nic_bps, win_bits, request_queue_s, multi_flow_goodput]``;
 ``ws = (pending, finished, kstep, served, step_ends, start_s, pause_t)`` per worker;
 ``ch = (busy, cop, clast, cseq, cstart)`` per queue ``q = w * R + slot``;
 ``ctr = [seq, events, timeline length, paused, stalled]``; ``tl`` = timeline columns
 (w, step, g, start, end).
 
-The event heap holds computation and zero-byte completions (queue -1), the request-path
-activations of waiting transfer chunks (their link queue, with the chunk's seq; the chunk's
-size waits in ``links[11]``) and every worker's first start (queue -2, seq ``w - W``, so
-starts come before anything else at the same instant, in worker order), all ordered by
-``(time, seq)`` exactly as the reference orders them.
+The event heap holds computation and zero-byte completions (queue -1), pulls whose request
+is still on its way (queue -3, with the seq drawn at release; ``reference.py`` states the
+rule) and every worker's first start (queue -2, seq ``w - W``, so starts come before anything
+else at the same instant, in worker order), all ordered by ``(time, seq)`` exactly as the
+reference orders them.
 
 Two ways to end. Plain (``resumable = 0``): a worker stops after ``cap`` steps and the run
 goes on until all have stopped, as ``simulate`` promises. Resumable (``resumable = 1``):
@@ -40,11 +42,27 @@ import numpy as np
 
 from advisor.core.simulator.heaps import e_pop, e_push, q_pop, q_push
 from advisor.core.simulator.jit import njit, quantize
-from advisor.core.simulator.kernel import _add_flow, _advance, _next_completion, _rates, _remove_flow, opposite_busy
+from advisor.core.simulator.kernel import (
+    CONN_LAST,
+    N,
+    NQ,
+    NS,
+    NT,
+    DIRTY,
+    _add_flow,
+    _advance,
+    _next_completion,
+    _rates,
+    _remove_flow,
+    activate,
+    queued_push_bits,
+)
 
 _START = -2  # event-heap queue marking a worker's first start
+_DEFER = -3  # event-heap queue marking a pull whose request is on its way
 SEQ, EVENTS, TL_LEN, PAUSED, STALLED = 0, 1, 2, 3, 4  # ctr
-LIMIT, RESUMABLE, RESUME = 7, 8, 9  # ipar, after [W, R, n_ps, cap, use_random, record, G]
+LIMIT, RESUMABLE, RESUME, UNIFORM = 7, 8, 9, 10  # ipar, after [W, R, n_ps, cap, use_random, record, G]
+RQ, ETA = 3, 4  # fpar, after [link_bps, nic_bps, win_bits]
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -53,17 +71,29 @@ def _is_link(s):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _release(g, w, now, graph, ipar, ws, qs, ev, ctr):  # type: ignore[no-untyped-def]
-    slot, instant, priority, tindex, rand_keys = graph[0], graph[2], graph[10], graph[11], graph[12]
+def _release(g, w, now, graph, ipar, fpar, ws, qs, ev, links, ctr):  # type: ignore[no-untyped-def]
+    """Queue ``g`` for ``w`` (or complete it, if a zero-byte transfer; or defer a pull whose
+    request queues behind others' pushes: ``reference.py``)."""
     ctr[SEQ] += 1
-    if instant[g]:
+    if graph[2][g]:
         e_push(ev, now, ctr[SEQ], -1, w, g)
         return
-    s = slot[g]
+    s = graph[0][g]
+    if fpar[RQ] > 0.0 and _is_link(s) and (s - 1) % 3 == 0:
+        wait = min(fpar[RQ], queued_push_bits(links, w, (s - 1) // 3, now, ipar[1], ipar[0], ipar[UNIFORM]) / fpar[0])
+        if wait > 0.0:
+            e_push(ev, quantize(now + wait), ctr[SEQ], _DEFER, w, g)
+            return
+    _enqueue(g, w, ctr[SEQ], graph, ipar, ws, qs)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _enqueue(g, w, seq, graph, ipar, ws, qs):  # type: ignore[no-untyped-def]
+    s = graph[0][g]
     key = 0.0
     if _is_link(s):
-        key = rand_keys[w, ws[2][w], tindex[g]] if ipar[4] else priority[g]
-    q_push(qs, w * ipar[1] + s, 0, key, ctr[SEQ], g)
+        key = graph[12][w, ws[2][w], graph[11][g]] if ipar[4] else graph[10][g]
+    q_push(qs, w * ipar[1] + s, 0, key, seq, g)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -99,11 +129,7 @@ def _start_chunk(q, w, s, g, now, graph, ipar, fpar, ws, ch, ev, links, ctr):  #
     else:
         size, clast[q] = win, 0
         served[w, g] = 1
-    if first and fpar[3] > 0.0 and opposite_busy(links, q, ipar[1]):
-        links[11][q] = size  # activated at the end of the wait
-        e_push(ev, quantize(now + fpar[3]), ctr[SEQ], q, w, g)
-        return
-    _add_flow(links, (s - 1) % 3, q, now, size, ctr[SEQ], ipar[1], ipar[2])
+    _add_flow(links, (s - 1) % 3, q, now, size, ctr[SEQ], activate(links, q, now, graph[16]), ipar[UNIFORM])
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -119,7 +145,7 @@ def _dispatch(w, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr):  # type: i
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _start_step(w, k, now, graph, ipar, ws, qs, ev, ctr):  # type: ignore[no-untyped-def]
+def _start_step(w, k, now, graph, ipar, fpar, ws, qs, ev, links, ctr):  # type: ignore[no-untyped-def]
     """Reset ``w``'s step state and release the roots (the caller dispatches)."""
     pending, finished, kstep, served = ws[0], ws[1], ws[2], ws[3]
     n_deps, roots = graph[4], graph[7]
@@ -128,7 +154,7 @@ def _start_step(w, k, now, graph, ipar, ws, qs, ev, ctr):  # type: ignore[no-unt
         pending[w, g] = n_deps[g]
         served[w, g] = 0
     for j in range(roots.shape[0]):
-        _release(roots[j], w, now, graph, ipar, ws, qs, ev, ctr)
+        _release(roots[j], w, now, graph, ipar, fpar, ws, qs, ev, links, ctr)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -147,7 +173,7 @@ def _step_done(w, now, ipar, ws, ctr):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _complete(w, q, g, last, start, now, graph, ipar, ws, qs, ev, ctr, tl):  # type: ignore[no-untyped-def]
+def _complete(w, q, g, last, start, now, graph, ipar, fpar, ws, qs, ev, links, ctr, tl):  # type: ignore[no-untyped-def]
     """Finish a chunk of ``g``; the next step ``w`` must start, or -1."""
     pending, finished = ws[0], ws[1]
     count, dep_ptr, dep_idx = graph[3], graph[5], graph[6]
@@ -165,7 +191,7 @@ def _complete(w, q, g, last, start, now, graph, ipar, ws, qs, ev, ctr, tl):  # t
         d = dep_idx[j]
         pending[w, d] -= 1
         if pending[w, d] == 0:
-            _release(d, w, now, graph, ipar, ws, qs, ev, ctr)
+            _release(d, w, now, graph, ipar, fpar, ws, qs, ev, links, ctr)
     if finished[w] == ipar[6]:
         return _step_done(w, now, ipar, ws, ctr)
     return -1
@@ -174,8 +200,8 @@ def _complete(w, q, g, last, start, now, graph, ipar, ws, qs, ev, ctr, tl):  # t
 @njit(cache=True, _nrt=False)
 def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-untyped-def]
     """Simulate until every worker has run all its steps, or until the pause (module docstring)."""
-    W, R, n_ps = ipar[0], ipar[1], ipar[2]
-    d_nt, dirty, d_ns, d_nq, act_n = links[7], links[8], links[9], links[10], links[1]
+    W, R, n_ps, uni = ipar[0], ipar[1], ipar[2], ipar[UNIFORM]
+    d_nt, dirty, d_ns, d_nq, act_n = links[NT], links[DIRTY], links[NS], links[NQ], links[N]
     busy, cop, clast, cstart = ch[0], ch[1], ch[2], ch[4]
     et, es, eq, ew, eo, en = ev
     if ipar[RESUME] == 0:
@@ -186,8 +212,8 @@ def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-u
             if dirty[d]:
                 dirty[d] = 0
                 if act_n[d] > 0:
-                    _rates(links, d, n_ps, R, W, fpar[0], fpar[1])
-                    _next_completion(links, d, n_ps)
+                    _rates(links, d, uni, n_ps, R, W, fpar[0], fpar[1], fpar[ETA])
+                    _next_completion(links, d, uni)
         src, best_t, best_s = -1, np.inf, 0
         if en[0] > 0:
             src, best_t, best_s = 2, et[0], es[0]
@@ -203,23 +229,23 @@ def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-u
             e_pop(ev)
             if q == _START:
                 nxt = 0
-            elif q >= 0 and _is_link(q % R):
-                _add_flow(links, (q % R - 1) % 3, q, now, links[11][q], ch[3][q], R, n_ps)  # activation
-                continue
+            elif q == _DEFER:  # the pull's request has arrived: queue it (w dispatches below)
+                ctr[SEQ] += 1
+                _enqueue(g, w, ctr[SEQ], graph, ipar, ws, qs)
             else:
                 start = now
                 if q >= 0:
                     busy[q] = 0
                     start = cstart[q]
-                nxt = _complete(w, q, g, True, start, now, graph, ipar, ws, qs, ev, ctr, tl)
+                nxt = _complete(w, q, g, True, start, now, graph, ipar, fpar, ws, qs, ev, links, ctr, tl)
         else:
             q = d_nq[src]
             w = q // R
-            _advance(links, src, now, n_ps)
-            _remove_flow(links, src, q, R)
+            _advance(links, src, now, uni)
+            _remove_flow(links, src, q)
+            links[CONN_LAST][q] = now
             busy[q] = 0
-            nxt = _complete(w, q, cop[q], clast[q] == 1, cstart[q], now, graph, ipar, ws, qs, ev, ctr, tl)
+            nxt = _complete(w, q, cop[q], clast[q] == 1, cstart[q], now, graph, ipar, fpar, ws, qs, ev, links, ctr, tl)
         if nxt >= 0:
-            _start_step(w, nxt, now, graph, ipar, ws, qs, ev, ctr)
+            _start_step(w, nxt, now, graph, ipar, fpar, ws, qs, ev, links, ctr)
         _dispatch(w, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr)
-

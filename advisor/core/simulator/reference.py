@@ -26,24 +26,31 @@ worker order, as without offsets); a later start is an event that comes before e
 chunk completion or activation at the same instant, workers with equal starts in index
 order (it uses the negative seq ``w - W``).
 
-Request-path queueing (``NetworkModel.queue_delay_s`` = d > 0): TensorFlow's gRPC receiver
-requests each tensor, so the request of a pull (downlink data) travels on the uplink and
-that of a push (uplink data) on the downlink. When a link-slot chunk of worker w on
-direction D of PS p is dispatched and it is the *first* chunk of its stream (a whole
-stream, or the first HTTP/2 service), and at that instant an *active* transfer chunk of
-another worker is in service on the opposite direction of the same PS p, the chunk first
-waits d: it holds w's slot on D (nothing else of w starts there) but takes no bandwidth
-and is not counted in the sharing. At ``quantize(dispatch + d)`` (an activation event,
-ordered with completions by ``(time, seq)`` using the chunk's own seq; not counted in
-``events``) it becomes an ordinary active flow. Chunks waiting their d are not "active"
-for this test, the worker's own flows never delay it, and second HTTP/2 chunks and
-zero-byte transfers are never delayed. A delayed chunk's timeline start is its dispatch
-time (the slot is held from then).
+Contention rules beyond the paper (``NetworkModel``; all off by default, ``contention.py``
+gives the product's defaults and the evidence for them):
+
+- **Request-path queueing at release** (``request_queue_s`` = q > 0). TensorFlow's gRPC
+  receiver requests each tensor, so the request of a pull (PS -> worker, direction 0) travels
+  on the uplink, behind whatever the other workers' pushes have queued at that bottleneck.
+  When a non-empty pull of worker w from PS p is released and the other workers' active
+  uplink flows to p still have B bits to send, the pull joins w's queue only at
+  ``quantize(now + min(q, B / link_bps))``: its request waits behind the queued data, at most
+  a full queue. Until then it is simply not queued (the slot may serve other pulls); at that
+  instant (an event ordered with completions by ``(time, seq)`` using the seq drawn at
+  release; not counted in ``events``) it is queued with a fresh seq and w dispatches. Pushes,
+  second HTTP/2 chunks and zero-byte transfers are never delayed.
+- **Uneven shares** (``share_sigma``). Each (worker, PS, direction) connection has a weight,
+  drawn anew (the next of ``inputs.share_weights``) whenever a chunk starts on it after it was
+  idle for a positive time (its last chunk completed before ``now``, or never); back-to-back
+  chunks keep it. Rates are weighted max-min fair (``sharing.water_fill``).
+- **Multi-flow goodput** (``multi_flow_goodput``): a PS link direction with two or more flows
+  (necessarily of different workers) has capacity ``eta x link_bps``.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 
 from advisor.core.profile import Profile
@@ -51,6 +58,7 @@ from advisor.core.sim_types import SimulationResult, TimelineEvent
 from advisor.core.simulator.inputs import SimInputs
 from advisor.core.simulator.jit import quantize
 from advisor.core.simulator.sharing import water_fill
+
 
 @dataclass
 class _Chunk:
@@ -63,8 +71,7 @@ class _Chunk:
     start: float
     step: int
     end: float = 0.0  # computation: start + duration, on the time grid
-    waiting: bool = False  # a first transfer chunk still waiting its request-path delay
-    wake: float = 0.0  # when a waiting chunk becomes an active flow
+    weight: float = 1.0  # sharing weight of a link chunk (its connection's current weight)
 
 
 @dataclass
@@ -94,6 +101,13 @@ class ReferenceSimulation:
         self.in_service: list[_Chunk] = []
         # Workers not started yet: (start time, seq w - W, worker).
         self.starts = [(inputs.start_of(w), w - inputs.workers, w) for w in range(inputs.workers)]
+        # Pulls whose request is still on its way: (time queued, seq, worker, op).
+        self.deferred: list[tuple[float, int, int, int]] = []
+        # Per connection (worker, slot): when its last chunk completed, activations so far, weight.
+        self.conn_last_end: dict[tuple[int, int], float] = {}
+        self.conn_activations: dict[tuple[int, int], int] = {}
+        self.conn_weight: dict[tuple[int, int], float] = {}
+        self.weights = inputs.share_weights  # None: every weight is 1
         self.now = 0.0
         self.seq = 0
         self.events = 0
@@ -103,7 +117,7 @@ class ReferenceSimulation:
         for start in [s for s in self.starts if s[0] == 0.0]:
             self.starts.remove(start)
             self._start_step(start[2], 0)
-        while self.in_service or self.starts:
+        while self.in_service or self.starts or self.deferred:
             self._next_event()
         return SimulationResult(
             workers=self.inp.workers,
@@ -115,29 +129,25 @@ class ReferenceSimulation:
 
     # -- time -------------------------------------------------------------------------
     def _rates(self) -> list[float]:
-        """Rate of each in-service chunk: bits/s on a link (0 while waiting), 1 (s/s) for computation."""
+        """Rate of each in-service chunk: bits/s on a link, 1 (s/s) for computation."""
         rates = [1.0] * len(self.in_service)
         for direction in (0, 1):
             idx = [j for j, c in enumerate(self.in_service) if self._is_flow(c) and self._dir(c.slot) == direction]
             flows = [(self.in_service[j].worker, self.inp.ps_of(self.in_service[j].slot)) for j in idx]
-            for j, r in zip(idx, water_fill(flows, self.inp.link_bps, self.inp.nic_bps)):
+            weights = [self.in_service[j].weight for j in idx]
+            shares = water_fill(flows, self.inp.link_bps, self.inp.nic_bps, weights, self.inp.multi_flow_goodput)
+            for j, r in zip(idx, shares):
                 rates[j] = r
-        for j, c in enumerate(self.in_service):
-            if c.waiting:
-                rates[j] = 0.0
         return rates
 
     def _is_flow(self, c: _Chunk) -> bool:
-        """An active transfer chunk: on a link and not waiting its request-path delay."""
-        return c.slot > 0 and self.inp.is_link_slot(c.slot) and not c.waiting
+        """A transfer chunk on a link (not a computation, not a zero-byte transfer)."""
+        return c.slot > 0 and self.inp.is_link_slot(c.slot)
 
     def _dir(self, slot: int) -> int:
         return self.inp.direction(slot) if self.inp.is_link_slot(slot) else -1
 
     def _end(self, c: _Chunk, rate: float) -> float:
-        """When the chunk's next event happens: completion, or activation if waiting."""
-        if c.waiting:
-            return c.wake
         if c.slot >= 0 and not self.inp.is_link_slot(c.slot):
             return c.end
         return quantize(self.now + c.remaining / rate) if c.remaining > 0 else self.now
@@ -147,6 +157,8 @@ class ReferenceSimulation:
         rates = self._rates()
         events = [(self._end(c, r), c.seq, j) for j, (c, r) in enumerate(zip(self.in_service, rates))]
         events += [(t, seq, -1 - k) for k, (t, seq, _) in enumerate(self.starts)]
+        if self.deferred:
+            events.append((self.deferred[0][0], self.deferred[0][1], len(self.in_service)))
         t, _, j = min(events)
         dt = t - self.now
         for c, r in zip(self.in_service, rates):
@@ -155,8 +167,10 @@ class ReferenceSimulation:
         if j < 0:
             _, _, w = self.starts.pop(-1 - j)
             self._start_step(w, 0)
-        elif self.in_service[j].waiting:
-            self.in_service[j].waiting = False
+        elif j == len(self.in_service):
+            _, _, w, op = heapq.heappop(self.deferred)
+            self._enqueue(w, op, self._next_seq())
+            self._dispatch(w)
         else:
             self._complete(self.in_service.pop(j))
 
@@ -175,13 +189,30 @@ class ReferenceSimulation:
         self._dispatch(w)
 
     def _release(self, w: int, op: int) -> None:
-        wk = self.workers[w]
+        seq = self._next_seq()
         if self.inp.instant[op]:
-            self.in_service.append(_Chunk(w, -1, op, 0.0, True, self._next_seq(), self.now, wk.step))
+            self.in_service.append(_Chunk(w, -1, op, 0.0, True, seq, self.now, self.workers[w].step))
             return
         slot = int(self.inp.slot[op])
+        if self.inp.request_queue_s > 0 and self.inp.is_link_slot(slot) and self.inp.direction(slot) == 0:
+            wait = min(self.inp.request_queue_s, self._queued_push_bits(w, self.inp.ps_of(slot)) / self.inp.link_bps)
+            if wait > 0:
+                heapq.heappush(self.deferred, (quantize(self.now + wait), seq, w, op))
+                return
+        self._enqueue(w, op, seq)
+
+    def _enqueue(self, w: int, op: int, seq: int) -> None:
+        wk = self.workers[w]
+        slot = int(self.inp.slot[op])
         key = self.inp.stream_key(op, w, wk.step) if self.inp.is_link_slot(slot) else 0.0
-        heapq.heappush(wk.queues.setdefault(slot, []), (0, key, self._next_seq(), op))
+        heapq.heappush(wk.queues.setdefault(slot, []), (0, key, seq, op))
+
+    def _queued_push_bits(self, w: int, ps: int) -> float:
+        """Bits the other workers' active pushes to ``ps`` still have to send."""
+        return sum(
+            c.remaining for c in self.in_service
+            if c.worker != w and self._is_flow(c) and self.inp.ps_of(c.slot) == ps and self.inp.direction(c.slot) == 1
+        )
 
     def _dispatch(self, w: int) -> None:
         wk = self.workers[w]
@@ -207,18 +238,17 @@ class ReferenceSimulation:
         else:
             size, last = self.inp.win_bits, False
             wk.served.add(op)
+        conn = (w, slot)
+        if self.conn_last_end.get(conn, -math.inf) < self.now:  # idle until now: a new activation
+            k = self.conn_activations.get(conn, 0)
+            self.conn_activations[conn] = k + 1
+            self.conn_weight[conn] = 1.0
+            if self.weights is not None:
+                row = self.weights[w, self.inp.ps_of(slot), self.inp.direction(slot)]
+                self.conn_weight[conn] = float(row[k % row.shape[0]])
         chunk = _Chunk(w, slot, op, size, last, self._next_seq(), self.now, wk.step)
-        if first and self.inp.queue_delay_s > 0 and self._opposite_busy(w, slot):
-            chunk.waiting, chunk.wake = True, quantize(self.now + self.inp.queue_delay_s)
+        chunk.weight = self.conn_weight[conn]
         return chunk
-
-    def _opposite_busy(self, w: int, slot: int) -> bool:
-        """Does another worker's active flow use the other direction of this slot's PS link?"""
-        ps, direction = self.inp.ps_of(slot), self.inp.direction(slot)
-        return any(
-            c.worker != w and self._is_flow(c) and self.inp.ps_of(c.slot) == ps and self.inp.direction(c.slot) != direction
-            for c in self.in_service
-        )
 
     def _complete(self, c: _Chunk) -> None:
         w, wk = c.worker, self.workers[c.worker]
@@ -226,6 +256,8 @@ class ReferenceSimulation:
         self._record(c)
         if c.slot >= 0:
             del wk.busy[c.slot]
+            if self.inp.is_link_slot(c.slot):
+                self.conn_last_end[(w, c.slot)] = self.now
         if not c.is_last:
             heapq.heappush(wk.queues[c.slot], (1, 0.0, self._next_seq(), c.op))
         else:
