@@ -166,7 +166,12 @@ def draw_share_weights(seed: int, workers: int, n_ps: int, sigma: float) -> np.n
     out = np.empty((workers, n_ps, 2, SHARE_DRAWS))
     for w in range(workers):
         out[w] = np.exp(sigma * _stream(seed, w, 2).standard_normal((n_ps, 2, SHARE_DRAWS)))
-    return out
+    # On a 2**-20 grid within [2**-16, 2**12]: then any sum of up to 2**21 weights is exact, so
+    # it does not depend on the order the engines add them in (sharing.py).
+    return np.clip(np.round(out * _WEIGHT_GRID) / _WEIGHT_GRID, 2.0**-16, 2.0**12)
+
+
+_WEIGHT_GRID = 2.0**20
 
 
 def sample_steps(seed: int, worker: int, steps: int, recorded_steps: int) -> np.ndarray:

@@ -70,6 +70,17 @@ def _rates(links, d, uniform, n_ps, R, W, link_bps, nic_bps, eta):  # type: igno
         links[URATE][d] = r
         return
     apos, isact, wgt, rate = links[APOS], links[ISACT], links[WGT], links[RATE]
+    if n_ps == 1:  # one link: unless a NIC binds, every flow gets weight x cap / total weight
+        total, wmax = 0.0, 0.0
+        for j in range(n):
+            total += wgt[d, j]  # exact in any order (inputs.draw_share_weights)
+            if wgt[d, j] > wmax:
+                wmax = wgt[d, j]
+        level = (link_bps * eta if n >= 2 else link_bps) / total
+        if nic_bps / wmax >= level:  # the reference's first round picks the link: all frozen there
+            for j in range(n):
+                rate[d, j] = wgt[d, j] * level
+            return
     rem_link, rem_nic, frozen = links[REM_LINK], links[REM_NIC], links[FROZEN]
     for i in range(n_ps):
         count = 0

@@ -24,8 +24,9 @@ Two departures from equal sharing, both off by default (``NetworkModel``):
   or more workers delivers only ``eta x link_bps`` (the testbed saturates at 71-77 % of the
   nominal rate where one flow gets about 95 %).
 
-Weight sums are added in a fixed order (by worker for a link, by PS for a NIC) so the compiled
-engine, which mirrors this arithmetic step for step, gets bit-identical rates.
+The weights lie on a 2**-20 grid (``inputs.draw_share_weights``), so their sums are exact in
+any order, and the compiled engine, which mirrors this arithmetic step for step (with a
+shortcut for one PS when no NIC binds), gets bit-identical rates.
 """
 
 from __future__ import annotations
