@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 Simulate = Callable[[Profile, NetworkModel, SimulationSettings], SimulationResult]
 Progress = Callable[[int, int], None]  # (points done, points in all)
 CONTINUED_GROWTH = 1.25  # least growth of a continued run's step count (module docstring)
+CONTINUED_MAX_GROWTH = 2.0  # most growth of a continued run's step count in one look
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,13 +140,17 @@ def _window_start(step_ends_s: Sequence[np.ndarray], warmup_steps: int) -> float
 
 
 def next_step_count(
-    steps: int, warmup: int, halfwidth: float, target: float, max_steps: int, min_growth: float = 2.0
+    steps: int, warmup: int, halfwidth: float, target: float, max_steps: int, min_growth: float = 2.0,
+    max_growth: float = math.inf,
 ) -> int:
     """Steps for the next try: the half-width shrinks as 1/sqrt(measured steps), so aim there
     with 20 % to spare; at least ``min_growth`` times as many (the estimate from a short run is
-    itself noisy, and a restarted run pays for every step again)."""
+    itself noisy, and a restarted run pays for every step again), at most ``max_growth`` times
+    (a continued run can look again cheaply, so one noisy early estimate must not send it far
+    past what it needs)."""
     measured = steps - warmup
     needed = warmup + math.ceil(measured * (halfwidth / target) ** 2 * 1.2)
+    needed = min(needed, math.ceil(max_growth * steps))
     return min(max(needed, math.ceil(min_growth * steps)), max_steps)
 
 
@@ -199,5 +204,6 @@ def continued_point(run: FastRun, cfg: CurveSettings) -> CurvePoint:
         target = cfg.target_rel_halfwidth
         if target is None or point.rel_halfwidth <= target or steps >= cfg.max_steps:
             return point
-        steps = next_step_count(steps, cfg.warmup_steps, point.rel_halfwidth, target, cfg.max_steps, CONTINUED_GROWTH)
+        steps = next_step_count(steps, cfg.warmup_steps, point.rel_halfwidth, target, cfg.max_steps, CONTINUED_GROWTH,
+                                CONTINUED_MAX_GROWTH)
 
