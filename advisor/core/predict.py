@@ -150,7 +150,8 @@ def next_step_count(
     past what it needs)."""
     measured = steps - warmup
     needed = warmup + math.ceil(measured * (halfwidth / target) ** 2 * 1.2)
-    needed = min(needed, math.ceil(max_growth * steps))
+    if math.isfinite(max_growth):
+        needed = min(needed, math.ceil(max_growth * steps))
     return min(max(needed, math.ceil(min_growth * steps)), max_steps)
 
 

@@ -97,6 +97,9 @@ def test_next_step_count_grows_less_when_the_run_is_continued() -> None:
     # nearly there: 50 + 150 x (0.021 / 0.02)^2 x 1.2 = 249 steps; a continued run need not double
     assert next_step_count(200, 50, 0.021, 0.02, 4000, min_growth=1.25) == 250
     assert next_step_count(200, 50, 0.03, 0.02, 4000, min_growth=1.25) == 455  # 50 + ceil(150 x 2.25 x 1.2)
+    # far off (50 + 150 x 25 x 1.2 = 4550): a continued run grows at most max_growth per look
+    assert next_step_count(200, 50, 0.1, 0.02, 4000, min_growth=1.25, max_growth=2.0) == 400
+    assert next_step_count(200, 50, 0.1, 0.02, 4000, min_growth=1.25) == 4000
 
 
 def test_the_project_engine_measures_a_point_as_a_plain_run_of_as_many_steps() -> None:
