@@ -78,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     controller.add_argument("--check-config", action="store_true", help="validate the settings, print them, exit")
     controller.set_defaults(run=_controller)
 
+    job = commands.add_parser("predict-job", help="run one prediction for the controller (its prediction Jobs' pods)")
+    job.add_argument("--controller", required=True, metavar="URL", help="the controller's base URL")
+    job.add_argument("--key", required=True, help="the prediction key (its Job's name carries it)")
+    job.add_argument("--retry-for", type=float, default=600.0, metavar="SECONDS",
+                     help="keep retrying an unreachable controller this long (default 600)")
+    job.set_defaults(run=_predict_job)
     return parser
 
 
@@ -87,6 +93,13 @@ def _controller(args: argparse.Namespace) -> int:
 
     return run_controller(config=args.config, kubeconfig=args.kubeconfig, context=args.context,
                           check_only=args.check_config)
+
+
+def _predict_job(args: argparse.Namespace) -> int:
+    """The bearer token comes from the environment (the Job's Secret), never from the command line."""
+    from advisor.controller.job_client import run_prediction_job, token_from_env
+
+    return run_prediction_job(args.controller, args.key, token_from_env(), retry_for_s=args.retry_for)
 
 
 def _add_predict_options(cmd: argparse.ArgumentParser) -> None:

@@ -7,7 +7,8 @@ API emulator and stop it, or build two and see that only the leader acts.
 Threads: one informer (list-then-watch of TFJobs), one leader elector, ``RECONCILE_THREADS``
 reconcile workers (they act only while this replica leads), the HTTP server, and apscheduler's
 background scheduler (resync, garbage collection, settings reload). Predictions run in a
-process pool.
+process pool or, with ``prediction_backend: job``, as Kubernetes Jobs watched by one more thread
+(``job_predictor``), whose pods fetch their input and send their answer through the HTTP API.
 """
 
 from __future__ import annotations
@@ -21,14 +22,16 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from advisor.controller.gc import collect_garbage
+from advisor.controller.gc import collect_garbage, collect_prediction_jobs
 from advisor.controller.http_api import HttpApi
 from advisor.controller.informer import Informer
 from advisor.controller.ingest import Ingest
+from advisor.controller.job_predictor import SELECTOR as PREDICTION_JOBS, JobPredictor
 from advisor.controller.kube import Kube
 from advisor.controller.leader import LeaderElector
 from advisor.controller.metrics import Metrics
-from advisor.controller.predictions import ProcessPredictor
+from advisor.controller.prediction_job import PredictionJobSpec
+from advisor.controller.predictions import Done, ProcessPredictor
 from advisor.controller.reconcile import Key, Reconciler
 from advisor.controller.settings import ControllerSettings, PredictionBackend, SettingsError, load_settings
 from advisor.controller.store import Store
@@ -45,10 +48,8 @@ class Controller:
 
     def __init__(self, settings: ControllerSettings, kube: Kube, *, store: Store | None = None,
                  clock: Callable[[], float] = time.time, predictor: Any = None, metrics: Metrics | None = None,
-                 settings_file: Path | None = None, lease_timing: tuple[float, float, float] = (15.0, 10.0, 2.0)) -> None:
-        if settings.prediction_backend is not PredictionBackend.PROCESS and predictor is None:
-            raise SettingsError("prediction_backend 'job' (one Kubernetes Job per prediction) is not implemented "
-                                "yet; use 'process'")
+                 settings_file: Path | None = None, lease_timing: tuple[float, float, float] = (15.0, 10.0, 2.0),
+                 job_poll_s: float = 5.0) -> None:
         self.settings = settings
         self.kube = kube
         self.clock = clock
@@ -62,8 +63,7 @@ class Controller:
         self.reconciler = Reconciler(settings=settings, kube=kube, cache=self.informer.get, store=self.store,
                                      predictor=None,  # set below: the predictor calls back into the reconciler
                                      metrics=self.metrics, enqueue_after=self.queue.add_after, clock=clock)
-        self.predictor = predictor or ProcessPredictor(settings.prediction_processes, self.metrics,
-                                                       self.reconciler.prediction_done)
+        self.predictor = predictor or self._make_predictor(self.reconciler.prediction_done, job_poll_s)
         self.reconciler.predictor = self.predictor
         self.ingest = Ingest(cache=self.informer.get, store=self.store, metrics=self.metrics,
                              enqueue=self.queue.add, clock=clock)
@@ -75,8 +75,23 @@ class Controller:
         self.http = HttpApi("0.0.0.0", settings.http_port, metrics=self.metrics,
                             verify_token=self.ingest.verify_token, accept_trace=self.ingest.accept_trace,
                             healthy=self.healthy, ready=self.ready, max_bytes=settings.ingest_max_bytes,
-                            max_inflated_bytes=32 * settings.ingest_max_bytes)
+                            max_inflated_bytes=32 * settings.ingest_max_bytes,
+                            predictions=self.predictor if isinstance(self.predictor, JobPredictor) else None)
         self.scheduler = BackgroundScheduler(daemon=True)
+
+    def _make_predictor(self, on_done: Done, job_poll_s: float) -> ProcessPredictor | JobPredictor:
+        s = self.settings
+        if s.prediction_backend is PredictionBackend.PROCESS:
+            return ProcessPredictor(s.prediction_processes, self.metrics, on_done)
+        if not s.prediction_job_image:  # the settings' validator refuses this; a clear message if it ever does not
+            raise SettingsError("prediction_backend 'job' needs prediction_job_image")
+        spec = PredictionJobSpec(namespace=s.lease_namespace, image=s.prediction_job_image,
+                                 controller_url=s.ingest_url, timeout_s=s.prediction_job_timeout_s,
+                                 requests=s.prediction_job_resources.requests,
+                                 limits=s.prediction_job_resources.limits,
+                                 image_pull_secrets=tuple(s.prediction_job_image_pull_secrets))
+        return JobPredictor(kube=self.kube, store=self.store, metrics=self.metrics, on_done=on_done, spec=spec,
+                            start_timeout_s=s.prediction_job_start_timeout_s, clock=self.clock, poll_s=job_poll_s)
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -169,9 +184,15 @@ class Controller:
         self.metrics.watched_jobs.set(len(self._opted_in_keys()))
 
     def collect_garbage(self) -> None:
-        if self.leading:
-            collect_garbage(self.kube, self.informer, self.store, self.metrics, now=self.clock(),
-                            max_age_s=self.settings.gc_period_s, namespaces=self.settings.namespaces)
+        if not self.leading:
+            return
+        s, now = self.settings, self.clock()
+        collect_garbage(self.kube, self.informer, self.store, self.metrics, now=now, max_age_s=s.gc_period_s,
+                        namespaces=s.namespaces)
+        if isinstance(self.predictor, JobPredictor):
+            collect_prediction_jobs(self.kube, self.store, namespace=self.predictor.spec.namespace, now=now,
+                                    max_age_s=s.gc_period_s, abandon_after_s=s.prediction_job_timeout_s + s.gc_period_s,
+                                    tracked=self.predictor.tracked_jobs(), selector=PREDICTION_JOBS)
 
     def reload_settings(self) -> None:
         """Re-read the settings file; a change of prices, bandwidth or limits re-predicts every job."""

@@ -1,9 +1,12 @@
-"""Garbage collection: profiling runs, ingest tokens and store rows that nothing needs any more.
+"""Garbage collection: profiling runs, ingest tokens, prediction Jobs and store rows that nothing
+needs any more.
 
 In a real cluster the owner references already delete a job's profiling runs and token Secrets
 with the job; this sweep covers what they cannot: runs superseded by a newer generation, runs
 finished longer than ``max_age_s`` ago, tokens of runs that are over (a leaked token must not
-stay valid), and store rows of jobs that are gone.
+stay valid), and store rows of jobs that are gone. With the job backend it also deletes
+prediction Jobs no running prediction needs (their TTL would, but not those of a lost store or
+a Job that never finishes) with their token Secrets, and forgets finished attempts.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from advisor.controller.metrics import Metrics
+from advisor.controller.prediction_job import parse_time
 from advisor.controller.tfjob import GENERATION_LABEL, PREFIX, PROFILING_FOR_LABEL, ROLE_LABEL
 from advisor.errors import KubeError, KubeNotFound
 
@@ -91,3 +95,29 @@ def _int(text: str | None) -> int:
         return int(text or 0)
     except ValueError:
         return 0
+
+
+def collect_prediction_jobs(kube: Any, store: Any, *, namespace: str, now: float, max_age_s: float,
+                            abandon_after_s: float, tracked: set[str], selector: str) -> int:
+    """Delete prediction Jobs (and, by ownership, their token Secrets) older than ``max_age_s``
+    that no running attempt needs; end running attempts nobody has tracked for
+    ``abandon_after_s`` (their TFJob is gone, so no reconcile adopts them); forget attempts
+    finished ``max_age_s`` ago. ``tracked``: Job names this replica waits for. Returns deletions."""
+    rows = store.prediction_jobs()
+    for row in rows:
+        if row.state == "running" and row.job_name not in tracked and now - row.started > abandon_after_s:
+            store.finish_prediction_job(row.key, row.attempt, "failed", None, "abandoned: nothing waited for it", now)
+    needed = {r.job_name for r in store.prediction_jobs() if r.state == "running"} | tracked
+    deleted = 0
+    try:
+        jobs = kube.list_jobs(namespace, label_selector=selector)
+    except KubeError as exc:
+        log.warning("garbage collection: cannot list prediction Jobs in %s: %s", namespace, exc)
+        jobs = []
+    for job in jobs:
+        meta = job.get("metadata", {})
+        created = parse_time(meta.get("creationTimestamp"))
+        if meta.get("name") not in needed and created is not None and now - created > max_age_s:
+            deleted += _delete(kube.delete_job, namespace, meta["name"])
+    store.delete_prediction_jobs([r.key for r in rows if r.state != "running" and now - r.updated > max_age_s])
+    return deleted

@@ -1,4 +1,5 @@
-"""The controller's HTTP endpoint: trace uploads from profiling pods, /metrics, and the probes.
+"""The controller's HTTP endpoint: trace uploads from profiling pods, the input and answer of
+prediction Jobs (job backend), /metrics, and the probes.
 
 Why the standard library: the traffic is a handful of uploads per hour plus scrapes and probes,
 so ``ThreadingHTTPServer`` (one daemon thread per connection) is enough, and every guard an
@@ -9,12 +10,19 @@ headers pass), a capped streaming inflate against gzip bombs, a deadline on read
 against slow clients, and a 500 rather than a dead server when a handler fails.
 
 This module knows nothing of the store or of traces: token checks, decoding and storing are
-injected callables (``verify_token``, ``accept_trace``), so it is tested over real HTTP with
-plain functions. Every response closes the connection; uploads are one request per pod.
+injected callables (``verify_token``, ``accept_trace``, and ``predictions`` for the prediction
+Jobs' routes, absent with the process backend), so it is tested over real HTTP with plain
+functions. Every response closes the connection; uploads are one request per pod.
+
+Prediction Jobs: ``GET /v1/predictions/<key>/input`` answers ``{"key", "params", "profile"}``
+(gzip when the client accepts it: profiles are megabytes of JSON) and
+``PUT /v1/predictions/<key>/result`` takes the ``advisor-prediction/1`` answer or
+``{"schema": "advisor-prediction-error/1", "error": "..."}``; both need the Job's bearer token.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import re
@@ -28,7 +36,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socketserver import TCPServer
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from advisor.controller.metrics import Metrics
@@ -40,6 +48,16 @@ Probe = Callable[[], tuple[bool, str]]  # (ok, short reason shown when not ok)
 VerifyToken = Callable[[str, str, int, str], bool]  # (namespace, name, generation, token)
 AcceptTrace = Callable[[str, str, int, dict[str, Any]], "IngestResult"]  # (namespace, name, generation, doc)
 
+
+
+class PredictionEndpoints(Protocol):
+    """What the prediction Jobs' routes need (``advisor.controller.job_predictor.JobPredictor``)."""
+
+    def verify_prediction_token(self, key: str, token: str) -> bool: ...
+    def prediction_input(self, key: str) -> IngestResult: ...
+    def accept_prediction_result(self, key: str, document: dict[str, Any]) -> IngestResult: ...
+
+
 REJECTION_REASONS = ("unauthorized", "too_large", "malformed", "unsupported", "unknown_job", "conflict",
                      "timeout", "error")
 _REASON_BY_STATUS = {400: "malformed", 401: "unauthorized", 403: "unauthorized", 404: "unknown_job",
@@ -48,6 +66,9 @@ _REASON_BY_STATUS = {400: "malformed", 401: "unauthorized", 403: "unauthorized",
 _TRACE_PATH = re.compile(
     r"/v1/traces/(?P<namespace>[a-z0-9][-a-z0-9]{0,62})/(?P<name>[a-z0-9][-a-z0-9.]{0,252})"
     r"/(?P<generation>[0-9]{1,18})")
+_PREDICTION_PATH = re.compile(r"/v1/predictions/(?P<key>[0-9a-f]{8,64})/(?P<part>input|result)")
+MAX_RESULT_BYTES = 4 * 1024 * 1024  # a prediction is about 250 bytes per worker count; 512 workers fit many times
+_GZIP_FROM = 1024  # bytes: smaller answers are sent as they are
 _BEARER = re.compile(r"Bearer +(?P<token>[A-Za-z0-9\-._~+/]+=*) *", re.IGNORECASE)  # RFC 6750 b64token
 _PROBE_PATHS = frozenset({"/metrics", "/healthz", "/readyz"})
 _LINGER_BYTES = 1 << 20  # after a rejection, read at most this much of an unread body...
@@ -78,7 +99,8 @@ class HttpApi:
 
     def __init__(self, host: str, port: int, *, metrics: Metrics, verify_token: VerifyToken,
                  accept_trace: AcceptTrace, healthy: Probe, ready: Probe, max_bytes: int,
-                 max_inflated_bytes: int, io_timeout_s: float = 10.0, body_timeout_s: float = 60.0) -> None:
+                 max_inflated_bytes: int, io_timeout_s: float = 10.0, body_timeout_s: float = 60.0,
+                 predictions: PredictionEndpoints | None = None) -> None:
         if max_bytes < 1 or max_inflated_bytes < 1:
             raise ValueError("max_bytes and max_inflated_bytes must be positive")
         self.host, self.port = host, port
@@ -87,6 +109,7 @@ class HttpApi:
         self.healthy, self.ready = healthy, ready
         self.max_bytes, self.max_inflated_bytes = max_bytes, max_inflated_bytes
         self.io_timeout_s, self.body_timeout_s = io_timeout_s, body_timeout_s
+        self.predictions = predictions
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         for reason in REJECTION_REASONS:  # export every series from the start, at 0
@@ -215,6 +238,15 @@ class _Handler(BaseHTTPRequestHandler):
             namespace, name, generation = match["namespace"], match["name"], int(match["generation"])
             length, gzipped = self._check_upload(namespace, name, generation)
             step = partial(self._post_trace, namespace, name, generation, length, gzipped)
+        elif (match := _PREDICTION_PATH.fullmatch(path)) is not None and self.server.api.predictions is not None:
+            key, predictions = match["key"], self.server.api.predictions
+            self._allow("GET" if match["part"] == "input" else "PUT")
+            self._check_bearer(lambda token: predictions.verify_prediction_token(key, token), f"prediction {key}")
+            if match["part"] == "input":
+                step = partial(self._get_prediction_input, predictions, key)
+            else:
+                length, _ = self._check_json_body(MAX_RESULT_BYTES, gzip_allowed=False)
+                step = partial(self._put_prediction_result, predictions, key, length)
         else:
             raise _Reject(404, f"no such path: {path}")
         self._prepared = step
@@ -245,22 +277,31 @@ class _Handler(BaseHTTPRequestHandler):
     def _check_upload(self, namespace: str, name: str, generation: int) -> tuple[int, bool]:
         """Token, framing and type of an upload, before a byte of the body is read."""
         api = self.server.api
+        self._check_bearer(lambda token: api.verify_token(namespace, name, generation, token),
+                           f"{namespace}/{name} generation {generation}")
+        return self._check_json_body(api.max_bytes, gzip_allowed=True)
+
+    def _check_bearer(self, verify: Callable[[str], bool], what: str) -> None:
         auth = _BEARER.fullmatch(self.headers.get("Authorization", ""))
         if auth is None:
             raise _Reject(401, "an 'Authorization: Bearer <token>' header is required", "unauthorized",
                           [("WWW-Authenticate", 'Bearer realm="advisor"')])
-        if not api.verify_token(namespace, name, generation, auth["token"]):
-            raise _Reject(403, f"the token is not valid for {namespace}/{name} generation {generation}", "unauthorized")
+        if not verify(auth["token"]):
+            raise _Reject(403, f"the token is not valid for {what}", "unauthorized")
+
+    def _check_json_body(self, max_bytes: int, *, gzip_allowed: bool) -> tuple[int, bool]:
+        """Content-Type JSON, an accepted encoding and a length within ``max_bytes``: (length, gzipped)."""
         media_type = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if media_type != "application/json":
             raise _Reject(415, f"Content-Type must be application/json, not {media_type or 'missing'}", "unsupported")
         encoding = self.headers.get("Content-Encoding", "identity").strip().lower()
-        if encoding not in ("gzip", "identity"):
-            raise _Reject(415, f"Content-Encoding must be gzip or identity, not {encoding}", "unsupported",
-                          [("Accept-Encoding", "gzip, identity")])
+        accepted = ("gzip", "identity") if gzip_allowed else ("identity",)
+        if encoding not in accepted:
+            raise _Reject(415, f"Content-Encoding must be {' or '.join(accepted)}, not {encoding}", "unsupported",
+                          [("Accept-Encoding", ", ".join(accepted))])
         length = self._content_length()
-        if length > api.max_bytes:
-            raise _Reject(413, f"the body is {length} bytes; at most {api.max_bytes} are accepted", "too_large")
+        if length > max_bytes:
+            raise _Reject(413, f"the body is {length} bytes; at most {max_bytes} are accepted", "too_large")
         return length, encoding == "gzip"
 
     def _content_length(self) -> int:
@@ -283,6 +324,20 @@ class _Handler(BaseHTTPRequestHandler):
             api.metrics.ingest_accepted.inc()
         else:
             self._count(result.reason or _REASON_BY_STATUS.get(result.status, "error"))
+        self._send_json(result.status, result.body)
+
+    def _get_prediction_input(self, predictions: PredictionEndpoints, key: str) -> None:
+        result = predictions.prediction_input(key)
+        body = json.dumps(result.body).encode() + b"\n"
+        accepts = {e.split(";")[0].strip().lower() for e in self.headers.get("Accept-Encoding", "").split(",")}
+        if result.status == 200 and "gzip" in accepts and len(body) >= _GZIP_FROM:
+            self._send(200, gzip.compress(body, compresslevel=6, mtime=0), "application/json",
+                       [("Content-Encoding", "gzip"), ("Vary", "Accept-Encoding")])
+        else:
+            self._send(result.status, body, "application/json")
+
+    def _put_prediction_result(self, predictions: PredictionEndpoints, key: str, length: int) -> None:
+        result = predictions.accept_prediction_result(key, _json_object(self._read_body(length)))
         self._send_json(result.status, result.body)
 
     # -- I/O ---------------------------------------------------------------------------------

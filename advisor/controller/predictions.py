@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import multiprocessing
 import threading
 import time
@@ -23,7 +24,8 @@ from typing import Any
 
 from advisor import __version__
 from advisor.controller.metrics import Metrics
-from advisor.core.advice import MODEL_NAME, AdviceRequest, advise
+from advisor.core.advice import AdviceRequest, advise
+from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
 from advisor.core.cost import Prices
 from advisor.core.predict import CurveSettings
 from advisor.core.profile import Profile, parse_profile
@@ -33,8 +35,16 @@ from advisor.errors import AdvisorError
 log = logging.getLogger(__name__)
 
 
+PREDICTION_SCHEMA = "advisor-prediction/1"
+PREDICTION_ERROR_SCHEMA = "advisor-prediction-error/1"  # a prediction Job's "cannot predict this", with the reason
+
+
 class PredictionInputError(AdvisorError, ValueError):
     """A prediction cannot be asked for (e.g. no bandwidth known); the job is marked Failed."""
+
+
+class PredictionResultError(AdvisorError, ValueError):
+    """A prediction answer from outside the controller (a prediction Job) is not one it can use."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +58,18 @@ class PredictionParams:
     worker_price: float
     ps_price: float
     saturation_threshold: float
+    # the contention rules (core/contention.py); defaults so that older stored parameters still read
+    equal_shares: bool = False
+    congestion_control: str = "unknown"
+    queue_s: float | None = None
+    share_sigma: float = SHARE_SIGMA
+    multi_flow_goodput: float = MULTI_FLOW_GOODPUT
+
+    def contention(self) -> Contention | None:
+        if self.equal_shares:
+            return None
+        return Contention(CongestionControl(self.congestion_control), self.queue_s, self.share_sigma,
+                          self.multi_flow_goodput)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__slots__}
@@ -55,18 +77,22 @@ class PredictionParams:
 
 def prediction_params(
     profile: Profile, prices: Prices, *, bandwidth_bps: float | None, max_workers: int, target: float, seed: int,
-    saturation_threshold: float,
+    saturation_threshold: float, contention: Contention | None = Contention(),
 ) -> PredictionParams:
     bandwidth = bandwidth_bps or profile.job.recorded_bandwidth_bps
     if not bandwidth:
         raise PredictionInputError(
             "no network bandwidth: set the controller's `bandwidth` or record it in the profile (ADVISOR_BANDWIDTH_MBIT)")
+    rules = {} if contention is None else dict(
+        congestion_control=contention.congestion_control.value, queue_s=contention.queue_s,
+        share_sigma=contention.share_sigma, multi_flow_goodput=contention.multi_flow_goodput)
     return PredictionParams(float(bandwidth), max_workers, target, seed, prices.worker_per_hour, prices.ps_per_hour,
-                            saturation_threshold)
+                            saturation_threshold, equal_shares=contention is None, **rules)
 
 
 def prediction_key(profile_sha: str, params: PredictionParams) -> str:
-    doc = {"profile": profile_sha, "params": params.as_dict(), "model": MODEL_NAME, "version": __version__}
+    doc = {"profile": profile_sha, "params": params.as_dict(), "model": build_request(params).model,
+           "version": __version__}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -77,6 +103,7 @@ def build_request(params: PredictionParams) -> AdviceRequest:
                             target_rel_halfwidth=params.target_rel_halfwidth),
         prices=Prices(params.worker_price, params.ps_price),
         saturation_threshold=params.saturation_threshold,
+        contention=params.contention(),
     )
 
 
@@ -89,6 +116,35 @@ def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) ->
     request = build_request(PredictionParams(**params))
     advice = advise(profile, request, simulate)
     return json.dumps(advice_to_json(profile, request, advice), separators=(",", ":"))
+
+
+def validate_prediction(doc: Mapping[str, Any], max_workers: int) -> None:
+    """Check an ``advisor-prediction/1`` document has every field the controller reads, for
+    W = 1..``max_workers``; ``PredictionResultError`` names the first that is not right. A
+    prediction Job's answer passes here before it is stored, so a broken or forged one is
+    refused at the door rather than failing a reconcile later."""
+    if doc.get("schema") != PREDICTION_SCHEMA:
+        raise PredictionResultError(f"schema must be {PREDICTION_SCHEMA!r}, not {doc.get('schema')!r}")
+    if not isinstance(doc.get("model"), str):
+        raise PredictionResultError("model must be a string")
+    job = doc.get("job")
+    if not isinstance(job, Mapping) or not _count(job.get("parameter_servers")):
+        raise PredictionResultError("job.parameter_servers must be a positive integer")
+    if not _count(doc.get("saturation_workers")):
+        raise PredictionResultError("saturation_workers must be a positive integer")
+    curve = doc.get("curve")
+    if not isinstance(curve, list) or [p.get("workers") if isinstance(p, Mapping) else None for p in curve] != list(
+            range(1, max_workers + 1)):
+        raise PredictionResultError(f"curve must hold one point for each W = 1..{max_workers}, in order")
+    for point in curve:
+        for name in ("throughput", "low", "high", "cost_per_example"):
+            value = point.get(name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise PredictionResultError(f"curve point W={point['workers']}: {name} must be a non-negative number")
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 Done = Callable[[str, str | None, str | None], None]  # (key, result JSON or None, error message or None)

@@ -216,7 +216,8 @@ class Reconciler:
             params = prediction_params(
                 parse_profile(profile_doc), prices, bandwidth_bps=self.settings.bandwidth_bps(),
                 max_workers=self.settings.max_workers, target=self.settings.prediction_target,
-                seed=self.settings.prediction_seed, saturation_threshold=self.settings.saturation_threshold)
+                seed=self.settings.prediction_seed, saturation_threshold=self.settings.saturation_threshold,
+                contention=self.settings.contention())
         except AdvisorError as exc:  # PredictionInputError among others
             self._set_phase(view, "Failed", "PredictionImpossible", str(exc))
             return

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
@@ -19,7 +20,8 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
 
-from advisor.core.units import UnitError, parse_bandwidth
+from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
+from advisor.core.units import UnitError, parse_bandwidth, parse_duration
 from advisor.errors import AdvisorError
 
 CONFIG_FILE_ENV = "ADVISOR_CONFIG_FILE"
@@ -39,7 +41,7 @@ class Mode(StrEnum):
 
 class PredictionBackend(StrEnum):
     PROCESS = "process"  # a process pool inside the controller
-    JOB = "job"  # one Kubernetes Job per prediction (same image, `advisor predict`)
+    JOB = "job"  # one Kubernetes Job per prediction (same image, `advisor predict-job`)
 
 
 class NodePrices(BaseModel):
@@ -48,6 +50,25 @@ class NodePrices(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     worker_per_hour: float = Field(ge=0)
     ps_per_hour: float = Field(ge=0)
+
+
+QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"  # a Kubernetes resource quantity
+
+
+class JobResources(BaseModel):
+    """Requests and limits of a prediction Job's container (one simulation: one CPU)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    requests: dict[str, str] = Field(default_factory=lambda: {"cpu": "1", "memory": "512Mi"})
+    limits: dict[str, str] = Field(default_factory=lambda: {"cpu": "1", "memory": "2Gi"})
+
+    @field_validator("requests", "limits")
+    @classmethod
+    def _quantities(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, quantity in value.items():
+            if not re.fullmatch(QUANTITY, quantity):
+                raise ValueError(f"{name}: {quantity!r} is not a Kubernetes quantity (e.g. 500m, 2, 512Mi)")
+        return value
 
 
 class PriceSettings(BaseModel):
@@ -74,6 +95,13 @@ class ControllerSettings(BaseSettings):
     # Economics and policy.
     prices: PriceSettings = Field(default_factory=PriceSettings)
     bandwidth: str | None = Field(default=None, description="PS link capacity per direction; None: as profiled")
+    # How workers contend for the PS links (advisor/core/contention.py, README "Accuracy").
+    congestion_control: CongestionControl = Field(default=CongestionControl.UNKNOWN,
+                                                  description="the training pods' TCP congestion control")
+    queue: str | None = Field(default=None, description="bottleneck queue depth, e.g. 20ms (used with cubic, reno)")
+    share_sigma: float = Field(default=SHARE_SIGMA, ge=0, le=5)
+    multi_flow_goodput: float = Field(default=MULTI_FLOW_GOODPUT, gt=0, le=1)
+    equal_shares: bool = Field(default=False, description="Li et al.'s model instead of the contention rules")
     min_workers: int = Field(default=1, ge=1)
     max_workers: int = Field(default=32, ge=1, le=512)
     budget_per_hour: float | None = Field(default=None, gt=0)
@@ -89,7 +117,11 @@ class ControllerSettings(BaseSettings):
     prediction_processes: int = Field(default=1, ge=1)
     prediction_target: float = Field(default=0.02, gt=0, lt=0.5, description="relative 95 % half-width")
     prediction_seed: int = 0
-    prediction_job_image: str | None = None
+    prediction_job_image: str | None = Field(default=None, description="job backend: required (the chart sets it)")
+    prediction_job_image_pull_secrets: list[str] = Field(default_factory=list)
+    prediction_job_timeout_s: int = Field(default=1800, ge=60, description="the Job's activeDeadlineSeconds")
+    prediction_job_start_timeout_s: int = Field(default=300, ge=1, description="a pod that cannot start fails then")
+    prediction_job_resources: JobResources = Field(default_factory=JobResources)
     # Plumbing.
     http_port: int = Field(default=8080, ge=0, le=65535, description="0 picks a free port (tests)")
     ingest_url: str = Field(default="http://advisor.advisor-system.svc:8080", description="how pods reach us")
@@ -112,10 +144,20 @@ class ControllerSettings(BaseSettings):
             parse_bandwidth(value)  # raises UnitError (a ValueError) naming the text
         return value
 
+    @field_validator("queue")
+    @classmethod
+    def _queue_readable(cls, value: str | None) -> str | None:
+        if value is not None and parse_duration(value) < 0:
+            raise ValueError(f"queue must be >= 0, got {value!r}")
+        return value
+
     @model_validator(mode="after")
-    def _workers_range(self) -> ControllerSettings:
+    def _consistent(self) -> ControllerSettings:
         if self.min_workers > self.max_workers:
             raise ValueError(f"min_workers ({self.min_workers}) exceeds max_workers ({self.max_workers})")
+        if self.prediction_backend is PredictionBackend.JOB and not self.prediction_job_image:
+            raise ValueError("prediction_backend 'job' needs prediction_job_image (the Helm chart sets it to the "
+                             "controller's own image)")
         return self
 
     @classmethod
@@ -136,10 +178,18 @@ class ControllerSettings(BaseSettings):
     def bandwidth_bps(self) -> float | None:
         return parse_bandwidth(self.bandwidth) if self.bandwidth else None
 
+    def contention(self) -> Contention | None:
+        """The contention rules predictions use; None with ``equal_shares``."""
+        if self.equal_shares:
+            return None
+        queue = parse_duration(self.queue) if self.queue else None
+        return Contention(self.congestion_control, queue, self.share_sigma, self.multi_flow_goodput)
+
     def prediction_fingerprint(self) -> str:
         """Hash of the settings a prediction depends on: when it changes, predictions are redone."""
         keys = ("prices", "bandwidth", "min_workers", "max_workers", "budget_per_hour", "saturation_threshold",
-                "prediction_target", "prediction_seed")
+                "prediction_target", "prediction_seed", "congestion_control", "queue", "share_sigma",
+                "multi_flow_goodput", "equal_shares")
         doc = self.model_dump(mode="json", include=set(keys))
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 

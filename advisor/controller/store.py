@@ -1,4 +1,5 @@
-"""The controller's durable state: profiling runs, their upload tokens, traces and predictions.
+"""The controller's durable state: profiling runs, their upload tokens, traces, predictions, and
+the prediction Jobs of the ``job`` backend.
 
 Why a store at all: the controller is restarted (rollouts, node drains, a new leader) while
 profiling runs are in flight. After a restart it must still accept the trace a profiling pod
@@ -35,6 +36,7 @@ from advisor.errors import StoreError, UnknownRunError
 logger = logging.getLogger(__name__)
 
 RunState = Literal["profiling", "received", "predicted", "failed", "timed_out"]
+JobState = Literal["running", "succeeded", "failed"]
 RUN_STATES: tuple[RunState, ...] = get_args(RunState)
 TOKEN_STATES: tuple[RunState, ...] = ("profiling", "received")  # states in which a token is accepted
 PutTraceOutcome = Literal["stored", "duplicate", "conflict"]
@@ -81,10 +83,29 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             workers INTEGER NOT NULL,
             at REAL NOT NULL)""",
     ),
+    (
+        # One row per prediction key: its latest attempt as a Kubernetes Job (job backend). The
+        # input (profile, parameters) and token live while the attempt runs; the answer stays
+        # until garbage collection, so one that arrives while nobody waits for it is not lost.
+        """CREATE TABLE prediction_jobs (
+            key TEXT PRIMARY KEY,
+            attempt INTEGER NOT NULL,
+            job_name TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('running', 'succeeded', 'failed')),
+            reason TEXT NOT NULL DEFAULT '',
+            profile_json TEXT,
+            params_json TEXT NOT NULL,
+            token TEXT,
+            token_sha TEXT,
+            result_json TEXT,
+            started REAL NOT NULL,
+            updated REAL NOT NULL)""",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 _RUN_COLUMNS = "uid, generation, namespace, name, profiling_job, state, reason, token, created, updated"
+_JOB_COLUMNS = "key, attempt, job_name, state, reason, params_json, token, result_json, started, updated"
 
 
 @dataclass(frozen=True)
@@ -113,6 +134,22 @@ class TraceRecord:
     profile_json: str = field(repr=False)
     profile_sha: str
     received: float
+
+
+@dataclass(frozen=True)
+class PredictionJobRecord:
+    """The latest attempt at one prediction (by key) as a Kubernetes Job."""
+
+    key: str
+    attempt: int  # 1, 2...: a new attempt gets a new Job name and token
+    job_name: str
+    state: JobState
+    reason: str  # why it failed
+    params_json: str = field(repr=False)
+    token: str | None = field(repr=False)  # None once the attempt is over
+    result_json: str | None = field(repr=False)  # the advisor-prediction/1 answer, once succeeded
+    started: float
+    updated: float
 
 
 class Store:
@@ -289,6 +326,70 @@ class Store:
             return c.execute("DELETE FROM predictions WHERE profile_sha NOT IN"
                              " (SELECT profile_sha FROM traces)").rowcount
 
+    # -- prediction Jobs (job backend) -------------------------------------------------------
+
+    def start_prediction_job(self, key: str, attempt: int, job_name: str, profile_json: str, params_json: str,
+                             now: float) -> PredictionJobRecord | None:
+        """Record ``attempt`` of prediction ``key`` as running, with a fresh token: the first when
+        there is no row, else only the attempt right after a finished one. None (and nothing
+        written) otherwise: an attempt is still running, or this one already exists."""
+        token = secrets.token_urlsafe(32)
+        with self._tx(write=True) as c:
+            cur = c.execute(
+                "INSERT INTO prediction_jobs (key, attempt, job_name, state, reason, profile_json, params_json, token,"
+                " token_sha, result_json, started, updated) VALUES (?, ?, ?, 'running', '', ?, ?, ?, ?, NULL, ?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET attempt = excluded.attempt, job_name = excluded.job_name,"
+                " state = 'running', reason = '', profile_json = excluded.profile_json,"
+                " params_json = excluded.params_json, token = excluded.token, token_sha = excluded.token_sha,"
+                " result_json = NULL, started = excluded.started, updated = excluded.updated"
+                " WHERE prediction_jobs.state != 'running' AND prediction_jobs.attempt = excluded.attempt - 1",
+                (key, attempt, job_name, profile_json, params_json, token, _sha256(token), now, now))
+            if cur.rowcount != 1:
+                return None
+            row = c.execute(f"SELECT {_JOB_COLUMNS} FROM prediction_jobs WHERE key = ?", (key,)).fetchone()
+        return _job(row)
+
+    def prediction_job(self, key: str) -> PredictionJobRecord | None:
+        with self._tx() as c:
+            row = c.execute(f"SELECT {_JOB_COLUMNS} FROM prediction_jobs WHERE key = ?", (key,)).fetchone()
+        return _job(row) if row else None
+
+    def prediction_jobs(self) -> list[PredictionJobRecord]:
+        with self._tx() as c:
+            rows = c.execute(f"SELECT {_JOB_COLUMNS} FROM prediction_jobs ORDER BY key").fetchall()
+        return [_job(r) for r in rows]
+
+    def prediction_job_input(self, key: str) -> tuple[str, str] | None:
+        """(profile JSON, parameters JSON) of a running attempt; None when there is none."""
+        with self._tx() as c:
+            row = c.execute("SELECT profile_json, params_json FROM prediction_jobs WHERE key = ? AND state = 'running'",
+                            (key,)).fetchone()
+        return (row["profile_json"], row["params_json"]) if row else None
+
+    def verify_prediction_token(self, key: str, token: str) -> bool:
+        """True when ``token`` is the token of the running attempt at ``key`` (constant-time compare)."""
+        with self._tx() as c:
+            row = c.execute("SELECT token_sha FROM prediction_jobs WHERE key = ? AND state = 'running'"
+                            " AND token_sha IS NOT NULL", (key,)).fetchone()
+        return row is not None and hmac.compare_digest(row["token_sha"], _sha256(token))
+
+    def finish_prediction_job(self, key: str, attempt: int, state: JobState, result_json: str | None, reason: str,
+                              now: float) -> bool:
+        """End a running attempt (its token and input are dropped); False when it was not running,
+        so of two replicas or two paths (answer, Job status) that finish it, exactly one does."""
+        if state not in ("succeeded", "failed"):
+            raise ValueError(f"a prediction Job ends succeeded or failed, not {state!r}")
+        with self._tx(write=True) as c:
+            cur = c.execute(
+                "UPDATE prediction_jobs SET state = ?, result_json = ?, reason = ?, token = NULL, token_sha = NULL,"
+                " profile_json = NULL, updated = ? WHERE key = ? AND attempt = ? AND state = 'running'",
+                (state, result_json, reason, now, key, attempt))
+        return cur.rowcount == 1
+
+    def delete_prediction_jobs(self, keys: list[str]) -> None:
+        with self._tx(write=True) as c:
+            c.executemany("DELETE FROM prediction_jobs WHERE key = ?", [(k,) for k in keys])
+
     # -- auto-mode bookkeeping ---------------------------------------------------------------
 
     def record_resize(self, uid: str, workers: int, now: float) -> None:
@@ -380,6 +481,10 @@ def _run(row: sqlite3.Row) -> RunRecord:
     return RunRecord(uid=row["uid"], generation=row["generation"], namespace=row["namespace"], name=row["name"],
                      profiling_job=row["profiling_job"], state=row["state"], reason=row["reason"],
                      token=row["token"], created=row["created"], updated=row["updated"])
+
+
+def _job(row: sqlite3.Row) -> PredictionJobRecord:
+    return PredictionJobRecord(**{k: row[k] for k in row.keys()})
 
 
 def _sha256(token: str) -> str:

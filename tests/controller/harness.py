@@ -1,8 +1,10 @@
 """A controller wired to the API emulator over real HTTP, and a stand-in for the profiling pod.
 
 The controller under test is the real ``Controller`` with the real ``Kube`` adapter (official
-kubernetes client), store, HTTP API and informer; only the prediction runner can be swapped for a
-canned one (``canned_prediction``) where a test is about the controller, not the simulation.
+kubernetes client), store, HTTP API and informer; only the process backend's prediction runner can
+be swapped for a canned one (``canned_prediction``) where a test is about the controller, not the
+simulation. With the job backend nothing is swapped: ``tests.kube_emulator.job_runner`` runs the
+prediction Jobs' real ``advisor predict-job`` processes.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import kubernetes
 from advisor.controller.app import Controller
 from advisor.controller.kube import Kube
 from advisor.controller.predictions import ProcessPredictor
-from advisor.controller.settings import ControllerSettings, load_settings
+from advisor.controller.settings import ControllerSettings, PredictionBackend, load_settings
 from advisor.controller.tfjob import PREFIX
 from advisor.profiling.bundle import build_bundle, encode_bundle
 from advisor.profiling.upload import RetryPolicy, UploadResult, upload_bundle
@@ -30,6 +32,7 @@ from tests.kube_emulator import KubeEmulator
 
 NS = "ml"
 FAST_LEASE = (1.0, 0.7, 0.1)  # lease duration, renew deadline, retry period (s)
+JOB_IMAGE = "advisor:test"  # the image tests.kube_emulator.job_runner "has"
 
 
 def free_port() -> int:
@@ -64,10 +67,16 @@ def canned_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any])
                        "curve": curve, "saturation_workers": 3, "recommended": {"workers": 3}, "notes": []})
 
 
+def job_settings_for(tmp: Path, **overrides: Any) -> ControllerSettings:
+    """Settings of a single replica with the job backend; prediction Jobs go to NS (its "own" namespace)."""
+    base: dict[str, Any] = dict(leader_election=False, prediction_backend="job", prediction_job_image=JOB_IMAGE)
+    return settings_for(tmp, **{**base, **overrides})
+
+
 def start_controller(emu: KubeEmulator, settings: ControllerSettings, *, canned: bool = True) -> Controller:
     kube = Kube(kubernetes.client.ApiClient(emu.configuration()))
-    controller = Controller(settings, kube, lease_timing=FAST_LEASE, predictor=None)
-    if canned:
+    controller = Controller(settings, kube, lease_timing=FAST_LEASE, predictor=None, job_poll_s=0.1)
+    if canned and settings.prediction_backend is PredictionBackend.PROCESS:
         controller.predictor.shutdown()
         controller.predictor = ProcessPredictor(1, controller.metrics, controller.reconciler.prediction_done,
                                                 runner=canned_prediction)

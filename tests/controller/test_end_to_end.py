@@ -218,12 +218,3 @@ def test_forged_and_oversize_uploads_are_rejected(emu, body, tmp_path) -> None:
     finally:
         controller.stop()
 
-
-def test_the_job_backend_is_refused_at_start_not_silently_replaced(emu, tmp_path) -> None:
-    from advisor.controller.app import Controller
-    from advisor.controller.settings import SettingsError
-    from tests.controller.harness import Kube, kubernetes
-
-    with pytest.raises(SettingsError, match="not implemented yet"):
-        Controller(settings_for(tmp_path, prediction_backend="job"),
-                   Kube(kubernetes.client.ApiClient(emu.configuration())))

@@ -464,3 +464,91 @@ def test_access_log_goes_through_logging_not_stderr(api: HttpApi, caplog: pytest
     assert any("GET /healthz" in m for m in messages)
     assert TOKEN not in " ".join(messages)
     assert capsys.readouterr().err == ""
+
+
+# --- prediction Jobs' routes (job backend) ------------------------------------------------------
+
+KEY = "0123456789abcdef01234567"
+
+
+@dataclass
+class Predictions:
+    """Stands in for the JobPredictor: one running prediction, its input, the answers it got."""
+
+    answers: list[dict[str, Any]] = field(default_factory=list)
+
+    def verify_prediction_token(self, key: str, token: str) -> bool:
+        return (key, token) == (KEY, TOKEN)
+
+    def prediction_input(self, key: str) -> IngestResult:
+        return IngestResult(200, {"key": key, "params": {"max_workers": 4}, "profile": {"steps": ["x" * 100] * 50}})
+
+    def accept_prediction_result(self, key: str, document: dict[str, Any]) -> IngestResult:
+        self.answers.append(document)
+        return IngestResult(202, {"outcome": "stored"})
+
+
+@pytest.fixture
+def job_api(controller: Controller, metrics: Metrics) -> Iterator[tuple[HttpApi, Predictions]]:
+    predictions = Predictions()
+    server = make_api(controller, metrics, predictions=predictions)
+    server.start()
+    yield server, predictions
+    server.stop()
+
+
+def test_a_prediction_job_gets_its_input_gzipped_when_it_asks(job_api: tuple[HttpApi, Predictions]) -> None:
+    api, _ = job_api
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    plain = request(api, "GET", f"/v1/predictions/{KEY}/input", headers=auth)
+    assert plain.status == 200 and plain.json()["params"] == {"max_workers": 4}
+    zipped = request(api, "GET", f"/v1/predictions/{KEY}/input", headers={**auth, "Accept-Encoding": "gzip"})
+    assert zipped.headers["Content-Encoding"] == "gzip" and json.loads(gzip.decompress(zipped.body)) == plain.json()
+    assert len(zipped.body) < len(plain.body) / 10
+
+
+@pytest.mark.parametrize(
+    ("method", "part", "token", "headers", "body", "status"),
+    [
+        ("GET", "input", None, {}, None, 401),
+        ("GET", "input", "forged", {}, None, 403),
+        ("PUT", "input", TOKEN, {}, b"{}", 405),
+        ("POST", "result", TOKEN, {"Content-Type": "application/json"}, b"{}", 405),
+        ("PUT", "result", "forged", {"Content-Type": "application/json"}, b"{}", 403),
+        ("PUT", "result", TOKEN, {"Content-Type": "text/plain"}, b"{}", 415),
+        ("PUT", "result", TOKEN, {"Content-Type": "application/json", "Content-Encoding": "gzip"},
+         gzip.compress(b"{}"), 415),  # answers are small: sent as they are
+        ("PUT", "result", TOKEN, {"Content-Type": "application/json"}, b"[1, 2]", 400),
+    ],
+    ids=["no-token", "forged-input", "put-input", "post-result", "forged-result", "not-json", "gzip", "array"],
+)
+def test_prediction_routes_refuse_what_they_must(job_api: tuple[HttpApi, Predictions], method: str, part: str,
+                                                 token: str | None, headers: dict[str, str], body: bytes | None,
+                                                 status: int) -> None:
+    api, predictions = job_api
+    sent = dict(headers)
+    if token is not None:
+        sent["Authorization"] = f"Bearer {token}"
+    assert request(api, method, f"/v1/predictions/{KEY}/{part}", body, sent).status == status
+    assert predictions.answers == []
+
+
+def test_a_too_large_prediction_answer_is_413_before_its_body_is_sent(job_api: tuple[HttpApi, Predictions]) -> None:
+    api, predictions = job_api
+    answer = raw_exchange(api, (f"PUT /v1/predictions/{KEY}/result HTTP/1.1\r\nHost: x\r\n"
+                                f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
+                                f"Content-Length: {4 * 1024 * 1024 + 1}\r\n\r\n").encode(), half_close=True)
+    assert answer.startswith(b"HTTP/1.1 413 ") and predictions.answers == []
+
+
+def test_a_prediction_answer_is_handed_over(job_api: tuple[HttpApi, Predictions], metrics: Metrics) -> None:
+    api, predictions = job_api
+    reply = request(api, "PUT", f"/v1/predictions/{KEY}/result", b'{"schema": "advisor-prediction/1"}',
+                    {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+    assert reply.status == 202 and predictions.answers == [{"schema": "advisor-prediction/1"}]
+    assert metrics.ingest_rejections.labels("unauthorized")._value.get() == 0  # trace upload metrics untouched
+
+
+def test_without_the_job_backend_there_are_no_prediction_routes(api: HttpApi) -> None:
+    reply = request(api, "GET", f"/v1/predictions/{KEY}/input", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert reply.status == 404

@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import pytest
 
-from advisor.controller.store import SCHEMA_VERSION, RunRecord, Store
+from advisor.controller.store import _MIGRATIONS, SCHEMA_VERSION, RunRecord, Store
 from advisor.errors import StoreError, UnknownRunError
 
 UID, NS, NAME = "0f6c-uid", "team-a", "mnist"
@@ -206,6 +206,60 @@ def test_migrates_an_empty_file(tmp_path: Path) -> None:
     with Store(path) as s:
         assert s._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         start(s, 1)
+
+
+def test_a_version_1_store_is_upgraded_keeping_its_runs(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    with sqlite3.connect(path) as raw:  # the file as the first released schema left it
+        for statement in _MIGRATIONS[0]:
+            raw.execute(statement)
+        raw.execute("PRAGMA user_version = 1")
+        raw.execute("INSERT INTO runs (uid, generation, namespace, name, profiling_job, state, token, token_sha,"
+                    " created, updated) VALUES ('u', 1, 'ns', 'n', 'p', 'profiling', 't', 'sha', 1, 1)")
+    with Store(path) as s:
+        assert s._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert must(s.run("u", 1)).state == "profiling"
+        assert must(s.start_prediction_job("k", 1, "advisor-predict-k-1", "{}", "{}", now=2.0)).state == "running"
+
+
+# --- prediction Jobs (job backend) --------------------------------------------------------------
+
+
+def test_a_prediction_job_attempt_runs_once_and_the_next_follows_a_finished_one(store: Store) -> None:
+    first = must(store.start_prediction_job("k", 1, "job-1", '{"profile": 1}', '{"max_workers": 4}', now=1.0))
+    assert (first.attempt, first.job_name, first.state, first.started) == (1, "job-1", "running", 1.0)
+    assert store.start_prediction_job("k", 1, "job-1", "{}", "{}", now=2.0) is None  # running: not again
+    assert store.start_prediction_job("k", 2, "job-2", "{}", "{}", now=2.0) is None  # nor the next one
+    assert store.prediction_job_input("k") == ('{"profile": 1}', '{"max_workers": 4}')
+    assert store.finish_prediction_job("k", 1, "succeeded", '{"curve": []}', "", now=3.0) is True
+    assert store.finish_prediction_job("k", 1, "failed", None, "late Job status", now=4.0) is False  # once only
+    done = must(store.prediction_job("k"))
+    assert (done.state, done.result_json, done.token, done.updated) == ("succeeded", '{"curve": []}', None, 3.0)
+    assert store.prediction_job_input("k") is None  # the input is dropped with the attempt
+    assert store.start_prediction_job("k", 3, "job-3", "{}", "{}", now=5.0) is None  # attempts go one by one
+    second = must(store.start_prediction_job("k", 2, "job-2", "{}", "{}", now=5.0))
+    assert (second.attempt, second.state, second.result_json) == (2, "running", None)
+    assert must(second.token) != must(first.token)
+
+
+def test_a_prediction_token_is_valid_for_its_running_attempt_only(store: Store) -> None:
+    a = must(store.start_prediction_job("a", 1, "job-a", "{}", "{}", now=1.0))
+    store.start_prediction_job("b", 1, "job-b", "{}", "{}", now=1.0)
+    assert store.verify_prediction_token("a", must(a.token)) is True
+    assert store.verify_prediction_token("b", must(a.token)) is False
+    assert store.verify_prediction_token("a", "forged") is False
+    store.finish_prediction_job("a", 1, "failed", None, "pod never started", now=2.0)
+    assert store.verify_prediction_token("a", must(a.token)) is False
+    assert must(a.token) not in repr(a)  # never in logs
+
+
+def test_prediction_jobs_survive_a_restart_and_can_be_forgotten(tmp_path: Path) -> None:
+    with Store(tmp_path / "advisor.db") as before:
+        job = must(before.start_prediction_job("k", 1, "job-1", "{}", "{}", now=1.0))
+    with Store(tmp_path / "advisor.db") as after:
+        assert after.prediction_job("k") == job and after.verify_prediction_token("k", must(job.token))
+        after.delete_prediction_jobs(["k"])
+        assert after.prediction_jobs() == []
 
 
 def test_corrupt_file_is_a_store_error_naming_it(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "replicaCount": 2,
         "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
         "image": {"digest": "sha256:" + "ab" * 32},
+        "imagePullSecrets": [{"name": "regcred"}],
         "persistence": {"accessModes": ["ReadWriteMany"], "storageClassName": "nfs", "size": "5Gi"},
         "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
         "prometheusRule": {"enabled": True},

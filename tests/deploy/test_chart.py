@@ -28,7 +28,7 @@ from tests.deploy.helm_render import (
 CHART_MANAGED = {"http_port", "store_path", "lease_namespace", "identity", "kubeconfig", "kube_context"}
 # Optional settings whose `None` the chart writes as an empty value ("" or 0) and leaves out of
 # the settings file, so the controller's own default applies.
-EMPTY_MEANS_UNSET = {"bandwidth": "", "budget_per_hour": 0, "prediction_job_image": ""}
+EMPTY_MEANS_UNSET = {"bandwidth": "", "queue": "", "budget_per_hour": 0, "prediction_job_image": ""}
 # prometheus-operator custom resources: kubernetes-validate ships no schema for them.
 OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}
 
@@ -146,8 +146,9 @@ def test_settings_file_is_accepted_by_the_controller(value_set: tuple[str, dict[
     assert settings.namespaces == values["config"]["namespaces"]
     assert settings.prediction_backend.value == values["config"]["prediction_backend"]
     if settings.prediction_backend.value == "job":  # the prediction Jobs run the controller's image
-        image = only(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
-        assert settings.prediction_job_image == image
+        pod = only(objects, "Deployment")["spec"]["template"]["spec"]
+        assert settings.prediction_job_image == pod["containers"][0]["image"]
+        assert settings.prediction_job_image_pull_secrets == [s["name"] for s in pod.get("imagePullSecrets", [])]
 
 
 def test_defaults_match_the_controller() -> None:
@@ -234,7 +235,8 @@ def _leaf_paths(values: dict[str, Any], prefix: str = "") -> list[str]:
     for key, value in values.items():
         path = f"{prefix}{key}"
         if isinstance(value, dict) and value and key not in ("podSecurityContext", "securityContext", "resources",
-                                                              "livenessProbe", "readinessProbe", "labels"):
+                                                              "livenessProbe", "readinessProbe", "labels",
+                                                              "prediction_job_resources"):
             paths.extend(_leaf_paths(value, path + "."))
         else:
             paths.append(path)

@@ -45,8 +45,17 @@ def test_job_backend_rules_exist_only_with_the_job_backend() -> None:
         return {r for o in render_objects(values) if o["kind"] in ("Role", "ClusterRole")
                 for rule in o["rules"] for r in rule["resources"]}
 
+    def release_rules(values: dict[str, Any]) -> set[tuple[str, str]]:
+        return {(r, v) for o in render_objects(values)
+                if o["kind"] == "Role" and o["metadata"]["name"] == "advisor-self"
+                for rule in o["rules"] for r in rule["resources"] for v in rule["verbs"]}
+
+    job_rules = {("jobs", "get"), ("jobs", "list"), ("jobs", "create"), ("jobs", "delete"), ("pods", "list"),
+                 ("secrets", "create")}
+    assert job_rules.isdisjoint(release_rules({}))
+    assert release_rules({"config": {"prediction_backend": "job", "leader_election": False}}) == job_rules
     assert {"jobs", "pods", "pods/log"}.isdisjoint(resources({}))
-    assert {"jobs", "pods", "pods/log"} <= resources({"config": {"prediction_backend": "job"}})
+    assert "pods/log" not in resources({"config": {"prediction_backend": "job"}})  # answers come over HTTP
     assert "leases" not in resources({"config": {"leader_election": False}})
 
 
@@ -116,8 +125,9 @@ def test_covers_what_a_namespaced_job_backend_controller_does(namespaced_objects
         ("watch", "kubeflow.org", "tfjobs", "", "ml-b"),
         ("delete", "", "secrets", "", "ml-b"),
         ("create", "batch", "jobs", "", NAMESPACE),
+        ("get", "batch", "jobs", "", NAMESPACE),
         ("list", "", "pods", "", NAMESPACE),
-        ("get", "", "pods", "log", NAMESPACE),
+        ("create", "", "secrets", "", NAMESPACE),  # the prediction Jobs' tokens
     ]
     assert_rbac_covers(calls, namespaced_objects)
 
@@ -128,7 +138,8 @@ def test_covers_what_a_namespaced_job_backend_controller_does(namespaced_objects
         ApiCall("list", "kubeflow.org", "tfjobs", "", None),  # all namespaces: only listed ones are granted
         ApiCall("get", "kubeflow.org", "tfjobs", "", "ml-c"),  # a namespace not watched
         ApiCall("get", "", "pods", "", NAMESPACE),  # pods: list only
-        ApiCall("get", "", "pods", "log", "ml-a"),  # logs only of the prediction Jobs, in the release namespace
+        ApiCall("get", "", "pods", "log", NAMESPACE),  # logs are never read: answers come over HTTP
+        ApiCall("create", "", "secrets", "", "ml-c"),  # secrets: watched namespaces and the release one only
         ApiCall("create", "batch", "jobs", "", "ml-a"),
     ],
 )

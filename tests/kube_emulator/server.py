@@ -23,8 +23,10 @@ keyed-list merging in strategic merge patches, and the shared storage of core/v1
 events.k8s.io/v1 Events (two separate tables here).
 
 Layout: ``resources`` (the table of served kinds), ``store`` (the semantics: metadata,
-concurrency, history, watchers, GC), ``patches``, ``selectors``, ``validation``, ``status``
-(error bodies), and this module (routing, chunked watch streams, test controls).
+concurrency, history, watchers, GC), ``patches``, ``selectors``, ``validation`` and ``batch``
+(Job defaults and checks), ``status`` (error bodies), and this module (routing, chunked watch
+streams, test controls). Nothing runs the Jobs it stores unless a test starts
+``job_runner.JobRunner``, a stand-in for the Job controller and the kubelet.
 
 Usage::
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.kube_emulator import batch
 from tests.kube_emulator import status as st
 from tests.kube_emulator import validation
 from tests.kube_emulator.patches import json_patch, merge_patch
@@ -351,6 +352,8 @@ class Store:
                 obj["status"] = {"phase": "Active"}
             elif res.plural == "pods":
                 obj["status"] = {"phase": "Pending"}
+        if batch.is_job(res.group, res.plural):
+            batch.default_job(obj)
 
     def _check_identity(self, res: ResourceType, namespace: str | None, name: str, new: Obj) -> None:
         meta = new["metadata"]

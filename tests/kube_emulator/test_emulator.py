@@ -443,6 +443,32 @@ def test_batch_jobs_orphan_pods_unless_told_otherwise(api: client.ApiClient) -> 
     assert pods == {"keep-pod": None}
 
 
+def test_jobs_get_the_job_strategys_defaults_selector_and_validation(api: client.ApiClient) -> None:
+    # pkg/apis/batch/v1/defaults.go, pkg/registry/batch/job/strategy.go (generateSelector),
+    # pkg/apis/batch/validation/validation.go
+    batch = client.BatchV1Api(api)
+    pod = {"containers": [{"name": "c", "image": "x"}], "restartPolicy": "Never"}
+    job = batch.create_namespaced_job("ml", {"metadata": {"name": "j"}, "spec": {"template": {"spec": pod}}})
+    uid = job.metadata.uid
+    assert (job.spec.completions, job.spec.parallelism, job.spec.backoff_limit, job.spec.completion_mode,
+            job.spec.suspend) == (1, 1, 6, "NonIndexed", False)
+    assert job.spec.selector.match_labels == {"batch.kubernetes.io/controller-uid": uid}
+    assert job.spec.template.metadata.labels == {"batch.kubernetes.io/controller-uid": uid, "controller-uid": uid,
+                                                 "batch.kubernetes.io/job-name": "j", "job-name": "j"}
+    with pytest.raises(client.ApiException) as always:  # a pod spec's default restartPolicy is Always
+        batch.create_namespaced_job("ml", {"metadata": {"name": "k"}, "spec": {"template": {"spec": {
+            "containers": pod["containers"]}}}})
+    assert always.value.status == 422
+    assert 'spec.template.spec.restartPolicy: Unsupported value: "Always"' in status_of(always.value)["message"]
+    changed = {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "y"}]}}}}
+    with pytest.raises(client.ApiException) as immutable:
+        batch.patch_namespaced_job("j", "ml", changed)
+    assert immutable.value.status == 422 and "spec.template: Invalid value" in status_of(immutable.value)["message"]
+    assert "field is immutable" in status_of(immutable.value)["message"]
+    done = batch.patch_namespaced_job_status("j", "ml", {"status": {"succeeded": 1}})  # status is not the template
+    assert done.status.succeeded == 1 and done.metadata.generation == 1
+
+
 def test_deleting_a_namespace_deletes_its_contents(api: client.ApiClient, co: client.CustomObjectsApi) -> None:
     create(co, tfjob("a", namespace="team"))
     client.CoreV1Api(api).delete_namespace("team")

@@ -5,9 +5,10 @@ values, the 256 KiB annotation budget, owner references, finalizers added during
 Per kind: Secret data must be base64 with valid keys (and ``stringData`` folds into ``data``);
 core/v1 Events pass the legacy namespace check, and the stricter events.k8s.io/v1 rules
 (``note`` at most 1024 characters...) apply to new-style events (pkg/apis/core/validation/
-events.go); Lease and Event MicroTimes must have exactly six fractional digits, since Go parses
-them with the layout ``2006-01-02T15:04:05.000000Z07:00``. A JSON type error (a number where a
-string belongs) is a 400 from decoding, as upstream; validation failures are 422.
+events.go); batch/v1 Jobs as in ``batch.py``; Lease and Event MicroTimes must have exactly six
+fractional digits, since Go parses them with the layout ``2006-01-02T15:04:05.000000Z07:00``. A
+JSON type error (a number where a string belongs) is a 400 from decoding, as upstream;
+validation failures are 422.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import binascii
 import re
 from typing import Any
 
+from tests.kube_emulator import batch
 from tests.kube_emulator.resources import ResourceType
 from tests.kube_emulator.status import bad_request, invalid
 
@@ -187,6 +189,8 @@ def check(res: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None = N
     causes = normalize_kind(res, obj) + metadata_causes(res, obj)
     if old is not None:
         causes += finalizer_causes(old, obj)
+    if batch.is_job(res.group, res.plural):
+        causes += batch.job_causes(obj, old)
     if causes:
         raise invalid(res, obj["metadata"].get("name", ""), causes)
 

@@ -56,20 +56,30 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/*
 The controller's settings file: .Values.config, minus optional settings left empty (the
-controller's default applies), plus the chart-managed ones.
+controller's default applies), plus the chart-managed ones. With the job backend, the prediction
+Jobs run the controller's image, pulled with its imagePullSecrets, unless config says otherwise.
 */}}
 {{- define "advisor.settings" -}}
 {{- if gt (int .Values.config.min_workers) (int .Values.config.max_workers) }}
 {{- fail (printf "config.min_workers (%v) exceeds config.max_workers (%v)" .Values.config.min_workers .Values.config.max_workers) }}
 {{- end }}
 {{- $cfg := deepCopy .Values.config }}
-{{- range $key := list "bandwidth" "budget_per_hour" "prediction_job_image" }}
+{{- range $key := list "bandwidth" "queue" "budget_per_hour" "prediction_job_image" }}
 {{- if not (get $cfg $key) }}
 {{- $_ := unset $cfg $key }}
 {{- end }}
 {{- end }}
-{{- if and (eq .Values.config.prediction_backend "job") (not .Values.config.prediction_job_image) }}
+{{- if eq .Values.config.prediction_backend "job" }}
+{{- if not .Values.config.prediction_job_image }}
 {{- $_ := set $cfg "prediction_job_image" (include "advisor.image" .) }}
+{{- end }}
+{{- if not .Values.config.prediction_job_image_pull_secrets }}
+{{- $names := list }}
+{{- range .Values.imagePullSecrets }}
+{{- $names = append $names .name }}
+{{- end }}
+{{- $_ := set $cfg "prediction_job_image_pull_secrets" $names }}
+{{- end }}
 {{- end }}
 {{- $_ := set $cfg "ingest_url" (include "advisor.ingestURL" .) }}
 {{- $_ := set $cfg "http_port" (int .Values.containerPort) }}
