@@ -6,7 +6,11 @@ queries (stat: the instant values; table: instant values joined per job; bar cha
 values by the ``workers`` label; time series and state timeline: range queries). Rows marked
 ``repeat`` are drawn once per value of their variable, as Grafana repeats them.
 
-    python -m tests.deploy.dashboard_png docs/img/dashboard.png   # runs the harness for ~90 s
+    python -m tests.deploy.dashboard_png docs/img/dashboard.png   # about 80 s
+
+The data come from the dashboard test's harness (``controller_flow``): a real Prometheus
+scraping ``advisor controller`` through a whole flow of five jobs, then ``--seconds`` more of it
+running (resyncs every 5 s) so the time series have some length.
 """
 
 from __future__ import annotations
@@ -242,32 +246,17 @@ def _state_timeline(ax: Any, panel: Mapping[str, Any], prom: Any, variables: Map
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("output", type=Path)
-    parser.add_argument("--seconds", type=float, default=90, help="how long to let Prometheus scrape")
+    parser.add_argument("--seconds", type=float, default=60, help="how long to keep scraping after the flow")
     args = parser.parse_args()
 
-    from advisor.controller.metrics import Metrics
-    from tests.deploy.prometheus_harness import (
-        EXAMPLE_JOBS,
-        PrometheusServer,
-        activity,
-        populate_like_controller,
-        serve_metrics,
-    )
+    from tests.deploy.controller_flow import scraped_controller
     from tests.deploy.test_dashboard import DASHBOARD, RULES, VARIABLES
 
-    metrics = Metrics()
-    populate_like_controller(metrics)
-    with tempfile.TemporaryDirectory() as tmp, serve_metrics(metrics) as target, \
-            PrometheusServer(Path(tmp), target, rule_files=[RULES]) as prom:
-        start = time.time()
-        round_ = 0
-        while time.time() - start < args.seconds:
-            activity(metrics, round_)
-            round_ += 1
-            prom.wait_for_scrapes(1)
-        predicted = [j.name for j in EXAMPLE_JOBS if j.phase == "Predicted"]
-        out = render_dashboard(json.loads(DASHBOARD.read_text()), prom, args.output, VARIABLES, start=start,
-                               end=time.time(), repeat_values={"tfjob": predicted[:1]})
+    with tempfile.TemporaryDirectory() as tmp, scraped_controller(Path(tmp), rule_files=[RULES]) as flow:
+        time.sleep(args.seconds)
+        flow.prom.wait_for_scrapes(1)
+        out = render_dashboard(json.loads(DASHBOARD.read_text()), flow.prom, args.output, VARIABLES,
+                               start=flow.start, end=time.time(), repeat_values={"tfjob": ["mlp"]})
     print(f"wrote {out}")
 
 

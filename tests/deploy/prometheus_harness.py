@@ -3,9 +3,8 @@
 ``PrometheusServer`` writes a temporary config (one static target, optional rule files), starts
 the ``prometheus`` binary (Debian's package: ``apt-get install -y --no-install-recommends
 prometheus``) with its own data directory and a free port on 127.0.0.1, and answers PromQL
-through the HTTP API. ``populate_like_controller`` fills an ``advisor.controller.metrics.Metrics``
-the way the controller's reconciler, predictor and ingest do, so the dashboard's queries can be
-evaluated on realistic series. Nothing here reaches beyond 127.0.0.1.
+through the HTTP API. ``controller_flow`` points it at a whole running controller. Nothing here
+reaches beyond 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -18,9 +17,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -166,102 +163,3 @@ def finite_values(result: list[dict[str, Any]]) -> list[float]:
     values = [float(s["value"][1]) for s in result if "value" in s]
     values += [float(v[1]) for s in result for v in s.get("values", [])]
     return [v for v in values if math.isfinite(v)]
-
-
-# --- series shaped like the controller's -------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ExampleJob:
-    """An opted-in TFJob as the controller sees it; ``curve`` None: not predicted yet."""
-
-    namespace: str
-    name: str
-    current_workers: int
-    phase: str
-    one_worker: float = 0.0  # examples/s with W = 1
-    saturation: int = 0  # where the synthetic curve flattens
-
-
-EXAMPLE_JOBS = (
-    ExampleJob("ml-team", "resnet50-ps", 12, "Predicted", one_worker=210.0, saturation=8),
-    ExampleJob("ml-team", "mlp-ps", 4, "Predicted", one_worker=1450.0, saturation=5),
-    ExampleJob("research", "bert-ps", 8, "Profiling"),
-)
-MAX_WORKERS = 16
-PRICES = (3.06, 0.40)  # per worker-hour, per PS-hour
-
-
-def example_curve(job: ExampleJob) -> list[dict[str, float]]:
-    """A PS-bound curve: linear up to the saturation point, then flat (the PS link is full),
-    with a +-3 % interval; cost per example as advisor.core.cost computes it."""
-    from advisor.core.cost import Prices, cost_per_example
-
-    prices = Prices(*PRICES)
-    points = []
-    for w in range(1, MAX_WORKERS + 1):
-        effective = w if w <= job.saturation else job.saturation + 0.04 * (w - job.saturation)
-        thr = job.one_worker * effective
-        points.append({"workers": w, "throughput": thr, "low": thr * 0.97, "high": thr * 1.03,
-                       "cost_per_example": cost_per_example(prices, w, 1, thr)})
-    return points
-
-
-def populate_like_controller(metrics: Any, jobs: Sequence[ExampleJob] = EXAMPLE_JOBS) -> None:
-    """The state after each job was reconciled: phases, current workers, and for predicted jobs
-    the curve, recommendation and saturation point exactly as ``Reconciler._export`` sets them."""
-    from advisor.core.cost import Prices, cost_optimal, saturation_point
-
-    metrics.leader.set(1)
-    metrics.watched_jobs.set(len(jobs))
-    for job in jobs:
-        metrics.set_phase(job.namespace, job.name, job.phase)
-        metrics.current_workers.labels(job.namespace, job.name).set(job.current_workers)
-        if job.phase != "Predicted":
-            continue
-        curve = example_curve(job)
-        workers = [int(p["workers"]) for p in curve]
-        throughput = [p["throughput"] for p in curve]
-        choice = cost_optimal(workers, throughput, Prices(*PRICES))
-        metrics.recommended_workers.labels(job.namespace, job.name).set(choice.workers)
-        metrics.saturation_workers.labels(job.namespace, job.name).set(saturation_point(workers, throughput))
-        for p in curve:
-            w = str(p["workers"])
-            metrics.predicted_throughput.labels(job.namespace, job.name, w).set(p["throughput"])
-            metrics.predicted_throughput_bound.labels(job.namespace, job.name, w, "lower").set(p["low"])
-            metrics.predicted_throughput_bound.labels(job.namespace, job.name, w, "upper").set(p["high"])
-            metrics.predicted_cost.labels(job.namespace, job.name, w).set(p["cost_per_example"] * 1e6)
-
-
-def activity(metrics: Any, round_: int) -> None:
-    """One round of what a busy controller counts: reconciles, profiling runs, predictions,
-    uploads, a watch restart and an error now and then (deterministic in ``round_``)."""
-    for i in range(5):
-        metrics.reconcile_duration.observe(0.004 + 0.003 * ((round_ + i) % 7))
-    metrics.profiling_runs.labels("started").inc()
-    metrics.profiling_runs.labels("succeeded").inc()
-    metrics.ingest_accepted.inc()
-    metrics.predictions.labels("succeeded").inc()
-    metrics.prediction_duration.labels("process").observe(6.0 + 2.5 * (round_ % 5))
-    if round_ % 3 == 0:
-        metrics.profiling_runs.labels("failed" if round_ % 2 else "timed_out").inc()
-        metrics.predictions.labels("failed").inc()
-        metrics.reconcile_errors.labels("api").inc()
-        metrics.ingest_rejections.labels("unauthorized").inc()
-        metrics.watch_restarts.labels("expired").inc()
-        metrics.resizes.labels("initial").inc()
-
-
-@contextmanager
-def serve_metrics(metrics: Any) -> Iterator[str]:
-    """The controller's own HTTP API (GET /metrics, probes) on a free loopback port; yields host:port."""
-    from advisor.controller.http_api import HttpApi, IngestResult
-
-    api = HttpApi("127.0.0.1", 0, metrics=metrics, verify_token=lambda *_: False,
-                  accept_trace=lambda *_: IngestResult.message(404, "no such job"),
-                  healthy=lambda: (True, ""), ready=lambda: (True, ""), max_bytes=1 << 20, max_inflated_bytes=1 << 20)
-    api.start()
-    try:
-        yield f"127.0.0.1:{api.port}"
-    finally:
-        api.stop()

@@ -1,4 +1,5 @@
-"""A small PromQL reader: which metric names and label names an expression uses.
+"""A small PromQL reader: which metric names and label names an expression uses, and the two sides
+of an alert's comparison.
 
 Enough for dashboards and alert rules, not a full parser: it tokenizes (strings, ranges in
 brackets, durations, numbers, identifiers, punctuation) and classifies each identifier by its context: a
@@ -16,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 KEYWORDS = frozenset({"and", "or", "unless", "bool", "offset", "inf", "nan", "atan2"})
+COMPARISONS = frozenset({"==", "!=", ">", "<", ">=", "<="})
+SET_OPERATORS = frozenset({"and", "or", "unless"})
 LABEL_LIST_MODIFIERS = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right"})
 _TOKEN = re.compile(
     r"""(?P<space>\s+)
@@ -55,6 +58,11 @@ def substitute(expr: str, variables: Mapping[str, str]) -> str:
 
 
 def tokenize(expr: str) -> list[tuple[str, str]]:
+    return [(kind, text) for kind, text, _ in _spans(expr)]
+
+
+def _spans(expr: str) -> list[tuple[str, str, int]]:
+    """(kind, text, offset) of each token, spaces left out."""
     tokens, pos = [], 0
     while pos < len(expr):
         match = _TOKEN.match(expr, pos)
@@ -62,9 +70,32 @@ def tokenize(expr: str) -> list[tuple[str, str]]:
             raise PromQLSyntaxError(f"cannot read {expr[pos:pos + 20]!r} in {expr!r}")
         kind = match.lastgroup or ""
         if kind != "space":
-            tokens.append((kind, match.group()))
+            tokens.append((kind, match.group(), pos))
         pos = match.end()
     return tokens
+
+
+def comparison_operands(expr: str) -> tuple[str, str] | None:
+    """The two sides of ``expr`` when it is a comparison (``a > on (x) b``, ``(a or b) < 1``), else None.
+
+    An alert is its expression filtered by a threshold; its left side is the measured quantity.
+    Only a comparison at the top (outside any parentheses or braces) counts, and only when no
+    ``and``/``or``/``unless`` follows it, since those bind more loosely and would make the
+    comparison one operand of a larger expression.
+    """
+    depth, split = 0, None
+    for kind, text, pos in _spans(expr):
+        if text in ("(", "{"):
+            depth += 1
+        elif text in (")", "}"):
+            depth -= 1
+        elif depth == 0 and split is None and text in COMPARISONS:
+            split = (pos, pos + len(text))
+        elif depth == 0 and split is not None and kind == "ident" and text.lower() in SET_OPERATORS:
+            return None
+    if split is None:
+        return None
+    return expr[:split[0]].strip(), expr[split[1]:].strip()
 
 
 def names(expr: str) -> Names:

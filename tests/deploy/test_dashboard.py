@@ -1,5 +1,7 @@
 """The Grafana dashboard and the alerting rules query only what the controller exports, and every
-dashboard query returns data from a real Prometheus scraping the controller's /metrics."""
+dashboard query and alert expression returns data from a real Prometheus scraping a whole running
+controller (``advisor controller`` as its own process, against the API emulator, after a real
+flow: see ``controller_flow``)."""
 
 from __future__ import annotations
 
@@ -15,17 +17,13 @@ from typing import Any
 import pytest
 import yaml
 
+from advisor.controller.metrics import Metrics, metric_names
+from advisor.controller.tfjob import PREFIX
+from tests.controller.harness import NS
 from tests.deploy import promql
+from tests.deploy.controller_flow import JOBS, Flow, scraped_controller
 from tests.deploy.helm_render import CHART
-from tests.deploy.prometheus_harness import (
-    EXAMPLE_JOBS,
-    PrometheusServer,
-    activity,
-    finite_values,
-    populate_like_controller,
-    prometheus_binary,
-    serve_metrics,
-)
+from tests.deploy.prometheus_harness import finite_values, prometheus_binary
 
 DASHBOARD = CHART / "dashboards" / "advisor.json"
 RULES = CHART / "alerts" / "advisor-rules.yaml"
@@ -34,16 +32,12 @@ RULE_TESTS = Path(__file__).with_name("advisor-rules.promtest.yaml")
 IMPLICIT_LABELS = {"job", "instance", "le", "__name__"}
 # Grafana's variables, set to what a user selecting everything would send.
 VARIABLES = {
-    "namespace": "|".join(sorted({j.namespace for j in EXAMPLE_JOBS})),
-    "tfjob": "|".join(sorted({j.name for j in EXAMPLE_JOBS})),
+    "namespace": NS,
+    "tfjob": "|".join(sorted(j.name for j in JOBS)),
     "__rate_interval": "1m",
     "__interval": "15s",
     "__range": "1h",
 }
-
-
-def metrics_module() -> Any:
-    return pytest.importorskip("advisor.controller.metrics", reason="prometheus-client is not installed")
 
 
 def dashboard() -> dict[str, Any]:
@@ -78,7 +72,7 @@ def alert_exprs() -> list[tuple[str, str]]:
 
 
 def known_labels() -> set[str]:
-    metrics = metrics_module().Metrics()
+    metrics = Metrics()
     labels = set(IMPLICIT_LABELS)
     for family in metrics.registry.collect():
         labels |= {name for sample in family.samples for name in sample.labels}
@@ -110,7 +104,7 @@ def test_dashboard_is_a_grafana_dashboard() -> None:
 
 
 def test_every_query_uses_only_exported_metrics_and_labels() -> None:
-    exported = metrics_module().metric_names()
+    exported = metric_names()
     labels = known_labels()
     exprs = [(q.panel, q.expr) for q in dashboard_queries()] + [(name, e) for name, e in alert_exprs()]
     exprs += [("variable", promql.label_values_query(q)[0] or "") for q in variable_queries()]
@@ -146,6 +140,22 @@ def test_promql_reader(expr: str, metrics: set[str], labels: set[str]) -> None:
     assert (found.metrics, found.labels) == (metrics, labels)
 
 
+@pytest.mark.parametrize(
+    ("expr", "sides"),
+    [
+        ("a > 0", ("a", "0")),
+        # Parentheses and matching modifiers stay with their side.
+        ("(sum(a) or vector(0)) < 1", ("(sum(a) or vector(0))", "1")),
+        ("a > on (ns) group_left b", ("a", "on (ns) group_left b")),
+        # A matcher is not a comparison; a comparison under `or` is not the whole expression.
+        ('sum(a{x!="y"})', None),
+        ("a > 0 or b", None),
+    ],
+)
+def test_promql_reader_splits_comparisons(expr: str, sides: tuple[str, str] | None) -> None:
+    assert promql.comparison_operands(expr) == sides
+
+
 def test_promql_reader_rejects_unknown_variables_and_bad_text() -> None:
     with pytest.raises(KeyError, match=r"\$cluster"):
         promql.substitute('up{cluster="$cluster"}', VARIABLES)
@@ -176,70 +186,101 @@ def test_alerting_rules_fire_when_they_should() -> None:
     assert tested == {name for name, _ in alert_exprs()}, "every alert needs a unit test"
 
 
-# --- a real Prometheus ------------------------------------------------------------------------
+# --- a real Prometheus scraping a running controller ---------------------------------------------
 
-
-@dataclass
-class Scraped:
-    prom: PrometheusServer
-    at: float  # a time just after the last scrape
-    start: float  # a time just before the first
+# Alert conditions the flow cannot bring about in a test; their measured side must still have data.
+UNREACHED = {"AdvisorPredictionsSlow": "needs a prediction slower than 300 s"}
+# Metrics the controller declares but never sets: a bug for advisor/controller, kept visible here.
+# The series test fails once one is exported, so the entry is removed with the fix.
+NEVER_SET = {"advisor_watch_restarts_total": "advisor/controller/informer.py counts watch restarts in its "
+                                             "InformerStats, never in Metrics.watch_restarts"}
 
 
 @pytest.fixture(scope="module")
-def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
-    """Prometheus scraping the controller's /metrics: state set, then two rounds of activity
-    between scrapes so rates and histogram quantiles have something to show."""
+def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flow]:
+    """Prometheus scraping ``advisor controller`` through the whole flow of ``controller_flow``."""
     if prometheus_binary() is None:
         pytest.skip("the prometheus server is not installed (apt-get install -y --no-install-recommends prometheus)")
-    metrics = metrics_module().Metrics()
-    populate_like_controller(metrics)
-    activity(metrics, 0)
-    workdir = tmp_path_factory.mktemp("prometheus")
-    with serve_metrics(metrics) as target, PrometheusServer(workdir, target, rule_files=[RULES]) as prom:
-        start = time.time()
-        prom.wait_for_scrapes(1)
-        for round_ in (1, 2):
-            activity(metrics, round_)
-            prom.wait_for_scrapes(1)
-        yield Scraped(prom, time.time(), start)
+    with scraped_controller(tmp_path_factory.mktemp("flow"), rule_files=[RULES]) as flow:
+        yield flow
 
 
-def test_every_dashboard_query_returns_data(scraped: Scraped) -> None:
+def has_data(flow: Flow, expr: str, *, instant_only: bool = False) -> bool:
+    """Some finite value at the end of the flow or, unless ``instant_only``, at any second of it."""
+    values = finite_values(flow.prom.query(expr, at=flow.at))
+    if not values and not instant_only:
+        values = finite_values(flow.prom.query_range(expr, flow.start, flow.at, 1))
+    return bool(values)
+
+
+def test_every_series_the_controller_exports_was_scraped(scraped: Flow) -> None:
+    """The flow is complete: it made the controller export every metric it has (but ``NEVER_SET``)."""
+    result = scraped.prom.query('count by (__name__) ({__name__=~"advisor_.+"})', at=scraped.at)
+    missing = metric_names() - {s["metric"]["__name__"] for s in result}
+    assert not missing - set(NEVER_SET), f"never exported during the flow: {sorted(missing - set(NEVER_SET))}"
+    assert missing >= set(NEVER_SET), f"now exported, remove from NEVER_SET: {sorted(set(NEVER_SET) - missing)}"
+
+
+def test_every_dashboard_query_returns_data(scraped: Flow) -> None:
+    """Every query, except those that read only a ``NEVER_SET`` metric."""
     empty = []
     for q in dashboard_queries():
         expr = promql.substitute(q.expr, VARIABLES)
-        values = finite_values(scraped.prom.query(expr, at=scraped.at))
-        if not q.instant:
-            values += finite_values(scraped.prom.query_range(expr, scraped.start, scraped.at, 1))
-        if not values:
-            empty.append(f"{q.panel} [{q.ref}]: {expr}")
+        if promql.names(expr).metrics <= set(NEVER_SET):
+            continue
+        if not has_data(scraped, expr, instant_only=q.instant):
+            empty.append(f"{q.panel} [{q.ref}]: {q.expr}")
     assert not empty, "queries without data:\n" + "\n".join(empty)
 
 
-def test_template_variables_list_the_jobs(scraped: Scraped) -> None:
+def test_every_alert_expression_returns_data(scraped: Flow) -> None:
+    """Each alert's whole expression has data at some point of the flow (its condition held), and
+    its measured side (left of the threshold) too; ``UNREACHED`` lists the conditions a test cannot
+    bring about."""
+    empty = []
+    for name, expr in alert_exprs():
+        sides = promql.comparison_operands(expr)
+        if sides is not None and not has_data(scraped, sides[0]):
+            empty.append(f"{name}, measured side: {sides[0]}")
+        if name not in UNREACHED and not has_data(scraped, expr):
+            empty.append(f"{name}: {expr}")
+    assert not empty, "alert expressions without data:\n" + "\n".join(empty)
+    assert set(UNREACHED) <= {name for name, _ in alert_exprs()}
+
+
+def test_template_variables_list_the_jobs(scraped: Flow) -> None:
     namespace_query, tfjob_query = variable_queries()
     selector, label = promql.label_values_query(namespace_query)
-    assert sorted(scraped.prom.label_values(label, selector)) == sorted({j.namespace for j in EXAMPLE_JOBS})
+    assert scraped.prom.label_values(label, selector) == [NS]
     selector, label = promql.label_values_query(promql.substitute(tfjob_query, VARIABLES))
-    assert sorted(scraped.prom.label_values(label, selector)) == sorted(j.name for j in EXAMPLE_JOBS)
+    assert sorted(scraped.prom.label_values(label, selector)) == sorted(j.name for j in JOBS)
 
 
-def test_dashboard_shows_the_controller_values(scraped: Scraped) -> None:
-    """Spot checks that a panel shows the number the controller set, not just some number."""
+def test_dashboard_shows_what_the_controller_wrote_on_the_jobs(scraped: Flow) -> None:
+    """The panels' numbers are the ones in each TFJob's annotations (rounded there to 0.01)."""
     prom, at = scraped.prom, scraped.at
     (watched,) = prom.query("max(advisor_watched_tfjobs)", at=at)
-    assert float(watched["value"][1]) == len(EXAMPLE_JOBS)
-    curve = prom.query('advisor_predicted_throughput_examples_per_second{tfjob="mlp-ps"}', at=at)
-    by_w = {int(s["metric"]["workers"]): float(s["value"][1]) for s in curve}
-    # mlp-ps: 1450 examples/s with one worker, linear up to W = 5, then +4 % of one worker per worker.
-    assert by_w[1] == pytest.approx(1450.0) and by_w[5] == pytest.approx(5 * 1450.0)
-    assert by_w[6] == pytest.approx((5 + 0.04) * 1450.0)
+    assert float(watched["value"][1]) == len(JOBS)
     phases = prom.query(f'max by (tfjob, phase) (advisor_job_phase{{tfjob=~"{VARIABLES["tfjob"]}"}} == 1)', at=at)
-    assert {s["metric"]["tfjob"]: s["metric"]["phase"] for s in phases} == {j.name: j.phase for j in EXAMPLE_JOBS}
+    assert {s["metric"]["tfjob"]: s["metric"]["phase"] for s in phases} == {j.name: j.phase for j in JOBS}
+    for job in (j for j in JOBS if j.phase == "Predicted"):
+        notes = scraped.emu.get("tfjobs", NS, job.name)["metadata"]["annotations"]
+        selector = f'{{tfjob="{job.name}"}}'
+        throughput = {int(s["metric"]["workers"]): float(s["value"][1])
+                      for s in prom.query(f"advisor_predicted_throughput_examples_per_second{selector}", at=at)}
+        bounds = {(int(s["metric"]["workers"]), s["metric"]["bound"]): float(s["value"][1])
+                  for s in prom.query(f"advisor_predicted_throughput_bound_examples_per_second{selector}", at=at)}
+        curve = json.loads(notes[PREFIX + "curve"])
+        assert sorted(throughput) == [w for w, *_ in curve]
+        for w, thr, lower, upper in curve:
+            assert (throughput[w], bounds[w, "lower"], bounds[w, "upper"]) == pytest.approx((thr, lower, upper), abs=0.006)
+        for gauge, key in (("recommended", "recommended-workers"), ("saturation", "saturation-workers"),
+                           ("current", "current-workers")):
+            (sample,) = prom.query(f"advisor_{gauge}_workers{selector}", at=at)
+            assert float(sample["value"][1]) == int(notes[PREFIX + key]), (job.name, gauge)
 
 
-def test_prometheus_loads_and_evaluates_the_alerting_rules(scraped: Scraped) -> None:
+def test_prometheus_loads_and_evaluates_the_alerting_rules(scraped: Flow) -> None:
     deadline = time.monotonic() + 10
     while True:
         rules = scraped.prom.rules()
@@ -250,7 +291,7 @@ def test_prometheus_loads_and_evaluates_the_alerting_rules(scraped: Scraped) -> 
     assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
 
 
-def test_dashboard_renders_to_png(scraped: Scraped, tmp_path: Path) -> None:
+def test_dashboard_renders_to_png(scraped: Flow, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="matplotlib is not installed")
     from tests.deploy.dashboard_png import render_dashboard
 

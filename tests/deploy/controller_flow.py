@@ -1,0 +1,184 @@
+"""A whole running controller producing every series the dashboard shows, scraped by a real Prometheus.
+
+``advisor controller`` runs as its own process (``controller_process``) against the API
+emulator, and this module plays every other part, as ``tests/controller/test_end_to_end.py``
+does: the user (TFJobs created with the official client), the training operator (a profiling
+run's status), the profiling pods (real recorded traces, uploaded with ``advisor.profiling``'s
+uploader; forged uploads), a replica that held the leader lease before this one, and the API
+server's hiccups (history compacted, watches dropped). Prometheus scrapes the controller every
+second from before it starts.
+
+What happens, in order, and what it leaves on /metrics:
+
+1. The lease is held by another replica: the controller stands by (``advisor_leader`` 0, so
+   ``AdvisorNoLeader``'s expression has data) while the user creates the five jobs of ``JOBS``.
+   Once Prometheus has recorded the 0, the other replica releases the lease and this one leads.
+2. The API server compacts its history and drops every watch (the controller watches again);
+   ``cnn``'s profiling run fails; ``mlp`` uploads its trace and is predicted for real in the
+   controller's process pool; one forged upload.
+3. After two scrapes, the same again with a difference Prometheus can see: ``resnet``'s run
+   fails (the failed-runs counter rises); ``mlp-50`` (``initial`` mode, created suspended) is
+   predicted from a second trace (the prediction histogram rises, so its rate and quantiles
+   have values), then resized to its recommendation and resumed
+   (``advisor_resizes_total{mode="initial"}``); four more forged uploads (more than three in 30
+   minutes). ``no-ps`` lacks PS replicas: every resync (5 s) counts a reconcile error. Then two
+   more scrapes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from advisor.controller.leader import micro_time
+from advisor.controller.tfjob import PREFIX
+from tests.controller.harness import NS, create_tfjob, phase, trace_body, upload_as_profiling_pod, wait_for
+from tests.controller.tfjobs import tfjob
+from tests.deploy.controller_process import ControllerProcess, settings_for_process
+from tests.deploy.prometheus_harness import PrometheusServer
+from tests.kube_emulator import KubeEmulator
+
+LEASE = "advisor-leader"
+MAX_WORKERS = 4  # the predicted curve is W = 1..4 (short simulations)
+PRICES = {"worker_per_hour": 3.06, "ps_per_hour": 0.40}
+
+
+@dataclass(frozen=True)
+class FlowJob:
+    name: str
+    workers: int
+    phase: str  # where the flow leaves it
+    annotations: tuple[tuple[str, str], ...] = ()
+    ps: bool = True
+    suspended: bool = False  # created with spec.runPolicy.suspend: true
+
+
+JOBS = (
+    FlowJob("mlp", 6, "Predicted"),  # trace mlp_bw100; 6 workers: beyond its saturation point (at most 4)
+    # trace mlp_bw50; initial mode, created held as docs/controller.md advises (suspended, marked as ours)
+    FlowJob("mlp-50", 2, "Predicted", suspended=True,
+            annotations=((PREFIX + "mode", "initial"), (PREFIX + "suspended-by-advisor", "true"))),
+    FlowJob("cnn", 2, "Failed"),
+    FlowJob("resnet", 2, "Failed"),
+    FlowJob("no-ps", 2, "Failed", ps=False),
+)
+
+
+@dataclass
+class Flow:
+    emu: KubeEmulator
+    controller: ControllerProcess
+    prom: PrometheusServer
+    start: float  # wall time just before Prometheus's first scrape
+    at: float = 0.0  # wall time just after the last scrape of the flow
+
+
+@contextmanager
+def scraped_controller(workdir: Path, *, rule_files: Sequence[Path] = ()) -> Iterator[Flow]:
+    """Run the whole flow with Prometheus scraping; yield it with both still running."""
+    with ExitStack() as stack:
+        emu = stack.enter_context(KubeEmulator(namespaces=[NS], bookmark_interval_s=0.5))
+        _hold_lease(emu, "advisor-previous")
+        settings = settings_for_process(workdir / "controller", leader_election=True, lease_name=LEASE,
+                                        resync_period_s=5, max_workers=MAX_WORKERS, prices=PRICES)
+        controller = stack.enter_context(ControllerProcess(emu, workdir / "controller", settings))
+        (workdir / "prometheus").mkdir(parents=True, exist_ok=True)
+        start = time.time()
+        prom = stack.enter_context(PrometheusServer(workdir / "prometheus", f"127.0.0.1:{settings['http_port']}",
+                                                    rule_files=rule_files))
+        flow = Flow(emu, controller, prom, start)
+        try:
+            run(flow)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nthe controller's log:\n{controller.log_tail()}") from None
+        yield flow
+
+
+def run(flow: Flow) -> None:
+    emu, controller, prom = flow.emu, flow.controller, flow.prom
+    controller.wait_for_probe("/healthz")
+    for job in JOBS:
+        create_tfjob(emu, _tfjob(job))
+    wait_for("Prometheus to record the standby replica", lambda: prom.query("advisor_leader == 0"))
+    emu.patch("leases", NS, LEASE, {"spec": {"holderIdentity": "", "leaseDurationSeconds": 1}})  # a clean release
+    controller.wait_for_probe("/readyz", timeout_s=30)
+    runs = {job.name: wait_for(f"{job.name}'s profiling run", lambda j=job: emu.get("tfjobs", NS, f"{j.name}-prof-g1"))
+            for job in JOBS if job.ps}
+
+    _api_server_restart(emu)
+    _fail(emu, runs["cnn"])
+    _upload(emu, runs["mlp"], "mlp_bw100")
+    _forge(emu, runs["mlp-50"], times=1)
+    _wait_phases(emu, {"mlp": "Predicted", "cnn": "Failed"})
+    prom.wait_for_scrapes(2)
+
+    _fail(emu, runs["resnet"])
+    _upload(emu, runs["mlp-50"], "mlp_bw50")
+    _forge(emu, runs["mlp-50"], times=4)
+    _wait_phases(emu, {job.name: job.phase for job in JOBS})
+    wait_for("mlp-50 resized, resumed and annotated again", lambda: _resumed(emu, "mlp-50"))
+    prom.wait_for_scrapes(2)
+    flow.at = time.time()
+
+
+def _resumed(emu: KubeEmulator, name: str) -> bool:
+    job = emu.get("tfjobs", NS, name)
+    workers = job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"]
+    return (job["spec"]["runPolicy"]["suspend"] is False
+            and job["metadata"]["annotations"].get(PREFIX + "current-workers") == str(workers))
+
+
+def _tfjob(job: FlowJob) -> dict[str, Any]:
+    obj = tfjob(job.name, workers=job.workers, annotations=dict(job.annotations), suspend=job.suspended or None)
+    if not job.ps:
+        del obj["spec"]["tfReplicaSpecs"]["PS"]
+    return obj
+
+
+def _hold_lease(emu: KubeEmulator, holder: str) -> None:
+    """The Lease as a live replica leaves it: held, renewed just now, for longer than the flow takes."""
+    now = micro_time(time.time())
+    emu.seed({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": LEASE, "namespace": NS},
+              "spec": {"holderIdentity": holder, "leaseDurationSeconds": 300, "acquireTime": now, "renewTime": now,
+                       "leaseTransitions": 0}})
+
+
+def _api_server_restart(emu: KubeEmulator) -> None:
+    """History compacted and every watch dropped; back once the controller watches again."""
+    watches = len(emu.calls(verb="watch", resource="tfjobs"))
+    emu.expire_history()
+    emu.close_watches()
+    wait_for("the controller to watch TFJobs again",  # from where it was, or after listing (410 Gone)
+             lambda: len(emu.calls(verb="watch", resource="tfjobs")) > watches and emu.open_watches("tfjobs") > 0)
+
+
+def _fail(emu: KubeEmulator, profiling_run: dict[str, Any]) -> None:
+    """What the training operator writes when a replica of the run fails."""
+    name = profiling_run["metadata"]["name"]
+    condition = {"type": "Failed", "status": "True", "reason": "TFJobFailed",
+                 "message": f"TFJob {NS}/{name} has failed because 1 Worker replica(s) failed."}
+    emu.patch("tfjobs", NS, name, {"status": {"conditions": [condition]}}, subresource="status")
+
+
+def _upload(emu: KubeEmulator, profiling_run: dict[str, Any], trace: str) -> None:
+    result = upload_as_profiling_pod(emu, profiling_run, trace_body(trace))
+    if result.status != 202:
+        raise AssertionError(f"the upload of {trace} was refused: {result.status} {result.message}")
+
+
+def _forge(emu: KubeEmulator, profiling_run: dict[str, Any], times: int) -> None:
+    for _ in range(times):
+        result = upload_as_profiling_pod(emu, profiling_run, b"{}", token="forged")
+        if result.status != 403:
+            raise AssertionError(f"a forged upload got {result.status}, not 403")
+
+
+def _wait_phases(emu: KubeEmulator, phases: dict[str, str], timeout_s: float = 60.0) -> None:
+    try:
+        wait_for(f"phases {phases}", lambda: all(phase(emu, name) == p for name, p in phases.items()), timeout_s)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; they are {({name: phase(emu, name) for name in phases})}") from None
