@@ -20,7 +20,6 @@ from advisor.core.cost import Constraints, Prices
 from advisor.core.predict import CurveSettings
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings, SimulationSettingsError, StreamOrder
-from advisor.core.simulator import simulate
 from advisor.core.summary import ProfileSummary, summarize
 from advisor.core.units import format_bandwidth, parse_bandwidth, parse_duration
 from advisor.errors import AdvisorError
@@ -246,6 +245,8 @@ def _predict(args: argparse.Namespace) -> int:
         args.alpha, args.beta, args.win, args.goodput = c.alpha_us_per_byte, c.beta_us, c.win_bytes, c.goodput
     request = _advice_request(args, profile)
     progress = None if args.quiet or args.json else _progress
+    from advisor.core.simulator import simulate  # here: `advisor controller` must not load numba (about 50 MB)
+
     advice = advise(profile, request, simulate, progress)
     if args.json:
         print(json.dumps(advice_to_json(profile, request, advice), indent=2))
@@ -302,6 +303,8 @@ def _write_timeline(args: argparse.Namespace, profile: Profile, request: AdviceR
     )
     prepared = prepare_profile(profile, request)
     from advisor.core.simulator.timeline import to_chrome_trace
+
+    from advisor.core.simulator import simulate
 
     result = simulate(prepared, effective_network(request), settings)
     args.timeline.write_text(json.dumps(to_chrome_trace(result)))

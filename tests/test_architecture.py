@@ -16,3 +16,15 @@ def test_import_contracts_hold() -> None:
         pytest.skip("import-linter is not installed (pip install -e '.[test]')")
     run = subprocess.run([exe], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_controller_process_loads_neither_the_engine_nor_scipy() -> None:
+    # `advisor controller` imports the CLI and the controller; numba and scipy (about 110 MB of
+    # its RSS, benchmarks/controller_memory.py) belong in the prediction workers only.
+    import subprocess
+    import sys
+
+    code = ("import sys, advisor.cli, advisor.controller.app; "
+            "print(sorted(m for m in ('numba', 'scipy', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import nnls
 
 from advisor.core.profile import Profile, Resource
 from advisor.errors import AdvisorError
@@ -100,6 +99,8 @@ def calibrate(
     for win in windows:
         for g in goodputs:
             net = np.array([c for starts, b_list, _ in groups for c in replay_link(starts, b_list, bandwidth * g, win)])
+            from scipy.optimize import nnls  # here: the controller imports the CLI, not the fit (scipy)
+
             (alpha, beta), _ = nnls(design, recorded - net)
             predicted = net + alpha * sizes + beta
             results.append((float(np.abs(predicted - recorded).mean()), win, g, alpha, beta, predicted))

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import stats
 
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettings, SimulationSettingsError
@@ -112,6 +111,10 @@ def batch_means(
         done += np.bincount(np.searchsorted(edges, t, side="left") - 1, minlength=batches)[:batches]
     per_batch = done * batch_size / np.diff(edges)
     mean = float(per_batch.mean())
+    # Imported here: the controller's process imports this module but computes no interval (its
+    # prediction workers do), and scipy.stats would cost it about 60 MB.
+    from scipy import stats
+
     half = float(stats.t.ppf(0.5 + confidence / 2, batches - 1) * per_batch.std(ddof=1) / math.sqrt(batches))
     return mean, max(mean - half, 0.0), mean + half
 
