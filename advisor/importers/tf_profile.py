@@ -23,6 +23,8 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from advisor.core.profile import JobInfo, Operation, Profile, Resource, StepTiming, build_profile
 from advisor.errors import MissingTraceDataError, MultiWorkerTraceError, ProfileError, TraceFormatError
 from advisor.importers.tf_records import GraphNode, NodeRecord, StepRecords, TraceRecords
@@ -108,7 +110,7 @@ def build_profile_from_trace(trace: TraceRecords, *, batch_size: int | None = No
     )
     try:
         return build_profile(job=JobInfo(**job), ops=ops, steps=steps)
-    except ProfileError as exc:
+    except (ProfileError, ValidationError) as exc:  # e.g. a batch size of 0 in the trace's metadata
         raise TraceFormatError(f"the trace does not form a valid profile: {exc}") from None
 
 
