@@ -92,27 +92,16 @@ def _rates(links, d, uniform, n_ps, R, W, link_bps, nic_bps, eta):  # type: igno
     left = n
     while left > 0:
         best, kind, which = np.inf, -1, -1
-        for i in range(n_ps):  # a link's level: weights summed by worker, as the reference does
-            total, count = 0.0, 0
-            for w in range(W):
-                q = w * R + 1 + 3 * i + d
-                if isact[q] and not frozen[apos[q]]:
-                    total += wgt[d, apos[q]]
-                    count += 1
+        for i in range(n_ps):  # PS links first, then NICs: ties go to the first found
+            total, count = _unfrozen_weight(links, d, 0, i, W, R)
             if count > 0 and rem_link[i] / total < best:
                 best, kind, which = rem_link[i] / total, 0, i
-        for w in range(W):  # a NIC's level: weights summed by PS
-            total, count = 0.0, 0
-            for i in range(n_ps):
-                q = w * R + 1 + 3 * i + d
-                if isact[q] and not frozen[apos[q]]:
-                    total += wgt[d, apos[q]]
-                    count += 1
+        for w in range(W):
+            total, count = _unfrozen_weight(links, d, 1, w, n_ps, R)
             if count > 0 and rem_nic[w] / total < best:
                 best, kind, which = rem_nic[w] / total, 1, w
         for k in range(W if kind == 0 else n_ps):
-            w, i = (k, which) if kind == 0 else (which, k)
-            q = w * R + 1 + 3 * i + d
+            q, w, i = _member(kind, which, k, R, d)
             if not isact[q] or frozen[apos[q]]:
                 continue
             j = apos[q]
@@ -122,6 +111,28 @@ def _rates(links, d, uniform, n_ps, R, W, link_bps, nic_bps, eta):  # type: igno
             left -= 1
             rem_link[i] = max(rem_link[i] - r, 0.0)
             rem_nic[w] = max(rem_nic[w] - r, 0.0)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _member(kind, which, k, R, d):  # type: ignore[no-untyped-def]
+    """(queue, worker, PS) of the k-th possible flow through a constraint: PS link ``which``
+    (kind 0, k = worker) or the NIC of worker ``which`` (kind 1, k = PS)."""
+    w, i = (k, which) if kind == 0 else (which, k)
+    return w * R + 1 + 3 * i + d, w, i
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _unfrozen_weight(links, d, kind, which, size, R):  # type: ignore[no-untyped-def]
+    """Total weight and number of the constraint's active flows not frozen yet (``size``:
+    possible flows through it). The sum is exact in any order (inputs.draw_share_weights)."""
+    apos, isact, wgt, frozen = links[APOS], links[ISACT], links[WGT], links[FROZEN]
+    total, count = 0.0, 0
+    for k in range(size):
+        q = _member(kind, which, k, R, d)[0]
+        if isact[q] and not frozen[apos[q]]:
+            total += wgt[d, apos[q]]
+            count += 1
+    return total, count
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -182,8 +193,10 @@ def _remove_flow(links, d, q):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, _nrt=False, inline="always")
 def queued_push_bits(links, w, ps, now, R, W, uniform):  # type: ignore[no-untyped-def]
-    """Bits the other workers' active pushes to ``ps`` still have to send at ``now`` (summed
-    by worker, as the reference does; the uplink is advanced lazily, so from ``LAST``)."""
+    """Bits the other workers' active pushes to ``ps`` still have to send at ``now`` (the
+    uplink is advanced lazily, so from ``LAST``). Added in another order than the reference's
+    and from differently advanced ``rem``: the two may differ in the last bits, which the wait's
+    rounding to the time grid absorbs (the equivalence tests check it)."""
     isact, apos, rem, rate = links[ISACT], links[APOS], links[REM], links[RATE]
     dt = now - links[LAST][1]
     total = 0.0
