@@ -59,7 +59,8 @@ class Controller:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._settings_file = settings_file
-        self.informer = Informer(kube, settings.namespaces or None, self._on_event)
+        self.informer = Informer(kube, settings.namespaces or None, self._on_event,
+                                 on_restart=lambda reason: self.metrics.watch_restarts.labels(reason).inc())
         self.reconciler = Reconciler(settings=settings, kube=kube, cache=self.informer.get, store=self.store,
                                      predictor=None,  # set below: the predictor calls back into the reconciler
                                      metrics=self.metrics, enqueue_after=self.queue.add_after, clock=clock)

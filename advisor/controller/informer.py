@@ -13,6 +13,10 @@ restarts, watch timeouts and history compaction, without polling. The rules (cli
   honouring a server's Retry-After, and the backoff resets after a success. Unlike client-go,
   which relists after most watch errors, this re-watches from the last resourceVersion; a
   resourceVersion that is too old comes back as 410 and then relists, so the result is the same.
+- Every watch that ends is reported to ``on_restart`` with its reason: ``expired`` (410 Gone,
+  relist), ``error`` (a failed list or watch call, after backoff) or ``timeout`` (the server
+  ended the stream normally, re-watch); the controller counts these in
+  ``advisor_watch_restarts_total``.
 - A malformed object or a callback that raises is logged with the object's key, counted in
   ``stats`` and skipped: one bad object never stops the informer. (That is the one place here
   that catches every exception of the consumer's callback, on purpose.)
@@ -39,6 +43,7 @@ log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name)
 EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
+RESTART_REASONS = ("expired", "error", "timeout")
 
 
 class WatchStreamLike(Protocol):
@@ -81,6 +86,7 @@ class InformerStats:
     errors: int = 0  # failed list/watch calls (each followed by a backoff)
     malformed: int = 0
     callback_errors: int = 0
+    watch_timeouts: int = 0  # watches the server ended normally (then re-watched)
 
 
 @dataclass
@@ -106,10 +112,12 @@ class Informer:
     def __init__(self, kube: TFJobSource, namespaces: Sequence[str] | None, on_event: Callable[[str, JSON], None],
                  *, label_selector: str | None = None, watch_timeout_s: float = 300.0,
                  backoff: Backoff = Backoff(), sleep: Callable[[float], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
+                 on_restart: Callable[[str], None] | None = None) -> None:
         if namespaces is not None and not namespaces:
             raise ValueError("namespaces must be None (all namespaces) or name at least one namespace")
         self._kube, self._on_event = kube, on_event
+        self._on_restart = on_restart
         self._selector, self._watch_timeout_s = label_selector, watch_timeout_s
         self._backoff, self._sleep, self._clock = backoff, sleep, clock
         self._rng = rng or random.Random()
@@ -167,10 +175,12 @@ class Informer:
             except KubeGone as exc:
                 log.info("%s: %s; listing again", _where(scope), exc)
                 self._count("relists_after_gone")
+                self._restarted("expired")
                 scope.rv = None
             except KubeError as exc:
                 scope.failures += 1
                 self._count("errors")
+                self._restarted("error")
                 delay = max(self._backoff.delay(scope.failures, self._rng), exc.retry_after_s or 0.0)
                 log.warning("%s: %s; retrying in %.1f s", _where(scope), exc, delay)
                 self._pause(delay)
@@ -213,7 +223,11 @@ class Informer:
                 scope.failures = 0
         finally:
             scope.stream = None
-        if count == 0 and self._clock() - started < 1.0 and not self._stop.is_set():
+        if self._stop.is_set():
+            return
+        self._count("watch_timeouts")
+        self._restarted("timeout")
+        if count == 0 and self._clock() - started < 1.0:
             # client-go's "very short watch": a server closing at once must not make us spin
             scope.failures += 1
             self._pause(self._backoff.delay(scope.failures, self._rng))
@@ -252,6 +266,13 @@ class Informer:
     def _count(self, name: str) -> None:
         with self._shared.lock:
             setattr(self.stats, name, getattr(self.stats, name) + 1)
+
+    def _restarted(self, reason: str) -> None:
+        if self._on_restart is not None and not self._stop.is_set():
+            try:
+                self._on_restart(reason)
+            except Exception:  # a metrics hook must never stop the informer
+                log.exception("TFJob informer: the restart hook failed")
 
     def _malformed(self, scope: _Scope, what: str, obj: Any) -> None:
         self._count("malformed")

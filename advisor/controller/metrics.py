@@ -73,6 +73,8 @@ class Metrics:
         self.watch_restarts = Counter(
             "advisor_watch_restarts_total", "Watch streams restarted, by reason (expired, error, timeout).",
             ("reason",), registry=r)
+        for reason in ("expired", "error", "timeout"):  # zero from the start, so rate() has a baseline
+            self.watch_restarts.labels(reason)
         self.leader = Gauge(
             "advisor_leader", "1 while this replica holds the leader lease.", registry=r)
 

@@ -164,12 +164,14 @@ def test_watch_expiry_relists_and_the_flow_goes_on(emu, body, tmp_path) -> None:
     controller = start_controller(emu, settings_for(tmp_path, leader_election=False))
     try:
         wait_for("synced", controller.informer.has_synced)
-        emu.expire_history()
-        emu.close_watches()
-        create_tfjob(emu, tfjob("after-410"))
+        emu.close_watches()  # the watch drops; the informer backs off (>= 0.8 s) before it resumes,
+        create_tfjob(emu, tfjob("after-410"))  # so it misses this job's ADDED event
+        emu.expire_history()  # and its resourceVersion is compacted away: only a relist finds the job
         pj = wait_for("the profiling run", lambda: profiling_jobs(emu), timeout_s=30)[0]
         assert upload_as_profiling_pod(emu, pj, body).ok
         wait_for("Predicted", lambda: phase(emu, "after-410") == "Predicted", timeout_s=30)
+        restarts = controller.metrics.watch_restarts  # the dropped stream, then the 410: both exported
+        assert restarts.labels("error")._value.get() >= 1 and restarts.labels("expired")._value.get() == 1
     finally:
         controller.stop()
 

@@ -114,8 +114,8 @@ def test_lists_then_watches(emu: KubeEmulator, kube: Kube) -> None:
 def test_relists_on_410_and_synthesizes_deletions(emu: KubeEmulator, kube: Kube) -> None:
     for name in ("a", "b"):
         emu.seed(tfjob(name))
-    rec, sleeps = Recorder(), Sleeps()
-    with running(Informer(kube, ["ml"], rec, sleep=sleeps)) as inf:
+    rec, sleeps, restarts = Recorder(), Sleeps(), []
+    with running(Informer(kube, ["ml"], rec, sleep=sleeps, on_restart=restarts.append)) as inf:
         wait_for(lambda: emu.open_watches("tfjobs") == 1)
         sleeps.gate.clear()  # the informer will be stuck in its backoff: "disconnected"
         emu.close_watches()  # apiserver restart
@@ -135,14 +135,17 @@ def test_relists_on_410_and_synthesizes_deletions(emu: KubeEmulator, kube: Kube)
         emu.seed(tfjob("d"))  # and it watches again afterwards
         wait_for(lambda: ("ADDED", "ml/d") in rec.events())
         assert inf.stats.lists == 2
+        # the dropped connection (an error), then the 410 on resuming: each reported once, in order
+        assert restarts == ["error", "expired"]
 
 
 def test_backoff_grows_with_jitter_and_resets_after_success(emu: KubeEmulator, kube: Kube) -> None:
     emu.seed(tfjob("a"))
     emu.fail_next(verb="list", status=500, times=3)
-    sleeps = Sleeps()
+    sleeps, restarts = Sleeps(), []
     backoff = Backoff(initial_s=0.8, max_s=30.0, factor=2.0, jitter=1.0)
-    with running(Informer(kube, ["ml"], Recorder(), backoff=backoff, sleep=sleeps, rng=random.Random(1))) as inf:
+    with running(Informer(kube, ["ml"], Recorder(), backoff=backoff, sleep=sleeps, rng=random.Random(1),
+                          on_restart=restarts.append)) as inf:
         first = list(sleeps.delays)
         # retry n waits 0.8 * 2**(n-1) * (1 + U[0,1)): inside [base, 2 base), so each longer than the last
         assert len(first) == 3
@@ -155,6 +158,7 @@ def test_backoff_grows_with_jitter_and_resets_after_success(emu: KubeEmulator, k
         again = sleeps.delays[3:]
         assert 0.8 <= again[0] < 1.6 and 1.6 <= again[1] < 3.2  # started over from 0.8 s
         assert inf.stats.errors == 5 and inf.stats.lists == 1  # watch errors re-watch, no relist
+        assert restarts == ["error"] * 5  # three failed lists, the dropped stream, the 503
 
 
 def test_backoff_is_capped_and_honours_retry_after(emu: KubeEmulator, kube: Kube) -> None:
@@ -202,9 +206,10 @@ def test_malformed_list_items_are_skipped() -> None:
 
 def test_resumes_from_last_resource_version_after_watch_timeout(emu: KubeEmulator, kube: Kube) -> None:
     emu.seed(tfjob("a"))
-    rec = Recorder()
-    with running(Informer(kube, ["ml"], rec, watch_timeout_s=1, sleep=Sleeps())) as inf:
+    rec, restarts = Recorder(), []
+    with running(Informer(kube, ["ml"], rec, watch_timeout_s=1, sleep=Sleeps(), on_restart=restarts.append)) as inf:
         wait_for(lambda: inf.stats.watches >= 2, timeout=4)  # the server closed the first after 1 s
+        assert restarts and set(restarts) == {"timeout"}
         emu.seed(tfjob("b"))
         wait_for(lambda: ("ADDED", "ml/b") in rec.events())
         # one list; a re-watch from "0" would have replayed "a" as ADDED again
