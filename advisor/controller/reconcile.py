@@ -135,7 +135,8 @@ class Reconciler:
         elif run.state in ("received", "predicted"):
             self._predict_or_apply(view, run, prices, limits)
         else:  # failed / timed_out: wait for a new generation of the job's templates
-            self._set_phase(view, "Failed", _reason_of(run), run.reason or "")
+            self._release_if_held(view, None, limits)  # a release that failed (e.g. 409) is retried here
+            self._set_phase(view, "Failed", *_reason_and_message(run))
 
     def _profile_generation(self, view: TFJobView) -> int:
         """The generation whose profiling run applies: kept across resizes (same templates)."""
@@ -151,8 +152,14 @@ class Reconciler:
         name = profiling_job_name(view.name, generation)
         run, created = self.store.ensure_run(view.uid, view.namespace, view.name, generation, name, now)
         self._ensure_token_secret(view, name, run.token, generation)
+        profiled = {ann.TEMPLATE_HASH: view.template_hash, ann.PROFILED_GENERATION: str(generation)}
         if limits.mode is Mode.INITIAL and not view.started and not view.suspended:
-            self.kube.patch_tfjob(view.namespace, view.name, suspend_patch())
+            # Suspending bumps metadata.generation. The same patch says which generation was
+            # profiled, so no cached copy has the new generation without it (else a lagging cache
+            # would look like a new, unprofiled generation and start a second run).
+            hold = suspend_patch()
+            hold["metadata"]["annotations"].update(profiled)
+            self.kube.patch_tfjob(view.namespace, view.name, hold)
         spec = ProfilingSpec(self.settings.ingest_url, self.settings.profiling_steps,
                              self.settings.profiling_warmup_steps, self.settings.profiling_timeout_s,
                              (self.settings.bandwidth_bps() or 0) / 1e6 or None)
@@ -162,8 +169,7 @@ class Reconciler:
             pass  # created before a restart, or not yet in the cache: exactly one run per generation
         if created:
             self.metrics.profiling_runs.labels("started").inc()
-        extra = {ann.TEMPLATE_HASH: view.template_hash, ann.PROFILED_GENERATION: str(generation),
-                 ann.PROFILING_RUN: name}
+        extra = {**profiled, ann.PROFILING_RUN: name}
         self._set_phase(view, "Profiling", "ProfilingStarted", f"profiling run {name}", extra=extra)
         self.enqueue_after(view.key, 5.0)  # look again soon: the run must appear in the cache
 
@@ -206,8 +212,10 @@ class Reconciler:
         self.store.set_state(view.uid, run.generation, state, f"{reason}: {message}", self.clock())
         self.store.revoke_token(view.uid, run.generation)
         self.metrics.profiling_runs.labels(state).inc()
+        # Release first: its patch carries the cached resourceVersion, which the phase patch
+        # would make stale. Never leave a job suspended because profiling failed.
+        self._release_if_held(view, None, limits)
         self._set_phase(view, "Failed", reason, message)
-        self._release_if_held(view, None, limits)  # never leave a job suspended because profiling failed
 
     def _predict_or_apply(self, view: TFJobView, run: Any, prices: Prices, limits: Limits) -> None:
         trace = self.store.trace(view.uid, run.generation)
@@ -251,10 +259,12 @@ class Reconciler:
                                            predicted_at=float(prediction.get("predicted_at", 0)),
                                            profiled_generation=run.generation)
         message = f"recommended {rec.target} workers (saturation at {prediction['saturation_workers']})"
-        self._set_phase(view, "Predicted", "Predicted", message, extra=extra)
-        self._export(view, prediction, rec)
+        # Resize before annotating: those patches carry the cached resourceVersion (a concurrent
+        # edit of the replicas wins), which the annotation patch would make stale.
         if not self._release_if_held(view, rec, limits):
             self._auto_resize(view, prediction, rec, prices, limits)
+        self._set_phase(view, "Predicted", "Predicted", message, extra=extra)
+        self._export(view, prediction, rec)
 
     def _release_if_held(self, view: TFJobView, rec: Recommendation | None, limits: Limits) -> bool:
         """``initial`` mode: set the workers (when predicted) and resume a job the advisor holds."""
@@ -343,6 +353,7 @@ class Reconciler:
         self.metrics.forget_job(namespace, name, self._curve_workers.pop((namespace, name), ()))
 
 
-def _reason_of(run: Any) -> str:
-    text = run.reason or run.state
-    return text.split(":", 1)[0] or "ProfilingFailed"
+def _reason_and_message(run: Any) -> tuple[str, str]:
+    """Split a stored ``"Reason: message"`` (as ``_end_run`` writes it) back into its parts."""
+    reason, _, message = (run.reason or "").partition(": ")
+    return reason or "ProfilingFailed", message.strip()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 
 import pytest
 
@@ -89,6 +90,28 @@ def test_initial_mode_holds_the_job_then_resumes_it_with_the_recommendation(emu,
         # The resize bumped the generation but not the templates: no second profiling run.
         wait_for("Predicted", lambda: phase(emu, "held") == "Predicted")
         assert len(profiling_jobs(emu)) == 1
+    finally:
+        controller.stop()
+
+
+def test_initial_mode_releases_the_job_when_profiling_fails(emu, body, tmp_path) -> None:
+    controller = start_controller(emu, settings_for(tmp_path, leader_election=False, mode="initial"))
+    try:
+        create_tfjob(emu, tfjob("unlucky", workers=2))
+        pj = wait_for("the profiling run", lambda: profiling_jobs(emu))[0]
+        assert emu.get("tfjobs", NS, "unlucky")["spec"]["runPolicy"]["suspend"] is True
+        failed = {"type": "Failed", "status": "True", "reason": "TFJobFailed", "message": "worker 0 OOMKilled"}
+        emu.patch("tfjobs", NS, pj["metadata"]["name"], {"status": {"conditions": [failed]}}, subresource="status")
+        wait_for("Failed", lambda: phase(emu, "unlucky") == "Failed")
+        released = wait_for("release", lambda: (emu.get("tfjobs", NS, "unlucky")["spec"]["runPolicy"]["suspend"]
+                                                is False and emu.get("tfjobs", NS, "unlucky")))
+        # the user's job runs as they wrote it: same workers, no advisor hold left behind
+        assert released["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 2
+        assert PREFIX + "suspended-by-advisor" not in released["metadata"]["annotations"]
+        time.sleep(0.5)  # a few more reconciles (the release and the phase patch each wake one)
+        assert annotations(emu, "unlucky")[PREFIX + "reason"] == "ProfilingFailed: worker 0 OOMKilled"
+        assert events(emu, "unlucky").count(("Warning", "ProfilingFailed")) == 1
+        assert len(profiling_jobs(emu)) == 1 and controller.metrics.profiling_runs.labels("failed")._value.get() == 1
     finally:
         controller.stop()
 

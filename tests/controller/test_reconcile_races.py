@@ -1,0 +1,80 @@
+"""Reconciles that see a lagging informer cache: the states a watch delivers late must not look new.
+
+The informer's cache trails the API server by however long the MODIFIED event takes; a
+reconcile woken by the controller's own write can see the object as it stood between two of the
+controller's patches. These tests pin the cache to exactly such an intermediate state (taken from
+the emulator right after each patch) and reconcile again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+
+from advisor.controller.kube import Kube
+from advisor.controller.metrics import Metrics
+from advisor.controller.reconcile import Reconciler
+from advisor.controller.store import Store
+from tests.controller.harness import NS, profiling_jobs, settings_for
+from tests.controller.tfjobs import tfjob
+from tests.kube_emulator import KubeEmulator
+
+
+@pytest.fixture
+def emu() -> Iterator[KubeEmulator]:
+    with KubeEmulator(namespaces=[NS]) as e:
+        yield e
+
+
+class SnapshotKube:
+    """The real adapter; after each patch of a TFJob, the object as the server then had it."""
+
+    def __init__(self, kube: Kube, emu: KubeEmulator) -> None:
+        self._kube, self._emu = kube, emu
+        self.after_patch: list[dict[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kube, name)
+
+    def patch_tfjob(self, namespace: str, name: str, patch: Mapping[str, Any], **kwargs: Any) -> Any:
+        out = self._kube.patch_tfjob(namespace, name, patch, **kwargs)
+        self.after_patch.append(self._emu.get("tfjobs", namespace, name))
+        return out
+
+
+class NoPredictions:
+    backend = "none"
+
+    def submit(self, *args: Any) -> bool:
+        raise AssertionError("no trace was uploaded: nothing to predict")
+
+    def running(self, key: str) -> bool:
+        return False
+
+
+def test_a_cache_between_the_suspend_and_the_annotation_patch_starts_no_second_run(
+        emu: KubeEmulator, tmp_path: Path) -> None:
+    """``initial`` mode, a job created unsuspended: holding it bumps its generation."""
+    emu.seed(tfjob("race", workers=2))
+    kube = SnapshotKube(Kube(kubernetes.client.ApiClient(emu.configuration())), emu)
+    pinned: dict[str, Any] = {}
+
+    def cache(namespace: str, name: str) -> Mapping[str, Any] | None:
+        return pinned.get(name) or emu.get("tfjobs", namespace, name)
+
+    store = Store(tmp_path / "advisor.db")
+    reconciler = Reconciler(settings=settings_for(tmp_path, mode="initial"), kube=kube, cache=cache, store=store,
+                            predictor=NoPredictions(), metrics=Metrics(), enqueue_after=lambda key, delay: None)
+    reconciler.reconcile((NS, "race"))
+    assert len(profiling_jobs(emu)) == 1 and len(kube.after_patch) >= 1
+    held = kube.after_patch[0]  # right after the first patch: suspended, generation bumped
+    assert held["spec"]["runPolicy"]["suspend"] is True and held["metadata"]["generation"] == 2
+    for state in kube.after_patch:  # every intermediate state the watch may deliver late
+        pinned["race"] = state
+        reconciler.reconcile((NS, "race"))
+    assert [j["metadata"]["name"] for j in profiling_jobs(emu)] == ["race-prof-g1"]
+    assert reconciler.metrics.reconcile_errors.labels("internal")._value.get() == 0
