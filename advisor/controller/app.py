@@ -38,6 +38,7 @@ from advisor.controller.store import Store
 from advisor.controller.tfjob import opted_in
 from advisor.controller.workqueue import WorkQueue
 from advisor.errors import StoreError
+from advisor.importers.trace_upload import STEPS_FIELD
 
 log = logging.getLogger(__name__)
 RECONCILE_THREADS = 4
@@ -77,7 +78,8 @@ class Controller:
                             verify_token=self.ingest.verify_token, accept_trace=self.ingest.accept_trace,
                             healthy=self.healthy, ready=self.ready, max_bytes=settings.ingest_max_bytes,
                             max_inflated_bytes=32 * settings.ingest_max_bytes,
-                            predictions=self.predictor if isinstance(self.predictor, JobPredictor) else None)
+                            predictions=self.predictor if isinstance(self.predictor, JobPredictor) else None,
+                            lazy_upload_field=STEPS_FIELD)
         self.scheduler = BackgroundScheduler(daemon=True)
 
     def _make_predictor(self, on_done: Done, job_poll_s: float) -> ProcessPredictor | JobPredictor:

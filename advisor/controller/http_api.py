@@ -39,14 +39,17 @@ from socketserver import TCPServer
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from advisor.controller.memory import release_free_heap
 from advisor.controller.metrics import Metrics
 from advisor.errors import HttpApiError
+from advisor.importers.json_scan import JSONScanError, scan_object
 
 logger = logging.getLogger(__name__)
 
 Probe = Callable[[], tuple[bool, str]]  # (ok, short reason shown when not ok)
 VerifyToken = Callable[[str, str, int, str], bool]  # (namespace, name, generation, token)
-AcceptTrace = Callable[[str, str, int, dict[str, Any]], "IngestResult"]  # (namespace, name, generation, doc)
+# (namespace, name, generation, parsed bundle, the bundle as received, gzip-compressed)
+AcceptTrace = Callable[[str, str, int, dict[str, Any], bytes], "IngestResult"]
 
 
 
@@ -95,12 +98,14 @@ class HttpApi:
 
     ``max_bytes`` caps the request body as sent, ``max_inflated_bytes`` a gzip body once inflated.
     ``io_timeout_s`` bounds each socket read or write, ``body_timeout_s`` reading a whole body.
+    ``lazy_upload_field`` names the array of a trace upload that holds nearly all of its bytes
+    (the traced steps): it reaches ``accept_trace`` as a ``json_scan.LazyArray``.
     """
 
     def __init__(self, host: str, port: int, *, metrics: Metrics, verify_token: VerifyToken,
                  accept_trace: AcceptTrace, healthy: Probe, ready: Probe, max_bytes: int,
                  max_inflated_bytes: int, io_timeout_s: float = 10.0, body_timeout_s: float = 60.0,
-                 predictions: PredictionEndpoints | None = None) -> None:
+                 predictions: PredictionEndpoints | None = None, lazy_upload_field: str | None = None) -> None:
         if max_bytes < 1 or max_inflated_bytes < 1:
             raise ValueError("max_bytes and max_inflated_bytes must be positive")
         self.host, self.port = host, port
@@ -110,6 +115,7 @@ class HttpApi:
         self.max_bytes, self.max_inflated_bytes = max_bytes, max_inflated_bytes
         self.io_timeout_s, self.body_timeout_s = io_timeout_s, body_timeout_s
         self.predictions = predictions
+        self.lazy_upload_field = lazy_upload_field
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         for reason in REJECTION_REASONS:  # export every series from the start, at 0
@@ -314,11 +320,22 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _post_trace(self, namespace: str, name: str, generation: int, length: int, gzipped: bool) -> None:
         api = self.server.api
-        body = self._read_body(length)
-        if gzipped:
-            body = _gunzip(body, api.max_inflated_bytes)
-        document = _json_object(body)
-        result = api.accept_trace(namespace, name, generation, document)
+        received = self._read_body(length)
+        try:
+            # One copy of the bundle at a time: the inflated bytes go once decoded to text, and
+            # the big array is decoded a step at a time as the importer reads it. The bundle is
+            # kept as it came (gzip).
+            inflated = _gunzip(received, api.max_inflated_bytes) if gzipped else received
+            text = _utf8(inflated)
+            del inflated
+            document = _json_object(text, lazy=api.lazy_upload_field)
+            del text
+            raw = received if gzipped else gzip.compress(received, mtime=0)
+            del received
+            result = api.accept_trace(namespace, name, generation, document, raw)
+            del document, raw
+        finally:
+            release_free_heap()  # the parsed upload was tens of MB for a moment: give it back
         if 200 <= result.status < 300:
             self._counted = True
             api.metrics.ingest_accepted.inc()
@@ -427,7 +444,7 @@ class _Handler(BaseHTTPRequestHandler):
         logger.info("HTTP %s: " + format, self.client_address[0], *args)
 
 
-def _gunzip(data: bytes, cap: int) -> bytes:
+def _gunzip(data: bytes, cap: int) -> bytearray:
     """Inflate a gzip body, stopping as soon as the output would pass ``cap`` bytes."""
     inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
     out, pending = bytearray(), data
@@ -447,22 +464,20 @@ def _gunzip(data: bytes, cap: int) -> bytes:
         raise _Reject(400, "the gzip body is truncated", "malformed")
     if inflater.unused_data:
         raise _Reject(400, "data follows the end of the gzip stream", "malformed")
-    return bytes(out)
+    return out
 
 
-def _json_object(body: bytes) -> dict[str, Any]:
+def _utf8(body: bytes | bytearray) -> str:
     try:
-        document = json.loads(body, parse_constant=_no_constant)
-    except RecursionError:
-        raise _Reject(400, "the body is not usable JSON: nested too deeply", "malformed") from None
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, NaN/Infinity
-        raise _Reject(400, f"the body is not valid JSON: {exc}", "malformed") from None
-    if not isinstance(document, dict):
-        kinds = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
-        kind = kinds.get(type(document), "a number")
-        raise _Reject(400, f"the body must be a JSON object, not {kind}", "malformed")
-    return document
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Reject(400, f"the body is not valid JSON: not UTF-8 ({exc.reason} at byte {exc.start})",
+                      "malformed") from None
 
 
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is not standard JSON")
+def _json_object(body: bytes | str, *, lazy: str | None = None) -> dict[str, Any]:
+    """The body as a JSON object; the array field ``lazy`` decoded an element at a time (json_scan)."""
+    try:
+        return scan_object(_utf8(body) if isinstance(body, bytes) else body, lazy=lazy)
+    except JSONScanError as exc:
+        raise _Reject(400, f"the body {exc}", "malformed") from None

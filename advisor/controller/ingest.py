@@ -3,13 +3,12 @@
 The HTTP layer (``http_api``) counts rejections by status and has already checked the token, the size and that the body is a
 JSON object; here the upload bundle (docs/profiling.md) is interpreted with the same importer
 the CLI uses, so a trace that ``advisor profile inspect`` would refuse is refused here too,
-with the same message, as a 400. The raw bundle is stored beside the profile so a later,
-better interpretation can be re-run without profiling again.
+with the same message, as a 400. The bundle is stored as the pod sent it (gzip), beside the
+profile, so a later, better interpretation can be re-run without profiling again.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import time
@@ -38,7 +37,9 @@ class Ingest:
     def verify_token(self, namespace: str, name: str, generation: int, token: str) -> bool:
         return self.store.verify_token(namespace, name, generation, token) is not None
 
-    def accept_trace(self, namespace: str, name: str, generation: int, document: dict[str, Any]) -> IngestResult:
+    def accept_trace(self, namespace: str, name: str, generation: int, document: dict[str, Any],
+                     raw: bytes) -> IngestResult:
+        """``document`` is the parsed bundle, ``raw`` the bundle as the pod sent it (gzip)."""
         obj = self.cache(namespace, name)
         uid = ((obj or {}).get("metadata") or {}).get("uid")
         run = self.store.run(uid, generation) if uid else None
@@ -51,7 +52,6 @@ class Ingest:
             return IngestResult(400, {"message": str(exc)})
         profile_json = json.dumps(profile_to_json(profile), sort_keys=True, separators=(",", ":"))
         sha = hashlib.sha256(profile_json.encode()).hexdigest()
-        raw = gzip.compress(json.dumps(document, separators=(",", ":")).encode(), mtime=0)
         outcome = self.store.put_trace(uid, generation, raw, profile_json, sha, self.clock())
         if outcome == "conflict":
             return IngestResult(409, {"message": f"a different trace was already received for generation {generation}"})

@@ -28,7 +28,7 @@ from advisor.core.advice import AdviceRequest, advise
 from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
 from advisor.core.cost import Prices
 from advisor.core.predict import CurveSettings
-from advisor.core.profile import Profile, parse_profile
+from advisor.core.profile import parse_profile
 from advisor.core.sim_types import NetworkModel
 from advisor.errors import AdvisorError
 
@@ -76,10 +76,12 @@ class PredictionParams:
 
 
 def prediction_params(
-    profile: Profile, prices: Prices, *, bandwidth_bps: float | None, max_workers: int, target: float, seed: int,
-    saturation_threshold: float, contention: Contention | None = Contention(),
+    recorded_bandwidth_bps: float | None, prices: Prices, *, bandwidth_bps: float | None, max_workers: int,
+    target: float, seed: int, saturation_threshold: float, contention: Contention | None = Contention(),
 ) -> PredictionParams:
-    bandwidth = bandwidth_bps or profile.job.recorded_bandwidth_bps
+    """The parameters of a job's prediction; ``recorded_bandwidth_bps`` (the profile's own) is
+    the fallback when the controller has no ``bandwidth`` setting."""
+    bandwidth = bandwidth_bps or recorded_bandwidth_bps
     if not bandwidth:
         raise PredictionInputError(
             "no network bandwidth: set the controller's `bandwidth` or record it in the profile (ADVISOR_BANDWIDTH_MBIT)")

@@ -60,6 +60,7 @@ class Reconciler:
     _failed: dict[str, str] = field(default_factory=dict)  # prediction key -> error, not retried until restart
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _curve_workers: dict[Key, tuple[int, ...]] = field(default_factory=dict)
+    _bandwidth_of: dict[str, float | None] = field(default_factory=dict)  # profile sha -> recorded bandwidth
 
     # --- entry point -------------------------------------------------------------------------
 
@@ -217,33 +218,53 @@ class Reconciler:
         self._release_if_held(view, None, limits)
         self._set_phase(view, "Failed", reason, message)
 
+    def _recorded_bandwidth(self, uid: str, generation: int, sha: str) -> float | None:
+        """The bandwidth a profile was recorded at: parsed (and so validated) once per profile.
+
+        Why: a resync reconciles every predicted job; reading and parsing its profile each time
+        would cost a large allocation per job for one number."""
+        with self._lock:
+            if sha in self._bandwidth_of:
+                return self._bandwidth_of[sha]
+        text = self.store.profile_json(uid, generation)
+        if text is None:
+            raise StoreError(f"the trace of {uid} generation {generation} is missing from the store")
+        bandwidth = parse_profile(json.loads(text)).job.recorded_bandwidth_bps
+        with self._lock:
+            self._bandwidth_of[sha] = bandwidth
+        return bandwidth
+
     def _predict_or_apply(self, view: TFJobView, run: Any, prices: Prices, limits: Limits) -> None:
-        trace = self.store.trace(view.uid, run.generation)
-        profile_doc = json.loads(trace.profile_json)
+        sha = self.store.profile_sha(view.uid, run.generation)
         try:
+            if sha is None:
+                raise StoreError(f"the profiling run is {run.state} but the store holds no trace for it")
+            recorded = self._recorded_bandwidth(view.uid, run.generation, sha)
             params = prediction_params(
-                parse_profile(profile_doc), prices, bandwidth_bps=self.settings.bandwidth_bps(),
+                recorded, prices, bandwidth_bps=self.settings.bandwidth_bps(),
                 max_workers=self.settings.max_workers, target=self.settings.prediction_target,
                 seed=self.settings.prediction_seed, saturation_threshold=self.settings.saturation_threshold,
                 contention=self.settings.contention())
         except AdvisorError as exc:  # PredictionInputError among others
             self._set_phase(view, "Failed", "PredictionImpossible", str(exc))
             return
-        pkey = prediction_key(trace.profile_sha, params)
-        stored = self.store.prediction(trace.profile_sha, pkey)
+        pkey = prediction_key(sha, params)
+        stored = self.store.prediction(sha, pkey)
         if stored is None:
             with self._lock:
                 error = self._failed.get(pkey)
                 if error is None:
-                    self._waiting.setdefault(pkey, (trace.profile_sha, set()))[1].add(view.key)
+                    self._waiting.setdefault(pkey, (sha, set()))[1].add(view.key)
             if error is not None:
                 self._set_phase(view, "Failed", "PredictionFailed", error)
                 return
-            self.predictor.submit(pkey, profile_doc, params)
-            self._set_phase(view, "Predicting", "PredictionRunning", f"profile sha256:{trace.profile_sha[:12]}")
+            if not self.predictor.running(pkey):
+                profile_doc = json.loads(self.store.profile_json(view.uid, run.generation) or "null")
+                self.predictor.submit(pkey, profile_doc, params)
+            self._set_phase(view, "Predicting", "PredictionRunning", f"profile sha256:{sha[:12]}")
             return
         prediction = json.loads(stored)
-        self._apply(view, run, trace.profile_sha, prediction, prices, limits)
+        self._apply(view, run, sha, prediction, prices, limits)
         if run.state != "predicted":
             self.store.set_state(view.uid, run.generation, "predicted", "", self.clock())
             self.store.revoke_token(view.uid, run.generation)

@@ -305,6 +305,20 @@ class Store:
                             " WHERE uid = ? AND generation = ?", (uid, generation)).fetchone()
         return TraceRecord(**dict(row)) if row else None
 
+    def profile_sha(self, uid: str, generation: int) -> str | None:
+        """The identity of the run's profile, without reading the trace (a reconcile's question)."""
+        with self._tx() as c:
+            row = c.execute("SELECT profile_sha FROM traces WHERE uid = ? AND generation = ?",
+                            (uid, generation)).fetchone()
+        return str(row["profile_sha"]) if row else None
+
+    def profile_json(self, uid: str, generation: int) -> str | None:
+        """The decoded profile alone (not the raw upload): what a prediction needs."""
+        with self._tx() as c:
+            row = c.execute("SELECT profile_json FROM traces WHERE uid = ? AND generation = ?",
+                            (uid, generation)).fetchone()
+        return str(row["profile_json"]) if row else None
+
     # -- predictions -------------------------------------------------------------------------
 
     def put_prediction(self, profile_sha: str, fingerprint: str, advice_json: str, now: float) -> None:

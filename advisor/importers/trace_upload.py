@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from advisor.errors import MissingTraceDataError, MultiWorkerTraceError, TraceFormatError
 from advisor.importers.json_files import GZIP_MAGIC
+from advisor.importers.json_scan import LazyArray
 from advisor.importers.tf_records import TraceRecords
 from advisor.importers.tf_runmetadata import read_runmetadata_documents
 from advisor.profiling.bundle import FORMAT, VERSION
 
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024  # decompressed JSON; about 2,000 steps of a 100-op model
-FIELDS = frozenset({"format", "version", "meta", "runmetadata"})
+STEPS_FIELD = "runmetadata"  # the traced steps: nearly all of a bundle's bytes
+FIELDS = frozenset({"format", "version", "meta", STEPS_FIELD})
 
 
 class BundleTooLargeError(TraceFormatError):
@@ -114,11 +116,11 @@ def _meta(doc: Mapping[str, Any], origin: str) -> Mapping[str, Any]:
     return meta
 
 
-def _steps(doc: Mapping[str, Any], origin: str) -> list[Any]:
-    steps = doc.get("runmetadata")
+def _steps(doc: Mapping[str, Any], origin: str) -> Sequence[Any]:
+    steps = doc.get(STEPS_FIELD)
     if steps is None:
         raise MissingTraceDataError(f"{origin}: the bundle has no runmetadata (the traced steps)")
-    if not isinstance(steps, list):
+    if not isinstance(steps, (list, LazyArray)):  # LazyArray: from json_scan, decoded a step at a time
         raise TraceFormatError(f"{origin}: runmetadata should be a list of RunMetadata, found {type(steps).__name__}")
     if not steps:
         raise MissingTraceDataError(f"{origin}: runmetadata is empty: no step was traced")

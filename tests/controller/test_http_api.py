@@ -34,17 +34,20 @@ class Controller:
     tokens: dict[tuple[str, str, int], str] = field(default_factory=lambda: {("team-a", "mnist", 3): TOKEN})
     answer: IngestResult = IngestResult.message(202, "accepted")
     received: list[tuple[str, str, int, dict[str, Any]]] = field(default_factory=list)
+    raw: list[bytes] = field(default_factory=list)  # the bundle as kept, per accepted call
     is_ready: tuple[bool, str] = (True, "")
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def verify_token(self, namespace: str, name: str, generation: int, token: str) -> bool:
         return self.tokens.get((namespace, name, generation)) == token
 
-    def accept_trace(self, namespace: str, name: str, generation: int, document: dict[str, Any]) -> IngestResult:
+    def accept_trace(self, namespace: str, name: str, generation: int, document: dict[str, Any],
+                     raw: bytes) -> IngestResult:
         if document.get("explode"):
             raise RuntimeError("decoder bug")
         with self.lock:
             self.received.append((namespace, name, generation, document))
+            self.raw.append(raw)
         return self.answer
 
 
@@ -141,13 +144,16 @@ def test_upload_is_accepted(api: HttpApi, controller: Controller, metrics: Metri
     assert (reply.status, reply.json()) == (202, {"message": "accepted"})
     assert reply.headers["Content-Type"] == "application/json"
     assert controller.received == [("team-a", "mnist", 3, DOC)]
+    assert gzip.decompress(controller.raw[0]) == json.dumps(DOC).encode()  # the bytes sent, not a re-encoding
     assert accepted(metrics) == 1.0
 
 
 def test_gzip_upload_is_accepted(api: HttpApi, controller: Controller) -> None:
-    reply = upload(api, gzip.compress(json.dumps(DOC).encode()), headers={"Content-Encoding": "gzip"})
+    sent = gzip.compress(json.dumps(DOC, indent=1).encode())
+    reply = upload(api, sent, headers={"Content-Encoding": "gzip"})
     assert reply.status == 202
     assert controller.received[0][3] == DOC
+    assert controller.raw == [sent]  # kept exactly as it came
 
 
 def test_expect_100_continue_invites_the_body_only_after_the_checks(api: HttpApi, controller: Controller) -> None:

@@ -14,7 +14,7 @@ from benchmarks.synthetic import tiny_mlp
 
 def _params(**settings: object) -> PredictionParams:
     s = load_settings(**settings)
-    return prediction_params(tiny_mlp(), Prices(), bandwidth_bps=1e8, max_workers=4, target=0.02, seed=0,
+    return prediction_params(tiny_mlp().job.recorded_bandwidth_bps, Prices(), bandwidth_bps=1e8, max_workers=4, target=0.02, seed=0,
                              saturation_threshold=0.05, contention=s.contention())
 
 

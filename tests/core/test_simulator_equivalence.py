@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from dataclasses import replace
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
