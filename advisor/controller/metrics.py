@@ -18,6 +18,11 @@ JOB_LABELS = ("namespace", "tfjob")
 PREDICTION_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 RECONCILE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 PHASES = ("Pending", "Profiling", "Predicting", "Predicted", "Failed")
+PREDICTION_OUTCOMES = ("succeeded", "failed")
+PROFILING_OUTCOMES = ("started", "succeeded", "failed", "timed_out")
+RECONCILE_ERROR_REASONS = ("conflict", "api", "internal", "invalid_object")
+RESIZE_MODES = ("initial", "auto")
+WATCH_RESTART_REASONS = ("expired", "error", "timeout")  # advisor.controller.informer.RESTART_REASONS
 
 
 class Metrics:
@@ -73,10 +78,16 @@ class Metrics:
         self.watch_restarts = Counter(
             "advisor_watch_restarts_total", "Watch streams restarted, by reason (expired, error, timeout).",
             ("reason",), registry=r)
-        for reason in ("expired", "error", "timeout"):  # zero from the start, so rate() has a baseline
-            self.watch_restarts.labels(reason)
         self.leader = Gauge(
             "advisor_leader", "1 while this replica holds the leader lease.", registry=r)
+
+        # Every known label value at zero from the start: a counter series born at 1 shows no
+        # increase() in Prometheus, so the first failure or prediction would be invisible.
+        for counter, values in ((self.predictions, PREDICTION_OUTCOMES), (self.profiling_runs, PROFILING_OUTCOMES),
+                                (self.reconcile_errors, RECONCILE_ERROR_REASONS), (self.resizes, RESIZE_MODES),
+                                (self.watch_restarts, WATCH_RESTART_REASONS)):
+            for value in values:
+                counter.labels(value)
 
     def set_phase(self, namespace: str, name: str, phase: str) -> None:
         for p in PHASES:

@@ -147,9 +147,11 @@ def _stat(ax: Any, panel: Mapping[str, Any], prom: Any, variables: Mapping[str, 
              for t in panel["targets"] for s in _instant(prom, t, variables, end)]
     if not items:
         return _no_data(ax)
+    decimals = panel.get("fieldConfig", {}).get("defaults", {}).get("decimals")
     for i, (name, value) in enumerate(items):
         x = (i + 0.5) / len(items)
-        ax.text(x, 0.45, f"{value:.4g}", color=COLORS[0], fontsize=24, weight="bold", ha="center",
+        shown = f"{value:.4g}" if decimals is None else f"{value:.{decimals}f}"
+        ax.text(x, 0.45, shown, color=COLORS[0], fontsize=24, weight="bold", ha="center",
                 va="center", transform=ax.transAxes)
         ax.text(x, 0.12, name, color=MUTED, fontsize=8, ha="center", transform=ax.transAxes)
 
