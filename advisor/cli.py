@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, Overhead, advise, effective_network, prepare_profile
+from advisor.core.bandwidth import bandwidth_note, estimate_bandwidth
 from advisor.core.calibration import calibrate
 from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
 from advisor.core.cost import Constraints, Prices
@@ -104,8 +105,9 @@ def _predict_job(args: argparse.Namespace) -> int:
 def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--workers", type=parse_workers, default=parse_workers("1-16"), metavar="RANGE",
                      help="worker counts: 1-32, or 1,2,4,8, or 1-8,12,16 (default 1-16)")
-    cmd.add_argument("--bandwidth", type=parse_bandwidth, metavar="RATE",
-                     help="PS link capacity each way, e.g. 10Gbit/s (default: the profile's recorded bandwidth)")
+    cmd.add_argument("--bandwidth", type=_bandwidth_arg, metavar="RATE",
+                     help="PS link capacity each way, e.g. 10Gbit/s, or 'measure' to measure it from the "
+                          "profile's transfer times (default: the profile's recorded bandwidth, else measured)")
     cmd.add_argument("--ps", type=int, help="parameter servers (must match the profile's)")
     cmd.add_argument("--price-worker", type=float, default=1.0, metavar="PER_HOUR", help="price per worker-hour")
     cmd.add_argument("--price-ps", type=float, default=0.0, metavar="PER_HOUR", help="price per PS-hour")
@@ -243,13 +245,18 @@ def _predict(args: argparse.Namespace) -> int:
     if args.calibrate:
         c = calibrate(profile)
         args.alpha, args.beta, args.win, args.goodput = c.alpha_us_per_byte, c.beta_us, c.win_bytes, c.goodput
-    request = _advice_request(args, profile)
+    bandwidth, source, note = _bandwidth(args, profile)
+    request = _advice_request(args, profile, bandwidth)
+    if note and not args.quiet:
+        print(note, file=sys.stderr)
     progress = None if args.quiet or args.json else _progress
     from advisor.core.simulator import simulate  # here: `advisor controller` must not load numba (about 50 MB)
 
     advice = advise(profile, request, simulate, progress)
     if args.json:
-        print(json.dumps(advice_to_json(profile, request, advice), indent=2))
+        doc = advice_to_json(profile, request, advice, bandwidth_source=source)
+        doc["notes"] += [note] if note else []
+        print(json.dumps(doc, indent=2))
     else:
         print(advice_table(profile, request, advice))
     if args.plot:
@@ -260,10 +267,21 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def _advice_request(args: argparse.Namespace, profile: Profile) -> AdviceRequest:
-    bandwidth = args.bandwidth or profile.job.recorded_bandwidth_bps
-    if bandwidth is None:
-        raise SimulationSettingsError("the profile does not record its bandwidth: give --bandwidth, e.g. 10Gbit/s")
+def _bandwidth_arg(text: str) -> float | str:
+    return "measure" if text.strip().lower() == "measure" else parse_bandwidth(text)
+
+
+def _bandwidth(args: argparse.Namespace, profile: Profile) -> tuple[float, str, str | None]:
+    """(link rate, where it came from, a note when measured): --bandwidth, else recorded, else measured."""
+    if isinstance(args.bandwidth, float):
+        return args.bandwidth, "given", None
+    if args.bandwidth is None and profile.job.recorded_bandwidth_bps:
+        return profile.job.recorded_bandwidth_bps, "recorded", None
+    estimate = estimate_bandwidth(profile, args.goodput)  # BandwidthNotMeasurable says why, asks for --bandwidth
+    return estimate.bps, "measured", bandwidth_note(estimate)
+
+
+def _advice_request(args: argparse.Namespace, profile: Profile, bandwidth: float) -> AdviceRequest:
     if args.ps is not None and args.ps != profile.job.parameter_servers:
         raise SimulationSettingsError(
             f"--ps {args.ps}: the profile was recorded with {profile.job.parameter_servers} parameter server(s); "

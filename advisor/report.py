@@ -15,8 +15,11 @@ from advisor.core.units import format_bandwidth
 SCHEMA = "advisor-prediction/1"
 
 
-def advice_to_json(profile: Profile, request: AdviceRequest, advice: Advice) -> dict[str, Any]:
-    """The prediction as JSON data, schema ``advisor-prediction/1``."""
+def advice_to_json(profile: Profile, request: AdviceRequest, advice: Advice, *,
+                   bandwidth_source: str = "given") -> dict[str, Any]:
+    """The prediction as JSON data, schema ``advisor-prediction/1``; ``bandwidth_source`` says
+    where the link rate came from: given (by the user), recorded (with the profile), measured
+    (from the profile's transfer times, ``core/bandwidth.py``)."""
     net = request.network
     rec = advice.recommended
     return {
@@ -30,6 +33,7 @@ def advice_to_json(profile: Profile, request: AdviceRequest, advice: Advice) -> 
         },
         "network": {
             "bandwidth_bps": net.bandwidth_bps,
+            "bandwidth_source": bandwidth_source,
             "win_bytes": net.win_bytes,
             "order": net.order.value,
             "contention": _contention(request),

@@ -1,13 +1,15 @@
 """Accuracy against the real testbed: predicted vs measured throughput for W = 1..8.
 
-    python -m benchmarks.accuracy [--steps 1000] [--json out.json]
+    python -m benchmarks.accuracy [--steps 1000] [--measure-bandwidth] [--json out.json]
 
 For every measured run in ``../shared/data/measured`` it predicts from the 1-worker trace of
 the same model and congestion control (``condensed/<cc>/<model>_bw100``; the 20 ms-queue runs
 use the cubic trace, since only the queue differs), prints predicted vs measured per W with the
 error, the median and maximum |error|, and how much costlier per example the recommended W is
 than the best measured W. Then it checks bandwidth transfer: a 100 Mbit/s trace predicting
-50 Mbit/s against the 50 Mbit/s trace itself. Needs ``../shared/data`` beside the repository.
+50 Mbit/s against the 50 Mbit/s trace itself. With ``--measure-bandwidth`` the link rate is not
+given (100 Mbit/s, the testbed's shaping) but measured from each trace (``core/bandwidth.py``),
+as for a user who does not know it. Needs ``../shared/data`` beside the repository.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from advisor.core.advice import Advice, AdviceRequest, Overhead, advise
+from advisor.core.bandwidth import estimate_bandwidth
 from advisor.core.contention import CongestionControl, Contention
 from advisor.core.cost import Prices, cost_per_example
 from advisor.core.predict import CurveSettings
@@ -75,15 +78,17 @@ def predict(profile: Profile, workers: list[int], bandwidth: float, model: Model
     return advise(profile, request, simulate)
 
 
-def evaluate_run(name: str, cc: str, queue_s: float | None, model: Model, steps: int) -> dict:
+def evaluate_run(name: str, cc: str, queue_s: float | None, model: Model, steps: int,
+                 measure_bandwidth: bool = False) -> dict:
     meas = measured(DATA / "measured" / name)
     model_name = Path(name).name.split("_")[0]
     profile = load_profile(DATA / "condensed" / cc / f"{model_name}_bw100.json.gz")
     workers = sorted(meas)
+    bandwidth = estimate_bandwidth(profile).bps if measure_bandwidth else 100e6
     t0 = time.perf_counter()
-    advice = predict(profile, workers, 100e6, model, steps, cc, queue_s)
+    advice = predict(profile, workers, bandwidth, model, steps, cc, queue_s)
     seconds = time.perf_counter() - t0
-    equal = predict(profile, workers, 100e6, replace(model, equal_shares=True), steps)
+    equal = predict(profile, workers, bandwidth, replace(model, equal_shares=True), steps)
     rows = []
     for w in workers:
         p = advice.point(w)
@@ -95,7 +100,8 @@ def evaluate_run(name: str, cc: str, queue_s: float | None, model: Model, steps:
     costs = {w: cost_per_example(PRICES, w, 1, statistics.mean(meas[w])) for w in workers}
     best = min(costs, key=costs.__getitem__)
     rec, rec_equal = advice.recommended.workers, equal.recommended.workers
-    return {"run": name, "rows": rows, "seconds": seconds, "recommended": rec, "best_measured": best,
+    return {"run": name, "rows": rows, "seconds": seconds, "bandwidth": bandwidth, "recommended": rec,
+            "best_measured": best,
             "cost_excess": costs[rec] / costs[best] - 1, "equal_shares_cost_excess": costs[rec_equal] / costs[best] - 1}
 
 
@@ -117,11 +123,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000, help="simulated steps per worker (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--measure-bandwidth", action="store_true",
+                        help="measure each trace's link rate instead of giving the testbed's 100 Mbit/s")
     args = parser.parse_args()
     if not DATA.exists():
         raise SystemExit(f"needs the real traces at {DATA}")
     model = Model(seed=args.seed)
-    results = [evaluate_run(name, cc, queue, model, args.steps) for name, cc, queue in RUNS]
+    results = [evaluate_run(name, cc, queue, model, args.steps, args.measure_bandwidth) for name, cc, queue in RUNS]
     print("error: the product's model (contention rules); equal: Li et al.'s equal sharing; then two coarse baselines")
     print(f"{'run':<28} {'W':>2} {'measured':>17} {'predicted':>9} {'interval':>15} {'error':>7} {'equal':>7} "
           f"{'Cynthia':>8} {'phases':>7}  W=2 alternating")
@@ -134,7 +142,7 @@ def main() -> None:
                   f"{r['cynthia_error']:>+8.1%} {r['phase_error']:>+7.1%}{alt}")
         print(f"{'':<28} recommended W={res['recommended']}, best measured W={res['best_measured']}, "
               f"cost excess {res['cost_excess']:+.1%} (equal shares {res['equal_shares_cost_excess']:+.1%})  "
-              f"({res['seconds']:.1f} s)")
+              f"at {res['bandwidth'] / 1e6:.1f} Mbit/s ({res['seconds']:.1f} s)")
     rows = [r for res in results for r in res["rows"]]
     for label, key in (("contention rules", "error"), ("equal shares", "equal_shares_error")):
         errors = [abs(r[key]) for r in rows]

@@ -133,3 +133,30 @@ def test_predict_refuses_bad_contention_options(argv: list[str], message: str, c
         code = exc.code
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_predict_measures_the_bandwidth_a_trace_does_not_record(capsys: pytest.CaptureFixture[str]) -> None:
+    """The condensed trace carries no bandwidth; it was recorded with the link shaped to 100 Mbit/s."""
+    trace = str(shared_data("condensed", "cubic", "cnn_bw100.json.gz"))
+    common = ["predict", trace, "--workers", "1,2", "--steps", "150", "--warmup", "10", "--json", "--quiet"]
+    assert main(common) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["network"]["bandwidth_source"] == "measured"
+    assert 90e6 <= doc["network"]["bandwidth_bps"] <= 110e6
+    assert any("measured from the profile's transfer times" in n for n in doc["notes"])
+    assert main([*common, "--bandwidth", "100Mbit/s"]) == 0
+    given = json.loads(capsys.readouterr().out)
+    assert given["network"]["bandwidth_source"] == "given" and given["network"]["bandwidth_bps"] == 100e6
+    for m, g in zip(doc["curve"], given["curve"]):  # a rate within 10 % moves the prediction less than that
+        assert m["throughput"] == pytest.approx(g["throughput"], rel=0.1)
+
+
+def test_predict_bandwidth_measure_overrides_the_recorded_one(capsys: pytest.CaptureFixture[str]) -> None:
+    common = ["predict", "--workers", "1", "--steps", "100", "--warmup", "10", "--json", "--quiet"]
+    assert main(common) == 0
+    recorded = json.loads(capsys.readouterr().out)["network"]
+    assert recorded["bandwidth_source"] == "recorded"
+    assert main([*common, "--bandwidth", "measure"]) == 0
+    measured = json.loads(capsys.readouterr().out)["network"]
+    assert measured["bandwidth_source"] == "measured"
+    assert measured["bandwidth_bps"] == pytest.approx(recorded["bandwidth_bps"], rel=0.1)

@@ -24,7 +24,7 @@ from typing import Any
 
 from advisor import __version__
 from advisor.controller.metrics import Metrics
-from advisor.core.advice import AdviceRequest, advise
+from advisor.core.advice import CONTENTION_MODEL_NAME, MODEL_NAME, AdviceRequest, advise
 from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
 from advisor.core.cost import Prices
 from advisor.core.predict import CurveSettings
@@ -51,7 +51,7 @@ class PredictionResultError(AdvisorError, ValueError):
 class PredictionParams:
     """Everything besides the profile that a prediction depends on (JSON-able, hashable)."""
 
-    bandwidth_bps: float
+    bandwidth_bps: float | None  # None: measured from the profile when predicting (core/bandwidth.py)
     max_workers: int
     target_rel_halfwidth: float
     seed: int
@@ -64,6 +64,7 @@ class PredictionParams:
     queue_s: float | None = None
     share_sigma: float = SHARE_SIGMA
     multi_flow_goodput: float = MULTI_FLOW_GOODPUT
+    bandwidth_source: str = "given"  # given (the controller's setting), recorded (with the profile), measured
 
     def contention(self) -> Contention | None:
         if self.equal_shares:
@@ -78,29 +79,41 @@ class PredictionParams:
 def prediction_params(
     recorded_bandwidth_bps: float | None, prices: Prices, *, bandwidth_bps: float | None, max_workers: int,
     target: float, seed: int, saturation_threshold: float, contention: Contention | None = Contention(),
+    measure: bool = False,
 ) -> PredictionParams:
-    """The parameters of a job's prediction; ``recorded_bandwidth_bps`` (the profile's own) is
-    the fallback when the controller has no ``bandwidth`` setting."""
-    bandwidth = bandwidth_bps or recorded_bandwidth_bps
-    if not bandwidth:
-        raise PredictionInputError(
-            "no network bandwidth: set the controller's `bandwidth` or record it in the profile (ADVISOR_BANDWIDTH_MBIT)")
+    """The parameters of a job's prediction. The bandwidth is the controller's setting, else the
+    one recorded with the profile, else (or with ``measure``) measured from the profile's own
+    transfer times by the prediction (``advisor.core.bandwidth``)."""
+    if measure:
+        bandwidth, source = None, "measured"
+    elif bandwidth_bps:
+        bandwidth, source = bandwidth_bps, "given"
+    elif recorded_bandwidth_bps:
+        bandwidth, source = recorded_bandwidth_bps, "recorded"
+    else:
+        bandwidth, source = None, "measured"
     rules = {} if contention is None else dict(
         congestion_control=contention.congestion_control.value, queue_s=contention.queue_s,
         share_sigma=contention.share_sigma, multi_flow_goodput=contention.multi_flow_goodput)
-    return PredictionParams(float(bandwidth), max_workers, target, seed, prices.worker_per_hour, prices.ps_per_hour,
-                            saturation_threshold, equal_shares=contention is None, **rules)
+    return PredictionParams(None if bandwidth is None else float(bandwidth), max_workers, target, seed,
+                            prices.worker_per_hour, prices.ps_per_hour, saturation_threshold,
+                            equal_shares=contention is None, bandwidth_source=source, **rules)
 
 
 def prediction_key(profile_sha: str, params: PredictionParams) -> str:
-    doc = {"profile": profile_sha, "params": params.as_dict(), "model": build_request(params).model,
+    model = MODEL_NAME if params.equal_shares else CONTENTION_MODEL_NAME
+    doc = {"profile": profile_sha, "params": params.as_dict(), "model": model,
            "version": __version__}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def build_request(params: PredictionParams) -> AdviceRequest:
+def build_request(params: PredictionParams, bandwidth_bps: float | None = None) -> AdviceRequest:
+    """The predictor's request; ``bandwidth_bps`` stands in for a bandwidth the params leave to measure."""
+    bandwidth = params.bandwidth_bps or bandwidth_bps
+    if bandwidth is None:
+        raise PredictionInputError("no bandwidth: measure it from the profile first (core/bandwidth.py)")
     return AdviceRequest(
-        network=NetworkModel(bandwidth_bps=params.bandwidth_bps),
+        network=NetworkModel(bandwidth_bps=bandwidth),
         curve=CurveSettings(workers=tuple(range(1, params.max_workers + 1)), seed=params.seed,
                             target_rel_halfwidth=params.target_rel_halfwidth),
         prices=Prices(params.worker_price, params.ps_price),
@@ -111,13 +124,20 @@ def build_request(params: PredictionParams) -> AdviceRequest:
 
 def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) -> str:
     """Predict and return the ``advisor-prediction/1`` JSON text (runs in a worker process)."""
+    from advisor.core.bandwidth import bandwidth_note, estimate_bandwidth
     from advisor.core.simulator import simulate  # imported here: the child pays numba's start-up, not the parent
     from advisor.report import advice_to_json
 
     profile = parse_profile(profile_doc)
-    request = build_request(PredictionParams(**params))
+    p = PredictionParams(**params)
+    measured = None if p.bandwidth_bps is not None else estimate_bandwidth(profile)  # BandwidthNotMeasurable: failed
+    request = build_request(p, measured.bps if measured else None)
+    assert measured is None or measured.goodput == request.goodput, "measured and replayed at the same goodput"
     advice = advise(profile, request, simulate)
-    return json.dumps(advice_to_json(profile, request, advice), separators=(",", ":"))
+    doc = advice_to_json(profile, request, advice, bandwidth_source=p.bandwidth_source)
+    if measured is not None:
+        doc["notes"].append(bandwidth_note(measured))
+    return json.dumps(doc, separators=(",", ":"))
 
 
 def validate_prediction(doc: Mapping[str, Any], max_workers: int) -> None:

@@ -89,7 +89,7 @@ def calibrate(
     bandwidth = bandwidth_bps or profile.job.recorded_bandwidth_bps
     if bandwidth is None or not (math.isfinite(bandwidth) and bandwidth > 0):
         raise CalibrationError("calibration needs the bandwidth the profile was recorded at (--recorded-bandwidth)")
-    groups = _link_groups(profile)
+    groups = link_groups(profile)
     sizes = np.array([b for _, b_list, _ in groups for b in b_list], dtype=float)
     recorded = np.array([e for _, _, e_list in groups for e in e_list])
     if not len(sizes) or not sizes.any():
@@ -119,7 +119,7 @@ def calibrate(
     )
 
 
-def _link_groups(profile: Profile) -> list[tuple[list[float], list[int], list[float]]]:
+def link_groups(profile: Profile) -> list[tuple[list[float], list[int], list[float]]]:
     """Per step and link direction: stream starts, bytes and recorded ends (step-relative us)."""
     links: dict[tuple[Resource, int | None], list[int]] = {}
     for i, op in enumerate(profile.ops):
