@@ -28,3 +28,18 @@ def test_the_controller_process_loads_neither_the_engine_nor_scipy() -> None:
             "print(sorted(m for m in ('numba', 'scipy', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_only_the_kube_adapter_imports_the_kubernetes_client() -> None:
+    """One module speaks to the API server (advisor/controller/kube.py); the rest of the controller
+    calls it, so an emulator, a fake or a newer client changes one file."""
+    import ast
+
+    importers = set()
+    for path in (REPO / "advisor").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            if any(n == "kubernetes" or n.startswith("kubernetes.") for n in names):
+                importers.add(path.relative_to(REPO).as_posix())
+    assert importers == {"advisor/controller/kube.py"}
