@@ -92,7 +92,11 @@ class Controller:
                                  controller_url=s.ingest_url, timeout_s=s.prediction_job_timeout_s,
                                  requests=s.prediction_job_resources.requests,
                                  limits=s.prediction_job_resources.limits,
-                                 image_pull_secrets=tuple(s.prediction_job_image_pull_secrets))
+                                 image_pull_secrets=tuple(s.prediction_job_image_pull_secrets),
+                                 node_selector=s.prediction_job_node_selector,
+                                 tolerations=tuple(t.as_kubernetes() for t in s.prediction_job_tolerations),
+                                 priority_class_name=s.prediction_job_priority_class_name,
+                                 run_as_user=s.prediction_job_run_as_user, run_as_group=s.prediction_job_run_as_group)
         return JobPredictor(kube=self.kube, store=self.store, metrics=self.metrics, on_done=on_done, spec=spec,
                             start_timeout_s=s.prediction_job_start_timeout_s, clock=self.clock, poll_s=job_poll_s)
 

@@ -7,6 +7,13 @@ the pod ends successfully (running it again would give the same). Anything else 
 pod fails, Kubernetes retries once (``backoffLimit``), and the controller reads the reason from
 the pod's termination message (the tail of this output).
 
+Exit status: 0 once an answer is delivered; ``EXIT_FINAL`` (3) when the controller refuses the
+pod (a 4xx: a dead or wrong token, an attempt already over, an answer it cannot use) or sends
+input without a profile: a new pod would be refused the same way, so the Job's
+``podFailurePolicy`` fails the Job at once on this code instead of retrying. A controller that
+stays unreachable is status 2 (the CLI's for any ``AdvisorError``) and a crash 1: those may pass,
+so the Job's ``backoffLimit`` allows one more pod.
+
 The controller may be restarting or changing leader while the pod runs, so connection errors,
 5xx and 429 are retried with capped exponential backoff for ``retry_for_s``; any other 4xx is
 final (a refused token does not improve). Standard library only, no redirects followed (they
@@ -26,7 +33,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from advisor.controller.prediction_job import TOKEN_ENV
+from advisor.controller.prediction_job import EXIT_FINAL, TOKEN_ENV
 from advisor.controller.predictions import PREDICTION_ERROR_SCHEMA, run_prediction
 from advisor.errors import AdvisorError
 
@@ -40,6 +47,10 @@ class PredictionJobError(AdvisorError):
     """The prediction Job cannot get its input or deliver its answer (the message says why)."""
 
 
+class PredictionRefused(PredictionJobError):
+    """The controller refused the request or its input is unusable: retrying in a new pod is futile."""
+
+
 def token_from_env(name: str = TOKEN_ENV) -> str:
     token = os.environ.get(name, "").strip()
     if not token:
@@ -49,15 +60,24 @@ def token_from_env(name: str = TOKEN_ENV) -> str:
 
 def run_prediction_job(controller_url: str, key: str, token: str, *, retry_for_s: float = 600.0,
                        runner: Runner = run_prediction, sleep: Callable[[float], None] = time.sleep) -> int:
-    """Fetch, predict, answer; returns the exit status (0). Raises PredictionJobError when the
-    controller refuses or stays unreachable."""
+    """Fetch, predict, answer; returns the exit status: 0, or ``EXIT_FINAL`` (the reason printed)
+    when the controller refuses. Raises PredictionJobError when it stays unreachable."""
+    try:
+        return _fetch_predict_answer(controller_url, key, token, retry_for_s, runner, sleep)
+    except PredictionRefused as exc:
+        print(f"advisor: error: {exc}", file=sys.stderr)
+        return EXIT_FINAL
+
+
+def _fetch_predict_answer(controller_url: str, key: str, token: str, retry_for_s: float, runner: Runner,
+                          sleep: Callable[[float], None]) -> int:
     base = f"{controller_url.rstrip('/')}/v1/predictions/{key}"
     http = _Http(token, retry_for_s, sleep)
     doc = http.call("GET", f"{base}/input")
     try:
         profile, params = doc["profile"], doc["params"]
     except (KeyError, TypeError):
-        raise PredictionJobError("the controller's input lacks profile or params") from None
+        raise PredictionRefused("the controller's input lacks profile or params") from None
     started = time.monotonic()
     try:
         answer = runner(profile, params)
@@ -102,13 +122,13 @@ class _Http:
             message = _message(exc.read(65536))
             if exc.code in _RETRIED:
                 raise _Retry(f"{exc.code} {message}") from None
-            raise PredictionJobError(f"{method} {url}: the controller answered {exc.code}: {message}") from None
+            raise PredictionRefused(f"{method} {url}: the controller answered {exc.code}: {message}") from None
         except (urllib.error.URLError, OSError) as exc:  # refused, reset, timed out, DNS
             raise _Retry(f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}") from None
         try:
             return json.loads(raw)
         except ValueError as exc:
-            raise PredictionJobError(f"{method} {url}: the answer is not JSON: {exc}") from None
+            raise PredictionRefused(f"{method} {url}: the answer is not JSON: {exc}") from None
 
 
 class _Retry(Exception):

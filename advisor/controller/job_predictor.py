@@ -14,7 +14,10 @@ Durability: the store records every attempt (name, token, input, answer). After 
 reconciler submits again; an attempt still running is adopted (the Job's create answers 409),
 an answer that arrived while nobody waited is delivered from the store, and only a finished
 attempt without an answer starts a new one. Two paths can end an attempt, the answer and the
-Job's status; the store lets exactly one of them do it.
+Job's status; the store lets exactly one of them do it. A replica that has just recorded a new
+attempt and finds its Job's name taken joins that Job when it was made for the same record (a new
+leader adopted the attempt while this one's create was on its way); only a Job made for another
+record (a lost store's) makes it skip to the next attempt.
 
 Job status is polled, one label-selected list of Jobs and of pods per ``poll_s``, only while
 this replica tracks a running attempt: failures then show within seconds, while the answer
@@ -34,8 +37,8 @@ from typing import Any
 from advisor.controller.http_api import IngestResult
 from advisor.controller.metrics import Metrics
 from advisor.controller.prediction_job import (
-    JOB_LABEL, ROLE, TOKEN_KEY, PredictionJobSpec, assess, build_prediction_job, build_token_secret,
-    prediction_job_name,
+    ATTEMPT_ANNOTATION, JOB_LABEL, ROLE, TOKEN_KEY, PredictionJobSpec, assess, build_prediction_job,
+    build_token_secret, prediction_job_name,
 )
 from advisor.controller.predictions import (
     PREDICTION_ERROR_SCHEMA, Done, PredictionParams, PredictionResultError, validate_prediction,
@@ -168,15 +171,18 @@ class JobPredictor:
         raise StoreError(f"prediction {key}: Jobs up to attempt {attempt - 1} exist but the store knows none")
 
     def _ensure_job(self, row: PredictionJobRecord, *, adopt: bool) -> bool:
-        """Create the Job and its token Secret; an existing Job is adopted when ``adopt``, else
-        False is returned (it is not this attempt's: its pod holds another token)."""
-        body = build_prediction_job(row.key, row.attempt, self.spec)
+        """Create the Job and its token Secret. An existing Job is adopted when ``adopt`` or when
+        it was made for this very record (by another replica); else False is returned (it is not
+        this attempt's: its pod holds another token)."""
+        attempt_id = _attempt_id(row)
+        body = build_prediction_job(row.key, row.attempt, self.spec, attempt_id=attempt_id)
         try:
             job = self._kube.create_job(self.spec.namespace, body)
         except KubeAlreadyExists:
-            if not adopt:
-                return False
             job = self._kube.get_job(self.spec.namespace, row.job_name)
+            made_for = ((job.get("metadata") or {}).get("annotations") or {}).get(ATTEMPT_ANNOTATION)
+            if not adopt and made_for != attempt_id:
+                return False
         try:
             self._kube.create_secret(self.spec.namespace, build_token_secret(job),
                                      {TOKEN_KEY: (row.token or "").encode()})
@@ -257,3 +263,8 @@ class JobPredictor:
         except KubeError as exc:  # garbage collection deletes it later
             log.warning("prediction Job %s not deleted: %s", job_name, exc)
 
+
+def _attempt_id(row: PredictionJobRecord) -> str:
+    """Names the store's record of an attempt: its start time, the same for every replica that
+    reads the record, and another for a record made again after the store was lost."""
+    return f"{row.started:.6f}"

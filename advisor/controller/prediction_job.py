@@ -7,7 +7,10 @@ every rule is tested on literal objects.
 
 Why these choices:
 - The name is ``advisor-predict-<key>-<attempt>``: deterministic, so a controller that restarts
-  while a Job runs finds it by name (create answers 409) instead of starting a second one.
+  while a Job runs finds it by name (create answers 409) instead of starting a second one. The
+  annotation ``ATTEMPT_ANNOTATION`` names the store's record of the attempt, so a replica whose
+  create answers 409 can tell the same attempt's Job (made by another replica) from a Job left
+  by a lost store.
 - The pod gets no Kubernetes credentials (``automountServiceAccountToken: false``): it talks
   only to the controller's HTTP endpoint, with a token of its own from the Secret.
 - The Secret is owned by the Job, so whatever deletes the Job (its TTL, garbage collection, a
@@ -15,7 +18,16 @@ Why these choices:
 - ``terminationMessagePolicy: FallbackToLogsOnError`` puts the tail of a failed pod's output in
   its status, so the failure reason reaches the TFJob with a pod list, without reading logs.
 - Security settings match the controller's Deployment (non-root UID 65532, read-only root,
-  no capabilities, seccomp RuntimeDefault); ``/tmp`` is an emptyDir for numba's cache.
+  no capabilities, seccomp RuntimeDefault); ``/tmp`` is an emptyDir for numba's cache. The UID
+  and GID can be changed (clusters that assign them, e.g. OpenShift's restricted SCC): the pod
+  needs only ``/tmp``, which is also its working directory, since the image's WORKDIR is
+  readable by 65532 alone.
+- ``podFailurePolicy``: ``advisor predict-job`` exits ``EXIT_FINAL`` when the controller refuses
+  it for good (job_client.py); that fails the Job at once instead of burning ``backoffLimit`` on
+  a pod that would be refused again. A pod disrupted by the cluster (eviction, preemption, a
+  drained node: condition ``DisruptionTarget``) is not counted: its replacement may well succeed.
+- Scheduling (``nodeSelector``, ``tolerations``, ``priorityClassName``) comes from the settings,
+  so platform teams can keep predictions off GPU nodes or on a batch pool.
 """
 
 from __future__ import annotations
@@ -30,12 +42,15 @@ from advisor.controller.tfjob import PREFIX, ROLE_LABEL
 ROLE = "prediction"
 KEY_LABEL = PREFIX + "prediction-key"
 JOB_LABEL = PREFIX + "prediction-job"  # on the pods too, to find a Job's pods
+ATTEMPT_ANNOTATION = PREFIX + "prediction-attempt"  # the store record the Job was made for
 CONTAINER = "predict"
 TOKEN_ENV = "ADVISOR_PREDICTION_TOKEN"
 TOKEN_KEY = "token"
 BACKOFF_LIMIT = 1  # one more pod after a failure (a lost node, an eviction); a bug fails twice, quickly
 TTL_AFTER_FINISHED_S = 3600  # an hour to look at a finished Job before Kubernetes deletes it
 RUN_AS = 65532  # the image's user (Dockerfile)
+EXIT_FINAL = 3  # `advisor predict-job` refused for good (job_client.py): the Job fails without a retry
+WORKDIR = "/tmp"  # the one writable path (an emptyDir), and readable whatever the UID
 # Container states from which a pod will not start by itself (the kubelet keeps retrying them).
 STUCK_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
                            "CreateContainerConfigError", "CreateContainerError"})
@@ -53,6 +68,11 @@ class PredictionJobSpec:
     requests: Mapping[str, str] = field(default_factory=dict)
     limits: Mapping[str, str] = field(default_factory=dict)
     image_pull_secrets: Sequence[str] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: Sequence[Mapping[str, Any]] = ()  # Kubernetes Toleration objects, as sent
+    priority_class_name: str = ""  # "": the cluster's default priority
+    run_as_user: int = RUN_AS
+    run_as_group: int = RUN_AS
 
 
 def prediction_job_name(key: str, attempt: int) -> str:
@@ -63,7 +83,8 @@ def token_secret_name(job_name: str) -> str:
     return f"{job_name}-token"
 
 
-def build_prediction_job(key: str, attempt: int, spec: PredictionJobSpec) -> dict[str, Any]:
+def build_prediction_job(key: str, attempt: int, spec: PredictionJobSpec, *, attempt_id: str = "") -> dict[str, Any]:
+    """The Job for ``attempt`` at prediction ``key``; ``attempt_id`` names its store record."""
     name = prediction_job_name(key, attempt)
     labels = {ROLE_LABEL: ROLE, KEY_LABEL: key, JOB_LABEL: name, "app.kubernetes.io/managed-by": "advisor"}
     container: dict[str, Any] = {
@@ -77,30 +98,50 @@ def build_prediction_job(key: str, attempt: int, spec: PredictionJobSpec) -> dic
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}},
         "terminationMessagePolicy": "FallbackToLogsOnError",
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "workingDir": WORKDIR,
+        "volumeMounts": [{"name": "tmp", "mountPath": WORKDIR}],
     }
     pod: dict[str, Any] = {
-        "restartPolicy": "Never",
+        "restartPolicy": "Never",  # also what podFailurePolicy requires
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": spec.run_as_user, "runAsGroup": spec.run_as_group,
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
         "volumes": [{"name": "tmp", "emptyDir": {}}],
     }
     if spec.image_pull_secrets:
         pod["imagePullSecrets"] = [{"name": s} for s in spec.image_pull_secrets]
+    if spec.node_selector:
+        pod["nodeSelector"] = dict(spec.node_selector)
+    if spec.tolerations:
+        pod["tolerations"] = [dict(t) for t in spec.tolerations]
+    if spec.priority_class_name:
+        pod["priorityClassName"] = spec.priority_class_name
+    meta: dict[str, Any] = {"name": name, "namespace": spec.namespace, "labels": labels}
+    if attempt_id:
+        meta["annotations"] = {ATTEMPT_ANNOTATION: attempt_id}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": name, "namespace": spec.namespace, "labels": labels},
+        "metadata": meta,
         "spec": {
             "backoffLimit": BACKOFF_LIMIT,
+            "podFailurePolicy": pod_failure_policy(),
             "activeDeadlineSeconds": spec.timeout_s,
             "ttlSecondsAfterFinished": TTL_AFTER_FINISHED_S,
             "template": {"metadata": {"labels": labels}, "spec": pod},
         },
     }
+
+
+def pod_failure_policy() -> dict[str, Any]:
+    """Rules in the order the Job controller tries them (the first match decides): a refusal
+    fails the Job now; a pod the cluster disrupted is replaced without counting as a failure."""
+    return {"rules": [
+        {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": [EXIT_FINAL]}},
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+    ]}
 
 
 def build_token_secret(job: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import os
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
@@ -71,6 +71,61 @@ class JobResources(BaseModel):
         return value
 
 
+_NAME = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"  # a label name or value (not empty)
+_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"  # RFC 1123
+
+
+def label_key_problem(key: str) -> str | None:
+    """Why ``key`` is no label key (``[prefix/]name``) by the apiserver's rule, or None."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and not (0 < len(prefix) <= 253 and re.fullmatch(_SUBDOMAIN, prefix)):
+        return f"{key!r}: the prefix must be a DNS subdomain (e.g. example.com), at most 253 characters"
+    if not (len(name) <= 63 and re.fullmatch(_NAME, name)):
+        return (f"{key!r}: the name must be 1-63 characters: alphanumerics, '-', '_' or '.', "
+                "starting and ending with an alphanumeric")
+    return None
+
+
+def label_value_problem(value: str) -> str | None:
+    """Why ``value`` is no label value by the apiserver's rule, or None ("" is one)."""
+    if value and not (len(value) <= 63 and re.fullmatch(_NAME, value)):
+        return (f"{value!r}: a label value must be empty or 1-63 characters: alphanumerics, '-', '_' or '.', "
+                "starting and ending with an alphanumeric")
+    return None
+
+
+class Toleration(BaseModel):
+    """A toleration of the prediction pods, in the Kubernetes spelling, checked as the apiserver
+    checks it (ValidateTolerations) so a mistake fails at start, not in every Job create."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True)  # one spelling, Kubernetes'
+    key: str = ""
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str = ""
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+    toleration_seconds: int | None = Field(default=None, alias="tolerationSeconds")
+
+    @model_validator(mode="after")
+    def _as_the_apiserver(self) -> Toleration:
+        if self.key and (problem := label_key_problem(self.key)):
+            raise ValueError(f"key {problem}")
+        if not self.key and self.operator != "Exists":
+            raise ValueError("operator must be Exists when key is empty (which tolerates every taint)")
+        if self.operator == "Exists" and self.value:
+            raise ValueError(f"value must be empty when operator is Exists, got {self.value!r}")
+        if problem := label_value_problem(self.value):
+            raise ValueError(f"value {problem}")
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError("tolerationSeconds needs effect NoExecute (only NoExecute taints evict)")
+        return self
+
+    def as_kubernetes(self) -> dict[str, Any]:
+        """The core/v1 Toleration, empty fields left out."""
+        doc = {"key": self.key, "operator": self.operator, "value": self.value, "effect": self.effect,
+               "tolerationSeconds": self.toleration_seconds}
+        return {name: v for name, v in doc.items() if v is not None and v != ""}
+
+
 class PriceSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     worker_per_hour: float = Field(default=1.0, ge=0, description="price of one worker replica per hour")
@@ -122,6 +177,11 @@ class ControllerSettings(BaseSettings):
     prediction_job_timeout_s: int = Field(default=1800, ge=60, description="the Job's activeDeadlineSeconds")
     prediction_job_start_timeout_s: int = Field(default=300, ge=1, description="a pod that cannot start fails then")
     prediction_job_resources: JobResources = Field(default_factory=JobResources)
+    prediction_job_node_selector: dict[str, str] = Field(default_factory=dict, description="the pods' nodeSelector")
+    prediction_job_tolerations: list[Toleration] = Field(default_factory=list)
+    prediction_job_priority_class_name: str = Field(default="", max_length=253, description='"": cluster default')
+    prediction_job_run_as_user: int = Field(default=65532, ge=1, description="the image's user; non-root")
+    prediction_job_run_as_group: int = Field(default=65532, ge=0)
     # Plumbing.
     http_port: int = Field(default=8080, ge=0, le=65535, description="0 picks a free port (tests)")
     ingest_url: str = Field(default="http://advisor.advisor-system.svc:8080", description="how pods reach us")
@@ -149,6 +209,21 @@ class ControllerSettings(BaseSettings):
     def _queue_readable(cls, value: str | None) -> str | None:
         if value is not None and parse_duration(value) < 0:
             raise ValueError(f"queue must be >= 0, got {value!r}")
+        return value
+
+    @field_validator("prediction_job_node_selector")
+    @classmethod
+    def _node_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, label in value.items():
+            if problem := label_key_problem(key) or label_value_problem(label):
+                raise ValueError(problem)
+        return value
+
+    @field_validator("prediction_job_priority_class_name")
+    @classmethod
+    def _priority_class(cls, value: str) -> str:
+        if value and not re.fullmatch(_SUBDOMAIN, value):
+            raise ValueError(f"{value!r} is not a PriorityClass name (a lowercase DNS subdomain, e.g. batch-low)")
         return value
 
     @model_validator(mode="after")

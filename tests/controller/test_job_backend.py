@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from advisor.controller.job_client import PredictionJobError, run_prediction_job
+from advisor.controller.job_client import EXIT_FINAL, run_prediction_job
 from advisor.controller.predictions import PredictionInputError
 from advisor.controller.tfjob import PREFIX
 from tests.controller.harness import (
@@ -180,6 +180,71 @@ def test_a_restart_while_the_job_runs_adopts_it_and_the_result_lands(emu, body, 
                        render_objects({"config": config}, namespace=NS))
 
 
+def test_a_pod_the_controller_refuses_fails_its_job_at_once(emu: KubeEmulator, body: bytes, tmp_path) -> None:
+    with JobRunner(emu, NS) as runner:
+        runner.hold()
+        controller = start_controller(emu, job_settings_for(tmp_path))
+        try:
+            job = profile_and_wait_for_the_job(emu, body, "refused")
+            name = job["metadata"]["name"]
+            token_of(emu, job)
+            # The pod gets a token that is not its attempt's: every pod of this Job would be refused.
+            emu.patch("secrets", NS, f"{name}-token", {"data": {"token": base64.b64encode(b"stale").decode()}})
+            runner.release()
+            wait_for("Failed", lambda: phase(emu, "refused") == "Failed", timeout_s=30)
+            reason = annotations(emu, "refused")[PREFIX + "reason"]
+            assert f"prediction Job {name} failed: PodFailurePolicy: Container predict for pod {NS}/" in reason, reason
+            assert f"failed with exit code {EXIT_FINAL} matching FailJob rule at index 0" in reason, reason
+            assert "the controller answered 403" in reason, reason  # the pod's own words
+            assert [r.exit_code for r in runner.runs] == [EXIT_FINAL]  # one pod: backoffLimit's retry not used
+        finally:
+            controller.stop()
+
+
+def test_evicted_pods_are_replaced_without_using_up_the_retry(emu: KubeEmulator, body: bytes, tmp_path) -> None:
+    with JobRunner(emu, NS) as runner:
+        runner.hold()
+        controller = start_controller(emu, job_settings_for(tmp_path))
+        try:
+            job = profile_and_wait_for_the_job(emu, body, "evicted")
+            name = job["metadata"]["name"]
+            runner.evict(name, times=2)  # two failed pods would exceed backoffLimit 1 were they counted
+            runner.release()
+            wait_for("Predicted", lambda: phase(emu, "evicted") == "Predicted", timeout_s=SLOW)
+            wait_for("the third pod's exit", lambda: len(runner.runs) == 3)
+            assert [r.exit_code for r in runner.runs] == [143, 143, 0]  # SIGTERMed twice, then done
+            status = lambda: (emu.get("jobs.batch", NS, name) or {}).get("status", {})  # noqa: E731
+            wait_for("Complete", lambda: status().get("succeeded") == 1)
+            assert not status().get("failed")  # the evicted pods were not counted
+            assert len(emu.calls(verb="create", resource="jobs")) == 1  # the same Job throughout
+        finally:
+            controller.stop()
+
+
+def test_scheduling_settings_reach_the_prediction_pods(emu: KubeEmulator, body: bytes, tmp_path) -> None:
+    tolerations = [{"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"},
+                   {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+                    "tolerationSeconds": 60}]
+    settings = job_settings_for(tmp_path, prediction_job_node_selector={"pool.example.com/name": "batch"},
+                                prediction_job_tolerations=tolerations, prediction_job_priority_class_name="batch-low",
+                                prediction_job_run_as_user=1000680000, prediction_job_run_as_group=0)
+    with JobRunner(emu, NS) as runner:
+        runner.hold()
+        controller = start_controller(emu, settings)
+        try:
+            job = profile_and_wait_for_the_job(emu, body, "placed")  # as the API server stored it
+            pod = job["spec"]["template"]["spec"]
+            assert pod["nodeSelector"] == {"pool.example.com/name": "batch"}
+            assert pod["tolerations"] == tolerations and pod["priorityClassName"] == "batch-low"
+            assert (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"]) == (1000680000, 0)
+            rules = job["spec"]["podFailurePolicy"]["rules"]
+            assert [r["action"] for r in rules] == ["FailJob", "Ignore"]
+            assert job["spec"]["podReplacementPolicy"] == "Failed"  # the API server's default with a policy
+            assert [c.code for c in emu.calls(verb="create", resource="jobs")] == [201]
+        finally:
+            controller.stop()
+
+
 def test_forged_and_misdirected_answers_are_refused(emu: KubeEmulator, body: bytes, tmp_path) -> None:
     with JobRunner(emu, NS) as runner:
         runner.hold()
@@ -207,7 +272,8 @@ def test_forged_and_misdirected_answers_are_refused(emu: KubeEmulator, body: byt
             controller.stop()
 
 
-def test_a_profile_the_simulator_refuses_is_reported_by_the_pod(emu: KubeEmulator, body: bytes, tmp_path) -> None:
+def test_a_profile_the_simulator_refuses_is_reported_by_the_pod(emu: KubeEmulator, body: bytes, tmp_path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
     def refuse(profile: Any, params: Any) -> str:
         raise PredictionInputError("the profile holds no transfer to a parameter server")
 
@@ -222,8 +288,9 @@ def test_a_profile_the_simulator_refuses_is_reported_by_the_pod(emu: KubeEmulato
             wait_for("Failed", lambda: phase(emu, "odd") == "Failed", timeout_s=30)
             reason = annotations(emu, "odd")[PREFIX + "reason"]
             assert reason.endswith("the profile holds no transfer to a parameter server"), reason
-            with pytest.raises(PredictionJobError, match="answered 403"):  # final at once, not retried
-                run_prediction_job(url, key, token, runner=refuse, retry_for_s=60)
+            # The attempt is over: refused for good, at once (not retried for a minute), with the final status.
+            assert run_prediction_job(url, key, token, runner=refuse, retry_for_s=60) == EXIT_FINAL
+            assert "answered 403" in capsys.readouterr().err
         finally:
             controller.stop()
 

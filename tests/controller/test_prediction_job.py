@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from advisor.controller.job_client import EXIT_FINAL
 from advisor.controller.prediction_job import (
     PredictionJobSpec, assess, build_prediction_job, build_token_secret, parse_time, prediction_job_name,
 )
+from tests.kube_emulator.batch import job_causes
+from tests.kube_emulator.job_runner import EndedPod, policy_action
 
 KEY = "0123456789abcdef01234567"
 SPEC = PredictionJobSpec(namespace="advisor-system", image="registry.example/advisor:0.1.0",
                          controller_url="http://advisor.advisor-system.svc:8080", timeout_s=900,
                          requests={"cpu": "1"}, limits={"memory": "2Gi"}, image_pull_secrets=("regcred",))
+TOLERATIONS = ({"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"},
+               {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
+                "tolerationSeconds": 60})
+SCHEDULED = replace(SPEC, node_selector={"pool.example.com/name": "batch"}, tolerations=TOLERATIONS,
+                    priority_class_name="batch-low", run_as_user=1000680000, run_as_group=0)
 NOW = parse_time("2025-01-01T00:10:00Z") or 0.0
 
 
@@ -34,6 +43,60 @@ def test_the_job_runs_advisor_predict_job_without_api_credentials() -> None:
     assert job["spec"]["activeDeadlineSeconds"] == 900 and job["spec"]["ttlSecondsAfterFinished"] > 0
     pod_labels = job["spec"]["template"]["metadata"]["labels"]
     assert pod_labels["training-advisor.io/prediction-job"] == job["metadata"]["name"]
+
+
+@pytest.mark.parametrize("spec", [SPEC, SCHEDULED], ids=["defaults", "scheduling-settings"])
+def test_the_job_is_valid_for_current_kubernetes(spec: PredictionJobSpec) -> None:
+    kv = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is not installed")
+    job = build_prediction_job(KEY, 1, spec)
+    try:
+        kv.validate(job, kv.latest_version(), strict=True)  # strict: a misspelt field is an error too
+    except kv.ValidationError as exc:
+        pytest.fail(f"invalid for Kubernetes {kv.latest_version()}: {exc.message} at {'/'.join(map(str, exc.path))}")
+    # The schema checks shapes only; the apiserver's own rules (batch validation.go) as the emulator has them:
+    assert job_causes(job, None) == []
+    job["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"  # what podFailurePolicy forbids
+    assert [path for path, _ in job_causes(job, None)] == ["spec.template.spec.restartPolicy"]
+
+
+def test_scheduling_and_identity_settings_reach_the_pod_and_nothing_when_unset() -> None:
+    pod = build_prediction_job(KEY, 1, SCHEDULED)["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool.example.com/name": "batch"}
+    assert pod["tolerations"] == [dict(t) for t in TOLERATIONS]
+    assert pod["priorityClassName"] == "batch-low"
+    assert pod["securityContext"]["runAsUser"] == 1000680000 and pod["securityContext"]["runAsGroup"] == 0
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    plain = build_prediction_job(KEY, 1, SPEC)["spec"]["template"]["spec"]
+    assert not {"nodeSelector", "tolerations", "priorityClassName", "serviceAccountName"} & set(plain)
+    assert (plain["securityContext"]["runAsUser"], plain["securityContext"]["runAsGroup"]) == (65532, 65532)
+    # Any UID can start it: the working directory is the pod's own emptyDir, not the image's WORKDIR.
+    (container,) = plain["containers"]
+    (mount,) = container["volumeMounts"]
+    assert container["workingDir"] == mount["mountPath"] == "/tmp"
+    assert {"name": mount["name"], "emptyDir": {}} in plain["volumes"]
+
+
+@pytest.mark.parametrize(("exit_code", "conditions", "container", "action"), [
+    (EXIT_FINAL, (), "predict", "FailJob"),  # the controller refused the pod: a new one would be refused too
+    (1, (), "predict", "Count"),  # a crash: one more pod (backoffLimit)
+    (2, (), "predict", "Count"),  # the controller stayed unreachable: may pass
+    (137, (), "predict", "Count"),  # OOM-killed
+    (143, ("DisruptionTarget",), "predict", "Ignore"),  # evicted, preempted, node drained
+    (EXIT_FINAL, (), "sidecar", "Count"),  # only the prediction container's code counts
+])
+def test_the_pod_failure_policy_fails_at_once_only_on_a_refusal(exit_code: int, conditions: tuple[str, ...],
+                                                                 container: str, action: str) -> None:
+    policy = build_prediction_job(KEY, 1, SPEC)["spec"]["podFailurePolicy"]
+    pod = EndedPod("advisor-system", "p", container, exit_code, conditions)
+    assert policy_action(policy, pod)[0] == action  # the first matching rule, as the Job controller applies them
+    assert (build_prediction_job(KEY, 1, SPEC)["spec"]["template"]["spec"]["containers"][0]["name"]) == "predict"
+
+
+def test_the_job_names_the_store_record_it_was_made_for() -> None:
+    job = build_prediction_job(KEY, 1, SPEC, attempt_id="1735689600.250000")
+    assert job["metadata"]["annotations"] == {"training-advisor.io/prediction-attempt": "1735689600.250000"}
+    assert "annotations" not in build_prediction_job(KEY, 1, SPEC)["metadata"]
+    assert "annotations" not in job["spec"]["template"]["metadata"]  # the Job's, not its pods'
 
 
 def test_the_token_secret_is_owned_by_the_job() -> None:

@@ -9,16 +9,23 @@ output as the pod's log, sets the pod's status (``terminated`` with the exit cod
 failure under ``terminationMessagePolicy: FallbackToLogsOnError`` the output's tail, at most 80
 lines and 2048 bytes, as the message) and the Job's status as Kubernetes v1.31 writes it
 (``startTime``, ``active``, ``failed``/``succeeded``; conditions SuccessCriteriaMet + Complete, or
-FailureTarget + Failed with reason ``BackoffLimitExceeded`` or ``DeadlineExceeded``). A failed pod
-is replaced until ``backoffLimit`` is exceeded (without the real controller's 10 s, 20 s...
-backoff); ``activeDeadlineSeconds`` kills the running pod; deleting the Job kills it too.
+FailureTarget + Failed with reason ``BackoffLimitExceeded``, ``DeadlineExceeded`` or
+``PodFailurePolicy``). A failed pod is replaced until ``backoffLimit`` is exceeded (without the
+real controller's 10 s, 20 s... backoff); ``activeDeadlineSeconds`` kills the running pod;
+deleting the Job kills it too. ``podFailurePolicy`` is applied as pkg/controller/job/
+pod_failure_policy.go does: the first rule matching the failed pod decides; ``FailJob`` fails the
+Job at once (with its message text), ``Ignore`` replaces the pod without counting it, ``Count``
+(and no match) counts it.
 
 An image not in ``images`` is not pulled: the pod waits in ``ImagePullBackOff`` (until the Job's
 deadline or deletion), as a kubelet does for an image it cannot get. ``hold()`` keeps new Jobs
 from starting (the Job controller has not got to them yet) until ``release()``; ``command``
-rewrites a container's argv (e.g. to make it fail). Not emulated: several containers or
-completions, indexed Jobs, ``podFailurePolicy``, suspend, ``ttlSecondsAfterFinished``, the
-``/dev/termination-log`` file (only the logs fallback), resource limits.
+rewrites a container's argv (e.g. to make it fail); ``evict(job, times)`` evicts the Job's
+running pod (or its next ones, once they run) as the Eviction API does: condition ``DisruptionTarget``
+(``EvictionByEvictionAPI``), SIGTERM, phase Failed. Not emulated: several containers or
+completions, indexed Jobs (``FailIndex``), suspend, ``ttlSecondsAfterFinished``, the
+``/dev/termination-log`` file (only the logs fallback), resource limits, scheduling (every pod
+runs on one node whatever its nodeSelector, tolerations or priority).
 
 It works on the emulator's store in-process (as the emulator's other actors do), so its own
 requests do not appear in ``KubeEmulator.calls()``, which record the client under test.
@@ -79,6 +86,7 @@ class JobRunner:
         self._go = threading.Event()
         self._go.set()
         self._seen: set[str] = set()
+        self._evict: dict[str, int] = {}  # Job name -> how many of its pods are to be evicted
         self._threads: list[threading.Thread] = []
         self._procs: set[subprocess.Popen[str]] = set()
         self._lock = threading.Lock()
@@ -105,6 +113,11 @@ class JobRunner:
 
     def release(self) -> None:
         self._go.set()
+
+    def evict(self, job_name: str, times: int = 1) -> None:
+        """Evict the Job's running pod, or its next one once it runs; ``times`` pods in a row."""
+        with self._lock:
+            self._evict[job_name] = self._evict.get(job_name, 0) + times
 
     # --- the Job controller ----------------------------------------------------------------------
     def _watch(self) -> None:
@@ -145,10 +158,15 @@ class JobRunner:
         failed = 0
         try:
             while True:
-                code = self._run_pod(job, deadline)
-                if code == 0:
+                pod = self._run_pod(job, deadline)
+                if pod.exit_code == 0:
                     return self._finish(job, "Complete", "CompletionsReached",
                                         "Reached expected number of succeeded pods", succeeded=1, failed=failed or None)
+                action, message = policy_action(spec.get("podFailurePolicy"), pod)
+                if action == "FailJob":
+                    return self._finish(job, "Failed", "PodFailurePolicy", message, failed=failed + 1)
+                if action == "Ignore":
+                    continue
                 failed += 1
                 if failed > spec.get("backoffLimit", 6):
                     return self._finish(job, "Failed", "BackoffLimitExceeded",
@@ -177,7 +195,7 @@ class JobRunner:
             pass
 
     # --- the kubelet ---------------------------------------------------------------------------
-    def _run_pod(self, job: Obj, deadline: float | None) -> int:
+    def _run_pod(self, job: Obj, deadline: float | None) -> EndedPod:
         template, meta = job["spec"]["template"], job["metadata"]
         suffix = "".join(random.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
         pod_name = f"{meta['name']}-{suffix}"
@@ -199,16 +217,19 @@ class JobRunner:
         self._pod_status(pod_name, "Running", container, {"running": {"startedAt": now_rfc3339()}})
         argv = [*container.get("command", []), *container.get("args", [])]
         argv = self.command(argv) if self.command else argv
-        code, output = self._exec(job, argv, env, deadline)
+        code, output, evicted = self._exec(job, argv, env, deadline)
         self.emu.set_pod_log(self.namespace, pod_name, output)
         terminated: Obj = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
                            "startedAt": now_rfc3339(), "finishedAt": now_rfc3339()}
         if code != 0 and container.get("terminationMessagePolicy") == "FallbackToLogsOnError":
             terminated["message"] = _tail(output)
-        self._pod_status(pod_name, "Succeeded" if code == 0 else "Failed", container, {"terminated": terminated})
+        conditions = [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI",
+                       "message": "Eviction API: evicting", "lastTransitionTime": now_rfc3339()}] if evicted else []
+        self._pod_status(pod_name, "Succeeded" if code == 0 else "Failed", container, {"terminated": terminated},
+                         conditions)
         with self._lock:
             self.runs.append(PodRun(meta["name"], pod_name, tuple(argv), code, output))
-        return code
+        return EndedPod(self.namespace, pod_name, container["name"], code, tuple(c["type"] for c in conditions))
 
     def _environment(self, job: Obj, pod: str, container: Obj, deadline: float | None) -> dict[str, str]:
         bin_dir = os.path.dirname(sys.executable)  # the image's PATH: the advisor console script first
@@ -227,7 +248,10 @@ class JobRunner:
             env[item["name"]] = base64.b64decode(secret["data"][ref["key"]]).decode()
         return env
 
-    def _exec(self, job: Obj, argv: list[str], env: dict[str, str], deadline: float | None) -> tuple[int, str]:
+    def _exec(self, job: Obj, argv: list[str], env: dict[str, str],
+              deadline: float | None) -> tuple[int, str, bool]:
+        """(exit code as a container reports it, output, whether it was evicted)."""
+        name, evicted = job["metadata"]["name"], False
         with tempfile.TemporaryFile(mode="w+") as out:
             proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
                                     cwd=self._home.name)
@@ -241,12 +265,18 @@ class JobRunner:
                         proc.kill()
                         proc.wait()
                         raise
+                    with self._lock:
+                        if self._evict.get(name, 0) > 0 and not evicted:
+                            self._evict[name] -= 1
+                            evicted = True
+                            proc.terminate()  # the kubelet's SIGTERM (the grace period is not waited out)
                     time.sleep(0.05)
             finally:
                 with self._lock:
                     self._procs.discard(proc)
             out.seek(0)
-            return proc.returncode, out.read()
+            code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode  # killed by a signal
+            return code, out.read(), evicted
 
     def _check(self, job: Obj, deadline: float | None) -> None:
         if self._stop.is_set():
@@ -260,10 +290,13 @@ class JobRunner:
     def _container_waiting(self, pod: str, container: Obj, reason: str, message: str) -> None:
         self._pod_status(pod, "Pending", container, {"waiting": {"reason": reason, "message": message}})
 
-    def _pod_status(self, pod: str, phase: str, container: Obj, state: Obj) -> None:
-        status = {"phase": phase, "containerStatuses": [{
+    def _pod_status(self, pod: str, phase: str, container: Obj, state: Obj,
+                    conditions: list[Obj] | None = None) -> None:
+        status: Obj = {"phase": phase, "containerStatuses": [{
             "name": container["name"], "image": container["image"], "imageID": "", "ready": "running" in state,
             "started": "running" in state, "restartCount": 0, "state": state}]}
+        if conditions:
+            status["conditions"] = conditions
         try:
             self.emu.patch("pods", self.namespace, pod, {"status": status}, subresource="status")
         except st.ApiError:  # deleted with its Job
@@ -274,6 +307,36 @@ class JobRunner:
         with self._lock:
             self._threads.append(thread)
         thread.start()
+
+
+@dataclass(frozen=True)
+class EndedPod:
+    """How a pod ended, as podFailurePolicy looks at it (its one container)."""
+
+    namespace: str
+    name: str
+    container: str
+    exit_code: int
+    conditions: tuple[str, ...]  # types of the pod's conditions with status True
+
+
+def policy_action(policy: Obj | None, pod: EndedPod) -> tuple[str, str]:
+    """(action, message) of the first podFailurePolicy rule matching the failed pod; ("Count", "")
+    when none does. Messages as the Job controller writes them (pod_failure_policy.go)."""
+    for index, rule in enumerate((policy or {}).get("rules") or []):
+        codes = rule.get("onExitCodes")
+        if codes is not None:
+            if codes.get("containerName") not in (None, pod.container):
+                continue
+            listed = pod.exit_code in codes["values"]
+            if pod.exit_code != 0 and listed == (codes["operator"] == "In"):
+                return rule["action"], (f"Container {pod.container} for pod {pod.namespace}/{pod.name} failed with "
+                                        f"exit code {pod.exit_code} matching {rule['action']} rule at index {index}")
+        for pattern in rule.get("onPodConditions") or []:
+            if pattern.get("status", "True") == "True" and pattern["type"] in pod.conditions:
+                return rule["action"], (f"Pod {pod.namespace}/{pod.name} has condition {pattern['type']} matching "
+                                        f"{rule['action']} rule at index {index}")
+    return "Count", ""
 
 
 def _tail(output: str) -> str:
