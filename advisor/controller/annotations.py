@@ -29,6 +29,7 @@ THROUGHPUT_CURRENT = PREFIX + "throughput-at-current"
 CURRENT_WORKERS = PREFIX + "current-workers"
 CURVE = PREFIX + "curve"  # [[W, throughput, lower, upper], ...] examples/s
 MODEL = PREFIX + "model"
+BANDWIDTH = PREFIX + "bandwidth"  # the link capacity predicted for, and where it came from
 PROFILE = PREFIX + "profile"  # sha256 of the profile the prediction used
 PROFILED_GENERATION = PREFIX + "profiled-generation"
 TEMPLATE_HASH = PREFIX + "template-hash"
@@ -93,6 +94,10 @@ def prediction_annotations(
         TEMPLATE_HASH: view.template_hash,
         PREDICTED_AT: rfc3339(predicted_at),
     }
+    network = prediction.get("network")
+    if isinstance(network, Mapping) and network.get("bandwidth_bps"):
+        out[BANDWIDTH] = compact({"bps": _r(network["bandwidth_bps"]),
+                                  "source": str(network.get("bandwidth_source", "given"))})
     return out
 
 

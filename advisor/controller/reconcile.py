@@ -241,7 +241,7 @@ class Reconciler:
                 raise StoreError(f"the profiling run is {run.state} but the store holds no trace for it")
             recorded = self._recorded_bandwidth(view.uid, run.generation, sha)
             params = prediction_params(
-                recorded, prices, bandwidth_bps=self.settings.bandwidth_bps(),
+                recorded, prices, bandwidth_bps=self.settings.bandwidth_bps(), measure=self.settings.measure_bandwidth(),
                 max_workers=self.settings.max_workers, target=self.settings.prediction_target,
                 seed=self.settings.prediction_seed, saturation_threshold=self.settings.saturation_threshold,
                 contention=self.settings.contention())

@@ -24,6 +24,8 @@ from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionC
 from advisor.core.units import UnitError, parse_bandwidth, parse_duration
 from advisor.errors import AdvisorError
 
+MEASURE = "measure"  # the bandwidth setting that measures it from each profile
+
 CONFIG_FILE_ENV = "ADVISOR_CONFIG_FILE"
 
 
@@ -149,7 +151,9 @@ class ControllerSettings(BaseSettings):
     mode: Mode = Mode.ADVISE
     # Economics and policy.
     prices: PriceSettings = Field(default_factory=PriceSettings)
-    bandwidth: str | None = Field(default=None, description="PS link capacity per direction; None: as profiled")
+    bandwidth: str | None = Field(
+        default=None, description="PS link capacity per direction, or 'measure' (from each profile's transfer "
+                                  "times); None: as recorded with the profile, else measured")
     # How workers contend for the PS links (advisor/core/contention.py, README "Accuracy").
     congestion_control: CongestionControl = Field(default=CongestionControl.UNKNOWN,
                                                   description="the training pods' TCP congestion control")
@@ -200,7 +204,7 @@ class ControllerSettings(BaseSettings):
     @field_validator("bandwidth")
     @classmethod
     def _bandwidth_readable(cls, value: str | None) -> str | None:
-        if value is not None:
+        if value is not None and value.strip().lower() != MEASURE:
             parse_bandwidth(value)  # raises UnitError (a ValueError) naming the text
         return value
 
@@ -251,7 +255,12 @@ class ControllerSettings(BaseSettings):
         return tuple(sources)
 
     def bandwidth_bps(self) -> float | None:
-        return parse_bandwidth(self.bandwidth) if self.bandwidth else None
+        """The configured capacity; None when unset or ``measure``."""
+        return parse_bandwidth(self.bandwidth) if self.bandwidth and not self.measure_bandwidth() else None
+
+    def measure_bandwidth(self) -> bool:
+        """``bandwidth: measure``: every prediction measures it from its profile (core/bandwidth.py)."""
+        return (self.bandwidth or "").strip().lower() == MEASURE
 
     def contention(self) -> Contention | None:
         """The contention rules predictions use; None with ``equal_shares``."""

@@ -67,6 +67,8 @@ def test_whole_flow_with_the_real_predictor(emu: KubeEmulator, body: bytes, tmp_
         assert notes[PREFIX + "recommended-workers"] == str(rec["target"])
         assert json.loads(notes[PREFIX + "throughput-at-current"])["value"] == curve[1][1]
         assert notes[PREFIX + "profile"].startswith("sha256:")
+        # the uploaded trace records the testbed's shaping (ADVISOR_BANDWIDTH_MBIT=100)
+        assert json.loads(notes[PREFIX + "bandwidth"]) == {"bps": 1e8, "source": "recorded"}
         wait_for("events", lambda: {"ProfilingStarted", "Predicted"} <= {r for _, r in events(emu, "mlp")})
         text = controller.metrics.exposition()[0].decode()
         assert f'advisor_recommended_workers{{namespace="{NS}",tfjob="mlp"}} {float(rec["target"])}' in text

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from advisor.controller.predictions import PredictionParams, prediction_key, prediction_params, run_prediction
+from advisor.controller.settings import SettingsError, load_settings
 from advisor.core.bandwidth import BandwidthNotMeasurable
 from advisor.core.cost import Prices
 from advisor.importers.loader import load_profile
@@ -44,3 +45,13 @@ def test_a_profile_that_cannot_be_measured_fails_with_the_reason() -> None:
     params = PredictionParams(**{**prediction_params(None, Prices(), bandwidth_bps=None, **COMMON).as_dict()})
     with pytest.raises(BandwidthNotMeasurable, match="give the bandwidth"):
         run_prediction(profile_to_json(one_layer(steps=3)), params.as_dict())
+
+
+def test_the_bandwidth_setting_measure() -> None:
+    measure = load_settings(bandwidth=" Measure ")
+    assert measure.measure_bandwidth() and measure.bandwidth_bps() is None
+    given = load_settings(bandwidth="10Gbit/s")
+    assert not given.measure_bandwidth() and given.bandwidth_bps() == 10e9
+    assert measure.prediction_fingerprint() != given.prediction_fingerprint() != load_settings().prediction_fingerprint()
+    with pytest.raises(SettingsError, match="bandwidth .fast"):
+        load_settings(bandwidth="fast")
