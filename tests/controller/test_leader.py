@@ -42,6 +42,22 @@ class FakeClock:
         time.sleep(0.001)  # let the other threads run
 
 
+class ScaledClock(FakeClock):
+    """Real time, ``scale`` times faster, for every thread alike. Why: with ``FakeClock`` only
+    sleeps move time, so a leader whose thread is starved (a loaded machine) sees none pass while
+    a standby's sleeps move the shared clock past the lease: a split brain no real clock allows."""
+
+    def __init__(self, scale: float = 20.0) -> None:
+        super().__init__()
+        self.scale, self.t0 = scale, time.monotonic()
+
+    def __call__(self) -> float:
+        return self.t + (time.monotonic() - self.t0) * self.scale
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds / self.scale)
+
+
 @pytest.fixture
 def emu() -> Iterator[KubeEmulator]:
     with KubeEmulator(namespaces=["advisor"]) as server:
@@ -169,16 +185,17 @@ class Watched:
 
 
 def test_two_running_electors_one_leader_then_handover_on_clean_stop(emu: KubeEmulator, kube: Kube) -> None:
-    clock = FakeClock()
-    with Watched(kube, "a", clock) as a, Watched(kube, "b", clock) as b:
-        assert a.started.wait(3)
-        time.sleep(0.1)  # both loops run for a while (many fake seconds)
-        assert a.elector.is_leader() and not b.elector.is_leader() and not b.started.is_set()
-        a.stop.set()
-        assert a.stopped.wait(3) and b.started.wait(3)
-        # released, so b took over within its retry period (at most 2 s x 2.2 jitter), not 15 s
-        assert b.started_at - a.stopped_at < 5.0
-        assert lease(emu)["holderIdentity"] == "b"
+    clock = ScaledClock()
+    with Watched(kube, "a", clock) as a:
+        assert a.started.wait(3)  # a leads first; then b comes up as a standby
+        with Watched(kube, "b", clock) as b:
+            time.sleep(1.0)  # both loops run for a while: 20 clock seconds, beyond the 15 s lease
+            assert a.elector.is_leader() and not b.elector.is_leader() and not b.started.is_set()
+            a.stop.set()
+            assert a.stopped.wait(3) and b.started.wait(3)
+            # released, so b took over within its retry period (at most 2 s x 2.2 jitter), not 15 s
+            assert b.started_at - a.stopped_at < 5.0
+            assert lease(emu)["holderIdentity"] == "b"
     assert lease(emu)["holderIdentity"] == ""  # b released on its clean stop too
 
 
