@@ -48,6 +48,10 @@ class Metrics:
         self.saturation_workers = Gauge(
             "advisor_saturation_workers", "Worker count at which the predicted curve saturates.", JOB_LABELS,
             registry=r)
+        self.predicted_current_throughput = Gauge(
+            "advisor_predicted_current_throughput_examples_per_second",
+            "Predicted throughput at the job's current worker count, to compare with the observed "
+            "sum by (namespace, tfjob) (rate(advisor_training_examples_total[10m])).", JOB_LABELS, registry=r)
         self.current_workers = Gauge(
             "advisor_current_workers", "Worker replicas in the job's spec.", JOB_LABELS, registry=r)
         self.job_phase = Gauge(
@@ -95,22 +99,24 @@ class Metrics:
 
     def forget_job(self, namespace: str, name: str, workers: Iterable[int] = ()) -> None:
         """Drop every per-job series of a job that is gone."""
-        for gauge in (self.recommended_workers, self.saturation_workers, self.current_workers):
-            _remove(gauge, namespace, name)
+        for gauge in (self.recommended_workers, self.saturation_workers, self.current_workers,
+                      self.predicted_current_throughput):
+            remove_series(gauge, namespace, name)
         for p in PHASES:
-            _remove(self.job_phase, namespace, name, p)
+            remove_series(self.job_phase, namespace, name, p)
         for w in workers:
-            _remove(self.predicted_throughput, namespace, name, str(w))
-            _remove(self.predicted_cost, namespace, name, str(w))
+            remove_series(self.predicted_throughput, namespace, name, str(w))
+            remove_series(self.predicted_cost, namespace, name, str(w))
             for bound in ("lower", "upper"):
-                _remove(self.predicted_throughput_bound, namespace, name, str(w), bound)
+                remove_series(self.predicted_throughput_bound, namespace, name, str(w), bound)
 
     def exposition(self) -> tuple[bytes, str]:
         """The text format for /metrics and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 
-def _remove(metric: Gauge, *labels: str) -> None:
+def remove_series(metric: Gauge, *labels: str) -> None:
+    """Drop one labelled series; a series never set is not an error."""
     try:
         metric.remove(*labels)
     except KeyError:

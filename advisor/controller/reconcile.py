@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from advisor.controller import annotations as ann
-from advisor.controller.metrics import Metrics
-from advisor.controller.policy import Limits, Recommendation, clamp, job_limits, job_prices, recommend, resize_target
+from advisor.controller.metrics import Metrics, remove_series
+from advisor.controller.policy import (
+    Limits, Recommendation, clamp, job_limits, job_prices, recommend, resize_target, throughput_at,
+)
 from advisor.controller.predictions import PredictionParams, prediction_key, prediction_params
 from advisor.controller.settings import ControllerSettings, Mode
 from advisor.controller.tfjob import (
@@ -360,6 +362,11 @@ class Reconciler:
         ns, name, m = view.namespace, view.name, self.metrics
         m.recommended_workers.labels(ns, name).set(rec.target)
         m.saturation_workers.labels(ns, name).set(float(prediction["saturation_workers"]))
+        current = throughput_at(prediction, view.workers)
+        if current is not None:
+            m.predicted_current_throughput.labels(ns, name).set(current["value"])
+        else:  # the job runs a worker count the curve does not reach: nothing to compare with
+            remove_series(m.predicted_current_throughput, ns, name)
         workers = []
         for p in prediction["curve"]:
             w = str(p["workers"])

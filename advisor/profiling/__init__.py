@@ -2,9 +2,14 @@
 
 The controller launches the profiling run with ``ADVISOR_PROFILE=1`` and where to send the
 trace (``docs/profiling.md``); this package traces the chosen steps, builds the upload bundle
-and POSTs it. Importing the package needs only the standard library: TensorFlow is imported
-when the hook or the callback is first asked for, so the controller (which has no TensorFlow)
-shares ``build_bundle``/``encode_bundle`` with the recorder.
+and POSTs it. Importing the package needs only the standard library and prometheus-client (a
+dependency of the package): TensorFlow is imported when the hook or the callback is first asked
+for, so the controller (which has no TensorFlow) shares ``build_bundle``/``encode_bundle`` with
+the recorder.
+
+The same hook and callback also count a worker's training steps for Prometheus when
+``ADVISOR_METRICS_PORT`` is set (``ThroughputExporter``; prometheus-client, no TensorFlow), so
+a team can compare the prediction with what its real job achieves.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from advisor.profiling.bundle import FORMAT, VERSION, build_bundle, encode_bundle, encode_steps
 from advisor.profiling.config import ProfilingConfig, TaskInfo, load_config, parse_tf_config, profiling_enabled
 from advisor.profiling.errors import ProfilingConfigError, ProfilingUnsupportedError
+from advisor.profiling.throughput import ThroughputExporter, exporter_from_env
 from advisor.profiling.upload import RetryPolicy, UploadResult, upload_bundle
 
 if TYPE_CHECKING:
@@ -30,10 +36,12 @@ __all__ = [
     "ProfilingUnsupportedError",
     "RetryPolicy",
     "TaskInfo",
+    "ThroughputExporter",
     "UploadResult",
     "build_bundle",
     "encode_bundle",
     "encode_steps",
+    "exporter_from_env",
     "load_config",
     "parse_tf_config",
     "profiling_enabled",

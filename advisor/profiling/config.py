@@ -60,6 +60,16 @@ class TaskInfo:
             return self.task_index == 0
         return self.task_type == "worker" and self.task_index == 0 and not self.has_chief
 
+    @property
+    def trains(self) -> bool:
+        """Whether this task's ``session.run`` calls are training steps worth counting.
+
+        Workers, and the chief/master (in between-graph replication it trains like a worker and
+        the controller counts it as one); also an unknown task (no ``TF_CONFIG``: a program run
+        by hand). Not parameter servers, evaluators or other task types.
+        """
+        return self.task_type in (None, "worker", "chief", "master")
+
 
 @dataclass(frozen=True, slots=True)
 class ProfilingConfig:
@@ -96,12 +106,32 @@ def load_config(environ: Mapping[str, str] | None = None) -> ProfilingConfig | N
         token_file=env.get(ENV_TOKEN_FILE) or DEFAULT_TOKEN_FILE,
         steps=_int(env, ENV_STEPS, DEFAULT_STEPS, minimum=1),
         warmup=_int(env, ENV_WARMUP, DEFAULT_WARMUP, minimum=0),
-        batch_size=_int(env, ENV_BATCH_SIZE, None, minimum=1),
+        batch_size=batch_size_from_env(env),
         model_name=env.get(ENV_MODEL_NAME) or None,
         bandwidth_mbit=_positive_float(env, ENV_BANDWIDTH_MBIT),
         stop_after_upload=_flag(env, ENV_STOP_AFTER_UPLOAD, default=True),
         task=parse_tf_config(env.get(ENV_TF_CONFIG)),
     )
+
+
+def batch_size_from_env(environ: Mapping[str, str] | None = None) -> int | None:
+    """``ADVISOR_BATCH_SIZE`` (examples per step of this worker), or None when unset."""
+    env = os.environ if environ is None else environ
+    return _int(env, ENV_BATCH_SIZE, None, minimum=1)
+
+
+def choose_batch_size(from_env: int | None, from_code: object, *, missing: str) -> int:
+    """The environment's batch size if set, else the code's; ``missing`` is the error without either.
+
+    Both the trace and the step counter need it before the first step: refusing at start-up
+    beats a profile without a batch or an examples counter stuck at 0.
+    """
+    size = from_env if from_env is not None else from_code
+    if size is None:
+        raise ProfilingConfigError(missing)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ProfilingConfigError(f"batch_size={size!r}: expected a whole number of examples >= 1")
+    return size
 
 
 def parse_tf_config(text: str | None) -> TaskInfo:

@@ -1,29 +1,40 @@
-"""``AdvisorKerasCallback``: what Keras training can and cannot give the profiler, said plainly.
+"""``AdvisorKerasCallback``: counts Keras training steps for Prometheus; cannot record a profile.
 
-A profile needs, for each traced step, TensorFlow's ``RunMetadata``: step stats with the
-``RecvTensor`` record of every parameter pull and gradient push, and the partition graphs that
-pair them. Only a ``tf.compat.v1`` session produces it (``session.run(options=RunOptions(
-trace_level=FULL_TRACE, output_partition_graphs=True))``). Keras in TensorFlow 2 (Keras 2's
-``tf.keras`` up to 2.15, Keras 3 from 2.16) runs every step as a ``tf.function``, and with
-``tf.distribute.ParameterServerStrategy`` schedules them through a ``ClusterCoordinator``: no
-session, no per-step ``RunMetadata``; ``tf.profiler`` writes XPlane traces without partition
-graphs or tensor names. Recording that would mean pretending.
+Counting. With ``ADVISOR_METRICS_PORT`` set (and this task training, see
+``throughput.step_counter_from_env``), every completed training batch counts as one step of
+this worker's batch size, served for Prometheus like ``AdvisorProfilingHook``'s counts. With
+``steps_per_execution`` > 1 Keras reports once per execution with the index of its last batch,
+so the callback counts the batches since the previous report, not 1 per call
+(``throughput.BatchEndSteps``, which also copes with Keras running the reports on a thread
+pool: the callback is ``async_safe``, so adding it does not make Keras wait for every batch's
+logs).
 
-So the callback is inert while ``ADVISOR_PROFILE`` is off (a program may keep it in its
-callbacks) and, when a profiling run switches recording on, raises ``ProfilingUnsupportedError``
-at construction, before any training, with what to do instead: a tf.compat.v1 training loop
-with ``AdvisorProfilingHook``.
+Recording. A profile needs, for each traced step, TensorFlow's ``RunMetadata``: step stats
+with the ``RecvTensor`` record of every parameter pull and gradient push, and the partition
+graphs that pair them. Only a ``tf.compat.v1`` session produces it (``session.run(options=
+RunOptions(trace_level=FULL_TRACE, output_partition_graphs=True))``). Keras in TensorFlow 2
+(Keras 2's ``tf.keras`` up to 2.15, Keras 3 from 2.16) runs every step as a ``tf.function``,
+and with ``tf.distribute.ParameterServerStrategy`` schedules them through a
+``ClusterCoordinator``: no session, no per-step ``RunMetadata``; ``tf.profiler`` writes XPlane
+traces without partition graphs or tensor names. Recording that would mean pretending.
+
+So when a profiling run switches recording on (``ADVISOR_PROFILE``), the callback raises
+``ProfilingUnsupportedError`` at construction, before any training, with what to do instead: a
+tf.compat.v1 training loop with ``AdvisorProfilingHook``. Without it and without a metrics port
+it does nothing (a program may keep it in its callbacks).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
 from tensorflow import keras
 
 from advisor.profiling.config import profiling_enabled
 from advisor.profiling.errors import ProfilingUnsupportedError
+from advisor.profiling.throughput import BatchEndSteps, StepCounter, step_counter_from_env
 
 UNSUPPORTED = (
     "advisor profiling cannot record Keras training: Keras in TensorFlow 2 runs steps as "
@@ -35,7 +46,13 @@ UNSUPPORTED = (
 
 
 class AdvisorKerasCallback(keras.callbacks.Callback):  # type: ignore[misc]
-    """Inert without ``ADVISOR_PROFILE``; with it, refuses at construction (see the module doc)."""
+    """Counts training steps when ``ADVISOR_METRICS_PORT`` is set; refuses ``ADVISOR_PROFILE``.
+
+    ``batch_size`` is the examples per step of this worker (``ADVISOR_BATCH_SIZE`` overrides
+    it); ``model_name`` is accepted for symmetry with the hook. Raises
+    ``ProfilingConfigError`` at construction when counting is asked for without a usable batch
+    size or port.
+    """
 
     def __init__(
         self,
@@ -44,6 +61,29 @@ class AdvisorKerasCallback(keras.callbacks.Callback):  # type: ignore[misc]
         *,
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        if profiling_enabled(os.environ if environ is None else environ):
+        env = os.environ if environ is None else environ
+        if profiling_enabled(env):
             raise ProfilingUnsupportedError(UNSUPPORTED)
         super().__init__()
+        self._counter: StepCounter | None = step_counter_from_env(batch_size, env, who="AdvisorKerasCallback")
+        self._batches: BatchEndSteps | None = None if self._counter is None else BatchEndSteps(self._counter)
+        # Keras 3 runs batch-end callbacks on a thread pool only when every callback says it is
+        # safe; a callback that is not would make each step wait for the previous step's logs.
+        self.async_safe = True
+
+    @property
+    def counter(self) -> StepCounter | None:
+        """What counts this worker's steps for Prometheus, or None when nothing is counted."""
+        return self._counter
+
+    def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        if self._batches is not None:
+            self._batches.epoch_begin()
+
+    def on_epoch_begin(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
+        if self._batches is not None:
+            self._batches.epoch_begin()
+
+    def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        if self._batches is not None:
+            self._batches.batch_end(batch)

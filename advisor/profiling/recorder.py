@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from advisor.profiling.bundle import encode_steps
-from advisor.profiling.config import ENV_BATCH_SIZE, ProfilingConfig
-from advisor.profiling.errors import ProfilingConfigError
+from advisor.profiling.config import ENV_BATCH_SIZE, ProfilingConfig, choose_batch_size
 from advisor.profiling.upload import RetryPolicy, UploadResult, ship
 
 log = logging.getLogger("advisor.profiling")
@@ -74,14 +73,10 @@ def resolve_batch_size(config: ProfilingConfig, batch_size: int | None) -> int:
     A trace without a batch size cannot become a profile, so the run fails at start-up
     instead of after the traced steps.
     """
-    size = config.batch_size if config.batch_size is not None else batch_size
-    if size is None:
-        raise ProfilingConfigError(
-            f"the batch size is unknown: pass batch_size=... to the advisor hook or set {ENV_BATCH_SIZE}"
-        )
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ProfilingConfigError(f"batch_size={size!r}: expected a whole number of examples >= 1")
-    return size
+    return choose_batch_size(
+        config.batch_size, batch_size,
+        missing=f"the batch size is unknown: pass batch_size=... to the advisor hook or set {ENV_BATCH_SIZE}",
+    )
 
 
 def build_meta(

@@ -7,8 +7,15 @@ module is the thin TensorFlow adapter; counting, timing, meta, encoding and ship
 ``recorder.TraceRecorder``'s. Importing it imports TensorFlow, so ``advisor.profiling`` loads
 it only when the hook is asked for.
 
-Inert unless ``ADVISOR_PROFILE`` is on and this process is the recording task (worker 0 of
-``TF_CONFIG``): then every method returns at once and no ``RunOptions`` are added.
+It does two independent things, each off unless asked for:
+
+- records, when ``ADVISOR_PROFILE`` is on and this process is the recording task (worker 0 of
+  ``TF_CONFIG``); otherwise no ``RunOptions`` are added;
+- counts every ``session.run`` as a training step of this worker's batch, when
+  ``ADVISOR_METRICS_PORT`` is set and this task trains (``throughput.step_counter_from_env``),
+  traced steps included: they are real training steps too.
+
+With neither, every method returns at once.
 """
 
 from __future__ import annotations
@@ -23,17 +30,20 @@ from google.protobuf import json_format
 
 from advisor.profiling.config import ProfilingConfig, load_config
 from advisor.profiling.recorder import RunFacts, TraceRecorder, VariableInfo, resolve_batch_size
+from advisor.profiling.throughput import StepCounter, step_counter_from_env
 
 log = logging.getLogger("advisor.profiling")
 
 
 class AdvisorProfilingHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
-    """Trace ``ADVISOR_PROFILE_STEPS`` steps after ``ADVISOR_PROFILE_WARMUP`` and upload them.
+    """Trace ``ADVISOR_PROFILE_STEPS`` steps after ``ADVISOR_PROFILE_WARMUP`` and upload them;
+    count every step for Prometheus when ``ADVISOR_METRICS_PORT`` is set.
 
     ``batch_size`` is the examples per step of this worker (``ADVISOR_BATCH_SIZE`` overrides
     it); ``model_name`` is for people (``ADVISOR_MODEL_NAME`` overrides it). ``environ``
     replaces ``os.environ`` (tests). Raises ``ProfilingConfigError`` at construction when
-    recording is on but a setting is unusable.
+    recording or counting is asked for but a setting is unusable (counting without a batch
+    size included).
     """
 
     def __init__(
@@ -43,8 +53,10 @@ class AdvisorProfilingHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[m
         *,
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        self._config: ProfilingConfig | None = _active_config(environ)
+        env = os.environ if environ is None else environ
+        self._config: ProfilingConfig | None = _active_config(env)
         self._batch_size = resolve_batch_size(self._config, batch_size) if self._config else None
+        self._counter: StepCounter | None = step_counter_from_env(batch_size, env, who="AdvisorProfilingHook")
         self._model_name = model_name
         self._recorder: TraceRecorder[bytes] | None = None
         self._options: Any = None
@@ -57,6 +69,11 @@ class AdvisorProfilingHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[m
     @property
     def recorder(self) -> TraceRecorder[bytes] | None:
         return self._recorder
+
+    @property
+    def counter(self) -> StepCounter | None:
+        """What counts this worker's steps for Prometheus, or None when nothing is counted."""
+        return self._counter
 
     def begin(self) -> None:
         if self._config is None or self._recorder is not None:
@@ -73,6 +90,8 @@ class AdvisorProfilingHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[m
         return tf.compat.v1.train.SessionRunArgs(fetches=None, options=self._options)
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
+        if self._counter is not None:  # first: an upload after the last traced step may take a while
+            self._counter.step()
         if self._recorder is None or not self._recorder.tracing:
             return
         metadata = run_values.run_metadata
@@ -85,9 +104,9 @@ class AdvisorProfilingHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[m
             self._recorder.finish()
 
 
-def _active_config(environ: Mapping[str, str] | None) -> ProfilingConfig | None:
+def _active_config(environ: Mapping[str, str]) -> ProfilingConfig | None:
     """The settings if this process records, else None (and why, in the log)."""
-    config = load_config(os.environ if environ is None else environ)
+    config = load_config(environ)
     if config is None:
         return None
     task = config.task

@@ -6,9 +6,12 @@ worker trains a small MLP on synthetic data, asynchronously (``replica_device_se
 variables on the parameter servers, plain ``GradientDescentOptimizer.minimize``).
 
 The one line advisor needs is the hook in the worker's ``MonitoredTrainingSession``:
-``AdvisorProfilingHook(batch_size=...)``. It does nothing unless the advisor controller
+``AdvisorProfilingHook(batch_size=...)``. It records nothing unless the advisor controller
 launched this job as a profiling run (``ADVISOR_PROFILE=1``); then worker 0 traces
-``ADVISOR_PROFILE_STEPS`` steps, uploads them, and asks the session to stop.
+``ADVISOR_PROFILE_STEPS`` steps, uploads them, and asks the session to stop. With
+``ADVISOR_METRICS_PORT`` set (deploy/example-tfjob.yaml sets it on the Worker template), the
+same hook counts every step of every worker, ``--batch-size`` examples each, and serves the
+counts at ``:<port>/metrics`` for Prometheus (docs/profiling.md, "Observed throughput").
 
 By hand, on one machine (two shells; see docs/profiling.md for the ADVISOR_* variables):
 
@@ -16,6 +19,8 @@ By hand, on one machine (two shells; see docs/profiling.md for the ADVISOR_* var
     TF_CONFIG="{$CLUSTER, \"task\": {\"type\": \"ps\", \"index\": 0}}" python deploy/example/train_ps.py
     # in the second shell, the same CLUSTER, and the worker (add the ADVISOR_* variables to profile):
     TF_CONFIG="{$CLUSTER, \"task\": {\"type\": \"worker\", \"index\": 0}}" python deploy/example/train_ps.py --steps 200
+    # to watch its counters, start the worker with ADVISOR_METRICS_PORT=9464 and, meanwhile:
+    curl -s 127.0.0.1:9464/metrics | grep ^advisor_training
 """
 
 from __future__ import annotations

@@ -23,10 +23,16 @@ What happens, in order, and what it leaves on /metrics:
    (``advisor_resizes_total{mode="initial"}``); four more forged uploads (more than three in 30
    minutes). ``no-ps`` lacks PS replicas: every resync (5 s) counts a reconcile error. Then two
    more scrapes.
+
+Throughout, one worker of ``mlp-50``'s real training run counts its examples with
+``advisor.profiling``'s exporter (``training_worker``), scraped as the chart's
+trainingPodMonitor would (labels ``namespace``, ``tfjob``, ``pod``): the dashboard's
+observed-vs-predicted panel and ``AdvisorPredictionFarFromObserved`` have their data.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -36,6 +42,7 @@ from typing import Any
 
 from advisor.controller.leader import micro_time
 from advisor.controller.tfjob import PREFIX
+from advisor.profiling.throughput import ThroughputExporter
 from tests.controller.harness import NS, create_tfjob, phase, trace_body, upload_as_profiling_pod, wait_for
 from tests.controller.tfjobs import tfjob
 from tests.deploy.controller_process import ControllerProcess, settings_for_process
@@ -43,6 +50,10 @@ from tests.deploy.prometheus_harness import PrometheusServer
 from tests.kube_emulator import KubeEmulator
 
 LEASE = "advisor-leader"
+# mlp-50's worker pod, with the labels the chart's trainingPodMonitor gives it. It trains at
+# 100 ex/s where ~53 are predicted at its one worker: AdvisorPredictionFarFromObserved's condition.
+TRAINING_LABELS = {"namespace": NS, "tfjob": "mlp-50", "pod": "mlp-50-worker-0"}
+TRAINING_EXAMPLES_PER_S = 100.0
 MAX_WORKERS = 4  # the predicted curve is W = 1..4 (short simulations)
 PRICES = {"worker_per_hour": 3.06, "ps_per_hour": 0.40}
 
@@ -87,15 +98,38 @@ def scraped_controller(workdir: Path, *, rule_files: Sequence[Path] = ()) -> Ite
                                         resync_period_s=5, max_workers=MAX_WORKERS, prices=PRICES)
         controller = stack.enter_context(ControllerProcess(emu, workdir / "controller", settings))
         (workdir / "prometheus").mkdir(parents=True, exist_ok=True)
+        worker = stack.enter_context(training_worker(TRAINING_EXAMPLES_PER_S))
         start = time.time()
         prom = stack.enter_context(PrometheusServer(workdir / "prometheus", f"127.0.0.1:{settings['http_port']}",
-                                                    rule_files=rule_files))
+                                                    rule_files=rule_files,
+                                                    extra_targets=[(f"127.0.0.1:{worker.port}", TRAINING_LABELS)]))
         flow = Flow(emu, controller, prom, start)
         try:
             run(flow)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nthe controller's log:\n{controller.log_tail()}") from None
         yield flow
+
+
+@contextmanager
+def training_worker(examples_per_s: float, batch: int = 10) -> Iterator[ThroughputExporter]:
+    """A worker of mlp-50's real training run, as ``advisor.profiling`` counts it with
+    ADVISOR_METRICS_PORT set: steps of ``batch`` examples at a steady rate, served for scraping."""
+    exporter = ThroughputExporter(0, addr="127.0.0.1")
+    stop = threading.Event()
+
+    def train() -> None:
+        while not stop.wait(batch / examples_per_s):
+            exporter.record_step(batch)
+
+    thread = threading.Thread(target=train, daemon=True, name="training-worker")
+    thread.start()
+    try:
+        yield exporter
+    finally:
+        stop.set()
+        thread.join()
+        exporter.close()
 
 
 def run(flow: Flow) -> None:

@@ -30,6 +30,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "imagePullSecrets": [{"name": "regcred"}],
         "persistence": {"accessModes": ["ReadWriteMany"], "storageClassName": "nfs", "size": "5Gi"},
         "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+        "trainingPodMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
         "prometheusRule": {"enabled": True},
         "dashboard": {"namespace": "monitoring"},
         "extraEnv": [{"name": "TZ", "value": "UTC"}],

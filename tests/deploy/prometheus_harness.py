@@ -17,7 +17,7 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +45,12 @@ class PrometheusServer:
     """``with PrometheusServer(workdir, "127.0.0.1:8080") as prom: prom.query("up")``."""
 
     def __init__(self, workdir: Path, target: str, *, rule_files: Sequence[Path] = (),
-                 binary: str | None = None, startup_timeout_s: float = 30.0) -> None:
+                 binary: str | None = None, startup_timeout_s: float = 30.0,
+                 extra_targets: Sequence[tuple[str, Mapping[str, str]]] = ()) -> None:
+        """``extra_targets``: (host:port, target labels) scraped as job ``training``, as the chart's
+        PodMonitor would scrape training pods (its relabeling gives them these labels)."""
         self.workdir, self.target, self.rule_files = workdir, target, list(rule_files)
+        self.extra_targets = list(extra_targets)
         self.binary = binary or prometheus_binary()
         if self.binary is None:
             raise PrometheusError("the prometheus binary is not installed")
@@ -70,6 +74,9 @@ class PrometheusServer:
             "scrape_configs": [{"job_name": JOB, "metrics_path": "/metrics",
                                 "static_configs": [{"targets": [self.target]}]}],
         }
+        if self.extra_targets:
+            config["scrape_configs"].append({"job_name": "training", "metrics_path": "/metrics", "static_configs": [
+                {"targets": [target], "labels": dict(labels)} for target, labels in self.extra_targets]})
         config_file = self.workdir / "prometheus.yml"
         config_file.write_text(yaml.safe_dump(config))
         self._log = (self.workdir / "prometheus.log").open("wb")

@@ -30,7 +30,7 @@ CHART_MANAGED = {"http_port", "store_path", "lease_namespace", "identity", "kube
 # the settings file, so the controller's own default applies.
 EMPTY_MEANS_UNSET = {"bandwidth": "", "queue": "", "budget_per_hour": 0, "prediction_job_image": ""}
 # prometheus-operator custom resources: kubernetes-validate ships no schema for them.
-OPERATOR_KINDS = {"ServiceMonitor", "PrometheusRule"}
+OPERATOR_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
 
 
 @pytest.fixture(params=sorted(VALUE_SETS))
@@ -67,6 +67,15 @@ def _check_operator_object(obj: dict[str, Any]) -> None:
         (endpoint,) = obj["spec"]["endpoints"]
         assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
         assert obj["spec"]["selector"]["matchLabels"]
+    elif obj["kind"] == "PodMonitor":
+        (endpoint,) = obj["spec"]["podMetricsEndpoints"]
+        assert endpoint["port"] and endpoint["path"] == "/metrics"
+        # the TFJob's name becomes the tfjob label the alert and the dashboard join on
+        assert {"sourceLabels": ["__meta_kubernetes_pod_label_training_kubeflow_org_job_name"],
+                "targetLabel": "tfjob"} in endpoint["relabelings"]
+        kinds = {e["key"]: e.get("values") for e in obj["spec"]["selector"]["matchExpressions"]}
+        assert kinds == {"training.kubeflow.org/job-name": None,  # the training operator's replica types, lower case
+                         "training.kubeflow.org/replica-type": ["worker", "chief", "master"]}
     else:
         assert obj["spec"]["groups"] and all(rule["expr"] for g in obj["spec"]["groups"] for rule in g["rules"])
 
@@ -78,8 +87,13 @@ def test_optional_objects_follow_their_switches() -> None:
     bare = kinds({"rbac": {"create": False}, "serviceAccount": {"create": False}, "dashboard": {"enabled": False},
                   "persistence": {"enabled": False}})
     assert bare == ["ConfigMap", "Deployment", "Service"]
-    monitored = kinds({"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}})
-    assert "ServiceMonitor" in monitored and "PrometheusRule" in monitored
+    monitored = kinds({"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True},
+                       "trainingPodMonitor": {"enabled": True}})
+    assert "ServiceMonitor" in monitored and "PrometheusRule" in monitored and "PodMonitor" in monitored
+    watched = {"config": {"namespaces": ["ml", "research"]}, "trainingPodMonitor": {"enabled": True}}
+    assert only(render_objects(watched), "PodMonitor")["spec"]["namespaceSelector"] == {"matchNames": ["ml", "research"]}
+    everywhere = only(render_objects({"trainingPodMonitor": {"enabled": True}}), "PodMonitor")
+    assert everywhere["spec"]["namespaceSelector"] == {"any": True}
     claimed = render_objects({"persistence": {"existingClaim": "my-store"}})
     assert not [o for o in claimed if o["kind"] == "PersistentVolumeClaim"]
     volumes = only(claimed, "Deployment")["spec"]["template"]["spec"]["volumes"]

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from advisor.controller.metrics import Metrics, metric_names
+from advisor.profiling import throughput
 from advisor.controller.tfjob import PREFIX
 from tests.controller.harness import NS
 from tests.deploy import promql
@@ -31,6 +32,8 @@ RULE_TESTS = Path(__file__).with_name("advisor-rules.promtest.yaml")
 # Labels Prometheus adds or PromQL defines, beside the controller's own.
 IMPLICIT_LABELS = {"job", "instance", "le", "__name__"}
 # Grafana's variables, set to what a user selecting everything would send.
+# What advisor.profiling exports from the training workers (ADVISOR_METRICS_PORT).
+TRAINING_METRICS = {throughput.EXAMPLES + "_total", throughput.STEPS + "_total"}
 VARIABLES = {
     "namespace": NS,
     "tfjob": "|".join(sorted(j.name for j in JOBS)),
@@ -104,14 +107,15 @@ def test_dashboard_is_a_grafana_dashboard() -> None:
 
 
 def test_every_query_uses_only_exported_metrics_and_labels() -> None:
-    exported = metric_names()
+    exported = metric_names() | TRAINING_METRICS
     labels = known_labels()
     exprs = [(q.panel, q.expr) for q in dashboard_queries()] + [(name, e) for name, e in alert_exprs()]
     exprs += [("variable", promql.label_values_query(q)[0] or "") for q in variable_queries()]
     used: set[str] = set()
     for where, expr in exprs:
         found = promql.names(promql.substitute(expr, VARIABLES))
-        assert found.metrics <= exported, f"{where}: {sorted(found.metrics - exported)} not exported by the controller"
+        assert found.metrics <= exported, (f"{where}: {sorted(found.metrics - exported)} exported neither by the "
+                                           "controller nor by the training workers")
         assert found.labels <= labels, f"{where}: labels {sorted(found.labels - labels)} exist on no metric"
         used |= found.metrics
     # Every per-job series the controller exports is on the dashboard.

@@ -1,7 +1,8 @@
 """The environment contract: off by default, worker 0 records, bad values fail at start-up.
 
-Also that ``import advisor.profiling`` needs only the standard library (the controller image
-has no TensorFlow, and the training image should not need numpy or pydantic for it).
+Also which tasks count training steps for Prometheus, and that ``import advisor.profiling``
+needs only the standard library and prometheus-client (the controller image has no
+TensorFlow, and the training image should not need numpy or pydantic for it).
 """
 
 from __future__ import annotations
@@ -113,6 +114,22 @@ def test_only_the_first_worker_records(tf_config: str | None, records: bool) -> 
     assert parse_tf_config(tf_config).records is records
 
 
+@pytest.mark.parametrize(
+    ("tf_config", "trains"),
+    [
+        (_tf_config("worker", 0), True),
+        (_tf_config("worker", 1, workers=2), True),  # every worker runs its own training loop
+        (_tf_config("chief", 0, chief=True), True),  # between-graph replication: the chief trains too
+        (json.dumps({"cluster": {"master": ["m:1"], "ps": ["p:1"]}, "task": {"type": "master", "index": 0}}), True),
+        (_tf_config("ps", 0), False),
+        (_tf_config("evaluator", 0), False),
+        (None, True),  # no TF_CONFIG: a program run by hand, which asked for counting explicitly
+    ],
+)
+def test_which_tasks_count_training_steps(tf_config: str | None, trains: bool) -> None:
+    assert parse_tf_config(tf_config).trains is trains
+
+
 def test_worker_hosts_put_the_chief_first_and_read_the_sparse_form() -> None:
     sparse = {"cluster": {"ps": {"10": "p10:1", "2": "p2:1"}, "worker": ["w0:1"], "chief": ["c:1"]},
               "task": {"type": "worker", "index": 0}}
@@ -138,7 +155,8 @@ def test_any_tf_config_parses_or_fails_with_our_error(text: str) -> None:
     assert isinstance(task.records, bool)
 
 
-def test_importing_the_package_needs_only_the_standard_library() -> None:
+def test_importing_the_package_needs_neither_tensorflow_nor_the_engine() -> None:
+    # The standard library and prometheus-client (for the throughput exporter) only.
     code = (
         "import sys, advisor.profiling as p\n"
         "heavy = {'numpy', 'pydantic', 'google', 'tensorflow', 'scipy', 'numba', 'keras'}\n"

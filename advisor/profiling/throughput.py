@@ -1,0 +1,226 @@
+"""Observed throughput: a training worker counts its examples and steps for Prometheus to scrape.
+
+Why: a prediction is only as good as its agreement with the job it predicted. With
+``ADVISOR_METRICS_PORT`` set in the training pods (docs/profiling.md, "Observed throughput"),
+the profiling hook and the Keras callback count every step of the real (not only the
+profiling) run and serve the counts on that port; Prometheus scrapes the worker pods (the
+chart's optional PodMonitor adds the ``namespace`` and ``tfjob`` labels), and
+``AdvisorPredictionFarFromObserved`` compares
+``sum by (namespace, tfjob) (rate(advisor_training_examples_total[10m]))`` with the controller's
+``advisor_predicted_current_throughput_examples_per_second``.
+
+Counters, not a rate: Prometheus computes rates over whatever window a query asks, and a
+counter survives scrapes that are missed. The two counts are plain integers behind one lock
+and are read together at scrape time, so counting a step costs well under a microsecond and a
+scrape never sees a step without its examples. Only the standard library and prometheus-client
+(both already in the package) are needed; nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from advisor.profiling.config import (
+    ENV_BATCH_SIZE,
+    ENV_TF_CONFIG,
+    batch_size_from_env,
+    choose_batch_size,
+    parse_tf_config,
+)
+from advisor.profiling.errors import ProfilingConfigError
+
+log = logging.getLogger("advisor.profiling")
+
+ENV_METRICS_PORT = "ADVISOR_METRICS_PORT"
+EXAMPLES = "advisor_training_examples"  # exported as ..._total
+STEPS = "advisor_training_steps"
+EXAMPLES_HELP = "Training examples this worker has processed."
+STEPS_HELP = "Training steps this worker has run."
+
+
+class ThroughputExporter:
+    """Counts examples and steps and serves them at ``http://addr:port/metrics`` (port 0: any free)."""
+
+    def __init__(self, port: int, *, addr: str = "0.0.0.0") -> None:
+        self._lock = threading.Lock()
+        self._steps = 0
+        self._examples = 0
+        self._created = time.time()
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry.register(_Counts(self.counts, self._created))
+        self._server: Any
+        self._thread: threading.Thread
+        try:
+            self._server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
+        except OSError as exc:
+            raise ProfilingConfigError(f"{ENV_METRICS_PORT}={port}: cannot serve metrics there ({exc})") from None
+        self.port = int(self._server.server_address[1])
+
+    def record_step(self, examples: int) -> None:
+        """One training step of ``examples`` examples (this worker's batch)."""
+        if examples < 0:
+            raise ValueError(f"examples must be >= 0, got {examples}")
+        with self._lock:
+            self._steps += 1
+            self._examples += examples
+
+    def record_steps(self, steps: int, examples: int) -> None:
+        """``steps`` training steps of ``examples`` examples in all (Keras' ``steps_per_execution``)."""
+        if steps < 0 or examples < 0:
+            raise ValueError(f"steps and examples must be >= 0, got {steps} and {examples}")
+        with self._lock:
+            self._steps += steps
+            self._examples += examples
+
+    def counts(self) -> tuple[int, int]:
+        """(steps, examples) counted so far, read together."""
+        with self._lock:
+            return self._steps, self._examples
+
+    def close(self) -> None:
+        """Stop serving; ``exporter_from_env`` then starts a new exporter (counting from 0) on that port."""
+        with _shared_lock:
+            for port, exporter in list(_shared.items()):
+                if exporter is self:
+                    del _shared[port]
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+class _Counts(Collector):
+    """The exporter's two counters, as one consistent snapshot per scrape."""
+
+    def __init__(self, counts: Callable[[], tuple[int, int]], created: float) -> None:
+        self._counts = counts
+        self._created = created
+
+    def collect(self) -> Iterator[Metric]:
+        steps, examples = self._counts()
+        yield CounterMetricFamily(EXAMPLES, EXAMPLES_HELP, value=examples, created=self._created)
+        yield CounterMetricFamily(STEPS, STEPS_HELP, value=steps, created=self._created)
+
+
+_shared: dict[int, ThroughputExporter] = {}
+_shared_lock = threading.Lock()
+
+
+def metrics_port(environ: Mapping[str, str] | None = None) -> int | None:
+    """``ADVISOR_METRICS_PORT`` as a port number; None when unset or empty."""
+    env = os.environ if environ is None else environ
+    text = (env.get(ENV_METRICS_PORT) or "").strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()):
+        raise ProfilingConfigError(f"{ENV_METRICS_PORT} must be a port number, got {text!r}")
+    port = int(text)
+    if not 0 < port < 65536:
+        raise ProfilingConfigError(f"{ENV_METRICS_PORT} must be between 1 and 65535, got {port}")
+    return port
+
+
+def exporter_from_env(environ: Mapping[str, str] | None = None) -> ThroughputExporter | None:
+    """The process's exporter on ``ADVISOR_METRICS_PORT``, started once; None when unset or empty.
+
+    Shared per port: a program that builds its hook twice (a new session, a second ``fit``)
+    counts on into the same counters instead of failing to bind the port again.
+    """
+    port = metrics_port(environ)
+    return None if port is None else _shared_exporter(port)
+
+
+def _shared_exporter(port: int) -> ThroughputExporter:
+    with _shared_lock:
+        if port not in _shared:
+            _shared[port] = ThroughputExporter(port)
+        return _shared[port]
+
+
+@dataclass(frozen=True, slots=True)
+class StepCounter:
+    """What the hook and the callback count with: the exporter and this worker's examples per step."""
+
+    exporter: ThroughputExporter
+    examples_per_step: int
+
+    def step(self) -> None:
+        """One completed training step."""
+        self.exporter.record_step(self.examples_per_step)
+
+    def steps(self, count: int) -> None:
+        """``count`` completed training steps."""
+        self.exporter.record_steps(count, count * self.examples_per_step)
+
+
+class BatchEndSteps:
+    """Keras' batch-end reports turned into counted steps, in whatever order they arrive.
+
+    Keras reports the index of the last batch it ran, from 0 in each epoch, once per
+    ``steps_per_execution`` batches, and may run the reports on a thread pool (the callback is
+    ``async_safe`` so as not to take that away from the user's training). So the steps done
+    are the distance from the highest index seen this epoch; a report overtaken by a later one
+    was counted with it. Keras finishes every report of an epoch before the next begins.
+    """
+
+    __slots__ = ("_counter", "_last", "_lock")
+
+    def __init__(self, counter: StepCounter) -> None:
+        self._counter = counter
+        self._last = -1
+        self._lock = threading.Lock()
+
+    def epoch_begin(self) -> None:
+        with self._lock:
+            self._last = -1
+
+    def batch_end(self, batch: int) -> None:
+        with self._lock:
+            done = batch - self._last
+            if done <= 0:
+                return
+            self._last = batch
+        if done == 1:
+            self._counter.step()
+        else:
+            self._counter.steps(done)
+
+
+def step_counter_from_env(
+    batch_size: int | None, environ: Mapping[str, str] | None = None, *, who: str = "the advisor hook"
+) -> StepCounter | None:
+    """A counter when ``ADVISOR_METRICS_PORT`` is set and this task trains; else None.
+
+    Independent of ``ADVISOR_PROFILE``. Counted: a worker, the chief/master (in between-graph
+    replication it trains like a worker), or a process without ``TF_CONFIG`` (run by hand: the
+    port was asked for explicitly). Not counted, and no port opened: parameter servers,
+    evaluators and any other task type, whose ``session.run`` calls are not training steps.
+    ``ADVISOR_BATCH_SIZE`` overrides ``batch_size``; with neither, counting would export 0
+    examples, so this raises ``ProfilingConfigError`` naming both instead.
+    """
+    env = os.environ if environ is None else environ
+    port = metrics_port(env)
+    if port is None:
+        return None
+    task = parse_tf_config(env.get(ENV_TF_CONFIG))
+    if not task.trains:
+        log.info("advisor: %s:%s counts no training steps (only workers and the chief do)",
+                 task.task_type, task.task_index)
+        return None
+    examples = choose_batch_size(
+        batch_size_from_env(env), batch_size,
+        missing=f"{ENV_METRICS_PORT} is set but the batch size is unknown, so examples cannot be counted: "
+                f"pass batch_size=... to {who} or set {ENV_BATCH_SIZE}",
+    )
+    exporter = _shared_exporter(port)
+    log.info("advisor: counting training steps of %d examples on :%d/metrics", examples, exporter.port)
+    return StepCounter(exporter, examples)

@@ -1,0 +1,154 @@
+"""Observed throughput inside real TensorFlow: the hook and the Keras callback count every step.
+
+Run as the rest of the heavy suite (``/tmp/tfvenv/bin/python -m pytest -m heavy tests/heavy``).
+Each test sets ``ADVISOR_METRICS_PORT`` to a free port, trains a known number of steps and
+scrapes ``/metrics`` over HTTP; the expected counts are steps x batch, worked out by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import advisor.profiling as profiling
+from advisor.profiling import throughput
+from tests.heavy.test_tf_profiling import BATCH, EXAMPLE, STEPS, WARMUP, _cluster, _environ, _tf_config, _train
+from tests.profiling import Receiver
+
+pytestmark = pytest.mark.heavy
+
+
+@pytest.fixture(scope="module")
+def tf() -> Any:
+    return pytest.importorskip("tensorflow", reason="the heavy suite needs tensorflow-cpu (see test_tf_profiling.py)")
+
+
+@pytest.fixture
+def port() -> Iterator[int]:
+    """A free port; the exporter a test started on it is closed afterwards."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("0.0.0.0", 0))
+        number = int(sock.getsockname()[1])
+    yield number
+    shared = throughput._shared.get(number)
+    if shared is not None:
+        shared.close()
+
+
+def counts(port: int) -> tuple[float, float]:
+    """(examples, steps) scraped from ``127.0.0.1:port/metrics``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    values = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    return values["advisor_training_examples_total"], values["advisor_training_steps_total"]
+
+
+def test_the_hook_counts_every_step_of_a_monitored_training_session(tf: Any, port: int) -> None:
+    cluster = _cluster()
+    env = {"TF_CONFIG": _tf_config(cluster, "worker"), "ADVISOR_METRICS_PORT": str(port)}  # no ADVISOR_PROFILE
+    hook = profiling.AdvisorProfilingHook(batch_size=BATCH, environ=env)
+    assert not hook.active and hook.counter is not None
+    runs = _train(tf, cluster, hook, max_runs=37)
+    assert runs == 37
+    assert counts(port) == (37 * 8, 37)  # BATCH is 8
+
+
+def test_traced_steps_count_too(tf: Any, port: int, tmp_path: Path) -> None:
+    cluster = _cluster()
+    token = tmp_path / "token"
+    token.write_text("t")
+    with Receiver() as rx:
+        env = _environ(cluster, rx.url, token, ADVISOR_METRICS_PORT=str(port))
+        hook = profiling.AdvisorProfilingHook(batch_size=BATCH, environ=env)
+        runs = _train(tf, cluster, hook)
+    assert hook.active and len(rx.requests) == 1
+    assert runs == WARMUP + STEPS == 23  # 3 warm-up + 20 traced, then the stop after the upload
+    assert counts(port) == (23 * 8, 23)
+
+
+def test_the_hook_without_a_batch_size_refuses_to_count(tf: Any, port: int) -> None:
+    with pytest.raises(profiling.ProfilingConfigError, match="ADVISOR_BATCH_SIZE"):
+        profiling.AdvisorProfilingHook(environ={"ADVISOR_METRICS_PORT": str(port)})
+
+
+def _keras_fit(tf: Any, callback: Any, *, examples: int, batch: int, epochs: int, steps_per_execution: int) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(examples, 16)).astype("float32")
+    y = rng.integers(0, 4, size=examples)
+    model = tf.keras.Sequential([tf.keras.Input((16,)), tf.keras.layers.Dense(4)])
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy", steps_per_execution=steps_per_execution)
+    model.fit(x, y, batch_size=batch, epochs=epochs, callbacks=[callback], verbose=0)
+
+
+def test_the_keras_callback_counts_every_batch(tf: Any, port: int) -> None:
+    callback = profiling.AdvisorKerasCallback(batch_size=8, environ={"ADVISOR_METRICS_PORT": str(port)})
+    _keras_fit(tf, callback, examples=64, batch=8, epochs=3, steps_per_execution=1)
+    assert counts(port) == (3 * 64, 3 * 8)  # 64 / 8 = 8 steps per epoch, 3 epochs
+
+
+def test_the_keras_callback_counts_every_step_of_each_execution(tf: Any, port: int) -> None:
+    env = {"ADVISOR_METRICS_PORT": str(port), "ADVISOR_BATCH_SIZE": "8"}
+    callback = profiling.AdvisorKerasCallback(batch_size=999, environ=env)  # the environment wins
+    _keras_fit(tf, callback, examples=64, batch=8, epochs=2, steps_per_execution=4)
+    assert counts(port) == (2 * 64, 2 * 8)  # 2 reports of 4 steps per epoch
+
+
+def test_the_keras_callback_is_inert_without_a_port(tf: Any) -> None:
+    callback = profiling.AdvisorKerasCallback(environ={})  # no batch size needed either
+    assert callback.counter is None and callback.async_safe
+    _keras_fit(tf, callback, examples=16, batch=8, epochs=1, steps_per_execution=1)
+
+
+@pytest.fixture
+def example_ps(tf: Any, tmp_path: Path) -> Iterator[dict[str, list[str]]]:
+    """The example's parameter server as its own process (ended by its pid when the test ends)."""
+    cluster = _cluster()
+    env = {**os.environ, "TF_CONFIG": _tf_config(cluster, "ps")}
+    with (tmp_path / "ps.log").open("w") as out:
+        ps = subprocess.Popen([sys.executable, str(EXAMPLE)], env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield cluster
+    finally:
+        ps.kill()
+        ps.wait(timeout=30)
+
+
+def test_the_shipped_example_serves_its_counts_while_it_trains(
+    example_ps: dict[str, list[str]], port: int, tmp_path: Path
+) -> None:
+    env = {**os.environ, "TF_CONFIG": _tf_config(example_ps, "worker"), "ADVISOR_METRICS_PORT": str(port)}
+    env.pop("ADVISOR_PROFILE", None)
+    with (tmp_path / "worker.log").open("w") as out:
+        worker = subprocess.Popen(
+            [sys.executable, str(EXAMPLE), "--steps", "1000000", "--batch-size", "16", "--layers", "64,32,10"],
+            env=env, stdout=out, stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        seen: list[tuple[float, float]] = []
+        while time.monotonic() < deadline and (not seen or seen[-1][1] < 50):
+            assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
+            try:
+                seen.append(counts(port))
+            except OSError:  # not serving yet (TensorFlow is still starting)
+                pass
+            time.sleep(0.2)
+    finally:
+        worker.kill()
+        worker.wait(timeout=30)
+    assert seen and seen[-1][1] >= 50, seen[-5:]
+    assert all(examples == 16 * steps for examples, steps in seen)  # every scrape: 16 examples a step
+    assert [s for _, s in seen] == sorted(s for _, s in seen)  # a counter never goes back
