@@ -8,6 +8,9 @@ values by the ``workers`` label; time series and state timeline: range queries).
 
     python -m tests.deploy.dashboard_png docs/img/dashboard.png   # about 80 s
 
+The repeated job row is drawn for ``mlp-50``: predicted, resized by ``initial`` mode to its
+recommendation, and the one job whose training worker reports its observed throughput.
+
 The data come from the dashboard test's harness (``controller_flow``): a real Prometheus
 scraping ``advisor controller`` through a whole flow of five jobs, then ``--seconds`` more of it
 running (resyncs every 5 s) so the time series have some length.
@@ -258,7 +261,7 @@ def main() -> None:
         time.sleep(args.seconds)
         flow.prom.wait_for_scrapes(1)
         out = render_dashboard(json.loads(DASHBOARD.read_text()), flow.prom, args.output, VARIABLES,
-                               start=flow.start, end=time.time(), repeat_values={"tfjob": ["mlp"]})
+                               start=flow.start, end=time.time(), repeat_values={"tfjob": ["mlp-50"]})
     print(f"wrote {out}")
 
 
