@@ -239,6 +239,9 @@ def _profiling_env(view: TFJobView, spec: ProfilingSpec, generation: int) -> lis
         {"name": "ADVISOR_PROFILE_STEPS", "value": str(spec.steps)},
         {"name": "ADVISOR_PROFILE_WARMUP", "value": str(spec.warmup_steps)},
         {"name": "ADVISOR_STOP_AFTER_UPLOAD", "value": "1"},
+        # the profiling run is not the job: its steps must not count as the job's observed
+        # throughput (advisor.profiling.throughput), so a metrics port set in the template is unset
+        {"name": "ADVISOR_METRICS_PORT", "value": ""},
     ]
     if spec.bandwidth_mbit:
         env.append({"name": "ADVISOR_BANDWIDTH_MBIT", "value": f"{spec.bandwidth_mbit:g}"})

@@ -73,7 +73,8 @@ def test_resize_counts_the_chief() -> None:
 def test_profiling_job_is_one_ps_one_worker_owned_labelled_bounded_and_traced() -> None:
     obj = with_uid(tfjob(workers=6, ps=2, chief=1), uid="u-42", generation=3)
     obj["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"] = [
-        {"name": "ADVISOR_PROFILE", "value": "0"}, {"name": "KEEP", "value": "me"}]
+        {"name": "ADVISOR_PROFILE", "value": "0"}, {"name": "KEEP", "value": "me"},
+        {"name": "ADVISOR_METRICS_PORT", "value": "9464"}]
     view = parse_tfjob(obj)
     job = build_profiling_tfjob(obj, view, SPEC)
     meta, spec = job["metadata"], job["spec"]
@@ -86,6 +87,7 @@ def test_profiling_job_is_one_ps_one_worker_owned_labelled_bounded_and_traced() 
     assert spec["runPolicy"]["activeDeadlineSeconds"] == 900
     env = {e["name"]: e["value"] for e in spec["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]}
     assert env["ADVISOR_PROFILE"] == "1" and env["KEEP"] == "me"  # ours replace the user's, the rest stay
+    assert env["ADVISOR_METRICS_PORT"] == ""  # the profiling run's steps are not the job's observed throughput
     assert env["ADVISOR_INGEST_URL"] == "http://advisor.advisor-system.svc:8080/v1/traces/ml/mnist/3"
     assert env["ADVISOR_TOKEN_FILE"] == "/var/run/secrets/advisor/token"
     pod = spec["tfReplicaSpecs"]["PS"]["template"]["spec"]
