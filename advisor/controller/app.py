@@ -62,11 +62,12 @@ class Controller:
         self._settings_file = settings_file
         self.informer = Informer(kube, settings.namespaces or None, self._on_event,
                                  on_restart=lambda reason: self.metrics.watch_restarts.labels(reason).inc())
+        # the predictor calls back into the reconciler, made just after it
+        self.predictor = predictor or self._make_predictor(
+            lambda key, result, error: self.reconciler.prediction_done(key, result, error), job_poll_s)
         self.reconciler = Reconciler(settings=settings, kube=kube, cache=self.informer.get, store=self.store,
-                                     predictor=None,  # set below: the predictor calls back into the reconciler
-                                     metrics=self.metrics, enqueue_after=self.queue.add_after, clock=clock)
-        self.predictor = predictor or self._make_predictor(self.reconciler.prediction_done, job_poll_s)
-        self.reconciler.predictor = self.predictor
+                                     predictor=self.predictor, metrics=self.metrics,
+                                     enqueue_after=self.queue.add_after, clock=clock)
         self.ingest = Ingest(cache=self.informer.get, store=self.store, metrics=self.metrics,
                              enqueue=self.queue.add, clock=clock)
         duration, renew, retry = lease_timing  # client-go's defaults: 15 s lease, renew within 10 s, retry 2 s

@@ -70,7 +70,8 @@ def _stale_profiling_run(obj: dict[str, Any], informer: Any, store: Any, now: fl
 
 def _token_secrets(kube: Any, namespaces: Sequence[str]) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
-    for ns in namespaces or [None]:
+    scopes: Sequence[str | None] = namespaces or [None]  # None: all namespaces
+    for ns in scopes:
         try:
             found.extend(kube.list_secrets(ns, label_selector=f"{ROLE_LABEL}=ingest-token"))
         except KubeError as exc:

@@ -21,7 +21,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -167,7 +167,8 @@ class WatchStream:
         obj = event.get("object")
         if event["type"] == "ERROR":
             self.close()  # the server ends the stream after an ERROR; free the connection now
-            code = obj.get("code") if isinstance(obj, dict) and isinstance(obj.get("code"), int) else 500
+            raw_code = obj.get("code") if isinstance(obj, dict) else None
+            code = raw_code if isinstance(raw_code, int) else 500
             raise _error(self._verb, self._target, code, obj)
         return event["type"], obj if isinstance(obj, dict) else {"object": obj}
 
@@ -185,7 +186,7 @@ class WatchStream:
         except ValueError:
             pass  # that thread wakes on the shut-down socket and cleans up itself
 
-    def _read_lines(self) -> Iterator[str]:
+    def _read_lines(self) -> Generator[str, None, None]:
         buffer = b""
         try:
             for chunk in self._resp.stream(amt=None, decode_content=False):

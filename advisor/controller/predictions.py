@@ -92,12 +92,13 @@ def prediction_params(
         bandwidth, source = recorded_bandwidth_bps, "recorded"
     else:
         bandwidth, source = None, "measured"
-    rules = {} if contention is None else dict(
-        congestion_control=contention.congestion_control.value, queue_s=contention.queue_s,
-        share_sigma=contention.share_sigma, multi_flow_goodput=contention.multi_flow_goodput)
-    return PredictionParams(None if bandwidth is None else float(bandwidth), max_workers, target, seed,
-                            prices.worker_per_hour, prices.ps_per_hour, saturation_threshold,
-                            equal_shares=contention is None, bandwidth_source=source, **rules)
+    common = (None if bandwidth is None else float(bandwidth), max_workers, target, seed, prices.worker_per_hour,
+              prices.ps_per_hour, saturation_threshold)
+    if contention is None:  # the rules' fields keep their defaults: they are not used
+        return PredictionParams(*common, equal_shares=True, bandwidth_source=source)
+    return PredictionParams(*common, equal_shares=False, bandwidth_source=source,
+                            congestion_control=contention.congestion_control.value, queue_s=contention.queue_s,
+                            share_sigma=contention.share_sigma, multi_flow_goodput=contention.multi_flow_goodput)
 
 
 def prediction_key(profile_sha: str, params: PredictionParams) -> str:

@@ -294,7 +294,7 @@ class Reconciler:
         if view.annotations.get(ann.SUSPENDED_BY_ADVISOR) != "true":
             return False
         workers = clamp(rec.target, limits) if rec is not None else view.workers
-        patch = resize_patch(view, workers, resume=True) if "Worker" in view.spec_keys else {
+        patch: dict[str, Any] = resize_patch(view, workers, resume=True) if "Worker" in view.spec_keys else {
             "spec": {"runPolicy": {"suspend": False}}}
         patch.setdefault("metadata", {})["annotations"] = {ann.SUSPENDED_BY_ADVISOR: None}
         self.kube.patch_tfjob(view.namespace, view.name, patch, resource_version=view.resource_version)
@@ -332,9 +332,9 @@ class Reconciler:
 
     def _invalid(self, obj: Mapping[str, Any], message: str) -> None:
         """A malformed TFJob that opted in: say so on it (once), never crash."""
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-        notes = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
-        labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+        meta = _mapping_or_empty(obj.get("metadata"))
+        notes = _mapping_or_empty(meta.get("annotations"))
+        labels = _mapping_or_empty(meta.get("labels"))
         ns, name = meta.get("namespace"), meta.get("name")
         self.metrics.reconcile_errors.labels("invalid_object").inc()
         if not (isinstance(ns, str) and isinstance(name, str)):
@@ -385,3 +385,7 @@ def _reason_and_message(run: Any) -> tuple[str, str]:
     """Split a stored ``"Reason: message"`` (as ``_end_run`` writes it) back into its parts."""
     reason, _, message = (run.reason or "").partition(": ")
     return reason or "ProfilingFailed", message.strip()
+
+
+def _mapping_or_empty(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}

@@ -16,14 +16,14 @@ import math
 from collections.abc import Mapping
 from enum import StrEnum
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from advisor.errors import ProfileError
 
-FORMAT_NAME = "advisor-profile"
-FORMAT_VERSION = 1
+FORMAT_NAME: Final = "advisor-profile"
+FORMAT_VERSION: Final = 1
 
 
 class Resource(StrEnum):

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
-from json.decoder import JSONDecodeError, scanstring
+from collections.abc import Callable, Iterator, Sequence
+from json.decoder import JSONDecodeError
 from typing import Any, overload
 
 _WS = re.compile(r"[ \t\n\r]*")
+# json's own string scanner (C when available); public at run time, absent from the type stubs
+scanstring: Callable[[str, int], tuple[str, int]] = getattr(json.decoder, "scanstring")
 
 
 class JSONScanError(ValueError):

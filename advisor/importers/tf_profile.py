@@ -109,7 +109,7 @@ def build_profile_from_trace(trace: TraceRecords, *, batch_size: int | None = No
         skipped_steps=len(trace.steps) - len(complete),
     )
     try:
-        return build_profile(job=JobInfo(**job), ops=ops, steps=steps)
+        return build_profile(job=JobInfo.model_validate(job), ops=ops, steps=steps)
     except (ProfileError, ValidationError) as exc:  # e.g. a batch size of 0 in the trace's metadata
         raise TraceFormatError(f"the trace does not form a valid profile: {exc}") from None
 
@@ -229,7 +229,7 @@ def _operations(
                 op_type=node.op,
             )
         dep_names = tuple(sorted(_op_name(d, transfers) for d in deps))
-        ops.append(Operation(name=_op_name(key, transfers), deps=dep_names, **placement))
+        ops.append(Operation.model_validate({"name": _op_name(key, transfers), "deps": dep_names, **placement}))
     return tuple(ops)
 
 

@@ -104,8 +104,8 @@ def load_config(environ: Mapping[str, str] | None = None) -> ProfilingConfig | N
     return ProfilingConfig(
         ingest_url=_url(env),
         token_file=env.get(ENV_TOKEN_FILE) or DEFAULT_TOKEN_FILE,
-        steps=_int(env, ENV_STEPS, DEFAULT_STEPS, minimum=1),
-        warmup=_int(env, ENV_WARMUP, DEFAULT_WARMUP, minimum=0),
+        steps=_int_or(env, ENV_STEPS, DEFAULT_STEPS, minimum=1),
+        warmup=_int_or(env, ENV_WARMUP, DEFAULT_WARMUP, minimum=0),
         batch_size=batch_size_from_env(env),
         model_name=env.get(ENV_MODEL_NAME) or None,
         bandwidth_mbit=_positive_float(env, ENV_BANDWIDTH_MBIT),
@@ -208,6 +208,12 @@ def _url(env: Mapping[str, str]) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ProfilingConfigError(f"{ENV_INGEST_URL}={raw!r}: expected an http:// or https:// URL")
     return raw
+
+
+def _int_or(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+    """``_int`` with a default: never None."""
+    value = _int(env, name, default, minimum=minimum)
+    return default if value is None else value
 
 
 def _int(env: Mapping[str, str], name: str, default: int | None, *, minimum: int) -> int | None:

@@ -14,7 +14,7 @@ import numpy as np
 try:
     from numba import njit as _numba_njit
 except ImportError:  # pragma: no cover - exercised only where numba is absent
-    _numba_njit = None
+    _numba_njit = None  # type: ignore[assignment]  # the check below tells the two apart
 
 HAVE_NUMBA = _numba_njit is not None
 

@@ -118,7 +118,8 @@ def _arrays(
 ) -> FastPlan:
     heads = np.array([m[0] for m in members], dtype=np.int64)
     tails = [m[-1] for m in members]
-    ptr, idx = [0], []
+    ptr: list[int] = [0]
+    idx: list[int] = []
     for t in tails:
         idx.extend(group_of[d] for d in dependents[t])
         ptr.append(len(idx))
