@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from advisor.controller.informer import RESTART_REASONS
+
 JOB_LABELS = ("namespace", "tfjob")
 PREDICTION_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 RECONCILE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
@@ -22,7 +24,7 @@ PREDICTION_OUTCOMES = ("succeeded", "failed")
 PROFILING_OUTCOMES = ("started", "succeeded", "failed", "timed_out")
 RECONCILE_ERROR_REASONS = ("conflict", "api", "internal", "invalid_object")
 RESIZE_MODES = ("initial", "auto")
-WATCH_RESTART_REASONS = ("expired", "error", "timeout")  # advisor.controller.informer.RESTART_REASONS
+WATCH_RESTART_REASONS = RESTART_REASONS  # the informer reports them
 
 
 class Metrics:

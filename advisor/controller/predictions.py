@@ -25,6 +25,7 @@ from typing import Any
 from advisor import __version__
 from advisor.controller.metrics import Metrics
 from advisor.core.advice import CONTENTION_MODEL_NAME, MODEL_NAME, AdviceRequest, advise
+from advisor.core.bandwidth import choose_bandwidth
 from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
 from advisor.core.cost import Prices
 from advisor.core.predict import CurveSettings
@@ -84,14 +85,7 @@ def prediction_params(
     """The parameters of a job's prediction. The bandwidth is the controller's setting, else the
     one recorded with the profile, else (or with ``measure``) measured from the profile's own
     transfer times by the prediction (``advisor.core.bandwidth``)."""
-    if measure:
-        bandwidth, source = None, "measured"
-    elif bandwidth_bps:
-        bandwidth, source = bandwidth_bps, "given"
-    elif recorded_bandwidth_bps:
-        bandwidth, source = recorded_bandwidth_bps, "recorded"
-    else:
-        bandwidth, source = None, "measured"
+    bandwidth, source = choose_bandwidth(bandwidth_bps, recorded_bandwidth_bps, measure=measure)
     common = (None if bandwidth is None else float(bandwidth), max_workers, target, seed, prices.worker_per_hour,
               prices.ps_per_hour, saturation_threshold)
     if contention is None:  # the rules' fields keep their defaults: they are not used

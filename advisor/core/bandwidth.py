@@ -91,6 +91,20 @@ def estimate_bandwidth(profile: Profile, goodput: float = DEFAULT_GOODPUT) -> Ba
                              contrast=contrast, win_bytes=win, transfers=len(sizes))
 
 
+def choose_bandwidth(given_bps: float | None, recorded_bps: float | None, *,
+                     measure: bool = False) -> tuple[float | None, str]:
+    """The link rate to predict for and where it comes from: the one given, else the one recorded
+    with the profile, else (or with ``measure``) None with source ``measured``: the caller
+    measures it with ``estimate_bandwidth``. The CLI and the controller decide alike."""
+    if measure:
+        return None, "measured"
+    if given_bps:
+        return given_bps, "given"
+    if recorded_bps:
+        return recorded_bps, "recorded"
+    return None, "measured"
+
+
 def bandwidth_note(estimate: BandwidthEstimate) -> str:
     """The line a prediction's notes carry when its bandwidth was measured, not given."""
     return (f"bandwidth {estimate.bps / 1e6:.4g} Mbit/s measured from the profile's transfer times "
