@@ -63,6 +63,9 @@ class Reconciler:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _curve_workers: dict[Key, tuple[int, ...]] = field(default_factory=dict)
     _bandwidth_of: dict[str, float | None] = field(default_factory=dict)  # profile sha -> recorded bandwidth
+    # job -> (uid, the reason annotation this replica last wrote): the informer's cache can still
+    # show the one before, and must not make the same transition emit its event twice
+    _reason_written: dict[Key, tuple[str, str]] = field(default_factory=dict)
 
     # --- entry point -------------------------------------------------------------------------
 
@@ -326,7 +329,11 @@ class Reconciler:
         patch = ann.annotation_patch(view.annotations, desired)
         if patch is not None:
             self.kube.patch_tfjob(view.namespace, view.name, patch)
-            if view.annotations.get(ann.REASON) != desired[ann.REASON]:
+            new_reason = desired[ann.REASON]
+            with self._lock:
+                written = self._reason_written.get(view.key)
+                self._reason_written[view.key] = (view.uid, new_reason)
+            if view.annotations.get(ann.REASON) != new_reason and written != (view.uid, new_reason):
                 self._event(view, "Warning" if phase == "Failed" else "Normal", reason, message or reason)
         self.metrics.set_phase(view.namespace, view.name, phase)
 
@@ -379,6 +386,8 @@ class Reconciler:
 
     def _forget(self, namespace: str, name: str) -> None:
         self.metrics.forget_job(namespace, name, self._curve_workers.pop((namespace, name), ()))
+        with self._lock:
+            self._reason_written.pop((namespace, name), None)
 
 
 def _reason_and_message(run: Any) -> tuple[str, str]:

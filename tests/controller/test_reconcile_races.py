@@ -78,3 +78,34 @@ def test_a_cache_between_the_suspend_and_the_annotation_patch_starts_no_second_r
         reconciler.reconcile((NS, "race"))
     assert [j["metadata"]["name"] for j in profiling_jobs(emu)] == ["race-prof-g1"]
     assert reconciler.metrics.reconcile_errors.labels("internal")._value.get() == 0
+
+
+def test_a_cache_behind_the_controllers_own_writes_does_not_repeat_an_event(
+        emu: KubeEmulator, tmp_path: Path) -> None:
+    """A failed profiling run in ``initial`` mode: the release and the phase are two patches; a
+    reconcile that sees the job between them (or before both) must not announce the failure again."""
+    emu.seed(tfjob("flop", workers=2))
+    kube = SnapshotKube(Kube(kubernetes.client.ApiClient(emu.configuration())), emu)
+    pinned: dict[str, Any] = {}
+
+    def cache(namespace: str, name: str) -> Mapping[str, Any] | None:
+        return pinned.get(name) or emu.get("tfjobs", namespace, name)
+
+    reconciler = Reconciler(settings=settings_for(tmp_path, mode="initial"), kube=kube, cache=cache,
+                            store=Store(tmp_path / "advisor.db"), predictor=NoPredictions(), metrics=Metrics(),
+                            enqueue_after=lambda key, delay: None)
+    reconciler.reconcile((NS, "flop"))
+    (run,) = profiling_jobs(emu)
+    failed = {"type": "Failed", "status": "True", "reason": "TFJobFailed", "message": "worker 0 OOMKilled"}
+    emu.patch("tfjobs", NS, run["metadata"]["name"], {"status": {"conditions": [failed]}}, subresource="status")
+    before_failure = emu.get("tfjobs", NS, "flop")
+    kube.after_patch.clear()
+    reconciler.reconcile((NS, "flop"))
+    assert len(kube.after_patch) == 2  # the release, then the phase
+    for state in [before_failure, *kube.after_patch]:
+        pinned["flop"] = state
+        reconciler.reconcile((NS, "flop"))
+    warnings = [e for e in emu.list("events", NS)
+                if e["involvedObject"]["name"] == "flop" and e["reason"] == "ProfilingFailed"]
+    assert len(warnings) == 1
+    assert emu.get("tfjobs", NS, "flop")["spec"]["runPolicy"]["suspend"] is False
