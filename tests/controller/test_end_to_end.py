@@ -191,6 +191,7 @@ def test_watch_expiry_relists_and_the_flow_goes_on(emu, body, tmp_path) -> None:
     controller = start_controller(emu, settings_for(tmp_path, leader_election=False))
     try:
         wait_for("synced", controller.informer.has_synced)
+        wait_for("the TFJob watch", lambda: emu.open_watches("tfjobs") == 1)  # synced comes before the watch opens
         emu.close_watches()  # the watch drops; the informer backs off (>= 0.8 s) before it resumes,
         create_tfjob(emu, tfjob("after-410"))  # so it misses this job's ADDED event
         emu.expire_history()  # and its resourceVersion is compacted away: only a relist finds the job
