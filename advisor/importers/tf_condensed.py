@@ -69,11 +69,15 @@ def _step(step: object, i: int) -> StepRecords:
         device = _str(d.get("device"), f"steps[{i}].devices[{j}].device")
         for k, node in enumerate(_list(d.get("nodes", []), f"steps[{i}].devices[{j}].nodes")):
             records.append(_record(node, device, f"steps[{i}].devices[{j}].nodes[{k}]"))
+    start = _optional_int(s.get("client_start_us"), f"steps[{i}].client_start_us")
+    end = _optional_int(s.get("client_end_us"), f"steps[{i}].client_end_us")
+    if start is not None and end is not None and end < start:
+        raise TraceFormatError(f"steps[{i}]: client_end_us ({end}) is before client_start_us ({start})")
     return StepRecords(
         index=_optional_int(s.get("step", i), f"steps[{i}].step") or 0,
         records=tuple(records),
-        client_start_us=_optional_int(s.get("client_start_us"), f"steps[{i}].client_start_us"),
-        client_end_us=_optional_int(s.get("client_end_us"), f"steps[{i}].client_end_us"),
+        client_start_us=start,
+        client_end_us=end,
     )
 
 

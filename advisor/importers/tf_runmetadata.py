@@ -400,7 +400,10 @@ def _meta_client_steps(doc: Mapping[str, Any], where: _Where) -> tuple[tuple[int
         entry = _list(entry, entry_at)
         if len(entry) < 2:
             raise entry_at.error(f"should be [start_us, end_us, global_step], found {entry!r}")
-        steps.append((_int(entry[0], entry_at.item(0)), _int(entry[1], entry_at.item(1))))
+        start, end = _int(entry[0], entry_at.item(0)), _int(entry[1], entry_at.item(1))
+        if end < start:
+            raise entry_at.error(f"ends ({end}) before it starts ({start})")
+        steps.append((start, end))
     return tuple(steps)
 
 

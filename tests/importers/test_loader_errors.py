@@ -136,3 +136,24 @@ def test_deeply_nested_json_is_refused_by_name(tmp_path: Path) -> None:
     path.write_text("[" * 100_000)
     with pytest.raises(ProfileError, match="deep.json: JSON nested too deeply"):
         load_profile(path)
+
+
+def test_a_step_that_ends_before_it_starts_is_named(tmp_path: Path) -> None:
+    doc = _condensed()
+    step = doc["steps"][1]
+    step["client_start_us"], step["client_end_us"] = step["client_end_us"], step["client_start_us"]
+    with pytest.raises(TraceFormatError, match=r"steps\[1\]: client_end_us \(\d+\) is before client_start_us"):
+        load_profile(_write(tmp_path, doc))
+
+
+def test_a_meta_client_step_that_ends_before_it_starts_is_named(tmp_path: Path) -> None:
+    folder = shared_data("tf-native", "cnn_bw50")
+    lines = gzip.decompress((folder / "runmetadata.jsonl.gz").read_bytes()).decode().splitlines()[:2]
+    (tmp_path / "runmetadata.jsonl").write_text("\n".join(lines) + "\n")
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["client_steps_us"] = meta["client_steps_us"][:2]
+    start, end, step = meta["client_steps_us"][0]
+    meta["client_steps_us"][0] = [end, start, step]
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(TraceFormatError, match=r"client_steps_us\[0\] ends \(\d+\) before it starts"):
+        load_profile(tmp_path / "runmetadata.jsonl")
