@@ -29,7 +29,6 @@ import re
 import socket
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from urllib.parse import urlsplit
 from advisor.controller.memory import release_free_heap
 from advisor.controller.metrics import Metrics
 from advisor.errors import HttpApiError
+from advisor.importers.gzip_capped import GzipInvalid, GzipTooLarge, inflate_gzip
 from advisor.importers.json_scan import JSONScanError, scan_object
 
 logger = logging.getLogger(__name__)
@@ -444,27 +444,13 @@ class _Handler(BaseHTTPRequestHandler):
         logger.info("HTTP %s: " + format, self.client_address[0], *args)
 
 
-def _gunzip(data: bytes, cap: int) -> bytearray:
-    """Inflate a gzip body, stopping as soon as the output would pass ``cap`` bytes."""
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    out, pending = bytearray(), data
+def _gunzip(data: bytes, cap: int) -> bytes:
     try:
-        while not inflater.eof:
-            chunk = inflater.decompress(pending, cap + 1 - len(out))
-            out += chunk
-            if len(out) > cap:
-                raise _Reject(413, f"the gzip body inflates to more than {cap} bytes", "too_large")
-            progressed = chunk or len(inflater.unconsumed_tail) < len(pending)
-            pending = inflater.unconsumed_tail
-            if not progressed:
-                break
-    except zlib.error as exc:
-        raise _Reject(400, f"the body is not valid gzip: {exc}", "malformed") from None
-    if not inflater.eof:
-        raise _Reject(400, "the gzip body is truncated", "malformed")
-    if inflater.unused_data:
-        raise _Reject(400, "data follows the end of the gzip stream", "malformed")
-    return out
+        return inflate_gzip(data, cap)
+    except GzipTooLarge:
+        raise _Reject(413, f"the gzip body inflates to more than {cap} bytes", "too_large") from None
+    except GzipInvalid as exc:
+        raise _Reject(400, f"the gzip body is unreadable: {exc}", "malformed") from None
 
 
 def _utf8(body: bytes | bytearray) -> str:

@@ -15,12 +15,12 @@ such a trace would look single-worker while carrying the other workers' interfer
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from advisor.errors import MissingTraceDataError, MultiWorkerTraceError, TraceFormatError
 from advisor.importers.json_files import GZIP_MAGIC
+from advisor.importers.gzip_capped import GzipInvalid, GzipTooLarge, inflate_gzip
 from advisor.importers.json_scan import LazyArray
 from advisor.importers.tf_records import TraceRecords
 from advisor.importers.tf_runmetadata import read_runmetadata_documents
@@ -77,19 +77,12 @@ def decode_trace_upload(data: bytes, *, origin: str, max_bytes: int = MAX_BUNDLE
 
 
 def _gunzip(data: bytes, origin: str, max_bytes: int) -> bytes:
-    """One gzip member, stopping as soon as the output passes ``max_bytes``."""
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
     try:
-        out = inflater.decompress(data, max_bytes + 1)
-    except zlib.error as exc:
-        raise TraceFormatError(f"{origin}: corrupt gzip data ({exc})") from None
-    if len(out) > max_bytes:
-        raise BundleTooLargeError(f"{origin}: the bundle decompresses to more than {max_bytes} bytes")
-    if not inflater.eof:
-        raise TraceFormatError(f"{origin}: truncated gzip data (the stream ends after {len(out)} bytes of JSON)")
-    if inflater.unused_data:
-        raise TraceFormatError(f"{origin}: {len(inflater.unused_data)} stray bytes after the gzip stream")
-    return out
+        return inflate_gzip(data, max_bytes)
+    except GzipTooLarge:
+        raise BundleTooLargeError(f"{origin}: the bundle decompresses to more than {max_bytes} bytes") from None
+    except GzipInvalid as exc:
+        raise TraceFormatError(f"{origin}: {exc}") from None
 
 
 def _check_header(doc: Mapping[str, Any], origin: str) -> None:

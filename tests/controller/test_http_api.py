@@ -333,7 +333,7 @@ def test_unsupported_media_is_415(api: HttpApi, metrics: Metrics, headers: dict[
     pytest.param(b"[" * 30_000 + b"]" * 30_000, "identity", "nested too deeply", id="deep-nesting"),
     pytest.param(b"not gzip at all", "gzip", "not valid gzip", id="not-gzip"),
     pytest.param(gzip.compress(b"{}")[:-6], "gzip", "truncated", id="truncated-gzip"),
-    pytest.param(gzip.compress(b"{}") + b"junk", "gzip", "follows the end", id="gzip-trailing-data"),
+    pytest.param(gzip.compress(b"{}") + b"junk", "gzip", "stray bytes after", id="gzip-trailing-data"),
 ])
 def test_malformed_body_is_400_naming_the_problem(api: HttpApi, metrics: Metrics, body: bytes, encoding: str,
                                                   words: str) -> None:
