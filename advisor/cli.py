@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from advisor import fit_cli
+from advisor import fit_cli, store_cli
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, Overhead, advise, effective_network, prepare_profile
 from advisor.core.bandwidth import bandwidth_note, choose_bandwidth, estimate_bandwidth
 from advisor.core.calibration import calibrate
@@ -73,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     predict.set_defaults(run=_predict)
 
     fit_cli.add_parser(commands)
+    store_cli.add_parser(commands)
 
     controller = commands.add_parser("controller", help="run the Kubernetes controller (see docs/controller.md)")
     controller.add_argument("--config", type=Path, help="settings YAML file (default: $ADVISOR_CONFIG_FILE)")
