@@ -15,7 +15,7 @@ from pathlib import Path
 
 from advisor import fit_cli, store_cli
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, Overhead, advise, effective_network, prepare_profile
-from advisor.core.bandwidth import bandwidth_note, choose_bandwidth, estimate_bandwidth
+from advisor.core.bandwidth import resolve_bandwidth
 from advisor.core.calibration import calibrate
 from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
 from advisor.core.cost import Constraints, Prices
@@ -278,11 +278,7 @@ def _bandwidth_arg(text: str) -> float | str:
 def _bandwidth(args: argparse.Namespace, profile: Profile) -> tuple[float, str, str | None]:
     """(link rate, where it came from, a note when measured): --bandwidth, else recorded, else measured."""
     given = args.bandwidth if isinstance(args.bandwidth, float) else None
-    bandwidth, source = choose_bandwidth(given, profile.job.recorded_bandwidth_bps, measure=args.bandwidth == "measure")
-    if bandwidth is not None:
-        return bandwidth, source, None
-    estimate = estimate_bandwidth(profile, args.goodput)  # BandwidthNotMeasurable says why, asks for --bandwidth
-    return estimate.bps, "measured", bandwidth_note(estimate)
+    return resolve_bandwidth(profile, given, args.goodput, measure=args.bandwidth == "measure")
 
 
 def _advice_request(args: argparse.Namespace, profile: Profile, bandwidth: float) -> AdviceRequest:

@@ -28,13 +28,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, Overhead
-from advisor.core.bandwidth import bandwidth_note, choose_bandwidth, estimate_bandwidth
+from advisor.core.bandwidth import resolve_bandwidth
 from advisor.core.contention import CongestionControl, Contention
 from advisor.core.fit_contention import (
     DEFAULT_ETAS, DEFAULT_FIT_STEPS, DEFAULT_SIGMAS, ContentionFit, FitCase, Observation, fit_contention,
 )
 from advisor.core.predict import CurveSettings
-from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
 from advisor.core.units import parse_bandwidth, parse_duration
 from advisor.errors import AdvisorError
@@ -151,7 +150,8 @@ def _cases(args: argparse.Namespace) -> tuple[list[FitCase], list[str]]:
         if args.profile or args.observed:
             raise JobsFileError("give either --jobs or a PROFILE with --observed, not both")
         jobs, base = _read_jobs(args.jobs), args.jobs.parent
-        specs = [(f"{args.jobs.name}: jobs[{i}]", base / j.profile, _observations(j.observed, f"{args.jobs}: jobs[{i}]"),
+        specs = [(f"{args.jobs.name}: jobs[{i}]", base / j.profile,
+                  _observations(j.observed, f"{args.jobs}: jobs[{i}]"),
                   parse_bandwidth(j.bandwidth) if j.bandwidth else args.bandwidth, j.congestion,
                   parse_duration(j.queue) if j.queue else args.queue, j.batch_size or args.batch_size)
                  for i, j in enumerate(jobs)]
@@ -163,7 +163,7 @@ def _cases(args: argparse.Namespace) -> tuple[list[FitCase], list[str]]:
     cases, notes = [], []
     for name, paths, observed, bandwidth, congestion, queue, batch_size in specs:
         profile = load_profile(paths, batch_size=batch_size)
-        bps, note = _bandwidth(profile, bandwidth, args.goodput)
+        bps, _, note = resolve_bandwidth(profile, bandwidth, args.goodput)
         if note:
             notes.append(f"{name}: {note}")
         cases.append(FitCase(name, profile, _request(args, bps, congestion, queue), observed))
@@ -198,14 +198,6 @@ def _observations(observed: dict[int, float | list[float]], where: str) -> tuple
             except SimulationSettingsError as exc:
                 raise JobsFileError(f"{where}.observed: {exc}") from None
     return tuple(out)
-
-
-def _bandwidth(profile: Profile, given: float | None, goodput: float) -> tuple[float, str | None]:
-    bandwidth, _ = choose_bandwidth(given, profile.job.recorded_bandwidth_bps, measure=False)
-    if bandwidth is not None:
-        return bandwidth, None
-    estimate = estimate_bandwidth(profile, goodput)
-    return estimate.bps, bandwidth_note(estimate)
 
 
 def _request(args: argparse.Namespace, bandwidth: float, congestion: CongestionControl,

@@ -105,6 +105,18 @@ def choose_bandwidth(given_bps: float | None, recorded_bps: float | None, *,
     return None, "measured"
 
 
+def resolve_bandwidth(profile: Profile, given_bps: float | None, goodput: float = DEFAULT_GOODPUT, *,
+                      measure: bool = False) -> tuple[float, str, str | None]:
+    """``choose_bandwidth``, then the measurement when it is needed: (link rate, source, the
+    note to show when measured). What the command-line tools do; raises
+    ``BandwidthNotMeasurable`` (saying why, asking for the bandwidth) when it cannot measure."""
+    bandwidth, source = choose_bandwidth(given_bps, profile.job.recorded_bandwidth_bps, measure=measure)
+    if bandwidth is not None:
+        return bandwidth, source, None
+    estimate = estimate_bandwidth(profile, goodput)
+    return estimate.bps, source, bandwidth_note(estimate)
+
+
 def bandwidth_note(estimate: BandwidthEstimate) -> str:
     """The line a prediction's notes carry when its bandwidth was measured, not given."""
     return (f"bandwidth {estimate.bps / 1e6:.4g} Mbit/s measured from the profile's transfer times "
