@@ -62,8 +62,8 @@ def _list(args: argparse.Namespace) -> int:
     with _open(args) as store:
         rows = [{"namespace": r.namespace, "name": r.name, "generation": r.generation, "uid": r.uid,
                  "state": r.state, "reason": r.reason, "profiling_job": r.profiling_job,
-                 "profile_sha256": store.profile_sha(r.uid, r.generation), "updated": r.updated}
-                for r in store.runs()]
+                 "profile_sha256": sha, "updated": r.updated}
+                for r, sha in store.runs_with_profile()]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -83,12 +83,12 @@ def _export(args: argparse.Namespace) -> int:
     if not (sep and namespace and name):
         raise StoreCommandError(f"name the job as NAMESPACE/NAME, got {args.job!r}")
     with _open(args) as store:
-        runs = [r for r in store.runs() if (r.namespace, r.name) == (namespace, name)]
-        profiled = [r for r in runs if store.profile_sha(r.uid, r.generation) is not None]
+        runs = store.runs_with_profile(namespace, name)
+        profiled = [r for r, sha in runs if sha is not None]
         if args.generation is not None:
             profiled = [r for r in profiled if r.generation == args.generation]
         if not profiled:
-            have = ", ".join(f"generation {r.generation} ({r.state})" for r in runs) or "no runs"
+            have = ", ".join(f"generation {r.generation} ({r.state})" for r, _ in runs) or "no runs"
             which = f" generation {args.generation}" if args.generation is not None else ""
             raise StoreCommandError(f"the store holds no profile of {namespace}/{name}{which}: it has {have}")
         run = max(profiled, key=lambda r: (r.generation, r.updated))

@@ -225,6 +225,19 @@ class Store:
                              args).fetchall()
         return [_run(r) for r in rows]
 
+    def runs_with_profile(self, namespace: str | None = None, name: str | None = None,
+                          ) -> list[tuple[RunRecord, str | None]]:
+        """Every run (or one job's, by namespace and name) with its profile's digest, None while it
+        has no trace; ordered by namespace, name and generation. One query, for ``advisor store``."""
+        one_job = namespace is not None and name is not None
+        where, args = ("WHERE r.namespace = ? AND r.name = ?", (namespace, name)) if one_job else ("", ())
+        columns = ", ".join(f"r.{c.strip()}" for c in _RUN_COLUMNS.split(","))
+        with self._tx() as c:
+            rows = c.execute(f"SELECT {columns}, t.profile_sha FROM runs r LEFT JOIN traces t"
+                             f" ON t.uid = r.uid AND t.generation = r.generation {where}"
+                             " ORDER BY r.namespace, r.name, r.generation", args).fetchall()
+        return [(_run(r), r["profile_sha"]) for r in rows]
+
     def runs_updated_before(self, t: float) -> list[RunRecord]:
         """Runs whose last change is older than ``t`` (candidates for garbage collection)."""
         with self._tx() as c:
