@@ -183,7 +183,6 @@ class _CaseModel:
         return alternating_bound(self.case.profile, curve[1], effective_network(self._request).bandwidth_bps)
 
 
-
 def _choose_scored(observed: Sequence[Observation], baseline: dict[int, float],
                    alternating: float) -> tuple[list[bool], list[str]]:
     scored, reasons = [], []

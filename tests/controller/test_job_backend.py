@@ -15,12 +15,15 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
+from advisor.controller.app import Controller
 from advisor.controller.job_client import EXIT_FINAL, run_prediction_job
 from advisor.controller.predictions import PredictionInputError
+from advisor.controller.settings import ControllerSettings
 from advisor.controller.tfjob import PREFIX
 from tests.controller.harness import (
     JOB_IMAGE, NS, annotations, create_tfjob, job_settings_for, phase, profiling_jobs, start_controller, trace_body,
@@ -55,6 +58,19 @@ def profile_and_wait_for_the_job(emu: KubeEmulator, body: bytes, name: str) -> d
     pj = wait_for("the profiling run", lambda: profiling_jobs(emu))[0]
     assert upload_as_profiling_pod(emu, pj, body).status == 202
     return wait_for("the prediction Job", lambda: prediction_jobs(emu))[0]
+
+
+@contextmanager
+def held_pods(emu: KubeEmulator, settings: ControllerSettings) -> Iterator[tuple[JobRunner, Controller]]:
+    """A running controller whose prediction Jobs' pods wait for ``runner.release()`` (or for the
+    test to play the pod itself)."""
+    with JobRunner(emu, NS) as runner:
+        runner.hold()
+        controller = start_controller(emu, settings)
+        try:
+            yield runner, controller
+        finally:
+            controller.stop()
 
 
 def token_of(emu: KubeEmulator, job: dict[str, Any]) -> str:
@@ -181,44 +197,34 @@ def test_a_restart_while_the_job_runs_adopts_it_and_the_result_lands(emu, body, 
 
 
 def test_a_pod_the_controller_refuses_fails_its_job_at_once(emu: KubeEmulator, body: bytes, tmp_path) -> None:
-    with JobRunner(emu, NS) as runner:
-        runner.hold()
-        controller = start_controller(emu, job_settings_for(tmp_path))
-        try:
-            job = profile_and_wait_for_the_job(emu, body, "refused")
-            name = job["metadata"]["name"]
-            token_of(emu, job)
-            # The pod gets a token that is not its attempt's: every pod of this Job would be refused.
-            emu.patch("secrets", NS, f"{name}-token", {"data": {"token": base64.b64encode(b"stale").decode()}})
-            runner.release()
-            wait_for("Failed", lambda: phase(emu, "refused") == "Failed", timeout_s=30)
-            reason = annotations(emu, "refused")[PREFIX + "reason"]
-            assert f"prediction Job {name} failed: PodFailurePolicy: Container predict for pod {NS}/" in reason, reason
-            assert f"failed with exit code {EXIT_FINAL} matching FailJob rule at index 0" in reason, reason
-            assert "the controller answered 403" in reason, reason  # the pod's own words
-            assert [r.exit_code for r in runner.runs] == [EXIT_FINAL]  # one pod: backoffLimit's retry not used
-        finally:
-            controller.stop()
+    with held_pods(emu, job_settings_for(tmp_path)) as (runner, _):
+        job = profile_and_wait_for_the_job(emu, body, "refused")
+        name = job["metadata"]["name"]
+        token_of(emu, job)
+        # The pod gets a token that is not its attempt's: every pod of this Job would be refused.
+        emu.patch("secrets", NS, f"{name}-token", {"data": {"token": base64.b64encode(b"stale").decode()}})
+        runner.release()
+        wait_for("Failed", lambda: phase(emu, "refused") == "Failed", timeout_s=30)
+        reason = annotations(emu, "refused")[PREFIX + "reason"]
+        assert f"prediction Job {name} failed: PodFailurePolicy: Container predict for pod {NS}/" in reason, reason
+        assert f"failed with exit code {EXIT_FINAL} matching FailJob rule at index 0" in reason, reason
+        assert "the controller answered 403" in reason, reason  # the pod's own words
+        assert [r.exit_code for r in runner.runs] == [EXIT_FINAL]  # one pod: backoffLimit's retry not used
 
 
 def test_evicted_pods_are_replaced_without_using_up_the_retry(emu: KubeEmulator, body: bytes, tmp_path) -> None:
-    with JobRunner(emu, NS) as runner:
-        runner.hold()
-        controller = start_controller(emu, job_settings_for(tmp_path))
-        try:
-            job = profile_and_wait_for_the_job(emu, body, "evicted")
-            name = job["metadata"]["name"]
-            runner.evict(name, times=2)  # two failed pods would exceed backoffLimit 1 were they counted
-            runner.release()
-            wait_for("Predicted", lambda: phase(emu, "evicted") == "Predicted", timeout_s=SLOW)
-            wait_for("the third pod's exit", lambda: len(runner.runs) == 3)
-            assert [r.exit_code for r in runner.runs] == [143, 143, 0]  # SIGTERMed twice, then done
-            status = lambda: (emu.get("jobs.batch", NS, name) or {}).get("status", {})  # noqa: E731
-            wait_for("Complete", lambda: status().get("succeeded") == 1)
-            assert not status().get("failed")  # the evicted pods were not counted
-            assert len(emu.calls(verb="create", resource="jobs")) == 1  # the same Job throughout
-        finally:
-            controller.stop()
+    with held_pods(emu, job_settings_for(tmp_path)) as (runner, _):
+        job = profile_and_wait_for_the_job(emu, body, "evicted")
+        name = job["metadata"]["name"]
+        runner.evict(name, times=2)  # two failed pods would exceed backoffLimit 1 were they counted
+        runner.release()
+        wait_for("Predicted", lambda: phase(emu, "evicted") == "Predicted", timeout_s=SLOW)
+        wait_for("the third pod's exit", lambda: len(runner.runs) == 3)
+        assert [r.exit_code for r in runner.runs] == [143, 143, 0]  # SIGTERMed twice, then done
+        status = lambda: (emu.get("jobs.batch", NS, name) or {}).get("status", {})  # noqa: E731
+        wait_for("Complete", lambda: status().get("succeeded") == 1)
+        assert not status().get("failed")  # the evicted pods were not counted
+        assert len(emu.calls(verb="create", resource="jobs")) == 1  # the same Job throughout
 
 
 def test_scheduling_settings_reach_the_prediction_pods(emu: KubeEmulator, body: bytes, tmp_path) -> None:
@@ -228,48 +234,38 @@ def test_scheduling_settings_reach_the_prediction_pods(emu: KubeEmulator, body: 
     settings = job_settings_for(tmp_path, prediction_job_node_selector={"pool.example.com/name": "batch"},
                                 prediction_job_tolerations=tolerations, prediction_job_priority_class_name="batch-low",
                                 prediction_job_run_as_user=1000680000, prediction_job_run_as_group=0)
-    with JobRunner(emu, NS) as runner:
-        runner.hold()
-        controller = start_controller(emu, settings)
-        try:
-            job = profile_and_wait_for_the_job(emu, body, "placed")  # as the API server stored it
-            pod = job["spec"]["template"]["spec"]
-            assert pod["nodeSelector"] == {"pool.example.com/name": "batch"}
-            assert pod["tolerations"] == tolerations and pod["priorityClassName"] == "batch-low"
-            assert (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"]) == (1000680000, 0)
-            rules = job["spec"]["podFailurePolicy"]["rules"]
-            assert [r["action"] for r in rules] == ["FailJob", "Ignore"]
-            assert job["spec"]["podReplacementPolicy"] == "Failed"  # the API server's default with a policy
-            assert [c.code for c in emu.calls(verb="create", resource="jobs")] == [201]
-        finally:
-            controller.stop()
+    with held_pods(emu, settings) as (runner, _):
+        job = profile_and_wait_for_the_job(emu, body, "placed")  # as the API server stored it
+        pod = job["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"pool.example.com/name": "batch"}
+        assert pod["tolerations"] == tolerations and pod["priorityClassName"] == "batch-low"
+        assert (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"]) == (1000680000, 0)
+        rules = job["spec"]["podFailurePolicy"]["rules"]
+        assert [r["action"] for r in rules] == ["FailJob", "Ignore"]
+        assert job["spec"]["podReplacementPolicy"] == "Failed"  # the API server's default with a policy
+        assert [c.code for c in emu.calls(verb="create", resource="jobs")] == [201]
 
 
 def test_forged_and_misdirected_answers_are_refused(emu: KubeEmulator, body: bytes, tmp_path) -> None:
-    with JobRunner(emu, NS) as runner:
-        runner.hold()
-        controller = start_controller(emu, job_settings_for(tmp_path))
-        try:
-            job = profile_and_wait_for_the_job(emu, body, "f")
-            key, token = job["metadata"]["labels"][PREFIX + "prediction-key"], token_of(emu, job)
-            base = f"{controller.settings.ingest_url}/v1/predictions"
-            assert call(f"{base}/{key}/input", None)[0] == 401
-            assert call(f"{base}/{key}/input", "forged")[0] == 403
-            assert call(f"{base}/{'0' * 24}/input", token)[0] == 403  # the token is this prediction's only
-            status, doc = call(f"{base}/{key}/input", token)
-            assert status == 200 and doc["params"]["max_workers"] == 4 and doc["profile"]["steps"]
-            fake = {"schema": "advisor-prediction/1", "model": "forged", "job": {"parameter_servers": 1},
-                    "saturation_workers": 1, "curve": []}
-            assert call(f"{base}/{key}/result", "forged", "PUT", fake)[0] == 403
-            status, doc = call(f"{base}/{key}/result", token, "PUT", fake)  # right token, unusable answer
-            assert status == 400 and "curve must hold one point for each W = 1..4" in doc["message"]
-            assert phase(emu, "f") == "Predicting"  # nothing above changed anything
-            runner.release()
-            wait_for("Predicted", lambda: phase(emu, "f") == "Predicted", timeout_s=SLOW)
-            assert annotations(emu, "f")[PREFIX + "model"] != "forged"
-            assert call(f"{base}/{key}/input", token)[0] == 403  # the token died with the attempt
-        finally:
-            controller.stop()
+    with held_pods(emu, job_settings_for(tmp_path)) as (runner, controller):
+        job = profile_and_wait_for_the_job(emu, body, "f")
+        key, token = job["metadata"]["labels"][PREFIX + "prediction-key"], token_of(emu, job)
+        base = f"{controller.settings.ingest_url}/v1/predictions"
+        assert call(f"{base}/{key}/input", None)[0] == 401
+        assert call(f"{base}/{key}/input", "forged")[0] == 403
+        assert call(f"{base}/{'0' * 24}/input", token)[0] == 403  # the token is this prediction's only
+        status, doc = call(f"{base}/{key}/input", token)
+        assert status == 200 and doc["params"]["max_workers"] == 4 and doc["profile"]["steps"]
+        fake = {"schema": "advisor-prediction/1", "model": "forged", "job": {"parameter_servers": 1},
+                "saturation_workers": 1, "curve": []}
+        assert call(f"{base}/{key}/result", "forged", "PUT", fake)[0] == 403
+        status, doc = call(f"{base}/{key}/result", token, "PUT", fake)  # right token, unusable answer
+        assert status == 400 and "curve must hold one point for each W = 1..4" in doc["message"]
+        assert phase(emu, "f") == "Predicting"  # nothing above changed anything
+        runner.release()
+        wait_for("Predicted", lambda: phase(emu, "f") == "Predicted", timeout_s=SLOW)
+        assert annotations(emu, "f")[PREFIX + "model"] != "forged"
+        assert call(f"{base}/{key}/input", token)[0] == 403  # the token died with the attempt
 
 
 def test_a_profile_the_simulator_refuses_is_reported_by_the_pod(emu: KubeEmulator, body: bytes, tmp_path,
@@ -277,22 +273,18 @@ def test_a_profile_the_simulator_refuses_is_reported_by_the_pod(emu: KubeEmulato
     def refuse(profile: Any, params: Any) -> str:
         raise PredictionInputError("the profile holds no transfer to a parameter server")
 
-    with JobRunner(emu, NS) as runner:
-        runner.hold()  # this test plays the pod itself, in-process, with the real client
-        controller = start_controller(emu, job_settings_for(tmp_path))
-        try:
-            job = profile_and_wait_for_the_job(emu, body, "odd")
-            key, token = job["metadata"]["labels"][PREFIX + "prediction-key"], token_of(emu, job)
-            url = controller.settings.ingest_url
-            assert run_prediction_job(url, key, token, runner=refuse) == 0  # an answer: the pod succeeds
-            wait_for("Failed", lambda: phase(emu, "odd") == "Failed", timeout_s=30)
-            reason = annotations(emu, "odd")[PREFIX + "reason"]
-            assert reason.endswith("the profile holds no transfer to a parameter server"), reason
-            # The attempt is over: refused for good, at once (not retried for a minute), with the final status.
-            assert run_prediction_job(url, key, token, runner=refuse, retry_for_s=60) == EXIT_FINAL
-            assert "answered 403" in capsys.readouterr().err
-        finally:
-            controller.stop()
+    # the pod is held: this test plays it itself, in-process, with the real client
+    with held_pods(emu, job_settings_for(tmp_path)) as (runner, controller):
+        job = profile_and_wait_for_the_job(emu, body, "odd")
+        key, token = job["metadata"]["labels"][PREFIX + "prediction-key"], token_of(emu, job)
+        url = controller.settings.ingest_url
+        assert run_prediction_job(url, key, token, runner=refuse) == 0  # an answer: the pod succeeds
+        wait_for("Failed", lambda: phase(emu, "odd") == "Failed", timeout_s=30)
+        reason = annotations(emu, "odd")[PREFIX + "reason"]
+        assert reason.endswith("the profile holds no transfer to a parameter server"), reason
+        # The attempt is over: refused for good, at once (not retried for a minute), with the final status.
+        assert run_prediction_job(url, key, token, runner=refuse, retry_for_s=60) == EXIT_FINAL
+        assert "answered 403" in capsys.readouterr().err
 
 
 def test_garbage_collection_deletes_prediction_jobs_no_prediction_needs(emu: KubeEmulator, tmp_path) -> None:
