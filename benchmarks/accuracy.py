@@ -23,7 +23,7 @@ from pathlib import Path
 
 from advisor.core.advice import Advice, AdviceRequest, Overhead, advise
 from advisor.core.bandwidth import estimate_bandwidth
-from advisor.core.contention import CongestionControl, Contention
+from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
 from advisor.core.cost import Prices, cost_per_example
 from advisor.core.predict import CurveSettings
 from advisor.core.profile import Profile
@@ -56,6 +56,8 @@ class Model:
     win_bytes: float | None = None
     equal_shares: bool = False  # Li et al.'s model instead of the contention rules
     seed: int = 0
+    share_sigma: float = SHARE_SIGMA
+    multi_flow_goodput: float = MULTI_FLOW_GOODPUT
 
 
 def measured(path: Path) -> dict[int, list[float]]:
@@ -67,15 +69,21 @@ def measured(path: Path) -> dict[int, list[float]]:
 
 def predict(profile: Profile, workers: list[int], bandwidth: float, model: Model, steps: int,
             cc: str = "unknown", queue_s: float | None = None) -> Advice:
-    request = AdviceRequest(
-        contention=None if model.equal_shares else Contention(CongestionControl(cc), queue_s),
+    return advise(profile, advice_request(workers, bandwidth, model, steps, cc, queue_s), simulate)
+
+
+def advice_request(workers: list[int], bandwidth: float, model: Model, steps: int,
+                   cc: str = "unknown", queue_s: float | None = None) -> AdviceRequest:
+    """How this benchmark asks for a prediction: the model's settings, the run's network."""
+    return AdviceRequest(
+        contention=None if model.equal_shares else Contention(CongestionControl(cc), queue_s, model.share_sigma,
+                                                               model.multi_flow_goodput),
         network=NetworkModel(bandwidth_bps=bandwidth, win_bytes=model.win_bytes),
         curve=CurveSettings(workers=tuple(workers), steps=steps, warmup_steps=50, seed=model.seed),
         overhead=model.overhead,
         prices=PRICES,
         goodput=model.goodput,
     )
-    return advise(profile, request, simulate)
 
 
 def evaluate_run(name: str, cc: str, queue_s: float | None, model: Model, steps: int,

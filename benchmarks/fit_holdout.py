@@ -17,14 +17,11 @@ import argparse
 import statistics
 import time
 
-from advisor.core.advice import AdviceRequest, advise
-from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
+from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA
 from advisor.core.fit_contention import DEFAULT_FIT_STEPS, FitCase, Observation, fit_contention
-from advisor.core.predict import CurveSettings
-from advisor.core.sim_types import NetworkModel
 from advisor.core.simulator import simulate
 from advisor.importers.loader import load_profile
-from benchmarks.accuracy import DATA, PRICES, RUNS, measured
+from benchmarks.accuracy import DATA, RUNS, Model, advice_request, measured, predict
 
 GROUPS: dict[str, list[tuple[str, str, float]]] = {}  # "cc/model" -> its measured runs
 for _name, _cc, _queue in RUNS:
@@ -38,12 +35,6 @@ SPLITS = [
 ]
 
 
-def _request(cc: str, queue_s: float, sigma: float, eta: float, workers: tuple[int, ...]) -> AdviceRequest:
-    return AdviceRequest(network=NetworkModel(bandwidth_bps=100e6), goodput=0.95, prices=PRICES,
-                         curve=CurveSettings(workers=workers, steps=1000, warmup_steps=50),
-                         contention=Contention(CongestionControl(cc), queue_s, sigma, eta))
-
-
 def _cases(keys: list[str]) -> list[FitCase]:
     cases = []
     for key in keys:
@@ -51,7 +42,7 @@ def _cases(keys: list[str]) -> list[FitCase]:
             profile = load_profile(DATA / "condensed" / cc / f"{key.split('/')[1]}_bw100.json.gz")
             observed = tuple(Observation(w, t) for w, ts in sorted(measured(DATA / "measured" / name).items())
                              for t in ts)
-            cases.append(FitCase(name, profile, _request(cc, queue, SHARE_SIGMA, MULTI_FLOW_GOODPUT, (1,)), observed))
+            cases.append(FitCase(name, profile, advice_request([1], 100e6, Model(), 1000, cc, queue), observed))
     return cases
 
 
@@ -63,9 +54,8 @@ def held_out_errors(cases: list[FitCase], sigma: float, eta: float) -> list[floa
         by_w: dict[int, list[float]] = {}
         for o in c.observed:
             by_w.setdefault(o.workers, []).append(o.throughput)
-        req = _request(c.request.contention.congestion_control.value, c.request.contention.queue_s or 0.0,
-                       sigma, eta, tuple(sorted(by_w)))
-        advice = advise(c.profile, req, simulate)
+        advice = predict(c.profile, sorted(by_w), 100e6, Model(share_sigma=sigma, multi_flow_goodput=eta), 1000,
+                         c.request.contention.congestion_control.value, c.request.contention.queue_s)
         errors += [abs(advice.point(w).throughput / statistics.mean(v) - 1) for w, v in sorted(by_w.items())]
     return errors
 
