@@ -21,7 +21,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,6 @@ log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
 EVENT_MESSAGE_LIMIT = 1024  # bytes; events.k8s.io "note" and new-style core events (validation/events.go)
 LIST_PAGE = 500  # client-go's reflector page size
 MALFORMED = "MALFORMED"  # watch event type for a line that is not a watch event
@@ -66,13 +65,14 @@ class Resource:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
-    def path(self, namespace: str | None, name: str | None = None, sub: str | None = None) -> str:
+    def path(self, namespace: str | None, name: str | None = None) -> str:
         root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         parts = [root]
         if self.namespaced and namespace is not None:
             parts.append(f"namespaces/{quote(namespace, safe='')}")
         parts.append(self.plural)
-        parts += [quote(p, safe="") for p in (name, sub) if p]
+        if name:
+            parts.append(quote(name, safe=""))
         return "/".join(parts)
 
 
@@ -87,11 +87,6 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 def now_rfc3339() -> str:
     """A metav1.Time: RFC 3339 in UTC, whole seconds."""
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def secret_data(secret: Mapping[str, Any]) -> dict[str, bytes]:
-    """A Secret's ``data`` decoded from base64."""
-    return {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
 
 
 def _target(res: Resource, namespace: str | None, name: str | None) -> str:
@@ -240,9 +235,6 @@ class Kube:
         """TFJob changes after ``resource_version``, with BOOKMARKs; the server ends it after ``timeout_s``."""
         return self._watch(TFJOBS, namespace, resource_version, timeout_s, label_selector)
 
-    def get_tfjob(self, namespace: str, name: str) -> JSON:
-        return self._call("get", "GET", TFJOBS, namespace, name)
-
     def create_tfjob(self, namespace: str, body: Mapping[str, Any]) -> JSON:
         return self._call("create", "POST", TFJOBS, namespace, body=_typed(TFJOBS, body))
 
@@ -254,10 +246,6 @@ class Kube:
             body["metadata"] = {**(patch.get("metadata") or {}), "resourceVersion": resource_version}
         return self._call("patch", "PATCH", TFJOBS, namespace, name, body=body, content_type=MERGE_PATCH)
 
-    def patch_tfjob_json(self, namespace: str, name: str, ops: Sequence[Mapping[str, Any]]) -> JSON:
-        """RFC 6902 JSON patch (removals, ``test`` preconditions)."""
-        return self._call("patch", "PATCH", TFJOBS, namespace, name, body=list(ops), content_type=JSON_PATCH)
-
     def delete_tfjob(self, namespace: str, name: str) -> None:
         self._delete(TFJOBS, namespace, name)
 
@@ -267,10 +255,6 @@ class Kube:
         secret = _typed(SECRETS, body)
         secret["data"] = {**(body.get("data") or {}), **{k: base64.b64encode(v).decode() for k, v in data.items()}}
         return self._call("create", "POST", SECRETS, namespace, body=secret)
-
-    def get_secret(self, namespace: str, name: str) -> JSON:
-        """The Secret as sent (``data`` base64); ``secret_data()`` decodes it."""
-        return self._typed_result(SECRETS, self._call("get", "GET", SECRETS, namespace, name))
 
     def delete_secret(self, namespace: str, name: str) -> None:
         self._delete(SECRETS, namespace, name)
@@ -332,11 +316,6 @@ class Kube:
     def list_pods(self, namespace: str | None, label_selector: str | None = None) -> list[JSON]:
         return self._list(PODS, namespace, label_selector)[0]
 
-    def read_pod_log(self, namespace: str, name: str, container: str | None = None, *,
-                     limit_bytes: int | None = None) -> str:
-        query = [(k, v) for k, v in (("container", container), ("limitBytes", limit_bytes)) if v is not None]
-        data = self._send("get", "GET", PODS, namespace, name, sub="log", query=query)
-        return data.decode("utf-8", errors="replace")
 
     # --- plumbing ---------------------------------------------------------------------------
     def _list(self, res: Resource, namespace: str | None, label_selector: str | None) -> tuple[list[JSON], str]:
@@ -387,12 +366,12 @@ class Kube:
         return answer
 
     def _send(self, verb: str, method: str, res: Resource, namespace: str | None, name: str | None = None, *,
-              sub: str | None = None, query: list[tuple[str, Any]] | None = None, body: Any = None,
+              query: list[tuple[str, Any]] | None = None, body: Any = None,
               content_type: str | None = None) -> bytes:
         shown = name or (body.get("metadata") or {}).get("name") if isinstance(body, dict) else name
         target = _target(res, namespace, shown)
         timeout = (self.request_timeout_s, self.request_timeout_s)
-        resp = self._open(verb, target, method, res.path(namespace, name, sub), query, body, content_type, timeout)
+        resp = self._open(verb, target, method, res.path(namespace, name), query, body, content_type, timeout)
         try:
             return resp.read()
         except (urllib3.exceptions.HTTPError, OSError) as exc:

@@ -226,8 +226,14 @@ def build_profiling_tfjob(
 
 
 def owner_reference(view: TFJobView) -> dict[str, Any]:
-    return {"apiVersion": API_VERSION, "kind": KIND, "name": view.name, "uid": view.uid,
-            "controller": False, "blockOwnerDeletion": True}
+    """Owned by the user's job, so the garbage collector deletes the run and its token with it.
+
+    No ``blockOwnerDeletion``: where the OwnerReferencesPermissionEnforcement admission plugin
+    runs (OpenShift, hardened clusters) setting it needs ``update`` on ``tfjobs/finalizers``,
+    a right the controller has no other use for; without it a foreground deletion of the job
+    simply does not wait for the profiling run.
+    """
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": view.name, "uid": view.uid, "controller": False}
 
 
 def _profiling_env(view: TFJobView, spec: ProfilingSpec, generation: int) -> list[dict[str, str]]:

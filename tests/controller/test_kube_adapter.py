@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from advisor.controller.kube import MALFORMED, Kube, secret_data, truncate
+from advisor.controller.kube import MALFORMED, Kube, truncate
 from advisor.errors import (
     KubeAlreadyExists,
     KubeConfigError,
@@ -59,7 +59,7 @@ def test_only_the_adapter_imports_the_kubernetes_client() -> None:
 def test_from_config_reads_a_kubeconfig(emu: KubeEmulator, tmp_path: Path) -> None:
     kube = Kube.from_config(emu.write_kubeconfig(tmp_path / "config", context="lab"), context="lab")
     kube.create_tfjob("ml", tfjob("a"))
-    assert kube.get_tfjob("ml", "a")["metadata"]["name"] == "a"
+    assert [i["metadata"]["name"] for i in kube.list_tfjobs("ml")[0]] == ["a"]
     with pytest.raises(KubeConfigError, match="missing"):
         Kube.from_config(tmp_path / "missing")
     with pytest.raises(KubeConfigError):
@@ -78,21 +78,23 @@ def test_tfjob_round_trip(emu: KubeEmulator, kube: Kube) -> None:
     assert [i["metadata"]["name"] for i in kube.list_tfjobs("ml", "team=x")[0]] == ["a"]
     patched = kube.patch_tfjob("ml", "a", {"metadata": {"annotations": {"advisor/workers": "4"}}})
     assert patched["metadata"]["annotations"] == {"advisor/workers": "4"}
-    removed = kube.patch_tfjob_json("ml", "a", [{"op": "remove", "path": "/metadata/annotations/advisor~1workers"}])
+    removed = kube.patch_tfjob("ml", "a", {"metadata": {"annotations": {"advisor/workers": None}}})  # null removes
     assert not removed["metadata"].get("annotations")
     kube.delete_tfjob("ml", "a")
-    with pytest.raises(KubeNotFound, match=r'get TFJob ml/a: tfjobs.kubeflow.org "a" not found \(404 NotFound\)'):
-        kube.get_tfjob("ml", "a")
+    assert emu.get("tfjobs", "ml", "a") is None
+    with pytest.raises(KubeNotFound, match=r'patch TFJob ml/a: tfjobs.kubeflow.org "a" not found \(404 NotFound\)'):
+        kube.patch_tfjob("ml", "a", {"spec": {}})
 
 
-def test_patch_with_resource_version_is_a_precondition(kube: Kube) -> None:
+def test_patch_with_resource_version_is_a_precondition(emu: KubeEmulator, kube: Kube) -> None:
     made = kube.create_tfjob("ml", tfjob("a"))
     rv = made["metadata"]["resourceVersion"]
     kube.patch_tfjob("ml", "a", {"metadata": {"labels": {"x": "1"}}}, resource_version=rv)
     with pytest.raises(KubeConflict, match="the object has been modified") as stale:
         kube.patch_tfjob("ml", "a", {"metadata": {"labels": {"x": "2"}}}, resource_version=rv)
     assert (stale.value.status, stale.value.reason) == (409, "Conflict")
-    assert kube.get_tfjob("ml", "a")["metadata"]["labels"] == {"x": "1"}  # the stale write did nothing
+    stored = emu.get("tfjobs", "ml", "a")
+    assert stored is not None and stored["metadata"]["labels"] == {"x": "1"}  # the stale write did nothing
 
 
 def test_list_pages_through_large_collections(emu: KubeEmulator, kube: Kube) -> None:
@@ -122,10 +124,10 @@ def test_list_restarts_whole_when_its_continue_token_expires(emu: KubeEmulator, 
 ])
 def test_error_translation(emu: KubeEmulator, kube: Kube, status: int, error: type[Exception], reason: str) -> None:
     kube.create_tfjob("ml", tfjob("a"))
-    emu.fail_next(verb="get", status=status)
+    emu.fail_next(verb="patch", status=status)
     with pytest.raises(error) as raised:
-        kube.get_tfjob("ml", "a")
-    assert str(raised.value).startswith("get TFJob ml/a: ") and str(raised.value).endswith(f"({status} {reason})")
+        kube.patch_tfjob("ml", "a", {"spec": {}})
+    assert str(raised.value).startswith("patch TFJob ml/a: ") and str(raised.value).endswith(f"({status} {reason})")
 
 
 def test_server_refusals_are_typed(emu: KubeEmulator, kube: Kube) -> None:
@@ -158,8 +160,8 @@ def test_every_call_has_a_timeout() -> None:
         cfg.retries = False
         kube = Kube(client.ApiClient(cfg), request_timeout_s=0.3)
         started = time.monotonic()
-        with pytest.raises(KubeUnavailable, match="get TFJob ml/a: .*timed out"):
-            kube.get_tfjob("ml", "a")
+        with pytest.raises(KubeUnavailable, match="patch TFJob ml/a: .*timed out"):
+            kube.patch_tfjob("ml", "a", {"spec": {}})
         assert time.monotonic() - started < 2.0
 
 
@@ -210,13 +212,11 @@ def test_secrets_carry_bytes(emu: KubeEmulator, kube: Kube) -> None:
     kube.create_secret("ml", body, {"trace": b"\x00\xffbinary"})
     wire = emu.get("secrets", "ml", "profile")
     assert wire is not None and wire["data"] == {"trace": "AP9iaW5hcnk="}  # base64 of the bytes on the wire
-    assert secret_data(kube.get_secret("ml", "profile")) == {"trace": b"\x00\xffbinary"}
     assert [s["metadata"]["name"] for s in kube.list_secrets("ml", "app=advisor")] == ["profile"]
     assert [s["metadata"]["namespace"] for s in kube.list_secrets(None, "app=advisor")] == ["ml"]  # all namespaces
     assert kube.list_secrets("ml", "app=other") == []
     kube.delete_secret("ml", "profile")
-    with pytest.raises(KubeNotFound):
-        kube.get_secret("ml", "profile")
+    assert emu.get("secrets", "ml", "profile") is None
 
 
 def test_emit_event_points_at_the_object(emu: KubeEmulator, kube: Kube) -> None:
@@ -248,12 +248,9 @@ def test_jobs_and_pods(emu: KubeEmulator, kube: Kube) -> None:
     ref = {"apiVersion": "batch/v1", "kind": "Job", "name": "prof", "uid": job["metadata"]["uid"]}
     emu.seed({"apiVersion": "v1", "kind": "Pod", "spec": pod_spec,
               "metadata": {"name": "prof-x1", "namespace": "ml", "labels": {"job-name": "prof"}, "ownerReferences": [ref]}})
-    emu.set_pod_log("ml", "prof-x1", "profiled 100 steps\n")
     assert kube.get_job("ml", "prof")["kind"] == "Job"
     assert [j["metadata"]["name"] for j in kube.list_jobs("ml", "app=advisor")] == ["prof"]
     pods = kube.list_pods("ml", "job-name=prof")
     assert [(p["kind"], p["metadata"]["name"]) for p in pods] == [("Pod", "prof-x1")]  # kind filled in
-    assert kube.read_pod_log("ml", "prof-x1") == "profiled 100 steps\n"
-    assert kube.read_pod_log("ml", "prof-x1", limit_bytes=8) == "profiled"
     kube.delete_job("ml", "prof")
     assert kube.list_pods("ml") == []  # Background propagation, not batch/v1's default Orphan

@@ -81,7 +81,7 @@ def test_profiling_job_is_one_ps_one_worker_owned_labelled_bounded_and_traced() 
     assert meta["name"] == "mnist-prof-g3" and meta["namespace"] == "ml"
     assert meta["labels"][ROLE_LABEL] == "profiling" and meta["labels"][PROFILING_FOR_LABEL] == "mnist"
     assert meta["ownerReferences"] == [{"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": "mnist",
-                                        "uid": "u-42", "controller": False, "blockOwnerDeletion": True}]
+                                        "uid": "u-42", "controller": False}]
     assert set(spec["tfReplicaSpecs"]) == {"PS", "Worker"}  # the chief is not profiled: 1 PS + 1 worker
     assert all(r["replicas"] == 1 and r["restartPolicy"] == "Never" for r in spec["tfReplicaSpecs"].values())
     assert spec["runPolicy"]["activeDeadlineSeconds"] == 900
