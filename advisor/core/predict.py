@@ -2,8 +2,9 @@
 
 Throughput is a time average over the window in which every worker is past its warm-up
 (``SimulationResult.throughput``). Its confidence interval comes from **batch means**: the
-window is cut into ``batches`` equal slices, the throughput of each slice is one observation,
-and the interval is the Student-t interval of their mean. With ``target_rel_halfwidth`` set,
+window is cut into ``batches`` equal slices, the throughput of each slice (measured on the
+workers' progress, see ``batch_means``) is one observation, and the interval is the
+Student-t interval of their mean. With ``target_rel_halfwidth`` set,
 a point is first simulated with ``min_steps`` steps per worker, then with the step count the
 interval's width says is needed (at least double, or a quarter more for a continued run, see
 below), until the half-width is within the target or ``max_steps`` is reached, so easy points
@@ -101,22 +102,46 @@ def batch_means(
     batches: int = 10,
     confidence: float = 0.95,
 ) -> tuple[float, float, float]:
-    """(mean, low, high) examples/s of the steps that end in (start, stop], by batch means."""
+    """(mean, low, high) examples/s of the steps that end in (start, stop], by batch means.
+
+    The mean counts whole steps, as ``SimulationResult.throughput`` does. The spread of the
+    slices is measured on each worker's *progress* (steps done, the step in flight counted by
+    the fraction of it that has elapsed), not on whole-step counts: a slice holds about the
+    same whole number of steps however much the step times vary, so counts would report a
+    width of 0 for a single worker whose steps vary by several per cent.
+    """
     edges = np.linspace(start, stop, batches + 1)
-    done = np.zeros(batches)
+    done = 0
+    progress = np.zeros(batches)
     for worker_ends in step_ends_s:
+        progress += np.diff(_progress_at(np.asarray(worker_ends, dtype=np.float64), edges, stop))
         t = np.asarray(worker_ends)
-        t = t[(t > start) & (t <= stop)]
-        # slice i holds the steps with edges[i] < t <= edges[i + 1], as throughput() counts
-        done += np.bincount(np.searchsorted(edges, t, side="left") - 1, minlength=batches)[:batches]
-    per_batch = done * batch_size / np.diff(edges)
-    mean = float(per_batch.mean())
+        done += int(np.count_nonzero((t > start) & (t <= stop)))
+    per_batch = progress * batch_size / np.diff(edges)
+    mean = done * batch_size / (stop - start)
     # Imported here: the controller's process imports this module but computes no interval (its
     # prediction workers do), and scipy.stats would cost it about 60 MB.
     from scipy import stats
 
     half = float(stats.t.ppf(0.5 + confidence / 2, batches - 1) * per_batch.std(ddof=1) / math.sqrt(batches))
     return mean, max(mean - half, 0.0), mean + half
+
+
+def _progress_at(ends: np.ndarray, times: np.ndarray, stop: float) -> np.ndarray:
+    """Steps a worker has done at each of ``times`` (all <= ``stop``): k at its k-th step end,
+    linear in between (its first step starts at 0). Only the ends up to ``stop`` are read, so a
+    continued run, which knows nothing later, measures what a longer plain run measures; after
+    the last of them, the step in flight counts the fraction of a mean step that has elapsed
+    (at most one)."""
+    ends = ends[ends <= stop]
+    if len(ends) == 0:
+        return np.zeros(len(times))
+    done = np.interp(times, np.concatenate(([0.0], ends)), np.arange(len(ends) + 1, dtype=np.float64))
+    mean_step = (ends[-1] - ends[0]) / (len(ends) - 1) if len(ends) > 1 else ends[0]
+    after = times > ends[-1]
+    if mean_step > 0:
+        done[after] += np.minimum((times[after] - ends[-1]) / mean_step, 1.0)
+    return done
 
 
 def predict_point(
