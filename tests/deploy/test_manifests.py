@@ -214,3 +214,58 @@ def test_dockerignore_keeps_the_context_to_what_the_image_needs() -> None:
         assert not dockerignore_excludes(source, patterns), f"the Dockerfile copies {source}, .dockerignore drops it"
     for path in ("advisor/cli.py", "advisor/data/example-mlp.profile.json.gz", "advisor/controller/main.py"):
         assert not dockerignore_excludes(path, patterns), path
+
+
+EXAMPLE_DOCKERFILE = DEPLOY / "example" / "Dockerfile"
+
+
+def test_example_image_builds_what_the_example_tfjob_runs() -> None:
+    """docs/deploy.md's example image: pinned, its build context holds what it copies (its own
+    Dockerfile.dockerignore: the root one keeps deploy/ out), TensorFlow within the package's
+    extra, and the program where the example TFJob's command looks for it."""
+    from packaging.specifiers import SpecifierSet
+
+    instructions = dockerfile_instructions(EXAMPLE_DOCKERFILE.read_text())
+    image = instructions[0][1].split()[0]
+    assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*", image), f"{image}: pin an exact version"
+    ignore = EXAMPLE_DOCKERFILE.with_name("Dockerfile.dockerignore")
+    patterns = [ln.strip() for ln in ignore.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    copies = [shlex.split(a) for k, a in instructions if k == "COPY"]
+    for *sources, _ in copies:
+        for source in sources:
+            assert (REPO / source).exists(), source
+            assert not dockerignore_excludes(source, patterns), f"{source} is copied but left out of the context"
+    assert dockerignore_excludes("tests/deploy/test_chart.py", patterns) and dockerignore_excludes(".git/config", patterns)
+    pinned = dict(re.findall(r"([\w-]+)==([\w.]+)", " ".join(a for k, a in instructions if k == "RUN")))
+    pyproject = (REPO / "pyproject.toml").read_text()
+    extra = re.search(r'tensorflow = \["tensorflow-cpu([^"]*)"\]', pyproject)
+    assert extra and pinned.get("tensorflow-cpu") in SpecifierSet(extra.group(1)), pinned
+    assert "prometheus-client" in pinned, "advisor.profiling imports prometheus_client at load time"
+    program = next(dest for *_, dest in copies if dest.endswith("train_ps.py"))
+    tfjob = yaml.safe_load(EXAMPLE_TFJOB.read_text())
+    for spec in tfjob["spec"]["tfReplicaSpecs"].values():
+        assert spec["template"]["spec"]["containers"][0]["command"][-1] == program
+    user = [a for k, a in instructions if k == "USER"]
+    assert user and not user[-1].startswith(("0", "root")), "run the example as a non-root user"
+
+
+def test_the_profiling_library_needs_only_prometheus_client_besides_the_standard_library() -> None:
+    """What lets the example image install the package with --no-deps: loading
+    advisor.profiling (without TensorFlow, which the hook imports when first used) pulls in no
+    third-party module but prometheus_client."""
+    import subprocess
+    import sys
+
+    code = ("import sys; before = set(sys.modules); import advisor.profiling as p; "
+            "from advisor.profiling import bundle, config, recorder, throughput, upload; "
+            "print(' '.join(sorted({m.split('.')[0] for m in set(sys.modules) - before} "
+            "- set(sys.stdlib_module_names))))")  # before: what site's .pth hooks load, not advisor
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert set(out.stdout.split()) == {"advisor", "prometheus_client"}, out.stdout
+
+
+def test_the_chart_readme_names_every_alert() -> None:
+    rules = yaml.safe_load((CHART / "alerts" / "advisor-rules.yaml").read_text())
+    alerts = [r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r]
+    readme = (CHART / "README.md").read_text()
+    assert alerts and [a for a in alerts if f"`{a}`" not in readme] == []
