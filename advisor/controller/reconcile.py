@@ -338,21 +338,29 @@ class Reconciler:
         self.metrics.set_phase(view.namespace, view.name, phase)
 
     def _invalid(self, obj: Mapping[str, Any], message: str) -> None:
-        """A malformed TFJob that opted in: say so on it (once), never crash."""
+        """A TFJob we cannot read: if it opted in, say so on it (once), never crash.
+
+        Only a job that opted in is ours to report, and it is reported once per distinct
+        problem (annotation, event and ``reconcile_errors{invalid_object}`` together). Why: any
+        other TFJob in a watched namespace, e.g. a MultiWorkerMirrored job without PS replicas,
+        is simply not for us; counting it, or counting a reported one again on every resync,
+        kept ``AdvisorReconcileErrors`` firing for good while the controller was fine.
+        """
         meta = _mapping_or_empty(obj.get("metadata"))
         notes = _mapping_or_empty(meta.get("annotations"))
         labels = _mapping_or_empty(meta.get("labels"))
         ns, name = meta.get("namespace"), meta.get("name")
-        self.metrics.reconcile_errors.labels("invalid_object").inc()
-        if not (isinstance(ns, str) and isinstance(name, str)):
-            log.warning("skipping a TFJob without namespace/name: %s", message)
-            return
         if not opted_in(labels, notes, self.settings.opt_in):
+            return
+        if not (isinstance(ns, str) and isinstance(name, str)):
+            self.metrics.reconcile_errors.labels("invalid_object").inc()
+            log.warning("skipping a TFJob without namespace/name: %s", message)
             return
         reason = f"InvalidSpec: {message}"[:1024]
         if notes.get(ann.REASON) == reason:
             return
         self.kube.patch_tfjob(ns, name, {"metadata": {"annotations": {ann.PHASE: "Failed", ann.REASON: reason}}})
+        self.metrics.reconcile_errors.labels("invalid_object").inc()
         self.kube.emit_event(obj, "Warning", "InvalidSpec", message)
         self.metrics.set_phase(ns, name, "Failed")
 

@@ -248,3 +248,28 @@ def test_forged_and_oversize_uploads_are_rejected(emu, body, tmp_path) -> None:
     finally:
         controller.stop()
 
+
+
+def test_a_job_that_did_not_opt_in_is_no_reconcile_error_however_often_it_is_resynced(emu, tmp_path) -> None:
+    """A MultiWorkerMirrored job (no PS replicas) that never opted in is not the advisor's to
+    judge: no error counted, nothing written on it. One that opted in is reported once, not
+    again on every resync (else ``AdvisorReconcileErrors`` would fire for good)."""
+    controller = start_controller(emu, settings_for(tmp_path, leader_election=False))
+    try:
+        mirrored = tfjob("mirrored", opted_in=False)
+        del mirrored["spec"]["tfReplicaSpecs"]["PS"]
+        create_tfjob(emu, mirrored)
+        broken = tfjob("broken")
+        del broken["spec"]["tfReplicaSpecs"]["PS"]
+        create_tfjob(emu, broken)
+        wait_for("InvalidSpec", lambda: phase(emu, "broken") == "Failed")
+        for _ in range(3):  # resyncs reconcile every TFJob, opted in or not
+            before = reconciles(controller)
+            controller.resync()
+            wait_for("a resync's reconciles", lambda: reconciles(controller) >= before + 2)
+        assert controller.metrics.reconcile_errors.labels("invalid_object")._value.get() == 1  # "broken", once
+        assert annotations(emu, "mirrored") == {}
+        assert events(emu, "mirrored") == []
+        assert events(emu, "broken").count(("Warning", "InvalidSpec")) == 1
+    finally:
+        controller.stop()
