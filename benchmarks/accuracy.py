@@ -6,7 +6,10 @@ For every measured run in ``../shared/data/measured`` it predicts from the 1-wor
 the same model and congestion control (``condensed/<cc>/<model>_bw100``; the 20 ms-queue runs
 use the cubic trace, since only the queue differs), prints predicted vs measured per W with the
 error, the median and maximum |error|, and how much costlier per example the recommended W is
-than the best measured W. Then it checks bandwidth transfer: a 100 Mbit/s trace predicting
+than the best measured W: with no constraint, and with deadlines that need a throughput W = 1
+cannot give (half and 90 % of the way from the measured W = 1 throughput to the measured best),
+where it also says whether the recommended W meets the deadline on the measurements. Then it
+checks bandwidth transfer: a 100 Mbit/s trace predicting
 50 Mbit/s against the 50 Mbit/s trace itself. With ``--measure-bandwidth`` the link rate is not
 given (100 Mbit/s, the testbed's shaping) but measured from each trace (``core/bandwidth.py``),
 as for a user who does not know it. Needs ``../shared/data`` beside the repository.
@@ -24,7 +27,7 @@ from pathlib import Path
 from advisor.core.advice import Advice, AdviceRequest, Overhead, advise
 from advisor.core.bandwidth import estimate_bandwidth
 from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
-from advisor.core.cost import Prices, cost_per_example
+from advisor.core.cost import Constraints, CostError, Prices, cost_optimal, cost_per_example
 from advisor.core.predict import CurveSettings
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
@@ -33,6 +36,8 @@ from advisor.importers.loader import load_profile
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 PRICES = Prices(worker_per_hour=3.06, ps_per_hour=0.40)  # the issue's example prices
+DEADLINE_LEVELS = (0.5, 0.9)  # needed throughput: this far from measured T(1) to the measured best
+EXAMPLES = 1e7  # the job's size for the deadline scenarios (any size gives the same choices)
 # (measured file, the run's congestion control and bottleneck queue as its user would state them:
 # shared/data/README.md, tc tbf with a 100 ms queue, 20 ms for cubic_q20ms). The 20 ms-queue runs
 # use the cubic trace: only the queue differs, and a 1-worker trace does not see it.
@@ -108,9 +113,29 @@ def evaluate_run(name: str, cc: str, queue_s: float | None, model: Model, steps:
     costs = {w: cost_per_example(PRICES, w, 1, statistics.mean(meas[w])) for w in workers}
     best = min(costs, key=costs.__getitem__)
     rec, rec_equal = advice.recommended.workers, equal.recommended.workers
+    means = {w: statistics.mean(meas[w]) for w in workers}
     return {"run": name, "rows": rows, "seconds": seconds, "bandwidth": bandwidth, "recommended": rec,
             "best_measured": best,
-            "cost_excess": costs[rec] / costs[best] - 1, "equal_shares_cost_excess": costs[rec_equal] / costs[best] - 1}
+            "cost_excess": costs[rec] / costs[best] - 1, "equal_shares_cost_excess": costs[rec_equal] / costs[best] - 1,
+            "deadlines": [deadline_case(level, means, [p.throughput for p in advice.points]) for level in DEADLINE_LEVELS]}
+
+
+def deadline_case(level: float, measured_thr: dict[int, float], predicted_thr: list[float]) -> dict:
+    """A deadline that needs ``level`` of the way from measured T(1) to the measured best: the W
+    the prediction recommends for it, the cheapest W that meets it on the measurements, the
+    cost excess of the former (measured costs), and by how much it misses the deadline if it does."""
+    workers = sorted(measured_thr)
+    needed = measured_thr[1] + level * (max(measured_thr.values()) - measured_thr[1])
+    limits = Constraints(examples=EXAMPLES, deadline_hours=EXAMPLES / needed / 3600)
+    best = cost_optimal(workers, [measured_thr[w] for w in workers], PRICES, constraints=limits).workers
+    try:
+        rec: int | None = cost_optimal(workers, predicted_thr, PRICES, constraints=limits).workers
+    except CostError:  # the prediction says no W meets it
+        rec = None
+    cost = {w: cost_per_example(PRICES, w, 1, measured_thr[w]) for w in workers}
+    return {"level": level, "needed": needed, "recommended": rec, "best_measured": best,
+            "cost_excess": None if rec is None else cost[rec] / cost[best] - 1,
+            "shortfall": None if rec is None else max(0.0, 1 - measured_thr[rec] / needed)}
 
 
 def bandwidth_transfer(cc: str, model_name: str, model: Model, steps: int) -> dict:
@@ -151,6 +176,12 @@ def main() -> None:
         print(f"{'':<28} recommended W={res['recommended']}, best measured W={res['best_measured']}, "
               f"cost excess {res['cost_excess']:+.1%} (equal shares {res['equal_shares_cost_excess']:+.1%})  "
               f"at {res['bandwidth'] / 1e6:.1f} Mbit/s ({res['seconds']:.1f} s)")
+        for d in res["deadlines"]:
+            got = "no W (predicted)" if d["recommended"] is None else (
+                f"W={d['recommended']}, cost excess {d['cost_excess']:+.1%}, "
+                + ("meets it" if not d["shortfall"] else f"misses it by {d['shortfall']:.1%}"))
+            print(f"{'':<28} deadline needing {d['needed']:.0f} ex/s: best measured W={d['best_measured']}; "
+                  f"recommended {got}")
     rows = [r for res in results for r in res["rows"]]
     for label, key in (("contention rules", "error"), ("equal shares", "equal_shares_error")):
         errors = [abs(r[key]) for r in rows]
@@ -163,6 +194,14 @@ def main() -> None:
           f"inside [interval low, alternating] (+-5 %, the testbed's run-to-run spread) for {inside}")
     print(f"cost excess of the recommended W: max {max(r['cost_excess'] for r in results):+.1%} "
           f"(equal shares {max(r['equal_shares_cost_excess'] for r in results):+.1%})")
+    cases = [d for r in results for d in r["deadlines"]]
+    chosen = [d for d in cases if d["recommended"] is not None]
+    misses = [d for d in chosen if d["shortfall"]]
+    print(f"with a deadline W=1 cannot meet ({len(cases)} cases): recommended = cheapest measured W in "
+          f"{sum(1 for d in chosen if d['recommended'] == d['best_measured'])}, max cost excess "
+          f"{max((d['cost_excess'] for d in chosen), default=0):+.1%}; deadline missed on the measurements in "
+          f"{len(misses)} (worst by {max((d['shortfall'] for d in misses), default=0):.1%}); no W predicted in "
+          f"{len(cases) - len(chosen)}")
     transfers = [bandwidth_transfer(cc, m, model, args.steps) for cc in ("cubic", "bbr") for m in ("mlp", "cnn")]
     print("\n50 Mbit/s predicted from the 100 Mbit/s trace vs from the 50 Mbit/s trace")
     for t in transfers:
