@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any, TypeVar
 
 from advisor import fit_cli, store_cli
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, Overhead, advise, effective_network, prepare_profile
@@ -31,6 +33,7 @@ from advisor.plot import plot_advice
 from advisor.report import advice_table, advice_to_json
 
 EXIT_USAGE = 2
+T = TypeVar("T")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,8 +49,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, except that a value starting with '-' and a digit or '.' ('-5Mbit/s',
+    '-1e3', '-.5') is taken as the value of the option before it, as a plain '-5' already is:
+    the option's own check then refuses it by name ("bandwidth must be > 0") where argparse
+    would say "expected one argument". No option of the advisor looks like '-5'. Subcommands'
+    parsers are of this class too (``add_subparsers`` makes them of the parent's class)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\.?\d")
+
+
+def argument_type(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """``parse`` as an argparse ``type=``: its ``AdvisorError`` message ("bandwidth must be > 0,
+    got '0'") is what argparse prints after the option's name, where a plain ValueError would
+    become "invalid parse_bandwidth value"."""
+
+    def convert(text: str) -> T:
+        try:
+            return parse(text)
+        except AdvisorError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="advisor", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="advisor", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(title="commands")
     profile = commands.add_parser("profile", help="read, check and convert profiles and traces")
     profile_cmds = profile.add_subparsers(title="profile commands")
@@ -109,7 +139,7 @@ def _predict_job(args: argparse.Namespace) -> int:
 def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--workers", type=parse_workers, default=parse_workers("1-16"), metavar="RANGE",
                      help="worker counts: 1-32, or 1,2,4,8, or 1-8,12,16 (default 1-16)")
-    cmd.add_argument("--bandwidth", type=_bandwidth_arg, metavar="RATE",
+    cmd.add_argument("--bandwidth", type=argument_type(_bandwidth_arg), metavar="RATE",
                      help="PS link capacity each way, e.g. 10Gbit/s, or 'measure' to measure it from the "
                           "profile's transfer times (default: the profile's recorded bandwidth, else measured)")
     cmd.add_argument("--ps", type=int, help="parameter servers (must match the profile's)")
@@ -139,7 +169,7 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
     net = cmd.add_argument_group("contention between workers (advisor/core/contention.py)")
     net.add_argument("--congestion", choices=[c.value for c in CongestionControl], default="unknown",
                      help="the pods' TCP congestion control (sysctl net.ipv4.tcp_congestion_control; default unknown)")
-    net.add_argument("--queue", type=parse_duration, metavar="TIME",
+    net.add_argument("--queue", type=argument_type(parse_duration), metavar="TIME",
                      help="bottleneck queue depth, e.g. 20ms (tc qdisc latency); used with cubic or reno")
     net.add_argument("--share-sigma", type=float, default=SHARE_SIGMA, metavar="SIGMA",
                      help=f"spread of TCP shares between workers (lognormal sigma, default {SHARE_SIGMA:g})")
@@ -171,7 +201,7 @@ def _add_input(cmd: argparse.ArgumentParser) -> None:
     )
     cmd.add_argument("--batch-size", type=int, help="examples per step, when the trace does not say")
     cmd.add_argument(
-        "--recorded-bandwidth", type=parse_bandwidth, metavar="RATE",
+        "--recorded-bandwidth", type=argument_type(parse_bandwidth), metavar="RATE",
         help="PS link capacity when the trace was recorded, e.g. 100Mbit/s",
     )
 
@@ -197,9 +227,9 @@ def parse_window(text: str) -> float | None:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--win takes a byte count or 'off', got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a byte count or 'off', got {text!r}") from None
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"--win must be > 0 bytes, got {text!r}")
+        raise argparse.ArgumentTypeError(f"the window must be > 0 bytes, got {text!r}")
     return value
 
 

@@ -79,17 +79,20 @@ class _JobsFile(BaseModel):
 
 def add_parser(commands: Any) -> None:
     """Register ``fit-contention`` on the CLI's subcommands."""
+    from advisor.cli import argument_type  # here: advisor.cli imports this module
+
     cmd = commands.add_parser("fit-contention", help="fit share_sigma and multi_flow_goodput to measured throughput")
     cmd.add_argument("profile", nargs="*", type=Path, help="one job's profile or trace (with --observed)")
     cmd.add_argument("--observed", type=parse_observed, metavar="W=EX_PER_S,...",
                      help="that job's measured throughput, e.g. 2=131,3=150,4=158,4=161 (repeats allowed)")
     cmd.add_argument("--jobs", type=Path, metavar="YAML", help="several jobs, each with its profile and measurements")
     cmd.add_argument("--batch-size", type=int, help="examples per step, when the trace does not say")
-    cmd.add_argument("--bandwidth", type=parse_bandwidth, metavar="RATE",
+    cmd.add_argument("--bandwidth", type=argument_type(parse_bandwidth), metavar="RATE",
                      help="PS link capacity each way (default: recorded in the profile, else measured)")
     cmd.add_argument("--congestion", choices=[c.value for c in CongestionControl], default="unknown",
                      help="the pods' TCP congestion control (default unknown)")
-    cmd.add_argument("--queue", type=parse_duration, metavar="TIME", help="bottleneck queue depth, e.g. 100ms")
+    cmd.add_argument("--queue", type=argument_type(parse_duration), metavar="TIME",
+                     help="bottleneck queue depth, e.g. 100ms")
     cmd.add_argument("--goodput", type=float, default=DEFAULT_GOODPUT, metavar="FRACTION",
                      help=f"share of the link rate TCP delivers as payload (default {DEFAULT_GOODPUT:g})")
     cmd.add_argument("--alpha", type=float, default=0.0, metavar="US_PER_BYTE", help="parsing overhead per byte (us)")

@@ -83,7 +83,7 @@ def test_predict_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[st
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--bandwidth", "0"], "argument --bandwidth"),
+        (["--bandwidth", "0"], "argument --bandwidth: bandwidth must be > 0, got '0'"),
         (["--workers", "0-3"], "argument --workers"),
         (["--price-worker", "-1"], "worker price must be a finite number >= 0"),
         (["--ps", "2"], "recorded with 1 parameter server"),
@@ -160,3 +160,41 @@ def test_predict_bandwidth_measure_overrides_the_recorded_one(capsys: pytest.Cap
     measured = json.loads(capsys.readouterr().out)["network"]
     assert measured["bandwidth_source"] == "measured"
     assert measured["bandwidth_bps"] == pytest.approx(recorded["bandwidth_bps"], rel=0.1)
+
+
+def _refusal(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """The one-line error of a refused command line (exit status 2, no traceback)."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse refuses a malformed value itself
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    return err
+
+
+PREDICT = ["predict", "--workers", "1", "--quiet"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([*PREDICT, "--bandwidth", "0"], "argument --bandwidth: bandwidth must be > 0, got '0'"),
+        ([*PREDICT, "--recorded-bandwidth", "0"], "argument --recorded-bandwidth: bandwidth must be > 0, got '0'"),
+        ([*PREDICT, "--bandwidth=-5Mbit/s"], "argument --bandwidth: bandwidth must be > 0, got '-5Mbit/s'"),
+        # the space form reaches the check too, where argparse alone says "expected one argument"
+        ([*PREDICT, "--bandwidth", "-5Mbit/s"], "argument --bandwidth: bandwidth must be > 0, got '-5Mbit/s'"),
+        ([*PREDICT, "--bandwidth", "fast"], "argument --bandwidth: cannot read bandwidth 'fast'"),
+        ([*PREDICT, "--queue", "-5ms"], "argument --queue: duration must be >= 0, got '-5ms'"),
+        ([*PREDICT, "--win", "-1e3"], "argument --win: the window must be > 0 bytes, got '-1e3'"),
+        (["profile", "inspect", "--recorded-bandwidth", "0"],
+         "argument --recorded-bandwidth: bandwidth must be > 0, got '0'"),
+        (["fit-contention", "--bandwidth", "0"], "argument --bandwidth: bandwidth must be > 0, got '0'"),
+        (["fit-contention", "--bandwidth", "-1Gbit/s"], "argument --bandwidth: bandwidth must be > 0, got '-1Gbit/s'"),
+        (["fit-contention", "--queue", "-1ms"], "argument --queue: duration must be >= 0, got '-1ms'"),
+    ],
+)
+def test_unit_options_say_what_is_wrong_with_the_value(argv: list[str], message: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert message in _refusal(argv, capsys)

@@ -7,11 +7,13 @@ import re
 
 from advisor.errors import AdvisorError
 
+# The sign is read so that a negative rate or duration is refused as such, not as unreadable.
 _BANDWIDTH = re.compile(
-    r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*(?P<prefix>[kKmMgGtT]?)(?P<unit>bit/s|bps|b/s|Bps|B/s|bit|)\s*$"
+    r"^\s*(?P<num>[+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*"
+    r"(?P<prefix>[kKmMgGtT]?)(?P<unit>bit/s|bps|b/s|Bps|B/s|bit|)\s*$"
 )
 _PREFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-_DURATION = re.compile(r"^\s*(?P<num>[0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*(?P<unit>us|ms|s|)\s*$")
+_DURATION = re.compile(r"^\s*(?P<num>[+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*(?P<unit>us|ms|s|)\s*$")
 _SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "": 1.0}
 
 
@@ -41,11 +43,13 @@ def format_bandwidth(bps: float) -> str:
 
 
 def parse_duration(text: str) -> float:
-    """Seconds from "20ms", "0.1s", "500us" or a plain number of seconds (zero allowed)."""
+    """Seconds from "20ms", "0.1s", "500us" or a plain number of seconds (zero allowed, negative refused)."""
     m = _DURATION.match(text)
     if not m:
         raise UnitError(f"cannot read duration {text!r}; write e.g. 20ms, 0.1s or 500us")
     value = float(m["num"]) * _SECONDS[m["unit"]]
     if not math.isfinite(value):
         raise UnitError(f"duration must be finite, got {text!r}")
-    return value
+    if value < 0:
+        raise UnitError(f"duration must be >= 0, got {text!r}")
+    return value or 0.0  # not -0.0

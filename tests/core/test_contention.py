@@ -79,9 +79,12 @@ def test_alternating_bound_by_hand() -> None:
 def test_parse_duration() -> None:
     assert parse_duration("20ms") == pytest.approx(0.02)
     assert parse_duration("0.1s") == 0.1 and parse_duration("500us") == pytest.approx(5e-4) and parse_duration("0") == 0
-    for bad in ("fast", "-1ms", "1e999s", "20 min"):
-        with pytest.raises(UnitError):
+    assert str(parse_duration("-0")) == "0.0"
+    for bad, message in (("fast", "cannot read duration"), ("-1ms", "duration must be >= 0, got '-1ms'"),
+                         ("1e999s", "duration must be finite"), ("20 min", "cannot read duration '20 min'")):
+        with pytest.raises(UnitError) as caught:
             parse_duration(bad)
+        assert message in str(caught.value)
 
 
 def _advise(model: str, contention: Contention | None):  # type: ignore[no-untyped-def]

@@ -45,10 +45,15 @@ def test_bandwidth_units(text: str, bps: float) -> None:
     assert parse_bandwidth(text) == pytest.approx(bps)
 
 
-@pytest.mark.parametrize("text", ["0", "fast", "-5Mbit/s", "10 parsecs"])
-def test_bad_bandwidth(text: str) -> None:
-    with pytest.raises(UnitError):
+@pytest.mark.parametrize(("text", "message"), [("0", "bandwidth must be > 0, got '0'"),
+                                             ("-5Mbit/s", "bandwidth must be > 0, got '-5Mbit/s'"),
+                                             ("fast", "cannot read bandwidth 'fast'"),
+                                             ("10 parsecs", "cannot read bandwidth '10 parsecs'")])
+def test_bad_bandwidth(text: str, message: str) -> None:
+    """A negative rate is refused as negative, not as unreadable."""
+    with pytest.raises(UnitError) as caught:
         parse_bandwidth(text)
+    assert message in str(caught.value)
 
 
 def test_format_bandwidth() -> None:
