@@ -34,11 +34,16 @@ def plot_advice(advice: Advice, path: Path, title: str = "") -> None:
     ax.plot(w, [per_worker * x for x in w], "--", color="grey", label="linear scaling")
     ax.plot(w, [p.cynthia for p in advice.points], ":", label="Cynthia")
     ax.plot(w, [p.phase_queueing for p in advice.points], "-.", label="phase model")
+    for p in advice.points:  # a bimodal point: the other outcome, from the interval up to it
+        if p.alternating is not None:
+            ax.plot([p.workers, p.workers], [p.high, p.alternating], color="purple", lw=1.5)
+            ax.plot([p.workers], [p.alternating], "v", color="purple",
+                    label=f"W={p.workers} if the workers alternate")
     sat = advice.point(advice.saturation_workers)
     rec = advice.point(advice.recommended.workers)
     ax.plot([sat.workers], [sat.throughput], "s", ms=11, mfc="none", mec="red", label=f"saturation W={sat.workers}")
     ax.plot([rec.workers], [rec.throughput], "*", ms=14, color="green", label=f"cost-optimal W={rec.workers}")
-    ax.set_ylim(0, max(max(thr), max(p.high for p in advice.points)) * 1.3)
+    ax.set_ylim(0, max(max(thr), max(max(p.high, p.alternating or 0) for p in advice.points)) * 1.3)
     ax.set_xlabel("workers W")
     ax.set_ylabel("throughput (examples/s)")
     ax.set_title(title or "Predicted training throughput")

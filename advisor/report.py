@@ -62,6 +62,8 @@ def advice_to_json(profile: Profile, request: AdviceRequest, advice: Advice, *,
                 "cost_per_example": p.cost_per_example,
                 "baselines": {"cynthia": p.cynthia, "phase_queueing": p.phase_queueing},
                 "alternating": p.alternating,
+                "outcome_low": p.low,
+                "outcome_high": max(p.high, p.alternating or p.high),
             }
             for p in advice.points
         ],
@@ -107,6 +109,8 @@ def advice_table(profile: Profile, request: AdviceRequest, advice: Advice) -> st
     base = advice.points[0].throughput / advice.points[0].workers
     for p in advice.points:
         marks = (" <- saturation" if p.workers == sat else "") + (" <- recommended" if p.workers == rec else "")
+        if p.alternating is not None:
+            marks += f" (or up to {p.alternating:.1f}: two outcomes, see note)"
         rows.append(
             f"{p.workers:>3}  {p.throughput:>10.1f}  {p.low:>8.1f} - {p.high:>8.1f}  {p.throughput / base:>6.2f}"
             f"  {p.cost_per_example * 1e6:>10.4f}  {p.cynthia:>8.1f}  {p.phase_queueing:>8.1f}{marks}"
