@@ -58,6 +58,9 @@ class CurveSettings:
     max_steps: int = 4000
 
     def __post_init__(self) -> None:
+        """Refuses what no run can do. A fixed run simulates ``steps`` per worker, so its warm-up
+        must be shorter than that; an adaptive run starts at ``min_steps`` and stops by
+        ``max_steps``, so its warm-up must be shorter than ``min_steps``."""
         if not self.workers or any(w < 1 for w in self.workers):
             raise SimulationSettingsError(f"worker counts must be >= 1, got {list(self.workers)}")
         if list(self.workers) != sorted(set(self.workers)):
@@ -68,8 +71,22 @@ class CurveSettings:
             raise SimulationSettingsError("batch means need at least 2 batches")
         if self.target_rel_halfwidth is not None and not 0 < self.target_rel_halfwidth < 1:
             raise SimulationSettingsError(f"target half-width must be in (0, 1), got {self.target_rel_halfwidth}")
-        if not self.warmup_steps < self.min_steps <= self.max_steps:
-            raise SimulationSettingsError("need warmup_steps < min_steps <= max_steps")
+        if self.seed < 0:
+            raise SimulationSettingsError(
+                f"seed must be >= 0 (numpy seeds its random generators with integers >= 0), got {self.seed}")
+        if self.warmup_steps < 0:
+            raise SimulationSettingsError(f"warm-up steps must be >= 0, got {self.warmup_steps}")
+        if self.steps < 1:
+            raise SimulationSettingsError(f"steps per worker must be >= 1, got {self.steps}")
+        if self.target_rel_halfwidth is None:
+            if self.warmup_steps >= self.steps:
+                raise SimulationSettingsError(
+                    f"the warm-up ({self.warmup_steps} steps) must be shorter than the {self.steps} steps simulated "
+                    "per worker: it is part of them and not measured")
+        elif not self.warmup_steps < self.min_steps <= self.max_steps:
+            raise SimulationSettingsError(
+                "an adaptive curve needs warm-up steps < min_steps <= max_steps, got "
+                f"{self.warmup_steps} < {self.min_steps} <= {self.max_steps}")
 
 
 @dataclass(frozen=True, slots=True)

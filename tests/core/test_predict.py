@@ -103,6 +103,32 @@ def test_impossible_curve_settings(kwargs: dict) -> None:
         CurveSettings(**kwargs)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(warmup_steps=-1), "warm-up steps must be >= 0, got -1"),
+        (dict(steps=0), "steps per worker must be >= 1, got 0"),
+        (dict(steps=0, target_rel_halfwidth=0.02), "steps per worker must be >= 1, got 0"),
+        (dict(seed=-1), "seed must be >= 0 (numpy seeds its random generators with integers >= 0), got -1"),
+        (dict(steps=250, warmup_steps=250), "the warm-up (250 steps) must be shorter than the 250 steps simulated"),
+        (dict(warmup_steps=200, target_rel_halfwidth=0.02),
+         "an adaptive curve needs warm-up steps < min_steps <= max_steps, got 200 < 200 <= 4000"),
+        (dict(min_steps=500, max_steps=400, target_rel_halfwidth=0.02), "got 50 < 500 <= 400"),
+    ],
+)
+def test_impossible_curve_settings_say_which_and_why(kwargs: dict, message: str) -> None:
+    with pytest.raises(SimulationSettingsError) as caught:
+        CurveSettings(workers=(1,), **kwargs)
+    assert message in str(caught.value)
+
+
+def test_fixed_steps_need_only_exceed_the_warm_up() -> None:
+    """min_steps and max_steps bound adaptive runs; a fixed run of 500 steps may warm up for 250."""
+    assert CurveSettings(workers=(1,), steps=500, warmup_steps=250).steps == 500
+    assert CurveSettings(workers=(1,), steps=60, warmup_steps=10, min_steps=500, max_steps=400).steps == 60
+    assert CurveSettings(workers=(1,), seed=2**70).seed == 2**70  # numpy takes any integer >= 0
+
+
 def test_next_step_count_grows_less_when_the_run_is_continued() -> None:
     from advisor.core.predict import next_step_count
 
