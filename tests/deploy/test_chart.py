@@ -241,7 +241,11 @@ def test_notes_tell_how_to_opt_in_and_warn_about_default_prices() -> None:
     priced = render({"config": {"prices": {"worker_per_hour": 3.06}}})["advisor/templates/NOTES.txt"]
     assert "config.prices are the defaults" not in priced
     ha = render({"replicaCount": 2})["advisor/templates/NOTES.txt"]
-    assert "WARNING: replicaCount 2" in ha
+    assert "WARNING: replicaCount 2" in ha and "SQLite" in ha
+    shared = render({"replicaCount": 2, "persistence": {"accessModes": ["ReadWriteMany"]}})["advisor/templates/NOTES.txt"]
+    assert "WARNING: replicaCount 2" in shared  # a network filesystem is no way out for SQLite's WAL
+    own = render({"replicaCount": 2, "persistence": {"enabled": False}})["advisor/templates/NOTES.txt"]
+    assert "WARNING" not in own
 
 
 def _leaf_paths(values: dict[str, Any], prefix: str = "") -> list[str]:
