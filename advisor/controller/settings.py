@@ -165,7 +165,7 @@ class ControllerSettings(BaseSettings):
     max_workers: int = Field(default=32, ge=1, le=512)
     budget_per_hour: float | None = Field(default=None, gt=0)
     saturation_threshold: float = Field(default=0.05, gt=0, lt=1)
-    auto_min_gain: float = Field(default=0.10, gt=0, description="auto mode: least relative gain to resize")
+    auto_min_gain: float = Field(default=0.10, gt=0, description="auto mode: least relative saving in cost per example to resize")
     auto_cooldown_s: int = Field(default=1800, ge=0)
     # Profiling runs.
     profiling_steps: int = Field(default=100, ge=10, le=10_000)
