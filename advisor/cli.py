@@ -34,6 +34,8 @@ from advisor.report import advice_table, advice_to_json
 
 EXIT_USAGE = 2
 T = TypeVar("T")
+# where an adaptive curve starts (CurveSettings.min_steps); its warm-up must be shorter
+ADAPTIVE_MIN_STEPS = CurveSettings(workers=(1,)).min_steps
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -74,6 +76,25 @@ def argument_type(parse: Callable[[str], T]) -> Callable[[str], T]:
 
     convert.__name__ = parse.__name__
     return convert
+
+
+def int_at_least(low: int, why: str = "") -> Callable[[str], int]:
+    """An argparse ``type=`` for whole numbers >= ``low``; ``why`` is added to the refusal."""
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}" + (f" ({why})" if why else ""))
+        return value
+
+    convert.__name__ = "int"
+    return convert
+
+
+SEED = int_at_least(0, "numpy seeds its random generators with integers >= 0")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -148,16 +169,19 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--examples", type=float, help="the job's size in examples, for --deadline/--budget")
     cmd.add_argument("--deadline", type=float, metavar="HOURS", help="finish --examples within this many hours")
     cmd.add_argument("--budget", type=float, help="spend at most this on --examples")
-    cmd.add_argument("--max-workers", type=int, help="never recommend more workers than this")
+    cmd.add_argument("--max-workers", type=int_at_least(1), help="never recommend more workers than this")
     cmd.add_argument("--saturation-threshold", type=float, default=0.05, metavar="FRACTION",
                      help="saturation: one more worker adds less than this share of W=1 throughput (default 0.05)")
     sim = cmd.add_argument_group("simulation")
-    sim.add_argument("--steps", type=int, help="steps per worker (fixed); default: adaptive until the interval is "
-                     "within --target")
+    sim.add_argument("--steps", type=int_at_least(1),
+                     help="steps per worker, fixed, the --warmup included (must exceed it); default: adaptive, from "
+                     f"{ADAPTIVE_MIN_STEPS} steps until the interval is within --target")
     sim.add_argument("--target", type=float, default=0.02, metavar="FRACTION",
                      help="relative half-width of the 95%% interval to reach (default 0.02)")
-    sim.add_argument("--warmup", type=int, default=50, help="warm-up steps per worker, not measured (default 50)")
-    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--warmup", type=int_at_least(0), default=50,
+                     help="warm-up steps per worker, not measured; fewer than --steps, or than the "
+                     f"{ADAPTIVE_MIN_STEPS} an adaptive run starts with (default 50)")
+    sim.add_argument("--seed", type=SEED, default=0, help="random seed, an integer >= 0 (default 0)")
     sim.add_argument("--win", type=parse_window, metavar="BYTES|off",
                      help="HTTP/2 first-service window in bytes, or off (default off: whole streams)")
     sim.add_argument("--order", choices=[o.value for o in StreamOrder], default=StreamOrder.FIFO.value,
@@ -187,7 +211,8 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
     out.add_argument("--plot", type=Path, metavar="PNG", help="write the curve as a PNG (needs matplotlib)")
     out.add_argument("--timeline", type=Path, metavar="JSON",
                      help="write a synthetic multi-worker timeline (Chrome trace, for Perfetto)")
-    out.add_argument("--timeline-workers", type=int, default=4, metavar="W", help="workers in --timeline (default 4)")
+    out.add_argument("--timeline-workers", type=int_at_least(1), default=4, metavar="W",
+                     help="workers in --timeline (default 4)")
     out.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
@@ -199,7 +224,7 @@ def _add_input(cmd: argparse.ArgumentParser) -> None:
         help="profile, condensed dump, RunMetadata .jsonl[.gz], one run's .pb files, or a directory "
         "holding one of them (default: the bundled example, an MLP traced at 100 Mbit/s)",
     )
-    cmd.add_argument("--batch-size", type=int, help="examples per step, when the trace does not say")
+    cmd.add_argument("--batch-size", type=int_at_least(1), help="examples per step, when the trace does not say")
     cmd.add_argument(
         "--recorded-bandwidth", type=argument_type(parse_bandwidth), metavar="RATE",
         help="PS link capacity when the trace was recorded, e.g. 100Mbit/s",
@@ -324,17 +349,9 @@ def _advice_request(args: argparse.Namespace, profile: Profile, bandwidth: float
             raise SimulationSettingsError("--order custom needs --order-file with the transfer names in order")
         custom = tuple(line.strip() for line in args.order_file.read_text().splitlines() if line.strip())
     network = NetworkModel(bandwidth_bps=bandwidth, win_bytes=args.win, order=order, custom_order=custom)
-    adaptive = args.steps is None
-    curve = CurveSettings(
-        workers=args.workers,
-        steps=args.steps or 1000,
-        warmup_steps=args.warmup,
-        seed=args.seed,
-        target_rel_halfwidth=args.target if adaptive else None,
-    )
     return AdviceRequest(
         network=network,
-        curve=curve,
+        curve=_curve_settings(args),
         overhead=Overhead(args.alpha, args.beta),
         prices=Prices(args.price_worker, args.price_ps),
         constraints=Constraints(args.max_workers, args.examples, args.deadline, args.budget),
@@ -343,6 +360,22 @@ def _advice_request(args: argparse.Namespace, profile: Profile, bandwidth: float
         contention=None if args.equal_shares else Contention(
             CongestionControl(args.congestion), args.queue, args.share_sigma, args.multi_flow_goodput),
     )
+
+
+def _curve_settings(args: argparse.Namespace) -> CurveSettings:
+    """Fixed --steps, or adaptive (no --steps); the warm-up is checked here to name the flags."""
+    if args.steps is None:
+        if args.warmup >= ADAPTIVE_MIN_STEPS:
+            raise SimulationSettingsError(
+                f"--warmup {args.warmup} must be less than the {ADAPTIVE_MIN_STEPS} steps an adaptive run (no --steps) "
+                "starts with: lower --warmup, or give --steps for a fixed run longer than the warm-up")
+        return CurveSettings(workers=args.workers, warmup_steps=args.warmup, seed=args.seed,
+                             target_rel_halfwidth=args.target)
+    if args.warmup >= args.steps:
+        raise SimulationSettingsError(
+            f"--warmup {args.warmup} must be less than --steps {args.steps}: the warm-up steps are part of each "
+            "worker's --steps and are not measured")
+    return CurveSettings(workers=args.workers, steps=args.steps, warmup_steps=args.warmup, seed=args.seed)
 
 
 def _write_timeline(args: argparse.Namespace, profile: Profile, request: AdviceRequest) -> None:

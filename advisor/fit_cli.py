@@ -79,14 +79,14 @@ class _JobsFile(BaseModel):
 
 def add_parser(commands: Any) -> None:
     """Register ``fit-contention`` on the CLI's subcommands."""
-    from advisor.cli import argument_type  # here: advisor.cli imports this module
+    from advisor.cli import SEED, argument_type, int_at_least  # here: advisor.cli imports this module
 
     cmd = commands.add_parser("fit-contention", help="fit share_sigma and multi_flow_goodput to measured throughput")
     cmd.add_argument("profile", nargs="*", type=Path, help="one job's profile or trace (with --observed)")
     cmd.add_argument("--observed", type=parse_observed, metavar="W=EX_PER_S,...",
                      help="that job's measured throughput, e.g. 2=131,3=150,4=158,4=161 (repeats allowed)")
     cmd.add_argument("--jobs", type=Path, metavar="YAML", help="several jobs, each with its profile and measurements")
-    cmd.add_argument("--batch-size", type=int, help="examples per step, when the trace does not say")
+    cmd.add_argument("--batch-size", type=int_at_least(1), help="examples per step, when the trace does not say")
     cmd.add_argument("--bandwidth", type=argument_type(parse_bandwidth), metavar="RATE",
                      help="PS link capacity each way (default: recorded in the profile, else measured)")
     cmd.add_argument("--congestion", choices=[c.value for c in CongestionControl], default="unknown",
@@ -97,9 +97,9 @@ def add_parser(commands: Any) -> None:
                      help=f"share of the link rate TCP delivers as payload (default {DEFAULT_GOODPUT:g})")
     cmd.add_argument("--alpha", type=float, default=0.0, metavar="US_PER_BYTE", help="parsing overhead per byte (us)")
     cmd.add_argument("--beta", type=float, default=0.0, metavar="US", help="parsing overhead per tensor (us)")
-    cmd.add_argument("--steps", type=int, default=DEFAULT_FIT_STEPS,
+    cmd.add_argument("--steps", type=int_at_least(1), default=DEFAULT_FIT_STEPS,
                      help=f"simulated steps per worker and grid point (default {DEFAULT_FIT_STEPS})")
-    cmd.add_argument("--seed", type=int, default=0)
+    cmd.add_argument("--seed", type=SEED, default=0, help="random seed, an integer >= 0 (default 0)")
     cmd.add_argument("--sigmas", type=_floats, default=DEFAULT_SIGMAS, metavar="LIST",
                      help="share_sigma grid (default " + ",".join(f"{s:g}" for s in DEFAULT_SIGMAS) + ")")
     cmd.add_argument("--etas", type=_floats, default=DEFAULT_ETAS, metavar="LIST",
@@ -136,6 +136,10 @@ def _floats(text: str) -> tuple[float, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    warmup = CurveSettings(workers=(1,)).warmup_steps  # what _request's curves use
+    if args.steps <= warmup:
+        raise SimulationSettingsError(f"--steps {args.steps} must exceed the {warmup} warm-up steps each simulation "
+                                      "starts with (they are not measured)")
     cases, notes = _cases(args)
     for note in notes:
         if not args.quiet:

@@ -198,3 +198,43 @@ PREDICT = ["predict", "--workers", "1", "--quiet"]
 def test_unit_options_say_what_is_wrong_with_the_value(argv: list[str], message: str,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     assert message in _refusal(argv, capsys)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--warmup", "-1"], "argument --warmup: must be >= 0, got -1"),
+        (["--steps", "0"], "argument --steps: must be >= 1, got 0"),
+        (["--steps", "many"], "argument --steps: expected a whole number, got 'many'"),
+        (["--seed", "-1"], "argument --seed: must be >= 0, got -1 (numpy seeds its random generators"),
+        (["--max-workers", "0"], "argument --max-workers: must be >= 1, got 0"),
+        (["--timeline-workers", "0"], "argument --timeline-workers: must be >= 1, got 0"),
+        (["--batch-size", "0"], "argument --batch-size: must be >= 1, got 0"),
+        (["--steps", "100", "--warmup", "100"],
+         "--warmup 100 must be less than --steps 100: the warm-up steps are part of each worker's --steps"),
+        (["--warmup", "250"], "--warmup 250 must be less than the 200 steps an adaptive run (no --steps) starts with"),
+    ],
+)
+def test_predict_refuses_impossible_step_counts(argv: list[str], message: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert message in _refusal([*PREDICT, *argv], capsys)
+
+
+def test_fixed_steps_may_warm_up_longer_than_an_adaptive_run_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    """--steps 300 --warmup 250 is a fixed run: the 200 steps an adaptive run starts with do not bind it."""
+    assert main([*PREDICT, "--steps", "300", "--warmup", "250", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["curve"][0]["steps"] == 300 and doc["settings"]["warmup_steps"] == 250
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--seed", "-1"], "argument --seed: must be >= 0, got -1"),
+        (["--steps", "0"], "argument --steps: must be >= 1, got 0"),
+        (["--steps", "50"], "--steps 50 must exceed the 50 warm-up steps each simulation starts with"),
+    ],
+)
+def test_fit_contention_refuses_impossible_steps_and_seeds(argv: list[str], message: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    assert message in _refusal(["fit-contention", "--observed", "2=131", *argv], capsys)
