@@ -186,7 +186,8 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
                      help="HTTP/2 first-service window in bytes, or off (default off: whole streams)")
     sim.add_argument("--order", choices=[o.value for o in StreamOrder], default=StreamOrder.FIFO.value,
                      help="which pending stream a link serves next (default fifo)")
-    sim.add_argument("--order-file", type=Path, help="for --order custom: transfer names, one per line")
+    sim.add_argument("--order-file", type=Path,
+                     help="with --order custom (which needs it, and only it reads it): transfer names, one per line")
     sim.add_argument("--goodput", type=float, default=DEFAULT_GOODPUT, metavar="FRACTION",
                      help="share of the link rate TCP delivers as payload (default 0.95: Ethernet/IP/TCP framing "
                      "of 1500-byte packets carries 1448 of 1538 bytes on the wire)")
@@ -311,7 +312,12 @@ def _predict(args: argparse.Namespace) -> int:
     progress = None if args.quiet or args.json else _progress
     from advisor.core.simulator import simulate  # here: `advisor controller` must not load numba (about 50 MB)
 
-    advice = advise(profile, request, simulate, progress)
+    try:
+        advice = advise(profile, request, simulate, progress)
+    except SimulationSettingsError as exc:  # the core names its field; the user wrote the file
+        if request.network.order is StreamOrder.CUSTOM and "custom_order" in str(exc):
+            raise SimulationSettingsError(str(exc).replace("custom_order", f"--order-file {args.order_file}")) from None
+        raise
     if args.json:
         doc = advice_to_json(profile, request, advice, bandwidth_source=source)
         doc["notes"] += [note] if note else []
@@ -343,11 +349,10 @@ def _advice_request(args: argparse.Namespace, profile: Profile, bandwidth: float
             "profile the job with the PS count you will run"
         )
     order = StreamOrder(args.order)
-    custom: tuple[str, ...] = ()
-    if order is StreamOrder.CUSTOM:
-        if args.order_file is None:
-            raise SimulationSettingsError("--order custom needs --order-file with the transfer names in order")
-        custom = tuple(line.strip() for line in args.order_file.read_text().splitlines() if line.strip())
+    custom = _custom_order(args) if order is StreamOrder.CUSTOM else ()
+    if order is not StreamOrder.CUSTOM and args.order_file is not None:
+        raise SimulationSettingsError(f"--order-file is read only with --order custom, not --order {order.value}: "
+                                      "add --order custom, or drop --order-file")
     network = NetworkModel(bandwidth_bps=bandwidth, win_bytes=args.win, order=order, custom_order=custom)
     return AdviceRequest(
         network=network,
@@ -360,6 +365,21 @@ def _advice_request(args: argparse.Namespace, profile: Profile, bandwidth: float
         contention=None if args.equal_shares else Contention(
             CongestionControl(args.congestion), args.queue, args.share_sigma, args.multi_flow_goodput),
     )
+
+
+def _custom_order(args: argparse.Namespace) -> tuple[str, ...]:
+    """The transfer names of --order-file, one per line, blank lines skipped."""
+    if args.order_file is None:
+        raise SimulationSettingsError("--order custom needs --order-file with the transfer names in order")
+    try:
+        text = args.order_file.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SimulationSettingsError(f"--order-file {args.order_file}: cannot read it ({why})") from None
+    names = tuple(line.strip() for line in text.splitlines() if line.strip())
+    if not names:
+        raise SimulationSettingsError(f"--order-file {args.order_file} names no transfers: write one name per line")
+    return names
 
 
 def _curve_settings(args: argparse.Namespace) -> CurveSettings:

@@ -238,3 +238,22 @@ def test_fixed_steps_may_warm_up_longer_than_an_adaptive_run_starts(capsys: pyte
 def test_fit_contention_refuses_impossible_steps_and_seeds(argv: list[str], message: str,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     assert message in _refusal(["fit-contention", "--observed", "2=131", *argv], capsys)
+
+
+@pytest.mark.parametrize(
+    ("order", "lines", "message"),
+    [
+        ("custom", "nope\n", "--order-file {file} names unknown operation(s): ['nope']"),
+        ("custom", "ps0:fc0/W\n", "--order-file {file} names operation(s) that are not transfers: ['ps0:fc0/W']"),
+        ("custom", "\n  \n", "--order-file {file} names no transfers: write one name per line"),
+        ("fifo", "nope\n", "--order-file is read only with --order custom, not --order fifo: add --order custom"),
+        ("custom", None, "--order-file {file}: cannot read it (No such file or directory)"),
+    ],
+)
+def test_predict_names_the_order_file_it_refuses(order: str, lines: str | None, message: str, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    file = tmp_path / "order.txt"
+    if lines is not None:
+        file.write_text(lines)
+    argv = [*PREDICT, "--steps", "60", "--warmup", "5", "--order", order, "--order-file", str(file)]
+    assert message.format(file=file) in _refusal(argv, capsys)
