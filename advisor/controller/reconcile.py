@@ -28,7 +28,8 @@ from advisor.controller.predictions import PredictionParams, prediction_key, pre
 from advisor.controller.settings import ControllerSettings, Mode
 from advisor.controller.tfjob import (
     GENERATION_LABEL, PROFILING_FOR_LABEL, ROLE_LABEL, TOKEN_KEY, ProfilingSpec, TFJobView, build_profiling_tfjob,
-    finished_state, opted_in, owner_reference, parse_tfjob, profiling_job_name, resize_patch, suspend_patch, token_secret_name,
+    finished_state, opted_in, owner_reference, parse_tfjob, profiling_job_name, release_patch, resize_patch, suspend_patch,
+    token_secret_name,
 )
 from advisor.core.cost import Prices
 from advisor.core.profile import parse_profile
@@ -123,6 +124,7 @@ class Reconciler:
                 self.enqueue_after((namespace, owner), 0)
             return
         if not view.opted_in(self.settings.opt_in):
+            self._release_if_held(view)  # opted out while held: the advisor no longer acts on it
             self._forget(namespace, name)
             return
         self.metrics.current_workers.labels(namespace, name).set(view.workers)
@@ -130,19 +132,18 @@ class Reconciler:
             prices = job_prices(self.settings, view)
             limits = job_limits(self.settings, view, prices)
         except TFJobError as exc:
-            self._set_phase(view, "Failed", "InvalidPolicy", str(exc))
+            self._fail(view, "InvalidPolicy", str(exc))
             return
         generation = self._profile_generation(view)
         run = self.store.run(view.uid, generation)
         if run is None or (run.state == "profiling" and self.cache(namespace, run.profiling_job) is None):
             self._start_profiling(obj, view, limits, generation)  # (re)create what is missing, idempotently
         elif run.state == "profiling":
-            self._watch_profiling(view, run, limits)
+            self._watch_profiling(view, run)
         elif run.state in ("received", "predicted"):
             self._predict_or_apply(view, run, prices, limits)
         else:  # failed / timed_out: wait for a new generation of the job's templates
-            self._release_if_held(view, None, limits)  # a release that failed (e.g. 409) is retried here
-            self._set_phase(view, "Failed", *_reason_and_message(run))
+            self._fail(view, *_reason_and_message(run))  # a release that failed (e.g. 409) is retried here
 
     def _profile_generation(self, view: TFJobView) -> int:
         """The generation whose profiling run applies: kept across resizes (same templates)."""
@@ -192,7 +193,7 @@ class Reconciler:
         except KubeAlreadyExists:
             pass
 
-    def _watch_profiling(self, view: TFJobView, run: Any, limits: Limits) -> None:
+    def _watch_profiling(self, view: TFJobView, run: Any) -> None:
         now = self.clock()
         pjob = self.cache(view.namespace, run.profiling_job)
         status = (pjob or {}).get("status")
@@ -202,26 +203,22 @@ class Reconciler:
             timed_out = "deadline" in message.lower()
             self._end_run(view, run, "timed_out" if timed_out else "failed",
                           "ProfilingTimedOut" if timed_out else "ProfilingFailed",
-                          message or "the profiling run failed", limits)
+                          message or "the profiling run failed")
         elif finished == "Succeeded":
             self._end_run(view, run, "failed", "NoTrace",
-                          "the profiling run ended without uploading a trace; does the program use advisor.profiling?",
-                          limits)
+                          "the profiling run ended without uploading a trace; does the program use advisor.profiling?")
         elif now > deadline:
             self._end_run(view, run, "timed_out", "ProfilingTimedOut",
-                          f"no trace within {self.settings.profiling_timeout_s} s", limits)
+                          f"no trace within {self.settings.profiling_timeout_s} s")
         else:
             self._set_phase(view, "Profiling", "ProfilingStarted", f"profiling run {run.profiling_job}")
             self.enqueue_after(view.key, max(deadline - now, 1.0))
 
-    def _end_run(self, view: TFJobView, run: Any, state: str, reason: str, message: str, limits: Limits) -> None:
+    def _end_run(self, view: TFJobView, run: Any, state: str, reason: str, message: str) -> None:
         self.store.set_state(view.uid, run.generation, state, f"{reason}: {message}", self.clock())
         self.store.revoke_token(view.uid, run.generation)
         self.metrics.profiling_runs.labels(state).inc()
-        # Release first: its patch carries the cached resourceVersion, which the phase patch
-        # would make stale. Never leave a job suspended because profiling failed.
-        self._release_if_held(view, None, limits)
-        self._set_phase(view, "Failed", reason, message)
+        self._fail(view, reason, message)
 
     def _recorded_bandwidth(self, uid: str, generation: int, sha: str) -> float | None:
         """The bandwidth a profile was recorded at: parsed (and so validated) once per profile.
@@ -251,7 +248,7 @@ class Reconciler:
                 seed=self.settings.prediction_seed, saturation_threshold=self.settings.saturation_threshold,
                 contention=self.settings.contention())
         except AdvisorError as exc:  # PredictionInputError among others
-            self._set_phase(view, "Failed", "PredictionImpossible", str(exc))
+            self._fail(view, "PredictionImpossible", str(exc))
             return
         pkey = prediction_key(sha, params)
         stored = self.store.prediction(sha, pkey)
@@ -261,7 +258,7 @@ class Reconciler:
                 if error is None:
                     self._waiting.setdefault(pkey, (sha, set()))[1].add(view.key)
             if error is not None:
-                self._set_phase(view, "Failed", "PredictionFailed", error)
+                self._fail(view, "PredictionFailed", error)
                 return
             if not self.predictor.running(pkey):
                 profile_doc = json.loads(self.store.profile_json(view.uid, run.generation) or "null")
@@ -279,7 +276,7 @@ class Reconciler:
         try:
             rec = recommend(prediction, prices, limits)
         except AdvisorError as exc:  # TFJobError, CostError
-            self._set_phase(view, "Failed", "NoRecommendation", str(exc))
+            self._fail(view, "NoRecommendation", str(exc))
             return
         extra = ann.prediction_annotations(view, prediction, rec, profile_sha=sha,
                                            predicted_at=float(prediction.get("predicted_at", 0)),
@@ -287,22 +284,36 @@ class Reconciler:
         message = f"recommended {rec.target} workers (saturation at {prediction['saturation_workers']})"
         # Resize before annotating: those patches carry the cached resourceVersion (a concurrent
         # edit of the replicas wins), which the annotation patch would make stale.
-        if not self._release_if_held(view, rec, limits):
+        if not self._release_if_held(view, clamp(rec.target, limits)):
             self._auto_resize(view, prediction, rec, prices, limits)
         self._set_phase(view, "Predicted", "Predicted", message, extra=extra)
         self._export(view, prediction, rec)
 
-    def _release_if_held(self, view: TFJobView, rec: Recommendation | None, limits: Limits) -> bool:
-        """``initial`` mode: set the workers (when predicted) and resume a job the advisor holds."""
+    def _fail(self, view: TFJobView, reason: str, message: str) -> None:
+        """Mark the job Failed, and resume it first if the advisor holds it (``initial`` mode).
+
+        Every path that gives up on a job goes through here: a Failed job waits for a new
+        generation of its templates, which may never come, and the docs promise the advisor
+        never leaves a job held. The release goes first because its patch carries the cached
+        resourceVersion, which the phase patch would make stale."""
+        self._release_if_held(view)
+        self._set_phase(view, "Failed", reason, message)
+
+    def _release_if_held(self, view: TFJobView, workers: int | None = None) -> bool:
+        """Resume a job the advisor holds: with ``workers`` (the recommendation) once predicted,
+        else with its own replicas unchanged. False when the advisor does not hold it."""
         if view.annotations.get(ann.SUSPENDED_BY_ADVISOR) != "true":
             return False
-        workers = clamp(rec.target, limits) if rec is not None else view.workers
-        patch: dict[str, Any] = resize_patch(view, workers, resume=True) if "Worker" in view.spec_keys else {
-            "spec": {"runPolicy": {"suspend": False}}}
-        patch.setdefault("metadata", {})["annotations"] = {ann.SUSPENDED_BY_ADVISOR: None}
+        if "Worker" not in view.spec_keys:
+            workers = None  # a Chief-only job: nothing to resize
+        patch = release_patch()
+        if workers is not None:
+            patch["spec"].update(resize_patch(view, workers)["spec"])
         self.kube.patch_tfjob(view.namespace, view.name, patch, resource_version=view.resource_version)
-        self.metrics.resizes.labels("initial").inc()
-        self._event(view, "Normal", "Resumed", f"set {workers} workers and resumed the job")
+        if workers is not None:
+            self.metrics.resizes.labels("initial").inc()
+        self._event(view, "Normal", "Resumed", f"set {workers} workers and resumed the job" if workers is not None
+                    else f"resumed the job with its own {view.workers} workers")
         return True
 
     def _auto_resize(self, view: TFJobView, prediction: Mapping[str, Any], rec: Recommendation, prices: Prices,
@@ -350,6 +361,12 @@ class Reconciler:
         notes = _mapping_or_empty(meta.get("annotations"))
         labels = _mapping_or_empty(meta.get("labels"))
         ns, name = meta.get("namespace"), meta.get("name")
+        if notes.get(ann.SUSPENDED_BY_ADVISOR) == "true" and isinstance(ns, str) and isinstance(name, str):
+            # held, then edited into a job we cannot read: the advisor will not act on it, so it
+            # must not keep holding it (as in _fail)
+            rv = meta.get("resourceVersion")
+            self.kube.patch_tfjob(ns, name, release_patch(), resource_version=str(rv) if rv else None)
+            self._emit(obj, "Normal", "Resumed", "resumed the job unchanged: the advisor cannot read it")
         if not opted_in(labels, notes, self.settings.opt_in):
             return
         if not (isinstance(ns, str) and isinstance(name, str)):
@@ -365,13 +382,16 @@ class Reconciler:
         self.metrics.set_phase(ns, name, "Failed")
 
     def _event(self, view: TFJobView, type_: str, reason: str, message: str) -> None:
-        obj = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
-               "metadata": {"name": view.name, "namespace": view.namespace, "uid": view.uid,
-                            "resourceVersion": view.resource_version}}
+        self._emit({"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+                    "metadata": {"name": view.name, "namespace": view.namespace, "uid": view.uid,
+                                 "resourceVersion": view.resource_version}}, type_, reason, message)
+
+    def _emit(self, obj: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         try:
             self.kube.emit_event(obj, type_, reason, message)
         except KubeError as exc:  # an event is a courtesy: losing one must not fail the reconcile
-            log.info("event %s on %s/%s not recorded: %s", reason, view.namespace, view.name, exc)
+            meta = obj["metadata"]
+            log.info("event %s on %s/%s not recorded: %s", reason, meta.get("namespace"), meta.get("name"), exc)
 
     def _export(self, view: TFJobView, prediction: Mapping[str, Any], rec: Recommendation) -> None:
         ns, name, m = view.namespace, view.name, self.metrics

@@ -286,6 +286,12 @@ def suspend_patch() -> dict[str, Any]:
             "metadata": {"annotations": {PREFIX + "suspended-by-advisor": "true"}}}
 
 
+def release_patch() -> dict[str, Any]:
+    """Undo ``suspend_patch``: resume the job and drop the advisor's mark (replicas untouched)."""
+    return {"spec": {"runPolicy": {"suspend": False}},
+            "metadata": {"annotations": {PREFIX + "suspended-by-advisor": None}}}
+
+
 # --- field readers --------------------------------------------------------------------------------
 
 
