@@ -235,12 +235,15 @@ def _add_input(cmd: argparse.ArgumentParser) -> None:
 def parse_workers(text: str) -> tuple[int, ...]:
     """'1-8,12,16' -> (1, 2, ..., 8, 12, 16)."""
     found: set[int] = set()
-    try:
-        for part in text.split(","):
-            lo, _, hi = part.strip().partition("-")
-            found.update(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"cannot read worker counts {text!r}; write e.g. 1-32 or 1,2,4,8") from None
+    for part in text.split(","):
+        first, _, last = part.strip().partition("-")
+        try:
+            lo, hi = int(first), int(last or first)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"cannot read worker counts {text!r}; write e.g. 1-32 or 1,2,4,8") from None
+        if hi < lo:
+            raise argparse.ArgumentTypeError(f"the range {part.strip()!r} is reversed: write {hi}-{lo}")
+        found.update(range(lo, hi + 1))
     if not found or min(found) < 1:
         raise argparse.ArgumentTypeError(f"worker counts must be >= 1, got {text!r}")
     return tuple(sorted(found))

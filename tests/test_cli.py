@@ -84,7 +84,10 @@ def test_predict_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[st
     ("argv", "message"),
     [
         (["--bandwidth", "0"], "argument --bandwidth: bandwidth must be > 0, got '0'"),
-        (["--workers", "0-3"], "argument --workers"),
+        (["--workers", "0-3"], "argument --workers: worker counts must be >= 1, got '0-3'"),
+        (["--workers", "4-2"], "argument --workers: the range '4-2' is reversed: write 2-4"),
+        (["--workers", "1,8-4"], "argument --workers: the range '8-4' is reversed: write 4-8"),
+        (["--workers", "1-x"], "argument --workers: cannot read worker counts '1-x'"),
         (["--price-worker", "-1"], "worker price must be a finite number >= 0"),
         (["--ps", "2"], "recorded with 1 parameter server"),
         (["--order", "custom"], "--order custom needs --order-file"),
