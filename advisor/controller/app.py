@@ -148,9 +148,16 @@ class Controller:
         return self.elector is None or self.elector.is_leader()
 
     def healthy(self) -> tuple[bool, str]:
+        """Unhealthy (the kubelet restarts the pod) when a thread died or the predictor cannot
+        work any more (no prediction worker process can start): only a restart helps then."""
         dead = [t.name for t in self._threads if not t.is_alive()]
         if dead:
             return False, f"threads stopped: {', '.join(dead)}"
+        health = getattr(self.predictor, "health", None)
+        if health is not None:
+            ok, why = health()
+            if not ok:
+                return False, why
         return (False, "stopping") if self._stop.is_set() else (True, "ok")
 
     def ready(self) -> tuple[bool, str]:

@@ -15,10 +15,13 @@ import json
 import logging
 import math
 import multiprocessing
+import signal
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,52 +170,176 @@ def _count(value: Any) -> bool:
 Done = Callable[[str, str | None, str | None], None]  # (key, result JSON or None, error message or None)
 
 
+@dataclass(slots=True)
+class _Run:
+    """One prediction from ``submit`` until it is reported (across the attempts a dying worker costs)."""
+
+    key: str
+    profile: dict[str, Any]
+    params: dict[str, Any]
+    started: float  # monotonic, of the first attempt
+    crashed: bool = False  # a worker died while it was in the pool: this is its second (and last) attempt
+
+
 class ProcessPredictor:
-    """At most one run per key at a time, in a pool of ``processes`` worker processes."""
+    """At most one run per key at a time, in a pool of ``processes`` worker processes.
+
+    A worker that dies (OOM-killed, a crash in native code) breaks the whole
+    ``ProcessPoolExecutor``: every prediction in it fails with ``BrokenProcessPool`` and so would
+    every later submit. So a broken pool is replaced by a fresh one, and each prediction that was
+    in it runs once more instead of being reported failed (the reconciler keeps a failed
+    prediction Failed until the controller restarts). Those second attempts run one at a time,
+    new predictions waiting behind them: a worker that dies then was killed by the one
+    prediction in it, which is reported failed with how the worker died, while the others
+    complete. No prediction is retried forever. A pool that cannot even be started shows on
+    ``health`` (``/healthz``), so the kubelet restarts the controller.
+    """
 
     backend = "process"
 
     def __init__(self, processes: int, metrics: Metrics, on_done: Done,
                  runner: Callable[[Mapping[str, Any], Mapping[str, Any]], str] = run_prediction) -> None:
-        # "spawn", not the default "fork": forking a process that runs threads (watch, HTTP, leader)
-        # can copy a held lock into the child, and would hand it the listening sockets too.
-        self._pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn"))
+        self._processes = processes
         self._metrics = metrics
         self._on_done = on_done
         self._runner = runner
         self._lock = threading.Lock()
-        self._running: dict[str, Future[str]] = {}
+        self._pool = self._new_pool()
+        self._runs: dict[str, _Run] = {}  # every prediction not yet reported
+        self._queue: deque[_Run] = deque()  # not in the pool yet (only while second attempts are pending)
+        self._in_pool: set[str] = set()  # keys with an attempt in the pool
+        self._pool_error: str | None = None  # why the last start failed, for /healthz
+        self._closed = False
 
     def submit(self, key: str, profile_doc: Mapping[str, Any], params: PredictionParams) -> bool:
         """Start predicting ``key`` unless it is already running; True when started."""
         with self._lock:
-            if key in self._running:
+            if key in self._runs:
                 return False
-            started = time.monotonic()
-            future = self._pool.submit(self._runner, dict(profile_doc), params.as_dict())
-            self._running[key] = future
-        future.add_done_callback(lambda f: self._finished(key, f, started))
+            self._runs[key] = run = _Run(key, dict(profile_doc), params.as_dict(), time.monotonic())
+            self._queue.append(run)
+            self._dispatch()
         return True
 
     def running(self, key: str) -> bool:
         with self._lock:
-            return key in self._running
+            return key in self._runs
 
-    def _finished(self, key: str, future: Future[str], started: float) -> None:
-        self._metrics.prediction_duration.labels(self.backend).observe(time.monotonic() - started)
+    def health(self) -> tuple[bool, str]:
+        """Unhealthy while no worker process can be started: only a restart can help then."""
+        error = self._pool_error
+        return (False, f"prediction workers cannot start: {error}") if error else (True, "ok")
+
+    def shutdown(self) -> None:
         with self._lock:
-            self._running.pop(key, None)
+            self._closed = True
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # --- internals (``_dispatch``, ``_start``, ``_replace_pool``: under the lock) ------------------
+    def _new_pool(self) -> ProcessPoolExecutor:
+        # "spawn", not the default "fork": forking a process that runs threads (watch, HTTP, leader)
+        # can copy a held lock into the child, and would hand it the listening sockets too.
+        return ProcessPoolExecutor(max_workers=self._processes, mp_context=multiprocessing.get_context("spawn"))
+
+    def _dispatch(self) -> None:
+        """Start queued runs: all of them, or one at a time while any second attempt is unfinished."""
+        while self._queue and not self._closed:
+            careful = any(r.crashed for r in self._runs.values())
+            if careful and self._in_pool:
+                return
+            self._start(self._queue.popleft())
+
+    def _start(self, run: _Run) -> None:
+        pool = self._pool
+        try:
+            try:
+                future = pool.submit(self._runner, run.profile, run.params)
+            except BrokenProcessPool:  # a worker died while the pool was idle
+                log.warning("the prediction worker process died (%s) while idle; starting a new one",
+                            _worker_death(pool))
+                pool = self._replace_pool(pool)
+                future = pool.submit(self._runner, run.profile, run.params)
+        except Exception as exc:  # e.g. OSError: no process can be started (too many open files, no memory)
+            log.exception("prediction %s: cannot start a worker process", run.key)
+            self._pool_error = f"{type(exc).__name__}: {exc}"
+            self._report_later(run, f"prediction not started: {self._pool_error}")
+            return
+        self._pool_error = None
+        self._in_pool.add(run.key)
+        future.add_done_callback(lambda f: self._on_future_done(run, f, pool))
+
+    def _replace_pool(self, broken: ProcessPoolExecutor) -> ProcessPoolExecutor:
+        if self._pool is broken and not self._closed:
+            self._pool = self._new_pool()
+            broken.shutdown(wait=False)  # it has stopped its workers already; this drops its threads' references
+        return self._pool
+
+    def _on_future_done(self, run: _Run, future: Future[str], pool: ProcessPoolExecutor) -> None:
+        """Runs on the executor's thread (on Python 3.12+ under its lock, which ``_start`` may wait
+        for while holding ours), so only note how the worker died, at once, before the pool
+        terminates the other workers; the rest happens on a thread of our own."""
+        broken = not future.cancelled() and isinstance(future.exception(), BrokenProcessPool)
+        death = _worker_death(pool) if broken else ""
+        threading.Thread(target=self._finished, args=(run, future, pool, broken, death), daemon=True,
+                         name=f"prediction-{run.key[:8]}").start()
+
+    def _finished(self, run: _Run, future: Future[str], pool: ProcessPoolExecutor, broken: bool, death: str) -> None:
+        with self._lock:
+            self._in_pool.discard(run.key)
+            if broken:
+                self._replace_pool(pool)
+            retry = broken and not run.crashed and not self._closed
+            if retry:
+                log.warning("prediction %s: the prediction worker process died (%s); retrying", run.key, death)
+                self._metrics.predictions.labels("retried").inc()
+                run.crashed = True
+                self._queue.appendleft(run)
+            else:
+                self._runs.pop(run.key, None)
+            self._dispatch()
+        if retry:
+            return
+        self._metrics.prediction_duration.labels(self.backend).observe(time.monotonic() - run.started)
         try:
             result, error = future.result(), None
             self._metrics.predictions.labels("succeeded").inc()
+        except BrokenProcessPool:  # the second death (or one while stopping): this profile kills the worker
+            result, error = None, (f"the prediction worker process died ({death}) twice, the second time running "
+                                   "this prediction alone (out of memory?); the next start of the controller tries "
+                                   "once more")
+            log.error("prediction %s: %s", run.key, error)
+            self._metrics.predictions.labels("failed").inc()
         except AdvisorError as exc:  # the profile or parameters cannot be predicted: a job-level failure
             result, error = None, str(exc)
             self._metrics.predictions.labels("failed").inc()
-        except Exception as exc:  # a crashed worker process or a bug: report it on the job, keep the pool
-            log.exception("prediction %s crashed", key)
+        except Exception as exc:  # a bug in the prediction: report it on the job
+            log.exception("prediction %s crashed", run.key)
             result, error = None, f"prediction crashed: {type(exc).__name__}: {exc}"
             self._metrics.predictions.labels("failed").inc()
-        self._on_done(key, result, error)
+        self._on_done(run.key, result, error)
 
-    def shutdown(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+    def _report_later(self, run: _Run, error: str) -> None:
+        """Report a run that could not start, off the caller's thread (which holds the lock)."""
+        self._runs.pop(run.key, None)
+        self._metrics.predictions.labels("failed").inc()
+        threading.Thread(target=self._on_done, args=(run.key, None, error), daemon=True,
+                         name=f"prediction-{run.key[:8]}").start()
+
+
+def _worker_death(pool: ProcessPoolExecutor) -> str:
+    """How the pool's dead worker ended ("killed by SIGKILL", "exit code 1"), or "exit status
+    unknown". The executor does not say; CPython keeps its processes in the private
+    ``_processes``, read here before the broken pool terminates the survivors itself."""
+    try:
+        codes = [p.exitcode for p in list((getattr(pool, "_processes", None) or {}).values())]
+    except Exception:  # noqa: BLE001 - a private attribute: any change of it only loses the detail
+        codes = []
+    code = next((c for c in codes if c), None)  # None: alive; 0: a clean exit
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

@@ -73,13 +73,15 @@ def job_settings_for(tmp: Path, **overrides: Any) -> ControllerSettings:
     return settings_for(tmp, **{**base, **overrides})
 
 
-def start_controller(emu: KubeEmulator, settings: ControllerSettings, *, canned: bool = True) -> Controller:
+def start_controller(emu: KubeEmulator, settings: ControllerSettings, *, canned: bool = True,
+                     runner: Callable[[Mapping[str, Any], Mapping[str, Any]], str] = canned_prediction) -> Controller:
+    """``canned``: the process backend runs ``runner`` (module-level) instead of the simulation."""
     kube = Kube(kubernetes.client.ApiClient(emu.configuration()))
     controller = Controller(settings, kube, lease_timing=FAST_LEASE, predictor=None, job_poll_s=0.1)
     if canned and settings.prediction_backend is PredictionBackend.PROCESS:
         controller.predictor.shutdown()
         controller.predictor = ProcessPredictor(1, controller.metrics, controller.reconciler.prediction_done,
-                                                runner=canned_prediction)
+                                                runner=runner)
         controller.reconciler.predictor = controller.predictor
     controller.start()
     return controller
