@@ -181,6 +181,11 @@ class Controller:
             self.queue.add((ns, name))
 
     def _work(self) -> None:
+        """A reconcile worker. It starts once the TFJob cache has synced: a reconcile reads the
+        cache (a profiling run or a job not listed yet looks missing); the queue keeps the keys."""
+        while not self.informer.has_synced():
+            if self._stop.wait(0.1):
+                return
         while not self._stop.is_set():
             key = self.queue.get(timeout_s=0.5)
             if key is None:
@@ -199,7 +204,9 @@ class Controller:
         self.metrics.watched_jobs.set(len(self._opted_in_keys()))
 
     def collect_garbage(self) -> None:
-        if not self.leading:
+        """One sweep, by the leader only, and only once the TFJob cache has synced: before that,
+        a missing job is not a gone one, and no reconcile has yet claimed the prediction Jobs."""
+        if not self.leading or not self.informer.has_synced():
             return
         s, now = self.settings, self.clock()
         collect_garbage(self.kube, self.informer, self.store, self.metrics, now=now, max_age_s=s.gc_period_s,

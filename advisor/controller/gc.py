@@ -30,7 +30,14 @@ def collect_garbage(kube: Any, informer: Any, store: Any, metrics: Metrics, *, n
 
     API errors are logged and the sweep goes on. Secrets are listed per watched namespace, never
     cluster-wide when the controller is namespaced: its RBAC grants no more.
+
+    Nothing is deleted until the informer has listed every namespace: a job missing from a cache
+    still being filled (or whose list keeps failing) is not a gone job, and deleting its runs
+    would start a second profiling run for its generation.
     """
+    if not informer.has_synced():
+        log.info("garbage collection skipped: the TFJob cache has not synced yet")
+        return 0
     deleted = 0
     for ns, name in list(informer.keys()):
         obj = informer.get(ns, name)
