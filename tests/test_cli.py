@@ -260,3 +260,9 @@ def test_predict_names_the_order_file_it_refuses(order: str, lines: str | None, 
         file.write_text(lines)
     argv = [*PREDICT, "--steps", "60", "--warmup", "5", "--order", order, "--order-file", str(file)]
     assert message.format(file=file) in _refusal(argv, capsys)
+
+
+def test_an_impossible_deadline_says_what_is_possible(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _refusal([*PREDICT, "--steps", "60", "--warmup", "5", "--examples", "1e9", "--deadline", "1"], capsys)
+    assert "no worker count in 1..1 meets the deadline of 1 h for 1,000,000,000 examples: the fastest, W = 1 at" in err
+    assert "Constraints(" not in err

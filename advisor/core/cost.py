@@ -106,8 +106,48 @@ def cost_optimal(
         if choice is not None:
             feasible.append(choice)
     if not feasible:
-        raise CostError(f"no worker count in {workers[0]}..{workers[-1]} meets the constraints {constraints}")
+        raise CostError(_why_none(workers, throughput, prices, parameter_servers, constraints))
     return min(feasible, key=lambda c: (c.cost_per_example, c.workers))
+
+
+def _hours(h: float) -> str:
+    return f"{h:,.0f} h" if h >= 100 else f"{h:.3g} h"
+
+
+def _why_none(workers: Sequence[int], throughput: Sequence[float], prices: Prices, ps: int, c: Constraints) -> str:
+    """Which constraint no worker count meets, and the best the curve offers against it."""
+    none = f"no worker count in {workers[0]}..{workers[-1]}"
+    allowed = [(w, t) for w, t in zip(workers, throughput) if c.max_workers is None or w <= c.max_workers]
+    if not allowed:
+        return f"{none} is within the limit of {c.max_workers} worker(s): the curve starts at W = {workers[0]}"
+    capped = "" if len(allowed) == len(workers) else f" with at most {c.max_workers} worker(s)"
+    examples = c.examples or 0.0  # a deadline or budget comes with examples (Constraints)
+
+    def hours(t: float) -> float:
+        return examples / t / SECONDS_PER_HOUR if t > 0 else math.inf
+
+    def total(w: int, t: float) -> float:
+        return cost_per_example(prices, w, ps, t) * examples
+
+    fastest = max(allowed, key=lambda p: (p[1], -p[0]))
+    cheapest = min(allowed, key=lambda p: (total(*p), p[0]))
+    job = f" for {examples:,.0f} examples"
+    if fastest[1] <= 0:
+        return f"{none} meets the constraints: the predicted throughput is 0 at every worker count{capped}"
+    if c.deadline_hours is not None and hours(fastest[1]) > c.deadline_hours:
+        return (f"{none} meets the deadline of {c.deadline_hours:g} h{job}: the fastest{capped}, "
+                f"W = {fastest[0]} at {fastest[1]:,.1f} examples/s, takes {_hours(hours(fastest[1]))}")
+    if c.budget is not None and total(*cheapest) > c.budget:
+        return (f"{none} meets the budget of {c.budget:g}{job}: the cheapest{capped}, W = {cheapest[0]}, "
+                f"costs {total(*cheapest):,.2f}")
+    # each can be met alone, so both are set and the workers that meet one miss the other
+    assert c.deadline_hours is not None and c.budget is not None
+    deadline, budget = c.deadline_hours, c.budget
+    on_time = min((p for p in allowed if hours(p[1]) <= deadline), key=lambda p: (total(*p), p[0]))
+    affordable = max((p for p in allowed if total(*p) <= budget), key=lambda p: (p[1], -p[0]))
+    return (f"{none} meets both the deadline of {deadline:g} h and the budget of {budget:g}{job}: "
+            f"the cheapest within the deadline{capped}, W = {on_time[0]}, costs {total(*on_time):,.2f}; "
+            f"the fastest within the budget, W = {affordable[0]}, takes {_hours(hours(affordable[1]))}")
 
 
 def _evaluate(w: int, thr: float, prices: Prices, ps: int, c: Constraints) -> Choice | None:

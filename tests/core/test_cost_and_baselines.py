@@ -47,6 +47,38 @@ def test_budget_and_max_workers() -> None:
 
 
 @pytest.mark.parametrize(
+    ("constraints", "message"),
+    [
+        # 1.8e6 examples in 1 h needs 500 examples/s; W = 5 gives 262: 1.8e6 / 262 / 3600 = 1.91 h
+        (Constraints(examples=1.8e6, deadline_hours=1.0),
+         "no worker count in 1..5 meets the deadline of 1 h for 1,800,000 examples: "
+         "the fastest, W = 5 at 262.0 examples/s, takes 1.91 h"),
+        (Constraints(examples=1.8e9, deadline_hours=1.0), "takes 1,908 h"),
+        # the cheapest run is W = 2 at 18.42 (test_budget_and_max_workers)
+        (Constraints(examples=1.8e6, budget=18.0),
+         "no worker count in 1..5 meets the budget of 18 for 1,800,000 examples: the cheapest, W = 2, costs 18.42"),
+        # with at most 3 workers the fastest is W = 3: 1.8e6 / 250 / 3600 = 2 h
+        (Constraints(max_workers=3, examples=1.8e6, deadline_hours=1.5),
+         "the fastest with at most 3 worker(s), W = 3 at 250.0 examples/s, takes 2 h"),
+        # 2 h needs W >= 3 (W = 3 costs 1.8e6 x 10 / (3600 x 250) = 20); 19.9 affords W <= 2 (W = 2: 2.63 h)
+        (Constraints(examples=1.8e6, deadline_hours=2.0, budget=19.9),
+         "no worker count in 1..5 meets both the deadline of 2 h and the budget of 19.9 for 1,800,000 examples: "
+         "the cheapest within the deadline, W = 3, costs 20.00; the fastest within the budget, W = 2, takes 2.63 h"),
+    ],
+)
+def test_unmet_constraints_say_which_and_the_best_possible(constraints: Constraints, message: str) -> None:
+    with pytest.raises(CostError) as caught:
+        cost_optimal(W, T, PRICES, constraints=constraints)
+    assert message in str(caught.value) and "Constraints(" not in str(caught.value)
+
+
+def test_a_worker_limit_below_the_curve_says_where_the_curve_starts() -> None:
+    with pytest.raises(CostError, match=r"no worker count in 4\.\.5 is within the limit of 2 worker\(s\): "
+                                        r"the curve starts at W = 4"):
+        cost_optimal([4, 5], [260.0, 262.0], PRICES, constraints=Constraints(max_workers=2))
+
+
+@pytest.mark.parametrize(
     "make",
     [
         lambda: Prices(worker_per_hour=-1.0),
