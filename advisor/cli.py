@@ -177,7 +177,8 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
                      help="steps per worker, fixed, the --warmup included (must exceed it); default: adaptive, from "
                      f"{ADAPTIVE_MIN_STEPS} steps until the interval is within --target")
     sim.add_argument("--target", type=float, default=0.02, metavar="FRACTION",
-                     help="relative half-width of the 95%% interval to reach (default 0.02)")
+                     help="relative half-width of the 95%% interval an adaptive run (no --steps) reaches "
+                     "(default 0.02)")
     sim.add_argument("--warmup", type=int_at_least(0), default=50,
                      help="warm-up steps per worker, not measured; fewer than --steps, or than the "
                      f"{ADAPTIVE_MIN_STEPS} an adaptive run starts with (default 50)")
@@ -387,6 +388,8 @@ def _custom_order(args: argparse.Namespace) -> tuple[str, ...]:
 
 def _curve_settings(args: argparse.Namespace) -> CurveSettings:
     """Fixed --steps, or adaptive (no --steps); the warm-up is checked here to name the flags."""
+    if not 0 < args.target < 1:  # also with --steps, which does not use it: a wrong value is a mistake
+        raise SimulationSettingsError(f"--target must be a fraction in (0, 1), e.g. 0.02 for +-2 %, got {args.target}")
     if args.steps is None:
         if args.warmup >= ADAPTIVE_MIN_STEPS:
             raise SimulationSettingsError(

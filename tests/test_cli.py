@@ -266,3 +266,10 @@ def test_an_impossible_deadline_says_what_is_possible(capsys: pytest.CaptureFixt
     err = _refusal([*PREDICT, "--steps", "60", "--warmup", "5", "--examples", "1e9", "--deadline", "1"], capsys)
     assert "no worker count in 1..1 meets the deadline of 1 h for 1,000,000,000 examples: the fastest, W = 1 at" in err
     assert "Constraints(" not in err
+
+
+def test_target_out_of_range_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """Also with --steps, which does not use it: a wrong value is a mistake either way."""
+    err = _refusal([*PREDICT, "--steps", "60", "--warmup", "5", "--target", "0"], capsys)
+    assert "--target must be a fraction in (0, 1), e.g. 0.02 for +-2 %, got 0.0" in err
+

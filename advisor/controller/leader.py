@@ -20,7 +20,9 @@ stops or dies. The rules follow client-go ``tools/leaderelection/leaderelection.
 - Taking the lease from another holder increments leaseTransitions; times are MicroTime
   (RFC 3339 with exactly six fractional digits).
 
-Callbacks run on the ``run`` thread and must return quickly (start work elsewhere).
+Callbacks run on the ``run`` thread and must return quickly (start work elsewhere). One that raises
+ends the term like a lost lease (``on_stopped_leading``, the lease released); the elector then
+campaigns again.
 """
 
 from __future__ import annotations
@@ -89,20 +91,48 @@ class LeaderElector:
         return self._leading.is_set()
 
     def run(self, stop: threading.Event) -> None:
-        """Campaign, lead, renew; until ``stop`` (then release the lease if held)."""
+        """Campaign, lead, renew; until ``stop`` (then release the lease if held).
+
+        No exception ends this loop: one while campaigning is retried after a retry period, and
+        one while leading ends only the term (``_lead``). A thread that died while ``is_leader``
+        still said yes would go on acting without renewing, next to the replica that takes the
+        expired lease."""
         self._stop = stop
         while not stop.is_set():
-            if not self._acquire():
+            try:
+                acquired = self._acquire()
+            except Exception:  # not a KubeError (those are handled inside): a malformed lease, a bug
+                log.exception("lease %s/%s: campaign failed; retrying", self._namespace, self._name)
+                self._pause(self._retry_s)
+                continue
+            if not acquired:
                 break
-            log.info("lease %s/%s: %s is the leader", self._namespace, self._name, self.identity)
-            self._leading.set()
+            if not self._lead():
+                self._pause(self._retry_s)  # let another replica take the released lease first
+
+    def _lead(self) -> bool:
+        """One term: from acquiring the lease until it is lost, ``stop`` or an exception (from
+        ``on_started_leading`` or a renewal), which is logged and ends the term like a lost lease,
+        with the lease given up so another replica can lead. False when an exception ended it."""
+        log.info("lease %s/%s: %s is the leader", self._namespace, self._name, self.identity)
+        self._leading.set()
+        failed = False
+        try:
             self._on_started()
             self._renew_until_lost()
+        except Exception:
+            failed = True
+            log.exception("lease %s/%s: %s stops leading after an error", self._namespace, self._name, self.identity)
+        finally:  # whatever happened, stop acting as leader before anything else
             self._leading.clear()
-            if stop.is_set() and self._release_on_stop:
-                self.release()
+            if failed or (self._stop.is_set() and self._release_on_stop):
+                self._release_quietly()
             log.info("lease %s/%s: %s stopped leading", self._namespace, self._name, self.identity)
-            self._on_stopped()
+            try:
+                self._on_stopped()
+            except Exception:
+                log.exception("lease %s/%s: the stopped-leading callback failed", self._namespace, self._name)
+        return not failed
 
     def try_acquire_or_renew(self) -> bool:
         """One attempt (client-go's tryAcquireOrRenew); True when we hold the lease afterwards."""
@@ -150,6 +180,12 @@ class LeaderElector:
         return True
 
     # --- internals --------------------------------------------------------------------------
+    def _release_quietly(self) -> None:
+        try:
+            self.release()
+        except Exception:  # KubeErrors are handled in release; this is anything else
+            log.exception("lease %s/%s: release failed", self._namespace, self._name)
+
     def _acquire(self) -> bool:
         while not self._stop.is_set():
             if self.try_acquire_or_renew():

@@ -232,3 +232,103 @@ def test_durations_are_checked() -> None:
         LeaderElector(object(), "ns", "l", "me", renew_deadline_s=2, retry_period_s=2)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         LeaderElector(object(), "ns", "l", "")  # type: ignore[arg-type]
+
+
+
+class Flaky:
+    """An elector in a thread whose on-started callback raises while ``fail_start`` is set. It
+    records whether the elector said it led in each callback, the terms that started without
+    error, and (``holder``) who held the lease when each term had ended."""
+
+    def __init__(self, kube: Any, identity: str, clock: FakeClock, *, fail_start: bool = True,
+                 holder: Any = None) -> None:
+        self.fail_start, self.holder = fail_start, holder
+        self.starts: list[bool] = []  # is_leader() in each on-started call
+        self.stops: list[bool] = []  # is_leader() in each on-stopped call
+        self.holders: list[str] = []  # holder() in each on-stopped call
+        self.good_terms = 0
+        self.elector = elector(kube, identity, clock, on_started_leading=self._on_start,
+                               on_stopped_leading=self._on_stop)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.elector.run, args=(self.stop,), daemon=True)
+
+    def _on_start(self) -> None:
+        self.starts.append(self.elector.is_leader())
+        if self.fail_start:
+            raise RuntimeError("the on-started callback failed")
+        self.good_terms += 1
+
+    def _on_stop(self) -> None:
+        self.stops.append(self.elector.is_leader())
+        if self.holder is not None:
+            self.holders.append(self.holder())
+
+    def __enter__(self) -> Flaky:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(3)
+        assert not self.thread.is_alive()
+
+
+def wait_until(check: Any, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def test_a_failing_on_started_callback_ends_the_term_and_the_elector_goes_on(emu: KubeEmulator, kube: Kube) -> None:
+    with Flaky(kube, "a", FakeClock(), holder=lambda: lease(emu)["holderIdentity"]) as a:
+        assert wait_until(lambda: a.stops)  # the term ended: on-stopped ran
+        assert a.starts[0] is True and a.stops[0] is False  # it led, then no longer did
+        assert a.holders[0] == ""  # and it gave the lease up for another replica
+        assert a.thread.is_alive()
+        a.fail_start = False
+        assert wait_until(lambda: a.good_terms == 1 and a.elector.is_leader())  # it campaigned again
+        time.sleep(0.05)  # renewals go on (fake seconds pass with each sleep)
+        assert a.elector.is_leader() and a.good_terms == 1 and lease(emu)["holderIdentity"] == "a"
+
+
+def test_a_leader_whose_callback_fails_gives_the_lease_to_a_standby(emu: KubeEmulator, kube: Kube) -> None:
+    clock = ScaledClock()
+    with Flaky(kube, "a", clock) as a:
+        assert wait_until(lambda: a.stops)
+        with Flaky(kube, "b", clock, fail_start=False) as b:
+            assert wait_until(lambda: b.elector.is_leader())
+            time.sleep(0.5)  # 10 clock seconds: a keeps campaigning, but never leads while b does
+            assert b.elector.is_leader() and not a.elector.is_leader() and a.thread.is_alive()
+            assert b.good_terms == 1 and lease(emu)["holderIdentity"] == "b"
+
+
+class BrokenRenewals:
+    """The Kube adapter, but lease writes raise a non-Kubernetes error while ``broken`` is set."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube, self.broken = kube, False
+
+    def get_lease(self, namespace: str, name: str) -> Any:
+        return self.kube.get_lease(namespace, name)
+
+    def create_lease(self, namespace: str, body: Any) -> Any:
+        return self.kube.create_lease(namespace, body)
+
+    def replace_lease(self, namespace: str, name: str, body: Any) -> Any:
+        if self.broken:
+            raise ValueError("a bug below the Kubernetes client")
+        return self.kube.replace_lease(namespace, name, body)
+
+
+def test_a_renewal_that_raises_something_else_ends_the_term(emu: KubeEmulator, kube: Kube) -> None:
+    leases = BrokenRenewals(kube)
+    with Flaky(leases, "a", FakeClock(), fail_start=False) as a:
+        assert wait_until(lambda: a.elector.is_leader())
+        leases.broken = True
+        assert wait_until(lambda: a.stops)  # stepped down (its release failed too, quietly)
+        assert a.stops == [False] and not a.elector.is_leader() and a.thread.is_alive()
+        leases.broken = False
+        assert wait_until(lambda: a.good_terms == 2 and a.elector.is_leader())  # and leads again
