@@ -10,7 +10,8 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeVar
@@ -49,6 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AdvisorError as exc:
         print(f"advisor: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+
+
+class OutputFileError(AdvisorError, ValueError):
+    """An output file (-o, --plot, --timeline) that cannot be written; the message names the flag."""
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -281,8 +286,10 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
+    _check_output("-o", args.output)
     profile = _load(args)
-    write_profile(profile, args.output)
+    with _writing("-o", args.output):
+        write_profile(profile, args.output)
     print(f"wrote {args.output}: {len(profile.ops)} ops x {len(profile.steps)} steps")
     return 0
 
@@ -305,6 +312,8 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
+    _check_output("--plot", args.plot)  # before the simulations, not after
+    _check_output("--timeline", args.timeline)
     profile = _load(args)
     if args.calibrate:
         c = calibrate(profile)
@@ -329,11 +338,32 @@ def _predict(args: argparse.Namespace) -> int:
     else:
         print(advice_table(profile, request, advice))
     if args.plot:
-        plot_advice(advice, args.plot, title=f"{profile.job.model or 'job'}: predicted throughput")
+        with _writing("--plot", args.plot):
+            plot_advice(advice, args.plot, title=f"{profile.job.model or 'job'}: predicted throughput")
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.timeline:
         _write_timeline(args, profile, request)
     return 0
+
+
+def _check_output(flag: str, path: Path | None) -> None:
+    """Refuse an output file that cannot be written (no such directory, or a directory itself) before
+    the work that would fill it."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise OutputFileError(f"{flag} {path}: is a directory; name the file to write")
+    if not path.absolute().parent.is_dir():
+        raise OutputFileError(f"{flag} {path}: there is no directory {path.absolute().parent} to write it in")
+
+
+@contextmanager
+def _writing(flag: str, path: Path) -> Iterator[None]:
+    """An OSError while writing ``path`` as the user's error, naming the flag."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputFileError(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
 
 
 def _bandwidth_arg(text: str) -> float | str:
@@ -414,7 +444,8 @@ def _write_timeline(args: argparse.Namespace, profile: Profile, request: AdviceR
     from advisor.core.simulator import simulate
 
     result = simulate(prepared, effective_network(request), settings)
-    args.timeline.write_text(json.dumps(to_chrome_trace(result)))
+    with _writing("--timeline", args.timeline):
+        args.timeline.write_text(json.dumps(to_chrome_trace(result)))
     print(f"wrote {args.timeline} ({args.timeline_workers} workers, 20 steps each)", file=sys.stderr)
 
 

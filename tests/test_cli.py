@@ -273,3 +273,16 @@ def test_target_out_of_range_is_refused_by_name(capsys: pytest.CaptureFixture[st
     err = _refusal([*PREDICT, "--steps", "60", "--warmup", "5", "--target", "0"], capsys)
     assert "--target must be a fraction in (0, 1), e.g. 0.02 for +-2 %, got 0.0" in err
 
+
+@pytest.mark.parametrize("flag", ["--plot", "--timeline"])
+def test_an_output_it_cannot_write_is_refused_before_simulating(flag: str, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "no-such-dir" / "out"
+    err = _refusal([*PREDICT, "--steps", "60", "--warmup", "5", flag, str(missing)], capsys)
+    assert f"{flag} {missing}: there is no directory {missing.parent} to write it in" in err
+    assert f"{flag} {tmp_path}: is a directory" in _refusal([*PREDICT, flag, str(tmp_path)], capsys)
+
+
+def test_convert_names_an_output_it_cannot_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "no-such-dir" / "p.json"
+    assert f"-o {missing}: there is no directory" in _refusal(["profile", "convert", "-o", str(missing)], capsys)

@@ -71,6 +71,14 @@ def test_what_is_not_there_is_named(store_path: Path, capsys: pytest.CaptureFixt
     assert words in capsys.readouterr().err
 
 
+def test_an_output_it_cannot_write_is_named(store_path: Path, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "no-such-dir" / "mlp.json"
+    assert main(["store", "export", "ml/mlp", "--store", str(store_path), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"-o {out}: cannot write it (No such file or directory)" in err and "Traceback" not in err
+
+
 def test_a_missing_store_is_not_created(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     absent = tmp_path / "nothing.db"
     assert main(["store", "list", "--store", str(absent)]) == 2
