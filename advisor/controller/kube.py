@@ -246,8 +246,9 @@ class Kube:
             body["metadata"] = {**(patch.get("metadata") or {}), "resourceVersion": resource_version}
         return self._call("patch", "PATCH", TFJOBS, namespace, name, body=body, content_type=MERGE_PATCH)
 
-    def delete_tfjob(self, namespace: str, name: str) -> None:
-        self._delete(TFJOBS, namespace, name)
+    def delete_tfjob(self, namespace: str, name: str, *, uid: str | None = None) -> None:
+        """With ``uid`` (a precondition) only that object: if the name is another's by now, KubeConflict."""
+        self._delete(TFJOBS, namespace, name, uid)
 
     # --- Secrets ----------------------------------------------------------------------------
     def create_secret(self, namespace: str, body: Mapping[str, Any], data: Mapping[str, bytes]) -> JSON:
@@ -256,8 +257,9 @@ class Kube:
         secret["data"] = {**(body.get("data") or {}), **{k: base64.b64encode(v).decode() for k, v in data.items()}}
         return self._call("create", "POST", SECRETS, namespace, body=secret)
 
-    def delete_secret(self, namespace: str, name: str) -> None:
-        self._delete(SECRETS, namespace, name)
+    def delete_secret(self, namespace: str, name: str, *, uid: str | None = None) -> None:
+        """With ``uid`` (a precondition) only that object: if the name is another's by now, KubeConflict."""
+        self._delete(SECRETS, namespace, name, uid)
 
     def list_secrets(self, namespace: str | None, label_selector: str | None = None) -> list[JSON]:
         return self._list(SECRETS, namespace, label_selector)[0]
@@ -351,8 +353,11 @@ class Kube:
         resp = self._open("watch", target, "GET", res.path(namespace), query, None, None, timeout)
         return WatchStream(resp, "watch", target)
 
-    def _delete(self, res: Resource, namespace: str, name: str) -> None:
-        self._send("delete", "DELETE", res, namespace, name, body={"propagationPolicy": "Background"})
+    def _delete(self, res: Resource, namespace: str, name: str, uid: str | None = None) -> None:
+        body: JSON = {"propagationPolicy": "Background"}
+        if uid is not None:
+            body["preconditions"] = {"uid": uid}
+        self._send("delete", "DELETE", res, namespace, name, body=body)
 
     def _call(self, verb: str, method: str, res: Resource, namespace: str | None, name: str | None = None, *,
               query: list[tuple[str, Any]] | None = None, body: Any = None, content_type: str | None = None) -> JSON:

@@ -28,12 +28,12 @@ from advisor.controller.predictions import PredictionParams, prediction_key, pre
 from advisor.controller.settings import ControllerSettings, Mode
 from advisor.controller.tfjob import (
     GENERATION_LABEL, PROFILING_FOR_LABEL, ROLE_LABEL, TOKEN_KEY, ProfilingSpec, TFJobView, build_profiling_tfjob,
-    finished_state, opted_in, owner_reference, parse_tfjob, profiling_job_name, release_patch, resize_patch, suspend_patch,
-    token_secret_name,
+    finished_state, opted_in, owner_reference, parse_tfjob, profiling_job_name, profiling_run_owner, release_patch,
+    resize_patch, suspend_patch, token_secret_holds, token_secret_name,
 )
 from advisor.core.cost import Prices
 from advisor.core.profile import parse_profile
-from advisor.errors import AdvisorError, KubeAlreadyExists, KubeConflict, KubeError, StoreError, TFJobError
+from advisor.errors import AdvisorError, KubeAlreadyExists, KubeConflict, KubeError, KubeNotFound, StoreError, TFJobError
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]
@@ -136,7 +136,7 @@ class Reconciler:
             return
         generation = self._profile_generation(view)
         run = self.store.run(view.uid, generation)
-        if run is None or (run.state == "profiling" and self.cache(namespace, run.profiling_job) is None):
+        if run is None or (run.state == "profiling" and not self._has_profiling_run(view, run.profiling_job)):
             self._start_profiling(obj, view, limits, generation)  # (re)create what is missing, idempotently
         elif run.state == "profiling":
             self._watch_profiling(view, run)
@@ -170,28 +170,78 @@ class Reconciler:
         spec = ProfilingSpec(self.settings.ingest_url, self.settings.profiling_steps,
                              self.settings.profiling_warmup_steps, self.settings.profiling_timeout_s,
                              (self.settings.bandwidth_bps() or 0) / 1e6 or None)
+        body = build_profiling_tfjob(obj, view, spec, generation)
         try:
-            self.kube.create_tfjob(view.namespace, build_profiling_tfjob(obj, view, spec, generation))
+            self.kube.create_tfjob(view.namespace, body)
         except KubeAlreadyExists:
-            pass  # created before a restart, or not yet in the cache: exactly one run per generation
+            self._replace_foreign_profiling_run(view, body)
         if created:
             self.metrics.profiling_runs.labels("started").inc()
         extra = {**profiled, ann.PROFILING_RUN: name}
         self._set_phase(view, "Profiling", "ProfilingStarted", f"profiling run {name}", extra=extra)
         self.enqueue_after(view.key, 5.0)  # look again soon: the run must appear in the cache
 
+    def _has_profiling_run(self, view: TFJobView, name: str) -> bool:
+        """Whether the cache shows the profiling TFJob ``name`` made for this job (this uid)."""
+        pjob = self.cache(view.namespace, name)
+        return pjob is not None and profiling_run_owner(pjob) == view.uid
+
+    def _replace_foreign_profiling_run(self, view: TFJobView, body: Mapping[str, Any]) -> None:
+        """The profiling run's name is taken. By our own run (created before a restart, or not yet
+        in the cache): keep it, exactly one run per generation. By the run of another job of the
+        same name (one deleted and recreated, whose dependents the cluster's garbage collector has
+        not removed yet): not ours to reuse, since its pods run the old job's templates and its
+        outcome would be taken for this job's. Delete that object (a uid precondition, in case
+        the cache lags and the name is ours by now) and create ours. When the cache does not show
+        the object yet, the next reconcile finds it (``_has_profiling_run``) and comes back here."""
+        name = body["metadata"]["name"]
+        existing = self.cache(view.namespace, name)
+        if existing is None or profiling_run_owner(existing) == view.uid:
+            return
+        log.info("profiling run %s/%s belongs to an earlier job of that name; replacing it", view.namespace, name)
+        try:
+            self.kube.delete_tfjob(view.namespace, name, uid=existing["metadata"]["uid"])
+        except KubeNotFound:
+            pass
+        self.kube.create_tfjob(view.namespace, body)
+
     def _ensure_token_secret(self, view: TFJobView, profiling_job: str, token: str, generation: int) -> None:
+        """The run's token Secret: owned by this job and holding this run's token.
+
+        An existing Secret of that name is kept only if it is exactly that. Why: when the store
+        was lost (or is not persisted) the run is recorded anew with a new token, and a job
+        deleted and recreated under the same name gets the same Secret name; the old Secret would
+        hand the profiling pod a token ingest refuses (403), and the trace would be lost. RBAC
+        allows list, create and delete on Secrets (no get, no update), so the old one is found by
+        its labels and replaced: deleted (uid precondition) and created again."""
+        name = token_secret_name(profiling_job)
+        labels = {ROLE_LABEL: "ingest-token", PROFILING_FOR_LABEL: view.name[:63], GENERATION_LABEL: str(generation)}
         body = {
             "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": token_secret_name(profiling_job), "namespace": view.namespace,
-                         "labels": {ROLE_LABEL: "ingest-token", PROFILING_FOR_LABEL: view.name[:63],
-                                    GENERATION_LABEL: str(generation)},
+            "metadata": {"name": name, "namespace": view.namespace, "labels": labels,
                          "ownerReferences": [owner_reference(view)]},
         }
+        data = {TOKEN_KEY: token.encode()}
         try:
-            self.kube.create_secret(view.namespace, body, {TOKEN_KEY: token.encode()})
+            self.kube.create_secret(view.namespace, body, data)
+            return
         except KubeAlreadyExists:
             pass
+        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        existing = next((s for s in self.kube.list_secrets(view.namespace, label_selector=selector)
+                         if (s.get("metadata") or {}).get("name") == name), None)
+        if existing is None:  # not labelled as ours: someone else's Secret, not ours to delete (or just deleted)
+            log.warning("Secret %s/%s is not labelled as an advisor token Secret; left alone, so the profiling"
+                        " run may not upload", view.namespace, name)
+            return
+        if token_secret_holds(existing, view.uid, token):
+            return
+        log.info("token Secret %s/%s holds an earlier run's token; replacing it", view.namespace, name)
+        try:
+            self.kube.delete_secret(view.namespace, name, uid=existing["metadata"]["uid"])
+        except KubeNotFound:
+            pass
+        self.kube.create_secret(view.namespace, body, data)
 
     def _watch_profiling(self, view: TFJobView, run: Any) -> None:
         now = self.clock()

@@ -14,8 +14,10 @@ to ``{replicas, restartPolicy, template}``; ``spec.runPolicy`` holds ``suspend``
 
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
+import hmac
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +32,7 @@ OPT_IN = PREFIX + "enabled"
 ROLE_LABEL = PREFIX + "role"
 PROFILING_FOR_LABEL = PREFIX + "profiling-for"
 GENERATION_LABEL = PREFIX + "generation"
+PROFILING_FOR_UID = PREFIX + "profiling-for-uid"  # annotation: the uid of the job a profiling run is for
 TOKEN_MOUNT = "/var/run/secrets/advisor"
 TOKEN_KEY = "token"
 _REPLICA_TYPES = {"ps": "PS", "worker": "Worker", "chief": "Chief", "master": "Master", "evaluator": "Evaluator"}
@@ -180,6 +183,24 @@ def token_secret_name(profiling_job: str) -> str:
     return f"{profiling_job}-token"[:253]
 
 
+def token_secret_holds(secret: Mapping[str, Any], uid: str, token: str) -> bool:
+    """Whether an existing token Secret is the one for this run: owned by the job ``uid`` and
+    holding ``token`` (Secret data is base64 on the wire)."""
+    meta = secret.get("metadata") or {}
+    owned = any(isinstance(r, Mapping) and r.get("uid") == uid for r in meta.get("ownerReferences") or [])
+    try:
+        held = base64.b64decode(str((secret.get("data") or {}).get(TOKEN_KEY, "")), validate=True)
+    except ValueError:  # binascii.Error: not base64
+        return False
+    return owned and hmac.compare_digest(held, token.encode())
+
+
+def profiling_run_owner(obj: Mapping[str, Any]) -> str | None:
+    """The uid of the job a profiling TFJob was made for (what ``build_profiling_tfjob`` wrote)."""
+    notes = (obj.get("metadata") or {}).get("annotations") or {}
+    return notes.get(PROFILING_FOR_UID)
+
+
 @dataclass(frozen=True, slots=True)
 class ProfilingSpec:
     """How the profiling run is set up (from the settings)."""
@@ -214,7 +235,7 @@ def build_profiling_tfjob(
             "namespace": view.namespace,
             "labels": {ROLE_LABEL: "profiling", PROFILING_FOR_LABEL: view.name[:_NAME_LIMIT],
                        GENERATION_LABEL: str(generation)},
-            "annotations": {PREFIX + "profiling-for-uid": view.uid},
+            "annotations": {PROFILING_FOR_UID: view.uid},
             "ownerReferences": [owner_reference(view)],
         },
         "spec": {

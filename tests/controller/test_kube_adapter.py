@@ -219,6 +219,21 @@ def test_secrets_carry_bytes(emu: KubeEmulator, kube: Kube) -> None:
     assert emu.get("secrets", "ml", "profile") is None
 
 
+def test_delete_with_a_uid_deletes_only_that_object(emu: KubeEmulator, kube: Kube) -> None:
+    """A name seen in a cache that lags may be another object's by now: the uid precondition says."""
+    old = kube.create_secret("ml", {"metadata": {"name": "s"}}, {"token": b"old"})
+    kube.delete_secret("ml", "s", uid=old["metadata"]["uid"])
+    new = kube.create_secret("ml", {"metadata": {"name": "s"}}, {"token": b"new"})
+    with pytest.raises(KubeConflict, match="Precondition failed: UID"):
+        kube.delete_secret("ml", "s", uid=old["metadata"]["uid"])
+    assert emu.get("secrets", "ml", "s")["metadata"]["uid"] == new["metadata"]["uid"]
+    job = kube.create_tfjob("ml", tfjob("a"))
+    with pytest.raises(KubeConflict):
+        kube.delete_tfjob("ml", "a", uid="someone-else")
+    kube.delete_tfjob("ml", "a", uid=job["metadata"]["uid"])
+    assert emu.get("tfjobs", "ml", "a") is None
+
+
 def test_emit_event_points_at_the_object(emu: KubeEmulator, kube: Kube) -> None:
     job = kube.create_tfjob("ml", tfjob("a"))
     event = kube.emit_event(job, "Warning", "ProfilingFailed", "é" * 1000)

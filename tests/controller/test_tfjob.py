@@ -8,7 +8,7 @@ import pytest
 
 from advisor.controller.tfjob import (
     PROFILING_FOR_LABEL, ROLE_LABEL, ProfilingSpec, build_profiling_tfjob, parse_tfjob, profiling_job_name,
-    resize_patch, suspend_patch,
+    profiling_run_owner, resize_patch, suspend_patch, token_secret_holds,
 )
 from advisor.errors import TFJobError
 from tests.controller.tfjobs import tfjob, with_uid
@@ -106,3 +106,23 @@ def test_profiling_job_names_stay_within_63_characters_and_distinct() -> None:
 
 def test_suspend_patch_marks_who_suspended() -> None:
     assert suspend_patch()["spec"] == {"runPolicy": {"suspend": True}}
+
+
+def test_a_token_secret_is_this_runs_only_with_its_owner_and_its_token() -> None:
+    def secret(owner: str | None, data: str) -> dict:
+        refs = [{"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": "j", "uid": owner}] if owner else []
+        return {"metadata": {"name": "j-prof-g1-token", "ownerReferences": refs}, "data": {"token": data}}
+
+    encoded = "czNjcjN0"  # base64 of "s3cr3t"
+    assert token_secret_holds(secret("uid-1", encoded), "uid-1", "s3cr3t")
+    assert not token_secret_holds(secret("uid-1", encoded), "uid-1", "another run's token")
+    assert not token_secret_holds(secret("uid-0", encoded), "uid-1", "s3cr3t")  # an earlier job of that name
+    assert not token_secret_holds(secret(None, encoded), "uid-1", "s3cr3t")  # orphaned
+    assert not token_secret_holds(secret("uid-1", "not base64!"), "uid-1", "s3cr3t")
+    assert not token_secret_holds({"metadata": {}}, "uid-1", "s3cr3t")
+
+
+def test_profiling_run_owner_is_the_uid_it_was_built_for() -> None:
+    view = parse_tfjob(with_uid(tfjob(), uid="uid-7"))
+    assert profiling_run_owner(build_profiling_tfjob(with_uid(tfjob(), uid="uid-7"), view, SPEC)) == "uid-7"
+    assert profiling_run_owner(with_uid(tfjob())) is None
