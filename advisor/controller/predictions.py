@@ -256,7 +256,7 @@ class ProcessPredictor:
                 future = pool.submit(self._runner, run.profile, run.params)
             except BrokenProcessPool:  # a worker died while the pool was idle
                 log.warning("the prediction worker process died (%s) while idle; starting a new one",
-                            _worker_death(pool))
+                            _worker_death(_workers(pool), wait_s=0))  # under the lock: no waiting
                 pool = self._replace_pool(pool)
                 future = pool.submit(self._runner, run.profile, run.params)
         except Exception as exc:  # e.g. OSError: no process can be started (too many open files, no memory)
@@ -276,14 +276,16 @@ class ProcessPredictor:
 
     def _on_future_done(self, run: _Run, future: Future[str], pool: ProcessPoolExecutor) -> None:
         """Runs on the executor's thread (on Python 3.12+ under its lock, which ``_start`` may wait
-        for while holding ours), so only note how the worker died, at once, before the pool
-        terminates the other workers; the rest happens on a thread of our own."""
+        for while holding ours), so it only notes the pool's workers (a broken pool forgets them
+        once shut down) and hands over to a thread of our own."""
         broken = not future.cancelled() and isinstance(future.exception(), BrokenProcessPool)
-        death = _worker_death(pool) if broken else ""
-        threading.Thread(target=self._finished, args=(run, future, pool, broken, death), daemon=True,
+        workers = _workers(pool) if broken else []
+        threading.Thread(target=self._finished, args=(run, future, pool, broken, workers), daemon=True,
                          name=f"prediction-{run.key[:8]}").start()
 
-    def _finished(self, run: _Run, future: Future[str], pool: ProcessPoolExecutor, broken: bool, death: str) -> None:
+    def _finished(self, run: _Run, future: Future[str], pool: ProcessPoolExecutor, broken: bool,
+                  workers: list[Any]) -> None:
+        death = _worker_death(workers) if broken else ""
         with self._lock:
             self._in_pool.discard(run.key)
             if broken:
@@ -326,15 +328,26 @@ class ProcessPredictor:
                          name=f"prediction-{run.key[:8]}").start()
 
 
-def _worker_death(pool: ProcessPoolExecutor) -> str:
-    """How the pool's dead worker ended ("killed by SIGKILL", "exit code 1"), or "exit status
-    unknown". The executor does not say; CPython keeps its processes in the private
-    ``_processes``, read here before the broken pool terminates the survivors itself."""
-    try:
-        codes = [p.exitcode for p in list((getattr(pool, "_processes", None) or {}).values())]
-    except Exception:  # noqa: BLE001 - a private attribute: any change of it only loses the detail
-        codes = []
-    code = next((c for c in codes if c), None)  # None: alive; 0: a clean exit
+def _workers(pool: ProcessPoolExecutor) -> list[Any]:
+    """The pool's worker processes, to tell how one died (the executor does not say): CPython
+    keeps them in the private ``_processes``; nothing, should that change."""
+    processes = getattr(pool, "_processes", None)
+    return list(processes.values()) if isinstance(processes, dict) else []
+
+
+def _worker_death(workers: list[Any], wait_s: float = 5.0) -> str:
+    """How the dead one of a broken pool's ``workers`` ended: "killed by SIGKILL", "exit code 1",
+    or "exit status unknown". Waits up to ``wait_s`` for the exit codes: the pool sees a worker's
+    end (its pipe closing) a moment before the system has its status. The pool terminates the
+    other workers itself (SIGTERM), so a code other than that names the one that died first."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        codes = [w.exitcode for w in workers]  # None: still running (or not yet reaped); 0: a clean exit
+        code = next((c for c in codes if c and c != -signal.SIGTERM), None)
+        if code is not None or None not in codes or time.monotonic() >= deadline:
+            break
+        time.sleep(0.01)
+    code = code or next((c for c in codes if c), None)
     if code is None:
         return "exit status unknown"
     if code < 0:
