@@ -21,7 +21,7 @@ PREDICTION_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 RECONCILE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 PHASES = ("Pending", "Profiling", "Predicting", "Predicted", "Failed")
 PREDICTION_OUTCOMES = ("succeeded", "failed", "retried")  # retried: its worker process died, it runs again
-PROFILING_OUTCOMES = ("started", "succeeded", "failed", "timed_out")
+PROFILING_OUTCOMES = ("started", "succeeded", "failed", "timed_out", "superseded")  # superseded: by a new generation
 RECONCILE_ERROR_REASONS = ("conflict", "api", "internal", "invalid_object")
 RESIZE_MODES = ("initial", "auto")
 WATCH_RESTART_REASONS = RESTART_REASONS  # the informer reports them
@@ -65,7 +65,7 @@ class Metrics:
             "advisor_predictions_total", "Predictions finished, by outcome.", ("outcome",), registry=r)
         self.profiling_runs = Counter(
             "advisor_profiling_runs_total",
-            "Profiling runs by outcome (started, succeeded, failed, timed_out).", ("outcome",), registry=r)
+            "Profiling runs by outcome (started, succeeded, failed, timed_out, superseded).", ("outcome",), registry=r)
         self.reconcile_duration = Histogram(
             "advisor_reconcile_duration_seconds", "Wall time of one reconcile, simulation excluded.",
             buckets=RECONCILE_BUCKETS, registry=r)

@@ -135,7 +135,13 @@ class Reconciler:
             self._fail(view, "InvalidPolicy", str(exc))
             return
         generation = self._profile_generation(view)
-        run = self.store.run(view.uid, generation)
+        latest = self.store.latest_run(view.uid)
+        if latest is not None and latest.generation > generation:
+            # This cache is behind the one that started a newer generation's run (another
+            # leader's, or this one's before its own writes came back): that run is in charge;
+            # an older one must be neither started again nor judged (it is superseded).
+            return
+        run = latest if latest is not None and latest.generation == generation else None
         if run is None or (run.state == "profiling" and not self._has_profiling_run(view, run.profiling_job)):
             self._start_profiling(obj, view, limits, generation)  # (re)create what is missing, idempotently
         elif run.state == "profiling":
@@ -158,6 +164,12 @@ class Reconciler:
         now = self.clock()
         name = profiling_job_name(view.name, generation)
         run, created = self.store.ensure_run(view.uid, view.namespace, view.name, generation, name, now)
+        # Every time, not only when created: the two are separate transactions, and a restart in
+        # between must not leave an older run (and its token) live for good.
+        for old in self.store.supersede_runs(view.uid, generation, now):
+            self.metrics.profiling_runs.labels("superseded").inc()
+            log.info("%s/%s: profiling run %s superseded by generation %d; its token is revoked",
+                     view.namespace, view.name, old.profiling_job, generation)
         self._ensure_token_secret(view, name, run.token, generation)
         profiled = {ann.TEMPLATE_HASH: view.template_hash, ann.PROFILED_GENERATION: str(generation)}
         if limits.mode is Mode.INITIAL and not view.started and not view.suspended:

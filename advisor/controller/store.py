@@ -35,7 +35,8 @@ from advisor.errors import StoreError, UnknownRunError
 
 logger = logging.getLogger(__name__)
 
-RunState = Literal["profiling", "received", "predicted", "failed", "timed_out"]
+# superseded: a newer generation of the job's templates is profiled instead (never predicted)
+RunState = Literal["profiling", "received", "predicted", "failed", "timed_out", "superseded"]
 JobState = Literal["running", "succeeded", "failed"]
 RUN_STATES: tuple[RunState, ...] = get_args(RunState)
 TOKEN_STATES: tuple[RunState, ...] = ("profiling", "received")  # states in which a token is accepted
@@ -100,6 +101,31 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
             result_json TEXT,
             started REAL NOT NULL,
             updated REAL NOT NULL)""",
+    ),
+    (
+        # The run state 'superseded'. SQLite cannot change a CHECK constraint in place: the table
+        # is rebuilt as its documented procedure says (_migrate turns foreign keys off meanwhile,
+        # so dropping the old table does not cascade to the traces).
+        """CREATE TABLE runs_v3 (
+            uid TEXT NOT NULL,
+            generation INTEGER NOT NULL,
+            namespace TEXT NOT NULL,
+            name TEXT NOT NULL,
+            profiling_job TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('profiling', 'received', 'predicted', 'failed', 'timed_out',
+                                                 'superseded')),
+            reason TEXT NOT NULL DEFAULT '',
+            token TEXT,
+            token_sha TEXT,
+            created REAL NOT NULL,
+            updated REAL NOT NULL,
+            PRIMARY KEY (uid, generation))""",
+        "INSERT INTO runs_v3 SELECT uid, generation, namespace, name, profiling_job, state, reason, token, token_sha,"
+        " created, updated FROM runs",
+        "DROP TABLE runs",
+        "ALTER TABLE runs_v3 RENAME TO runs",
+        "CREATE INDEX runs_by_job ON runs (namespace, name, generation)",
+        "CREATE INDEX runs_by_updated ON runs (updated)",
     ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -255,6 +281,24 @@ class Store:
             row = c.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE uid = ? AND generation = ?",
                             (uid, generation)).fetchone()
         return _run(row)
+
+    def supersede_runs(self, uid: str, generation: int, now: float) -> list[RunRecord]:
+        """End the job's live runs (profiling, or trace received) of generations before
+        ``generation``: state ``superseded``, token revoked, in one transaction. Returns them.
+
+        Why: once a newer generation of the job's templates is profiled, an older run's trace is
+        of no use; left live, its token stayed valid and garbage collection kept its Secret and
+        profiling TFJob for good. Ended, the token is refused and both are collected."""
+        _check_generation(generation)
+        live = ", ".join("?" * len(TOKEN_STATES))
+        where = f"uid = ? AND generation < ? AND state IN ({live})"
+        with self._tx(write=True) as c:
+            rows = c.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE {where} ORDER BY generation",
+                             (uid, generation, *TOKEN_STATES)).fetchall()
+            c.execute(f"UPDATE runs SET state = 'superseded', reason = ?, token = NULL, token_sha = NULL, updated = ?"
+                      f" WHERE {where}", (f"Superseded: generation {generation} is profiled instead", now,
+                                          uid, generation, *TOKEN_STATES))
+        return [_run(r) for r in rows]
 
     def delete_runs(self, uid: str) -> int:
         """Forget a job that is gone: its runs, their traces and its resize record. Returns the
@@ -481,7 +525,19 @@ def _open(path: str) -> sqlite3.Connection:
 
 def _migrate(conn: sqlite3.Connection, path: str) -> None:
     """Bring the file to ``SCHEMA_VERSION`` in one transaction (so two processes opening a new
-    file at once cannot both migrate it); refuse foreign SQLite files and newer schemas."""
+    file at once cannot both migrate it); refuse foreign SQLite files and newer schemas.
+
+    Foreign keys are off meanwhile, as SQLite's procedure for rebuilding a table asks (dropping
+    a referenced table would otherwise delete the rows that reference it), and checked before
+    the commit."""
+    conn.execute("PRAGMA foreign_keys = OFF")  # a no-op inside a transaction: set before BEGIN
+    try:
+        _migrate_in_transaction(conn, path)
+    finally:
+        conn.execute("PRAGMA foreign_keys = ON")
+
+
+def _migrate_in_transaction(conn: sqlite3.Connection, path: str) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -497,6 +553,8 @@ def _migrate(conn: sqlite3.Connection, path: str) -> None:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {step + 1}")
             logger.info("advisor store %s: migrated schema to version %d", path, step + 1)
+        if conn.execute("PRAGMA foreign_key_check").fetchone() is not None:
+            raise StoreError(f"advisor store {path}: the schema upgrade would break references between tables")
         conn.execute("COMMIT")
     except BaseException:
         with suppress(sqlite3.Error):

@@ -17,7 +17,7 @@ import pytest
 
 from advisor.controller.tfjob import PREFIX
 from tests.controller.harness import (
-    NS, create_tfjob, phase, profiling_jobs, settings_for, start_controller, trace_body, upload_as_profiling_pod,
+    NS, annotations, create_tfjob, phase, profiling_jobs, settings_for, start_controller, trace_body, upload_as_profiling_pod,
     wait_for,
 )
 from tests.controller.tfjobs import tfjob
@@ -92,5 +92,31 @@ def test_a_recreated_job_does_not_reuse_the_profiling_run_of_its_predecessor(emu
         assert result.status == 202, result.message
         wait_for("Predicted", lambda: phase(emu, "phoenix") == "Predicted")
         assert len(profiling_jobs(emu)) == 1
+    finally:
+        controller.stop()
+
+
+def test_a_new_generation_ends_the_old_run_so_its_token_is_refused_and_collected(emu, body, tmp_path) -> None:
+    controller = start_controller(emu, settings_for(tmp_path, leader_election=False))
+    try:
+        uid = create_tfjob(emu, tfjob("evolving"))["metadata"]["uid"]
+        old_run = wait_for("the first profiling run", lambda: emu.get("tfjobs", NS, "evolving-prof-g1"))
+        old_token = wait_for("its token", lambda: token_in(emu, "evolving-prof-g1-token"))
+        container = {"name": "tensorflow", "image": "example.org/train:2.0", "command": ["python", "/app/train_ps.py"]}
+        emu.patch("tfjobs", NS, "evolving",  # the user ships a new image: a new generation of the templates
+                  {"spec": {"tfReplicaSpecs": {"Worker": {"template": {"spec": {"containers": [container]}}}}}})
+        new_run = wait_for("the new generation's profiling run", lambda: emu.get("tfjobs", NS, "evolving-prof-g2"))
+        # the old run's pods may still be running: their upload is refused, their token is dead
+        assert upload_as_profiling_pod(emu, old_run, body, token=old_token).status == 403
+        assert controller.store.run(uid, 1).state == "superseded"
+        assert controller.metrics.profiling_runs.labels("superseded")._value.get() == 1
+        controller.collect_garbage()
+        assert emu.get("tfjobs", NS, "evolving-prof-g1") is None
+        assert emu.get("secrets", NS, "evolving-prof-g1-token") is None
+        assert emu.get("secrets", NS, "evolving-prof-g2-token") is not None  # the live run keeps its own
+        result = upload_as_profiling_pod(emu, new_run, body)
+        assert result.status == 202, result.message
+        wait_for("Predicted", lambda: phase(emu, "evolving") == "Predicted")
+        assert annotations(emu, "evolving")[PREFIX + "profiled-generation"] == "2"
     finally:
         controller.stop()

@@ -109,3 +109,35 @@ def test_a_cache_behind_the_controllers_own_writes_does_not_repeat_an_event(
                 if e["involvedObject"]["name"] == "flop" and e["reason"] == "ProfilingFailed"]
     assert len(warnings) == 1
     assert emu.get("tfjobs", NS, "flop")["spec"]["runPolicy"]["suspend"] is False
+
+
+def test_a_cache_behind_a_new_generation_neither_revives_nor_judges_the_superseded_run(
+        emu: KubeEmulator, tmp_path: Path) -> None:
+    """Another leader's cache (or this one's, before its writes come back) may still show the job
+    as it was before its templates changed: the older run is superseded, not a failure to report."""
+    emu.seed(tfjob("moving", workers=2))
+    kube = Kube(kubernetes.client.ApiClient(emu.configuration()))
+    pinned: dict[str, Any] = {}
+
+    def cache(namespace: str, name: str) -> Mapping[str, Any] | None:
+        return pinned.get(name) or emu.get("tfjobs", namespace, name)
+
+    store = Store(tmp_path / "advisor.db")
+    reconciler = Reconciler(settings=settings_for(tmp_path), kube=kube, cache=cache, store=store,
+                            predictor=NoPredictions(), metrics=Metrics(), enqueue_after=lambda key, delay: None)
+    reconciler.reconcile((NS, "moving"))
+    before = emu.get("tfjobs", NS, "moving")
+    container = {"name": "tensorflow", "image": "example.org/train:2.0"}
+    emu.patch("tfjobs", NS, "moving", {"spec": {"tfReplicaSpecs": {"PS": {"template": {"spec": {
+        "containers": [container]}}}}}})
+    reconciler.reconcile((NS, "moving"))
+    assert [(r.generation, r.state) for r in store.runs()] == [(1, "superseded"), (2, "profiling")]
+    pinned["moving"] = before
+    reconciler.reconcile((NS, "moving"))
+    assert [(r.generation, r.state) for r in store.runs()] == [(1, "superseded"), (2, "profiling")]
+    notes = emu.get("tfjobs", NS, "moving")["metadata"]["annotations"]
+    assert notes["training-advisor.io/phase"] == "Profiling"
+    assert notes["training-advisor.io/profiling-run"] == "moving-prof-g2"
+    assert sorted(j["metadata"]["name"] for j in profiling_jobs(emu)) == ["moving-prof-g1", "moving-prof-g2"]
+    assert reconciler.metrics.reconcile_errors.labels("internal")._value.get() == 0
+    store.close()

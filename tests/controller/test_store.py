@@ -119,11 +119,31 @@ def test_verify_token(store: Store) -> None:
         store.revoke_token(UID, 7)
 
 
-@pytest.mark.parametrize("state", ["predicted", "failed", "timed_out"])
+@pytest.mark.parametrize("state", ["predicted", "failed", "timed_out", "superseded"])
 def test_token_is_refused_once_the_run_is_over(store: Store, state: str) -> None:
     token = token_of(start(store, 1))
     store.set_state(UID, 1, state, "", now=1.0)  # type: ignore[arg-type]
     assert store.verify_token(NS, NAME, 1, token) is None
+
+
+def test_a_new_generation_supersedes_the_live_runs_before_it(store: Store) -> None:
+    one, two = start(store, 1), start(store, 2)
+    start(store, 3, uid="other-job")
+    store.put_trace(UID, 2, b"raw", "{}", "sha", now=150.0)  # received: live too (a retried upload)
+    start(store, 4)
+    store.set_state(UID, 4, "failed", "ProfilingFailed: OOMKilled", now=160.0)
+    newest = start(store, 5)
+    ended = store.supersede_runs(UID, 5, now=200.0)
+    assert [(r.generation, r.state) for r in ended] == [(1, "profiling"), (2, "received")]  # as they were
+    for run in (one, two):
+        after = must(store.run(UID, run.generation))
+        assert (after.state, after.reason, after.token, after.updated) == \
+            ("superseded", "Superseded: generation 5 is profiled instead", None, 200.0)
+        assert store.verify_token(NS, NAME, run.generation, token_of(run)) is None
+    assert must(store.run(UID, 4)).state == "failed"  # already over: left as it ended
+    assert must(store.run(UID, 5)) == newest and must(store.run("other-job", 3)).state == "profiling"
+    assert store.trace(UID, 2) is not None  # the trace stays, for advisor store export
+    assert store.supersede_runs(UID, 5, now=300.0) == []  # idempotent
 
 
 def test_verify_token_tells_apart_a_recreated_job_with_the_same_name(store: Store) -> None:
@@ -206,6 +226,26 @@ def test_migrates_an_empty_file(tmp_path: Path) -> None:
     with Store(path) as s:
         assert s._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         start(s, 1)
+
+
+def test_a_version_2_store_is_upgraded_keeping_its_runs_and_their_traces(tmp_path: Path) -> None:
+    """Version 3 rebuilds the runs table (a new state in its CHECK); the traces that reference
+    it must survive, though the store turns foreign keys (ON DELETE CASCADE) on."""
+    path = tmp_path / "v2.db"
+    with sqlite3.connect(path) as raw:
+        for statement in (*_MIGRATIONS[0], *_MIGRATIONS[1]):
+            raw.execute(statement)
+        raw.execute("PRAGMA user_version = 2")
+        raw.execute("INSERT INTO runs (uid, generation, namespace, name, profiling_job, state, token, token_sha,"
+                    " created, updated) VALUES ('u', 1, 'ns', 'n', 'p', 'received', 't', 'sha', 1, 1)")
+        raw.execute("INSERT INTO traces VALUES ('u', 1, x'00', '{}', 'profile-sha', 2)")
+    raw.close()
+    with Store(path) as s:
+        assert s._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert s._conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert must(s.run("u", 1)).state == "received" and s.profile_sha("u", 1) == "profile-sha"
+        assert [r.generation for r in s.supersede_runs("u", 2, now=3.0)] == [1]
+        assert s.delete_runs("u") == 1 and s.trace("u", 1) is None  # the cascade works again
 
 
 def test_a_version_1_store_is_upgraded_keeping_its_runs(tmp_path: Path) -> None:
