@@ -35,7 +35,15 @@ class Ingest:
     clock: Callable[[], float] = time.time
 
     def verify_token(self, namespace: str, name: str, generation: int, token: str) -> bool:
-        return self.store.verify_token(namespace, name, generation, token) is not None
+        """The token must be that of a live run of the job now known by that name (its uid).
+
+        Why: ``accept_trace`` stores under the uid in the cache, and the store still holds the
+        live runs of an earlier job of the same name (deleted and recreated) until garbage
+        collection: their tokens must not upload into the new job's run. A job the cache does
+        not show is left to ``accept_trace`` (404)."""
+        run = self.store.verify_token(namespace, name, generation, token)
+        uid = ((self.cache(namespace, name) or {}).get("metadata") or {}).get("uid")
+        return run is not None and (uid is None or run.uid == uid)
 
     def accept_trace(self, namespace: str, name: str, generation: int, document: dict[str, Any],
                      raw: bytes) -> IngestResult:

@@ -88,6 +88,8 @@ def test_a_recreated_job_does_not_reuse_the_profiling_run_of_its_predecessor(emu
                           and s["metadata"].get("ownerReferences") and s)
         assert [o["uid"] for o in secret["metadata"]["ownerReferences"]] == [uid]
         assert token_in(emu, "phoenix-prof-g1-token") != old_token
+        # the old job's run is still live in the store, but its token is not for the job of that name now
+        assert upload_as_profiling_pod(emu, pj, body, token=old_token).status == 403
         result = upload_as_profiling_pod(emu, pj, body)
         assert result.status == 202, result.message
         wait_for("Predicted", lambda: phase(emu, "phoenix") == "Predicted")
