@@ -12,26 +12,16 @@ import base64
 import json
 import time
 
-import pytest
 
 from advisor.controller.tfjob import PREFIX
 from tests.controller.harness import (
-    NS, annotations, create_tfjob, phase, profiling_jobs, settings_for, start_controller, trace_body,
+    NS, annotations, create_tfjob, phase, profiling_jobs, settings_for, start_controller,
     upload_as_profiling_pod, wait_for,
 )
 from tests.controller.tfjobs import tfjob
 from tests.kube_emulator import KubeEmulator
 
 
-@pytest.fixture
-def emu():
-    with KubeEmulator(namespaces=[NS], bookmark_interval_s=0.5) as e:
-        yield e
-
-
-@pytest.fixture(scope="module")
-def body() -> bytes:
-    return trace_body("mlp_bw100")
 
 
 def reconciles(controller) -> float:

@@ -9,7 +9,7 @@ waits for a new generation of its templates, which may never come.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from advisor.controller.reconcile import Reconciler
 from advisor.controller.store import Store
 from advisor.controller.tfjob import OPT_IN, PREFIX
 from tests.controller.harness import (
-    FAST_LEASE, NS, annotations, create_tfjob, phase, profiling_jobs, settings_for, start_controller, trace_body,
+    FAST_LEASE, NS, annotations, create_tfjob, phase, profiling_jobs, settings_for, start_controller,
     upload_as_profiling_pod, wait_for,
 )
 from tests.controller.tfjobs import tfjob
@@ -32,15 +32,6 @@ from tests.kube_emulator import KubeEmulator
 HELD = PREFIX + "suspended-by-advisor"
 
 
-@pytest.fixture
-def emu() -> Iterator[KubeEmulator]:
-    with KubeEmulator(namespaces=[NS], bookmark_interval_s=0.5) as e:
-        yield e
-
-
-@pytest.fixture(scope="module")
-def body() -> bytes:
-    return trace_body("mlp_bw100")
 
 
 class FailingPredictor:

@@ -26,7 +26,7 @@ from advisor.controller.predictions import PredictionInputError
 from advisor.controller.settings import ControllerSettings
 from advisor.controller.tfjob import PREFIX
 from tests.controller.harness import (
-    JOB_IMAGE, NS, annotations, create_tfjob, job_settings_for, phase, profiling_jobs, start_controller, trace_body,
+    JOB_IMAGE, NS, annotations, create_tfjob, job_settings_for, phase, profiling_jobs, start_controller,
     upload_as_profiling_pod, wait_for,
 )
 from tests.controller.tfjobs import tfjob
@@ -38,15 +38,6 @@ from tests.kube_emulator.job_runner import JobRunner
 SLOW = 90  # s: a first prediction in a fresh process may compile the simulator (numba caches it after)
 
 
-@pytest.fixture
-def emu() -> Iterator[KubeEmulator]:
-    with KubeEmulator(namespaces=[NS], bookmark_interval_s=0.5) as e:
-        yield e
-
-
-@pytest.fixture(scope="module")
-def body() -> bytes:
-    return trace_body("mlp_bw100")
 
 
 def prediction_jobs(emu: KubeEmulator) -> list[dict[str, Any]]:

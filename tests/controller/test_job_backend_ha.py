@@ -16,7 +16,6 @@ from __future__ import annotations
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -114,11 +113,6 @@ class Service:
         request.end_headers()
         request.wfile.write(raw)
 
-
-@pytest.fixture
-def emu() -> Iterator[KubeEmulator]:
-    with KubeEmulator(namespaces=[NS], bookmark_interval_s=0.5) as e:
-        yield e
 
 
 def prediction_jobs(emu: KubeEmulator) -> list[dict[str, Any]]:

@@ -10,29 +10,18 @@ a new generation of the job's templates must stop accepting uploads.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 
 from advisor.controller.tfjob import PREFIX
 from tests.controller.harness import (
-    NS, annotations, create_tfjob, phase, profiling_jobs, settings_for, start_controller, trace_body, upload_as_profiling_pod,
+    NS, annotations, create_tfjob, phase, profiling_jobs, settings_for, start_controller, upload_as_profiling_pod,
     wait_for,
 )
 from tests.controller.tfjobs import tfjob
 from tests.kube_emulator import KubeEmulator
 
 
-@pytest.fixture
-def emu() -> Iterator[KubeEmulator]:
-    with KubeEmulator(namespaces=[NS], bookmark_interval_s=0.5) as e:
-        yield e
-
-
-@pytest.fixture(scope="module")
-def body() -> bytes:
-    return trace_body("mlp_bw100")
 
 
 def token_in(emu: KubeEmulator, secret: str) -> str | None:
