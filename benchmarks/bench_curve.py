@@ -1,6 +1,6 @@
 """The issue's speed target, measured on the product path: a whole W = 1..32 curve.
 
-    python -m benchmarks.bench_curve [--target 0.02] [--min-steps 100] [--repeat 3] [--jobs 1] [--model both]
+    python -m benchmarks.bench_curve [--target 0.02] [--repeat 3] [--jobs 1] [--model both] [--coverage]
 
 Each curve is timed with the product's default model (the contention rules of
 ``advisor/core/contention.py``, 5 ms request queue as for BBR or an unknown congestion control)
@@ -12,6 +12,9 @@ It does the same for the real traces in ../shared/data when they are there. One 
 core (numba's compiled kernel; the first call loads its cache, timed apart). ``--jobs N``
 also times the curve split over N processes (points interleaved): an addition only, the
 target is one core, and on a shared machine the gain is whatever the other cores spare.
+``--coverage`` then checks the adaptive intervals of the Inception-scale curve at W = 1, 2, 4,
+8, 16, 32: each against the mean of an independent fixed 2,000-step run (another seed), which
+a 95 % interval should cover about 19 times in 20.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import argparse
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from advisor.core.contention import Contention
@@ -55,6 +59,21 @@ def run_parallel(name: str, profile: Profile, network: NetworkModel, cfg: CurveS
     return elapsed
 
 
+def coverage(name: str, profile: Profile, network: NetworkModel, cfg: CurveSettings) -> None:
+    """Do the adaptive intervals cover the mean of an independent, longer run?"""
+    checked = [w for w in (1, 2, 4, 8, 16, 32) if w in cfg.workers]
+    mine = {p.workers: p for p in predict_curve(profile, network, replace(cfg, workers=tuple(checked)), simulate)}
+    other = replace(cfg, workers=tuple(checked), seed=cfg.seed + 1, target_rel_halfwidth=None, steps=2000)
+    covered = 0
+    for q in predict_curve(profile, network, other, simulate):
+        p = mine[q.workers]
+        inside = p.low <= q.throughput <= p.high
+        covered += inside
+        print(f"      W={q.workers:<3} interval {p.low:9.1f}-{p.high:<9.1f} independent 2,000 steps {q.throughput:9.1f}"
+              f"  {'covered' if inside else 'NOT covered'}")
+    print(f"{name:<45} coverage: {covered} of {len(checked)} intervals cover the independent run's mean")
+
+
 def _curve(args: tuple[Profile, NetworkModel, CurveSettings]) -> tuple[CurvePoint, ...]:
     return predict_curve(*args, simulate)
 
@@ -78,7 +97,11 @@ def _report(name: str, cfg: CurveSettings, points: tuple[CurvePoint, ...], times
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", type=float, default=0.02)
-    parser.add_argument("--min-steps", type=int, default=100)
+    product_min = CurveSettings(workers=(1,)).min_steps
+    parser.add_argument("--min-steps", type=int, default=product_min,
+                        help=f"steps of an adaptive point's first look (default {product_min}, as advisor predict)")
+    parser.add_argument("--coverage", action="store_true",
+                        help="check the adaptive intervals against independent 2,000-step runs")
     parser.add_argument("--max-workers", type=int, default=32)
     parser.add_argument("--repeat", type=int, default=1, help="time each curve this many times (median)")
     parser.add_argument("--jobs", type=int, default=1, help="also time the adaptive curve over this many processes")
@@ -107,6 +130,8 @@ def main() -> None:
             run_parallel(name, inception, net, adaptive, args.jobs)
         if not args.no_fixed:
             run(name, inception, net, fixed, args.repeat, args.verbose)
+        if args.coverage:
+            coverage(name, inception, net, adaptive)
     if DATA.exists():
         from advisor.importers.loader import load_profile
 
