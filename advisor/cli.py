@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TypeVar
 
 from advisor import fit_cli, store_cli
+from advisor.cli_args import SEED, ArgumentParser, argument_type, check_output, int_at_least, writing
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, Overhead, advise, effective_network, prepare_profile
 from advisor.core.bandwidth import resolve_bandwidth
 from advisor.core.calibration import calibrate
@@ -34,7 +32,6 @@ from advisor.plot import plot_advice
 from advisor.report import advice_table, advice_to_json
 
 EXIT_USAGE = 2
-T = TypeVar("T")
 # where an adaptive curve starts (CurveSettings.min_steps); its warm-up must be shorter
 ADAPTIVE_MIN_STEPS = CurveSettings(workers=(1,)).min_steps
 
@@ -52,54 +49,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
-class OutputFileError(AdvisorError, ValueError):
-    """An output file (-o, --plot, --timeline) that cannot be written; the message names the flag."""
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse's parser, except that a value starting with '-' and a digit or '.' ('-5Mbit/s',
-    '-1e3', '-.5') is taken as the value of the option before it, as a plain '-5' already is:
-    the option's own check then refuses it by name ("bandwidth must be > 0") where argparse
-    would say "expected one argument". No option of the advisor looks like '-5'. Subcommands'
-    parsers are of this class too (``add_subparsers`` makes them of the parent's class)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._negative_number_matcher = re.compile(r"^-\.?\d")
-
-
-def argument_type(parse: Callable[[str], T]) -> Callable[[str], T]:
-    """``parse`` as an argparse ``type=``: its ``AdvisorError`` message ("bandwidth must be > 0,
-    got '0'") is what argparse prints after the option's name, where a plain ValueError would
-    become "invalid parse_bandwidth value"."""
-
-    def convert(text: str) -> T:
-        try:
-            return parse(text)
-        except AdvisorError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    convert.__name__ = parse.__name__
-    return convert
-
-
-def int_at_least(low: int, why: str = "") -> Callable[[str], int]:
-    """An argparse ``type=`` for whole numbers >= ``low``; ``why`` is added to the refusal."""
-
-    def convert(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}" + (f" ({why})" if why else ""))
-        return value
-
-    convert.__name__ = "int"
-    return convert
-
-
-SEED = int_at_least(0, "numpy seeds its random generators with integers >= 0")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -286,9 +235,9 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    _check_output("-o", args.output)
+    check_output("-o", args.output)
     profile = _load(args)
-    with _writing("-o", args.output):
+    with writing("-o", args.output):
         write_profile(profile, args.output)
     print(f"wrote {args.output}: {len(profile.ops)} ops x {len(profile.steps)} steps")
     return 0
@@ -312,8 +261,8 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    _check_output("--plot", args.plot)  # before the simulations, not after
-    _check_output("--timeline", args.timeline)
+    check_output("--plot", args.plot)  # before the simulations, not after
+    check_output("--timeline", args.timeline)
     profile = _load(args)
     if args.calibrate:
         c = calibrate(profile)
@@ -338,32 +287,12 @@ def _predict(args: argparse.Namespace) -> int:
     else:
         print(advice_table(profile, request, advice))
     if args.plot:
-        with _writing("--plot", args.plot):
+        with writing("--plot", args.plot):
             plot_advice(advice, args.plot, title=f"{profile.job.model or 'job'}: predicted throughput")
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.timeline:
         _write_timeline(args, profile, request)
     return 0
-
-
-def _check_output(flag: str, path: Path | None) -> None:
-    """Refuse an output file that cannot be written (no such directory, or a directory itself) before
-    the work that would fill it."""
-    if path is None:
-        return
-    if path.is_dir():
-        raise OutputFileError(f"{flag} {path}: is a directory; name the file to write")
-    if not path.absolute().parent.is_dir():
-        raise OutputFileError(f"{flag} {path}: there is no directory {path.absolute().parent} to write it in")
-
-
-@contextmanager
-def _writing(flag: str, path: Path) -> Iterator[None]:
-    """An OSError while writing ``path`` as the user's error, naming the flag."""
-    try:
-        yield
-    except OSError as exc:
-        raise OutputFileError(f"{flag} {path}: cannot write it ({exc.strerror or exc})") from None
 
 
 def _bandwidth_arg(text: str) -> float | str:
@@ -444,7 +373,7 @@ def _write_timeline(args: argparse.Namespace, profile: Profile, request: AdviceR
     from advisor.core.simulator import simulate
 
     result = simulate(prepared, effective_network(request), settings)
-    with _writing("--timeline", args.timeline):
+    with writing("--timeline", args.timeline):
         args.timeline.write_text(json.dumps(to_chrome_trace(result)))
     print(f"wrote {args.timeline} ({args.timeline_workers} workers, 20 steps each)", file=sys.stderr)
 

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from advisor.cli_args import SEED, argument_type, int_at_least
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, Overhead
 from advisor.core.bandwidth import resolve_bandwidth
 from advisor.core.contention import CongestionControl, Contention
@@ -79,8 +80,6 @@ class _JobsFile(BaseModel):
 
 def add_parser(commands: Any) -> None:
     """Register ``fit-contention`` on the CLI's subcommands."""
-    from advisor.cli import SEED, argument_type, int_at_least  # here: advisor.cli imports this module
-
     cmd = commands.add_parser("fit-contention", help="fit share_sigma and multi_flow_goodput to measured throughput")
     cmd.add_argument("profile", nargs="*", type=Path, help="one job's profile or trace (with --observed)")
     cmd.add_argument("--observed", type=parse_observed, metavar="W=EX_PER_S,...",

@@ -17,11 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from advisor.cli_args import writing
 from advisor.errors import AdvisorError
 
 
 class StoreCommandError(AdvisorError, ValueError):
-    """No store file there, no such job in it, or -o cannot be written; the message says which."""
+    """No store file there, or no such job in it; the message says which."""
 
 
 def add_parser(commands: Any) -> None:
@@ -101,9 +102,7 @@ def _export(args: argparse.Namespace) -> int:
     from advisor.importers.profile_file import write_profile
     from advisor.core.profile import parse_profile
 
-    try:
+    with writing("-o", args.output):
         write_profile(parse_profile(json.loads(text)), args.output)
-    except OSError as exc:
-        raise StoreCommandError(f"-o {args.output}: cannot write it ({exc.strerror or exc})") from None
     print(f"wrote {args.output}: {namespace}/{name} generation {run.generation}", file=sys.stderr)
     return 0
