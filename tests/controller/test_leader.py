@@ -11,13 +11,14 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Self
 
 import pytest
 from kubernetes import client
 
 from advisor.controller.kube import Kube
 from advisor.controller.leader import LeaderElector, micro_time
+from tests.controller.harness import wait_for
 from tests.kube_emulator import KubeEmulator
 
 MICROTIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
@@ -155,16 +156,39 @@ def test_transitions_count_each_change_of_holder(emu: KubeEmulator, kube: Kube) 
     assert lease(emu)["leaseTransitions"] == 2  # a -> b -> a
 
 
-class Watched:
-    """Runs an elector in a thread; records when (fake time) it started and stopped leading."""
+class ElectorThread:
+    """An elector running in a thread while the ``with`` block lasts; subclasses say what its
+    on-started and on-stopped callbacks record."""
 
     def __init__(self, kube: Any, identity: str, clock: FakeClock, **kwargs: Any) -> None:
-        self.clock, self.started, self.stopped = clock, threading.Event(), threading.Event()
-        self.started_at = self.stopped_at = 0.0
         self.elector = elector(kube, identity, clock, on_started_leading=self._on_start,
                                on_stopped_leading=self._on_stop, **kwargs)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.elector.run, args=(self.stop,), daemon=True)
+
+    def _on_start(self) -> None:
+        raise NotImplementedError
+
+    def _on_stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(3)
+        assert not self.thread.is_alive()
+
+
+class Watched(ElectorThread):
+    """Records when (fake time) the elector started and stopped leading."""
+
+    def __init__(self, kube: Any, identity: str, clock: FakeClock, **kwargs: Any) -> None:
+        self.clock, self.started, self.stopped = clock, threading.Event(), threading.Event()
+        self.started_at = self.stopped_at = 0.0
+        super().__init__(kube, identity, clock, **kwargs)
 
     def _on_start(self) -> None:
         self.started_at = self.clock()
@@ -173,15 +197,6 @@ class Watched:
     def _on_stop(self) -> None:
         self.stopped_at = self.clock()
         self.stopped.set()
-
-    def __enter__(self) -> Watched:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(3)
-        assert not self.thread.is_alive()
 
 
 def test_two_running_electors_one_leader_then_handover_on_clean_stop(emu: KubeEmulator, kube: Kube) -> None:
@@ -235,7 +250,7 @@ def test_durations_are_checked() -> None:
 
 
 
-class Flaky:
+class Flaky(ElectorThread):
     """An elector in a thread whose on-started callback raises while ``fail_start`` is set. It
     records whether the elector said it led in each callback, the terms that started without
     error, and (``holder``) who held the lease when each term had ended."""
@@ -247,10 +262,7 @@ class Flaky:
         self.stops: list[bool] = []  # is_leader() in each on-stopped call
         self.holders: list[str] = []  # holder() in each on-stopped call
         self.good_terms = 0
-        self.elector = elector(kube, identity, clock, on_started_leading=self._on_start,
-                               on_stopped_leading=self._on_stop)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.elector.run, args=(self.stop,), daemon=True)
+        super().__init__(kube, identity, clock)
 
     def _on_start(self) -> None:
         self.starts.append(self.elector.is_leader())
@@ -263,33 +275,16 @@ class Flaky:
         if self.holder is not None:
             self.holders.append(self.holder())
 
-    def __enter__(self) -> Flaky:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(3)
-        assert not self.thread.is_alive()
-
-
-def wait_until(check: Any, timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.005)
-    return False
-
 
 def test_a_failing_on_started_callback_ends_the_term_and_the_elector_goes_on(emu: KubeEmulator, kube: Kube) -> None:
     with Flaky(kube, "a", FakeClock(), holder=lambda: lease(emu)["holderIdentity"]) as a:
-        assert wait_until(lambda: a.stops)  # the term ended: on-stopped ran
+        wait_for("a's term to end", lambda: a.stops, timeout_s=5)  # the term ended: on-stopped ran
         assert a.starts[0] is True and a.stops[0] is False  # it led, then no longer did
         assert a.holders[0] == ""  # and it gave the lease up for another replica
         assert a.thread.is_alive()
         a.fail_start = False
-        assert wait_until(lambda: a.good_terms == 1 and a.elector.is_leader())  # it campaigned again
+        # it campaigned again
+        wait_for("a to lead again", lambda: a.good_terms == 1 and a.elector.is_leader(), timeout_s=5)
         time.sleep(0.05)  # renewals go on (fake seconds pass with each sleep)
         assert a.elector.is_leader() and a.good_terms == 1 and lease(emu)["holderIdentity"] == "a"
 
@@ -297,9 +292,9 @@ def test_a_failing_on_started_callback_ends_the_term_and_the_elector_goes_on(emu
 def test_a_leader_whose_callback_fails_gives_the_lease_to_a_standby(emu: KubeEmulator, kube: Kube) -> None:
     clock = ScaledClock()
     with Flaky(kube, "a", clock) as a:
-        assert wait_until(lambda: a.stops)
+        wait_for("a's term to end", lambda: a.stops, timeout_s=5)
         with Flaky(kube, "b", clock, fail_start=False) as b:
-            assert wait_until(lambda: b.elector.is_leader())
+            wait_for("b to lead", lambda: b.elector.is_leader(), timeout_s=5)
             time.sleep(0.5)  # 10 clock seconds: a keeps campaigning, but never leads while b does
             assert b.elector.is_leader() and not a.elector.is_leader() and a.thread.is_alive()
             assert b.good_terms == 1 and lease(emu)["holderIdentity"] == "b"
@@ -326,9 +321,9 @@ class BrokenRenewals:
 def test_a_renewal_that_raises_something_else_ends_the_term(emu: KubeEmulator, kube: Kube) -> None:
     leases = BrokenRenewals(kube)
     with Flaky(leases, "a", FakeClock(), fail_start=False) as a:
-        assert wait_until(lambda: a.elector.is_leader())
+        wait_for("a to lead", lambda: a.elector.is_leader(), timeout_s=5)
         leases.broken = True
-        assert wait_until(lambda: a.stops)  # stepped down (its release failed too, quietly)
+        wait_for("a's term to end", lambda: a.stops, timeout_s=5)  # stepped down (its release failed too, quietly)
         assert a.stops == [False] and not a.elector.is_leader() and a.thread.is_alive()
         leases.broken = False
-        assert wait_until(lambda: a.good_terms == 2 and a.elector.is_leader())  # and leads again
+        wait_for("a to lead again", lambda: a.good_terms == 2 and a.elector.is_leader(), timeout_s=5)
