@@ -131,3 +131,12 @@ class UnknownRunError(StoreError):
 
 class HttpApiError(AdvisorError):
     """The controller's HTTP server cannot start (e.g. the port is taken); names host and port."""
+
+
+class ModelInputError(AdvisorError, ValueError):
+    """A throughput model cannot predict from what it was given: a missing input (no profile, no
+    layer spec, no bandwidth) or an invalid parameter. The message names the model and the field."""
+
+    def __init__(self, model: str, message: str) -> None:
+        super().__init__(f"model {model!r}: {message}")
+        self.model = model

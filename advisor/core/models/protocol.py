@@ -1,0 +1,133 @@
+"""The one contract every throughput model keeps, so that the curve, the advice, the CLI and the
+controller never ask which model runs.
+
+A model is a small object with a ``name``, a one-line ``description``, a pydantic ``Params``
+class (its knobs, ``extra="forbid"``), ``needs`` (which parts of ``ModelInputs`` it reads),
+``check`` (raises ``ModelInputError`` naming the missing or invalid field) and ``start``, which
+begins one prediction for W workers. What ``start`` returns is a ``Run``: ``advance(steps)``
+continues it until the first worker has finished ``steps`` steps and returns the ``Samples``
+seen so far (step end times per worker), from which ``core/curve.py`` computes the mean and
+the batch-means interval and decides whether to look further. A closed-form model returns an
+``ExactRun``: its one answer, with no interval to narrow.
+
+``link_bound`` is the examples/s that the model's own traffic pattern lets the links carry at W
+workers (math.inf when nothing is transferred): the contract tests check every model against it,
+as an invariant that needs no second implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from advisor.core.profile import Profile
+    from advisor.core.sim_types import NetworkModel
+
+
+class Need(StrEnum):
+    """An input a model reads; ``advisor models`` lists them, ``compare`` skips a model that lacks one."""
+
+    PROFILE = "profile"  # a one-worker trace (advisor.core.profile.Profile)
+    BANDWIDTH = "bandwidth"  # the link rate (ModelInputs.network)
+    GRADIENTS = "gradients"  # gradient sizes and when each is ready (from a profile's pushes, or a spec)
+    LAYER_SPEC = "layer-spec"  # layer shapes and a GPU (ModelInputs.spec)
+    CLUSTER_SPEC = "cluster-spec"  # processors and links (ModelInputs.spec)
+
+
+class ModelParams(BaseModel):
+    """Base of every model's ``Params``: frozen, and unknown fields are errors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+@dataclass(frozen=True)
+class ModelInputs:
+    """What a prediction knows about the job, whichever model makes it.
+
+    ``profile`` is the trace as the replaying models see it (parsing overhead split out, the
+    client's time between steps added: ``advice.prepare_profile``); ``recorded`` is the trace as
+    it was imported. ``network`` is the link as the user stated it, at its nominal rate;
+    ``goodput`` is the share of that rate TCP delivers as payload. ``worker_speeds`` are compute
+    multipliers per worker (1.0 = as traced; 0.5 = half as fast), ``()`` for all as traced.
+    ``parameter_servers`` asks a PS model for another PS count than the trace's (what-if).
+    ``spec`` carries inputs that are not a trace (a layer or cluster description).
+    """
+
+    profile: Profile | None = None
+    recorded: Profile | None = None
+    network: NetworkModel | None = None
+    goodput: float = 1.0
+    worker_speeds: tuple[float, ...] = ()
+    worker_bandwidths_bps: tuple[float, ...] = ()
+    parameter_servers: int | None = None
+    spec: Any = None
+    extras: Mapping[str, Any] = field(default_factory=dict)
+
+    def speed(self, worker: int) -> float:
+        """Compute multiplier of ``worker`` (workers beyond the list run as traced)."""
+        return self.worker_speeds[worker] if worker < len(self.worker_speeds) else 1.0
+
+
+@dataclass(frozen=True)
+class Samples:
+    """A run up to ``until_s``: every step end by then, per worker, and no later one."""
+
+    step_ends_s: tuple[np.ndarray, ...]  # per worker, the ends of its finished steps (s)
+    until_s: float  # when the first worker finished its ``steps``-th step
+    steps: int
+    events: int  # events the model processed since the run began (0 for closed forms)
+    batch_size: int  # examples one worker's step counts for
+
+
+@dataclass(frozen=True)
+class Exact:
+    """A closed-form model's answer: the throughput itself (examples/s), no sampling error."""
+
+    throughput: float
+    events: int = 0
+
+
+@runtime_checkable
+class Run(Protocol):
+    """One prediction at a fixed W, continued on demand (see the module docstring)."""
+
+    def advance(self, steps: int) -> Samples | Exact:
+        """Continue until the first worker has finished ``steps`` steps in all."""
+        ...
+
+
+@dataclass
+class ExactRun:
+    """The ``Run`` of a closed-form model: every ``advance`` gives the same answer."""
+
+    answer: Exact
+
+    def advance(self, steps: int) -> Exact:
+        return self.answer
+
+
+class ThroughputModel(Protocol):
+    """What a model module registers (``advisor.core.models.registry``)."""
+
+    name: str
+    description: str
+    Params: ClassVar[type[ModelParams]] | type[ModelParams]
+    needs: frozenset[Need]
+
+    def check(self, inputs: ModelInputs, params: ModelParams) -> None:
+        """Raise ``ModelInputError`` naming what is missing or invalid; return None when it can predict."""
+        ...
+
+    def start(self, inputs: ModelInputs, params: ModelParams, workers: int, seed: int) -> Run:
+        """Begin a prediction for ``workers`` workers (``check`` has passed)."""
+        ...
+
+    def link_bound(self, inputs: ModelInputs, params: ModelParams, workers: int) -> float:
+        """Examples/s the links can carry at ``workers`` under this model's traffic (math.inf if none)."""
+        ...
