@@ -17,10 +17,10 @@ from advisor import fit_cli, store_cli
 from advisor.cli_args import SEED, ArgumentParser, argument_type, check_output, int_at_least, writing
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, Overhead, advise, effective_network, prepare_profile
 from advisor.core.bandwidth import resolve_bandwidth
-from advisor.core.calibration import calibrate
-from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
+from advisor.core.models.ps_des.calibration import calibrate
+from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
 from advisor.core.cost import Constraints, Prices
-from advisor.core.predict import CurveSettings
+from advisor.core.curve import CurveSettings
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings, SimulationSettingsError, StreamOrder
 from advisor.core.summary import ProfileSummary, summarize
@@ -146,7 +146,7 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
     sim.add_argument("--goodput", type=float, default=DEFAULT_GOODPUT, metavar="FRACTION",
                      help="share of the link rate TCP delivers as payload (default 0.95: Ethernet/IP/TCP framing "
                      "of 1500-byte packets carries 1448 of 1538 bytes on the wire)")
-    net = cmd.add_argument_group("contention between workers (advisor/core/contention.py)")
+    net = cmd.add_argument_group("contention between workers (advisor/core/models/ps_des/contention.py)")
     net.add_argument("--congestion", choices=[c.value for c in CongestionControl], default="unknown",
                      help="the pods' TCP congestion control (sysctl net.ipv4.tcp_congestion_control; default unknown)")
     net.add_argument("--queue", type=argument_type(parse_duration), metavar="TIME",
@@ -272,7 +272,7 @@ def _predict(args: argparse.Namespace) -> int:
     if note and not args.quiet:
         print(note, file=sys.stderr)
     progress = None if args.quiet or args.json else _progress
-    from advisor.core.simulator import simulate  # here: `advisor controller` must not load numba (about 50 MB)
+    from advisor.core.models.ps_des.simulator import simulate  # here: `advisor controller` must not load numba (about 50 MB)
 
     try:
         advice = advise(profile, request, simulate, progress)
@@ -368,9 +368,9 @@ def _write_timeline(args: argparse.Namespace, profile: Profile, request: AdviceR
         workers=args.timeline_workers, steps=20, warmup_steps=0, seed=args.seed, record_timeline=True
     )
     prepared = prepare_profile(profile, request)
-    from advisor.core.simulator.timeline import to_chrome_trace
+    from advisor.core.models.ps_des.simulator.timeline import to_chrome_trace
 
-    from advisor.core.simulator import simulate
+    from advisor.core.models.ps_des.simulator import simulate
 
     result = simulate(prepared, effective_network(request), settings)
     with writing("--timeline", args.timeline):

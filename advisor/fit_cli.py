@@ -1,7 +1,7 @@
 """``advisor fit-contention``: fit share_sigma and multi_flow_goodput to throughput a cluster measured.
 
 One job on the command line (``PROFILE --observed 2=130,3=150``) or several in a YAML file
-(``--jobs jobs.yaml``, format below); the fit itself is ``core/fit_contention.py``. The result
+(``--jobs jobs.yaml``, format below); the fit itself is ``core/models/ps_des/fit_contention.py``. The result
 is printed with the settings to paste into ``advisor predict`` and the controller.
 
 jobs.yaml::
@@ -30,11 +30,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from advisor.cli_args import SEED, argument_type, int_at_least
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, Overhead
 from advisor.core.bandwidth import resolve_bandwidth
-from advisor.core.contention import CongestionControl, Contention
-from advisor.core.fit_contention import (
+from advisor.core.models.ps_des.contention import CongestionControl, Contention
+from advisor.core.models.ps_des.fit_contention import (
     DEFAULT_ETAS, DEFAULT_FIT_STEPS, DEFAULT_SIGMAS, ContentionFit, FitCase, Observation, fit_contention,
 )
-from advisor.core.predict import CurveSettings
+from advisor.core.curve import CurveSettings
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
 from advisor.core.units import parse_bandwidth, parse_duration
 from advisor.errors import AdvisorError
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     for note in notes:
         if not args.quiet:
             print(note, file=sys.stderr)
-    from advisor.core.simulator import simulate  # loads numba: only when fitting
+    from advisor.core.models.ps_des.simulator import simulate  # loads numba: only when fitting
 
     progress = None if args.quiet or args.json else _progress
     fit = fit_contention(cases, simulate, sigmas=args.sigmas, etas=args.etas, steps=args.steps, progress=progress)

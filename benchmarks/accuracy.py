@@ -26,12 +26,12 @@ from pathlib import Path
 
 from advisor.core.advice import Advice, AdviceRequest, Overhead, advise
 from advisor.core.bandwidth import estimate_bandwidth
-from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
+from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
 from advisor.core.cost import Constraints, CostError, Prices, cost_optimal, cost_per_example
-from advisor.core.predict import CurveSettings
+from advisor.core.curve import CurveSettings
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
-from advisor.core.simulator import simulate
+from advisor.core.models.ps_des.simulator import simulate
 from advisor.importers.loader import load_profile
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

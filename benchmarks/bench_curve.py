@@ -3,7 +3,7 @@
     python -m benchmarks.bench_curve [--target 0.02] [--repeat 3] [--jobs 1] [--model both] [--coverage]
 
 Each curve is timed with the product's default model (the contention rules of
-``advisor/core/contention.py``, 5 ms request queue as for BBR or an unknown congestion control)
+``advisor/core/models/ps_des/contention.py``, 5 ms request queue as for BBR or an unknown congestion control)
 and with Li et al.'s equal sharing. For the synthetic Inception-scale step (about 200 tensors,
 2,600 ops per step) it predicts W = 1..32 with adaptive stopping (each point's 95 % interval within +-target), then with the
 paper's fixed 1000 steps per worker, and prints the time (median and fastest of ``--repeat``
@@ -26,11 +26,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-from advisor.core.contention import Contention
-from advisor.core.predict import CurvePoint, CurveSettings, predict_curve
+from advisor.core.models.ps_des.contention import Contention
+from advisor.core.curve import CurvePoint, CurveSettings, predict_curve
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings
-from advisor.core.simulator import simulate
+from advisor.core.models.ps_des.simulator import simulate
 from benchmarks.synthetic import inception_like
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

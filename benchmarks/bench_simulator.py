@@ -15,7 +15,7 @@ import time
 
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings
-from advisor.core.simulator import simulate, simulate_reference_engine
+from advisor.core.models.ps_des.simulator import simulate, simulate_reference_engine
 from benchmarks.synthetic import inception_like, tiny_mlp
 
 WORKERS = (1, 2, 4, 8, 16, 32)

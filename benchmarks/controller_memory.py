@@ -27,9 +27,9 @@ GROUPS = (
     ("prometheus-client, apscheduler", ("prometheus_client", "apscheduler.schedulers.background")),
     ("numpy", ("numpy",)),
     ("protobuf and the trace importers (ingest)", ("advisor.importers.trace_upload", "advisor.importers.tf_profile")),
-    ("scipy.stats (advisor.core.predict, for t quantiles)", ("scipy.stats",)),
+    ("scipy.stats (advisor.core.curve, for t quantiles)", ("scipy.stats",)),
     ("the rest of advisor.controller", ("advisor.controller.main", "advisor.controller.app")),
-    ("numba, llvmlite (advisor.core.simulator, via advisor.cli)", ("numba",)),
+    ("numba, llvmlite (advisor.core.models.ps_des.simulator, via advisor.cli)", ("numba",)),
     ("the rest of advisor.cli (the console script's module)", ("advisor.cli",)),
 )
 HEAVY = ("numpy", "scipy", "numba", "llvmlite", "matplotlib", "kubernetes", "kubernetes_validate",

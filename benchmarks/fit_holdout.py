@@ -3,7 +3,7 @@
     python -m benchmarks.fit_holdout [--steps 400]
 
 ``advisor fit-contention`` fits one pair for a cluster from measured multi-worker throughput
-(``core/fit_contention.py``). Here it is fitted on one half of ``../shared/data/measured`` (by
+(``core/models/ps_des/fit_contention.py``). Here it is fitted on one half of ``../shared/data/measured`` (by
 congestion control, then by model) and predicts the other half with 1000 steps; printed: the
 pair, the fit's own error, the held-out median and max |error|, and the same held-out error
 with the product's defaults (1.0, 0.85). The defaults were fitted on all of this data, so
@@ -17,9 +17,9 @@ import argparse
 import statistics
 import time
 
-from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA
-from advisor.core.fit_contention import DEFAULT_FIT_STEPS, FitCase, Observation, fit_contention
-from advisor.core.simulator import simulate
+from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA
+from advisor.core.models.ps_des.fit_contention import DEFAULT_FIT_STEPS, FitCase, Observation, fit_contention
+from advisor.core.models.ps_des.simulator import simulate
 from advisor.importers.loader import load_profile
 from benchmarks.accuracy import DATA, RUNS, Model, advice_request, measured, predict
 

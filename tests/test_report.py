@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from advisor.core.advice import AdviceRequest, advise
-from advisor.core.predict import CurveSettings
+from advisor.core.curve import CurveSettings
 from advisor.core.sim_types import NetworkModel
-from advisor.core.simulator import simulate
+from advisor.core.models.ps_des.simulator import simulate
 from advisor.importers.loader import load_profile
 from advisor.report import advice_table, advice_to_json
 

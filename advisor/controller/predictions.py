@@ -29,9 +29,9 @@ from advisor import __version__
 from advisor.controller.metrics import Metrics
 from advisor.core.advice import CONTENTION_MODEL_NAME, MODEL_NAME, AdviceRequest, advise
 from advisor.core.bandwidth import choose_bandwidth
-from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
+from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
 from advisor.core.cost import Prices
-from advisor.core.predict import CurveSettings
+from advisor.core.curve import CurveSettings
 from advisor.core.profile import parse_profile
 from advisor.core.sim_types import NetworkModel
 from advisor.errors import AdvisorError
@@ -62,7 +62,7 @@ class PredictionParams:
     worker_price: float
     ps_price: float
     saturation_threshold: float
-    # the contention rules (core/contention.py); defaults so that older stored parameters still read
+    # the contention rules (core/models/ps_des/contention.py); defaults so that older stored parameters still read
     equal_shares: bool = False
     congestion_control: str = "unknown"
     queue_s: float | None = None
@@ -123,7 +123,7 @@ def build_request(params: PredictionParams, bandwidth_bps: float | None = None) 
 def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) -> str:
     """Predict and return the ``advisor-prediction/1`` JSON text (runs in a worker process)."""
     from advisor.core.bandwidth import bandwidth_note, estimate_bandwidth
-    from advisor.core.simulator import simulate  # imported here: the child pays numba's start-up, not the parent
+    from advisor.core.models.ps_des.simulator import simulate  # imported here: the child pays numba's start-up, not the parent
     from advisor.report import advice_to_json
 
     profile = parse_profile(profile_doc)

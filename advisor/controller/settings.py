@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
 
-from advisor.core.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
+from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
 from advisor.core.units import UnitError, parse_bandwidth, parse_duration
 from advisor.errors import AdvisorError
 
@@ -154,7 +154,7 @@ class ControllerSettings(BaseSettings):
     bandwidth: str | None = Field(
         default=None, description="PS link capacity per direction, or 'measure' (from each profile's transfer "
                                   "times); None: as recorded with the profile, else measured")
-    # How workers contend for the PS links (advisor/core/contention.py, README "Accuracy").
+    # How workers contend for the PS links (advisor/core/models/ps_des/contention.py, README "Accuracy").
     congestion_control: CongestionControl = Field(default=CongestionControl.UNKNOWN,
                                                   description="the training pods' TCP congestion control")
     queue: str | None = Field(default=None, description="bottleneck queue depth, e.g. 20ms (used with cubic, reno)")

@@ -11,15 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from advisor.core.baselines import cynthia, phase_queueing, phases
-from advisor.core.contention import BIMODAL_RATIO, Contention, alternating_bound, bimodal_note
+from advisor.core.models.ps_des.contention import BIMODAL_RATIO, Contention, alternating_bound, bimodal_note
 from advisor.core.cost import Choice, Constraints, Prices, cost_optimal, cost_per_example, saturation_point
-from advisor.core.predict import CurvePoint, CurveSettings, Progress, Simulate, predict_curve
-from advisor.core.preprocess import add_client_gap, split_parsing_overhead
+from advisor.core.curve import CurvePoint, CurveSettings, Progress, Simulate, predict_curve
+from advisor.core.models.ps_des.preprocess import add_client_gap, split_parsing_overhead
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
 
 MODEL_NAME = "li2020-des"  # Li et al.'s simulation with equal sharing (AdviceRequest.contention = None)
-CONTENTION_MODEL_NAME = "li2020-des+contention"  # with the contention rules (core/contention.py), the default
+CONTENTION_MODEL_NAME = "li2020-des+contention"  # with the contention rules (core/models/ps_des/contention.py), the default
 DEFAULT_GOODPUT = 0.95  # TCP payload per wire byte with 1500-byte frames: 1448 / 1538
 
 
@@ -67,7 +67,7 @@ class AdvicePoint:
     cynthia: float
     phase_queueing: float
     # W = 2 only, when much higher: throughput if the two workers alternate pulls and pushes
-    # (core/contention.py); the decision uses ``throughput``
+    # (core/models/ps_des/contention.py); the decision uses ``throughput``
     alternating: float | None = None
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from advisor.core.preprocess import transfer_time_us
+from advisor.core.models.ps_des.preprocess import transfer_time_us
 from advisor.core.profile import Profile, Resource
 from advisor.core.sim_types import SimulationSettingsError
 

@@ -37,7 +37,7 @@ class NetworkModel:
     custom_order: tuple[str, ...] = ()  # transfer names, for StreamOrder.CUSTOM
     worker_bandwidth_bps: float | None = None  # a worker's NIC; None = same as bandwidth_bps
     # Contention between workers beyond the paper's equal shares; all off (the defaults here)
-    # is Li et al.'s model. simulator/reference.py states the rules, advisor.core.contention
+    # is Li et al.'s model. simulator/reference.py states the rules, advisor.core.models.ps_des.contention
     # holds the product's defaults and why.
     request_queue_s: float = 0.0  # a pull's request waits behind others' queued push data, at most this long
     share_sigma: float = 0.0  # spread of TCP shares: LogNormal(0, sigma) weight per connection activation

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from advisor.controller.predictions import PredictionParams, build_request, prediction_key, prediction_params
 from advisor.controller.settings import load_settings
-from advisor.core.contention import SHORT_QUEUE_S
+from advisor.core.models.ps_des.contention import SHORT_QUEUE_S
 from advisor.core.cost import Prices
 from benchmarks.synthetic import tiny_mlp
 

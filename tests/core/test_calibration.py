@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.core.calibration import CalibrationError, calibrate, replay_link
+from advisor.core.models.ps_des.calibration import CalibrationError, calibrate, replay_link
 from advisor.core.profile import build_profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings
-from advisor.core.simulator import simulate
+from advisor.core.models.ps_des.simulator import simulate
 from tests.factories import one_layer_doc
 
 RATE = 8e6  # 8 Mbit/s: one byte takes 1 us

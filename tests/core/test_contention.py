@@ -7,7 +7,7 @@ import math
 import pytest
 
 from advisor.core.advice import CONTENTION_MODEL_NAME, MODEL_NAME, AdviceRequest, advise, effective_network
-from advisor.core.contention import (
+from advisor.core.models.ps_des.contention import (
     BIMODAL_RATIO,
     MULTI_FLOW_GOODPUT,
     SHARE_SIGMA,
@@ -16,10 +16,10 @@ from advisor.core.contention import (
     Contention,
     alternating_bound,
 )
-from advisor.core.predict import CurveSettings
+from advisor.core.curve import CurveSettings
 from advisor.core.profile import build_profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
-from advisor.core.simulator import simulate
+from advisor.core.models.ps_des.simulator import simulate
 from advisor.core.units import UnitError, parse_duration
 from advisor.importers.loader import load_profile
 from tests.conftest import shared_data

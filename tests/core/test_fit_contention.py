@@ -1,4 +1,4 @@
-"""Fitting share_sigma and multi_flow_goodput to measured throughput (core/fit_contention.py).
+"""Fitting share_sigma and multi_flow_goodput to measured throughput (core/models/ps_des/fit_contention.py).
 
 Truths used: observations the model itself produced with known parameters must be recovered
 exactly (same seed, same steps: common random numbers); the testbed's measurements in
@@ -17,12 +17,12 @@ from functools import cache
 import pytest
 
 from advisor.core.advice import AdviceRequest, advise
-from advisor.core.contention import CongestionControl, Contention
-from advisor.core.fit_contention import FitCase, Observation, fit_contention
-from advisor.core.predict import CurveSettings
+from advisor.core.models.ps_des.contention import CongestionControl, Contention
+from advisor.core.models.ps_des.fit_contention import FitCase, Observation, fit_contention
+from advisor.core.curve import CurveSettings
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
-from advisor.core.simulator import simulate
+from advisor.core.models.ps_des.simulator import simulate
 from advisor.importers.loader import load_profile
 from tests.conftest import shared_data
 

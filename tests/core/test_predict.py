@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from advisor.core.predict import CurveSettings, predict_curve, throughput_interval
+from advisor.core.curve import CurveSettings, predict_curve, throughput_interval
 from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettings, SimulationSettingsError
 from tests.factories import one_layer
 
@@ -62,7 +62,7 @@ def test_batch_means_interval_by_hand() -> None:
 
 
 def test_next_step_count_aims_at_the_target() -> None:
-    from advisor.core.predict import next_step_count
+    from advisor.core.curve import next_step_count
 
     # 150 measured steps gave +-6 %; +-2 % needs 9x the measured steps: 50 + 150 x 9 x 1.2 = 1670
     assert next_step_count(200, 50, 0.06, 0.02, 4000) == 1670
@@ -130,7 +130,7 @@ def test_fixed_steps_need_only_exceed_the_warm_up() -> None:
 
 
 def test_next_step_count_grows_less_when_the_run_is_continued() -> None:
-    from advisor.core.predict import next_step_count
+    from advisor.core.curve import next_step_count
 
     # nearly there: 50 + 150 x (0.021 / 0.02)^2 x 1.2 = 249 steps; a continued run need not double
     assert next_step_count(200, 50, 0.021, 0.02, 4000, min_growth=1.25) == 250
@@ -143,7 +143,7 @@ def test_next_step_count_grows_less_when_the_run_is_continued() -> None:
 def test_the_project_engine_measures_a_point_as_a_plain_run_of_as_many_steps() -> None:
     # The curve continues one run per point (simulator.fast.FastRun); with fixed steps its
     # interval equals that of a plain simulation of the same steps and seed.
-    from advisor.core.simulator import simulate
+    from advisor.core.models.ps_des.simulator import simulate
     from benchmarks.synthetic import tiny_mlp
 
     profile, net = tiny_mlp(), NetworkModel(bandwidth_bps=1e8)
@@ -156,7 +156,7 @@ def test_the_project_engine_measures_a_point_as_a_plain_run_of_as_many_steps() -
 def test_an_adaptive_point_of_the_project_engine_is_its_run_continued() -> None:
     # A point that needed more steps than min_steps is exactly the fixed-step point of its final
     # count: the same run, extended rather than restarted (events count the run once).
-    from advisor.core.simulator import simulate
+    from advisor.core.models.ps_des.simulator import simulate
     from benchmarks.synthetic import tiny_mlp
 
     profile, net = tiny_mlp(), NetworkModel(bandwidth_bps=1e8)
@@ -174,7 +174,7 @@ def test_importing_predict_does_not_load_the_engine() -> None:
     import sys
     from pathlib import Path
 
-    code = "import sys, advisor.core.predict; print('numba' in sys.modules)"
+    code = "import sys, advisor.core.curve; print('numba' in sys.modules)"
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     assert out.stdout.strip() == "False"

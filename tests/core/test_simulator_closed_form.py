@@ -9,9 +9,9 @@ import pytest
 
 from advisor.core.profile import Profile, build_profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings, StreamOrder
-from advisor.core.simulator import simulate, simulate_reference_engine
-from advisor.core.simulator.inputs import sample_steps
-from advisor.core.simulator.sharing import water_fill
+from advisor.core.models.ps_des.simulator import simulate, simulate_reference_engine
+from advisor.core.models.ps_des.simulator.inputs import sample_steps
+from advisor.core.models.ps_des.simulator.sharing import water_fill
 
 S = 1_000_000  # bytes
 B = 8e6  # bits/s: 8 * S / B = 1 s

@@ -3,7 +3,7 @@ staggered starts: hand derivations, validation, invariants.
 
 Units as in test_simulator_closed_form: S = 1 MB through B = 8 Mbit/s takes 1 s alone, so
 most times below are dyadic fractions and exact. Both engines are checked. The rules are
-stated in advisor/core/simulator/reference.py.
+stated in advisor/core/models/ps_des/simulator/reference.py.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 
 from advisor.core.profile import Profile, build_profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings, SimulationSettingsError
-from advisor.core.simulator import simulate, simulate_reference_engine
-from advisor.core.simulator.fast import simulate_fast
-from advisor.core.simulator.inputs import SHARE_DRAWS, draw_share_weights, prepare
-from advisor.core.simulator.reference import simulate_reference
-from advisor.core.simulator.sharing import water_fill
-from advisor.core.simulator.stagger import even_stagger
+from advisor.core.models.ps_des.simulator import simulate, simulate_reference_engine
+from advisor.core.models.ps_des.simulator.fast import simulate_fast
+from advisor.core.models.ps_des.simulator.inputs import SHARE_DRAWS, draw_share_weights, prepare
+from advisor.core.models.ps_des.simulator.reference import simulate_reference
+from advisor.core.models.ps_des.simulator.sharing import water_fill
+from advisor.core.models.ps_des.simulator.stagger import even_stagger
 from tests.core.test_simulator_closed_form import B, S, one_layer
 from tests.core.test_simulator_equivalence import random_profiles
 

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from advisor.core.profile import Profile, build_profile
 from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettings, StreamOrder
-from advisor.core.simulator.fast import simulate_fast
-from advisor.core.simulator.inputs import prepare
-from advisor.core.simulator.reference import simulate_reference
+from advisor.core.models.ps_des.simulator.fast import simulate_fast
+from advisor.core.models.ps_des.simulator.inputs import prepare
+from advisor.core.models.ps_des.simulator.reference import simulate_reference
 from benchmarks.synthetic import inception_like, tiny_mlp
 from tests.conftest import shared_data
 

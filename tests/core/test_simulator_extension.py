@@ -18,11 +18,11 @@ from hypothesis import strategies as st
 
 from advisor.core.profile import Profile, build_profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings, SimulationSettingsError
-from advisor.core.simulator import simulate
-from advisor.core.simulator.fast import FastRun, compile_profile
-from advisor.core.simulator.inputs import prepare_graph, sample_steps, with_steps
-from advisor.core.simulator.jit import TIME_GRID, quantize
-from advisor.core.simulator.plan import chain_spans
+from advisor.core.models.ps_des.simulator import simulate
+from advisor.core.models.ps_des.simulator.fast import FastRun, compile_profile
+from advisor.core.models.ps_des.simulator.inputs import prepare_graph, sample_steps, with_steps
+from advisor.core.models.ps_des.simulator.jit import TIME_GRID, quantize
+from advisor.core.models.ps_des.simulator.plan import chain_spans
 from benchmarks.synthetic import inception_like, tiny_mlp
 from tests.core.test_simulator_equivalence import networks, random_profiles
 

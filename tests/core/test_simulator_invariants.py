@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from advisor.core.profile import Profile, build_profile
 from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettings, SimulationSettingsError, StreamOrder
-from advisor.core.simulator import simulate
-from advisor.core.simulator.inputs import prepare
-from advisor.core.simulator.timeline import to_chrome_trace
+from advisor.core.models.ps_des.simulator import simulate
+from advisor.core.models.ps_des.simulator.inputs import prepare
+from advisor.core.models.ps_des.simulator.timeline import to_chrome_trace
 from benchmarks.synthetic import tiny_mlp
 from tests.core.test_simulator_equivalence import networks, random_profiles
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -117,7 +117,7 @@ class ThroughputModel(Protocol):
 
     name: str
     description: str
-    Params: ClassVar[type[ModelParams]] | type[ModelParams]
+    Params: type[ModelParams]
     needs: frozenset[Need]
 
     def check(self, inputs: ModelInputs, params: ModelParams) -> None:

@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from advisor.core.advice import AdviceRequest, effective_network, prepare_profile
-from advisor.core.contention import alternating_bound
-from advisor.core.predict import Simulate, predict_curve
+from advisor.core.models.ps_des.contention import alternating_bound
+from advisor.core.curve import Simulate, predict_curve
 from advisor.core.profile import Profile
 from advisor.core.sim_types import SimulationSettingsError
 

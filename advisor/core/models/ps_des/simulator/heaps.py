@@ -20,7 +20,7 @@ Written in the subset of Python that numba compiles; without numba they run as p
 
 from __future__ import annotations
 
-from advisor.core.simulator.jit import njit
+from advisor.core.models.ps_des.simulator.jit import njit
 
 
 @njit(cache=True, _nrt=False, inline="always")

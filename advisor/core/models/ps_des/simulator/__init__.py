@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettings
-from advisor.core.simulator.fast import simulate_fast
-from advisor.core.simulator.inputs import prepare
-from advisor.core.simulator.reference import simulate_reference
+from advisor.core.models.ps_des.simulator.fast import simulate_fast
+from advisor.core.models.ps_des.simulator.inputs import prepare
+from advisor.core.models.ps_des.simulator.reference import simulate_reference
 
 __all__ = ["simulate", "simulate_reference_engine"]
 

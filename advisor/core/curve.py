@@ -11,7 +11,7 @@ below), until the half-width is within the target or ``max_steps`` is reached, s
 cost little and hard ones get the steps they need.
 
 The simulation function is a parameter so that callers (and tests) can swap engines. The
-project's own engine (``advisor.core.simulator.simulate``) is not restarted for a point that
+project's own engine (``advisor.core.models.ps_des.simulator.simulate``) is not restarted for a point that
 needs more steps: its run is *continued* (``simulator.fast.FastRun``), which gives exactly
 what a longer run from the start with the same seed gives, without simulating the first
 steps (and the warm-up) again; its graph is compiled once for the whole curve. Its interval
@@ -35,7 +35,7 @@ from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettings, SimulationSettingsError
 
 if TYPE_CHECKING:
-    from advisor.core.simulator.fast import FastRun
+    from advisor.core.models.ps_des.simulator.fast import FastRun
 
 Simulate = Callable[[Profile, NetworkModel, SimulationSettings], SimulationResult]
 Progress = Callable[[int, int], None]  # (points done, points in all)
@@ -222,7 +222,7 @@ def _points(profile: Profile, network: NetworkModel, cfg: CurveSettings, simulat
         for w in cfg.workers:
             yield predict_point(profile, network, w, cfg, simulate)
         return
-    from advisor.core.simulator.fast import FastRun, compile_profile
+    from advisor.core.models.ps_des.simulator.fast import FastRun, compile_profile
 
     compiled = compile_profile(profile, network)
     for w in cfg.workers:
@@ -233,7 +233,7 @@ def _is_project_engine(simulate: Simulate) -> bool:
     """Is ``simulate`` the project's engine? Asked without importing it: importing this module
     must not load numba (the controller's parent process relies on that), and a caller that
     passes the engine has imported it already."""
-    module = sys.modules.get("advisor.core.simulator")
+    module = sys.modules.get("advisor.core.models.ps_des.simulator")
     return module is not None and simulate is getattr(module, "simulate", None)
 
 

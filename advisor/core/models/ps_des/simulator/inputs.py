@@ -23,8 +23,8 @@ import numpy as np
 
 from advisor.core.profile import Profile, Resource
 from advisor.core.sim_types import NetworkModel, SimulationSettings, StreamOrder
-from advisor.core.simulator.jit import quantize
-from advisor.core.simulator.order import stream_priorities
+from advisor.core.models.ps_des.simulator.jit import quantize
+from advisor.core.models.ps_des.simulator.order import stream_priorities
 
 SLOTS_PER_PS = 3
 _SLOT_OFFSET = {Resource.DOWNLINK: 1, Resource.UPLINK: 2, Resource.PS: 3}

@@ -16,11 +16,11 @@ import numpy as np
 
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettingsError, TimelineEvent
-from advisor.core.simulator.inputs import SimInputs, prepare_graph, with_steps
-from advisor.core.simulator.jit import quantize
-from advisor.core.simulator.kernel import new_links
-from advisor.core.simulator.loop import EVENTS, LIMIT, PAUSED, RESUMABLE, RESUME, STALLED, TL_LEN, run
-from advisor.core.simulator.plan import FastPlan, build_plan
+from advisor.core.models.ps_des.simulator.inputs import SimInputs, prepare_graph, with_steps
+from advisor.core.models.ps_des.simulator.jit import quantize
+from advisor.core.models.ps_des.simulator.kernel import new_links
+from advisor.core.models.ps_des.simulator.loop import EVENTS, LIMIT, PAUSED, RESUMABLE, RESUME, STALLED, TL_LEN, run
+from advisor.core.models.ps_des.simulator.plan import FastPlan, build_plan
 
 
 @dataclass(frozen=True)

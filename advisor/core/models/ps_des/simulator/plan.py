@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from advisor.core.profile import Profile
-from advisor.core.simulator.inputs import SimInputs
-from advisor.core.simulator.jit import TIME_GRID
+from advisor.core.models.ps_des.simulator.inputs import SimInputs
+from advisor.core.models.ps_des.simulator.jit import TIME_GRID
 
 
 @dataclass(frozen=True)

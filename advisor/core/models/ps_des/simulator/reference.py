@@ -55,9 +55,9 @@ from dataclasses import dataclass, field
 
 from advisor.core.profile import Profile
 from advisor.core.sim_types import SimulationResult, TimelineEvent
-from advisor.core.simulator.inputs import SimInputs
-from advisor.core.simulator.jit import quantize
-from advisor.core.simulator.sharing import water_fill
+from advisor.core.models.ps_des.simulator.inputs import SimInputs
+from advisor.core.models.ps_des.simulator.jit import quantize
+from advisor.core.models.ps_des.simulator.sharing import water_fill
 
 
 @dataclass

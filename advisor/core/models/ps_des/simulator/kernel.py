@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from advisor.core.simulator.jit import TIME_GRID, njit, quantize
+from advisor.core.models.ps_des.simulator.jit import TIME_GRID, njit, quantize
 
 _BIG = np.iinfo(np.int64).max
 # A flow whose rem is this many grid ticks (of its rate) above the minimum cannot complete

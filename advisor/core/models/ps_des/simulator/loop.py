@@ -40,9 +40,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from advisor.core.simulator.heaps import e_pop, e_push, q_pop, q_push
-from advisor.core.simulator.jit import njit, quantize
-from advisor.core.simulator.kernel import (
+from advisor.core.models.ps_des.simulator.heaps import e_pop, e_push, q_pop, q_push
+from advisor.core.models.ps_des.simulator.jit import njit, quantize
+from advisor.core.models.ps_des.simulator.kernel import (
     CONN_LAST,
     N,
     NQ,
