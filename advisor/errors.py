@@ -140,3 +140,7 @@ class ModelInputError(AdvisorError, ValueError):
     def __init__(self, model: str, message: str) -> None:
         super().__init__(f"model {model!r}: {message}")
         self.model = model
+
+
+class ObservedThroughputError(AdvisorError, ValueError):
+    """A file of measured throughput (``advisor compare --observed``) cannot be read."""
