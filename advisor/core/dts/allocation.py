@@ -15,7 +15,10 @@ fastest. How we make that precise:
   pass that gets stuck (a role finds no processor with the memory), each pair placed so far is
   forbidden in turn. Retries run breadth-first over these sets of forbidden pairs. Since every
   assignment differs from any path in some forbidden-able pair, an unbounded ``max_paths``
-  reaches every assignment, so the optimum (tests check this on small clusters).
+  reaches every choice of which processors take which role kind, so the optimum over them
+  (tests check this against brute force on small clusters). The order within a kind is not
+  searched: SL's chain and PL's stages run in rank order (a PL stage holds as many layers as its
+  memory takes), and FSL pairs clients with edge servers by ``_pair``.
 * Whether any assignment fits in memory is decided before the search (each role kind needs
   processors with at least its memory; these sets are nested, so counting suffices): when none
   does, a ``ModelInputError`` names the role and the processor that came closest.
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from advisor.core.dts.architectures import (
-    WORKER, Assignment, Evaluation, RoleDemand, evaluate, layers_that_fit, pl_layer_memory_gb, role_demands,
+    CLIENT, EDGE, WORKER, Assignment, Evaluation, RoleDemand, evaluate, layers_that_fit, pl_layer_memory_gb, role_demands,
 )
 from advisor.core.dts.spec import MODEL, Architecture, DtsSpec, Processor, expand_processors
 from advisor.errors import ModelInputError
@@ -92,6 +95,8 @@ def allocate(arch: Architecture, spec: DtsSpec, max_paths: int | None = None) ->
         bans = queue.popleft()
         runs += 1
         found = _greedy_pl(spec, procs, bans) if arch is Architecture.PL else _greedy(slots, procs, bans)
+        if arch is Architecture.FSL and isinstance(found, Assignment):
+            found = _pair(found, spec, procs, gflops, bandwidth)
         if isinstance(found, _Stuck):
             retries = list(reversed(found.placed))
         elif found in retries_of:
@@ -162,6 +167,21 @@ def _greedy_pl(spec: DtsSpec, procs: list[Processor], bans: frozenset[tuple[str,
         layers.append(take)
         left -= take
     return Assignment(((WORKER, tuple(stages)),), tuple(layers))
+
+
+def _pair(a: Assignment, spec: DtsSpec, procs: list[Processor], gflops: np.ndarray,
+          bandwidth: np.ndarray) -> Assignment:
+    """FSL: which client works with which edge server. The slowest client with the fastest edge
+    server (by GFLOP/s) balances the paths whose maximum eq. 5 takes -- optimal when the links are
+    equal; the faster of that pairing and the rank-order one is kept."""
+    clients, edges = a.of(CLIENT), a.of(EDGE)
+    balanced = Assignment(tuple(
+        (kind, tuple(sorted(clients, key=lambda i: (procs[i].gflop_per_s, i))) if kind == CLIENT
+         else tuple(sorted(edges, key=lambda i: (-procs[i].gflop_per_s, i))) if kind == EDGE else ps)
+        for kind, ps in a.roles))
+    options = [a, balanced]
+    times = [float(evaluate(Architecture.FSL, spec, o, gflops, bandwidth).per_batch[0]) for o in options]
+    return options[int(np.argmin(times))]
 
 
 def _check_feasible(arch: Architecture, spec: DtsSpec, demands: list[RoleDemand],
