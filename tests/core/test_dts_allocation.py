@@ -111,3 +111,14 @@ def test_fsl_needs_2n_plus_1_processors() -> None:
     s = spec([proc("p", 100, 1, 10, ) | {"count": 4}])
     with pytest.raises(ModelInputError, match=r"FSL: needs 5 processors \(2 clients \+ 2 edge servers \+ 1 server\)"):
         allocate(Architecture.FSL, s)
+
+
+def test_the_greedy_pass_leaves_the_memory_a_later_role_needs() -> None:
+    # SL places its server first (2 clients x 10 x 0.4 x 3 = 24 GFLOP per batch against a client's 18),
+    # by GFLOP/s: 'big'. But the two clients need 6 GB each and only 'big' and 'x' have it, so the
+    # server must take 'y' (2 GB is enough for a 1 GB server side) -- in the first pass, not a retry.
+    s = spec([proc("big", 200, 1, 7), proc("x", 100, 1, 7), proc("y", 50, 1, 2)])
+    s = parse_spec(s.model_dump() | {"dnn": DNN | {"server_memory_gb": 1.0, "client_memory_gb": 6.0}})
+    found = allocate(Architecture.SL, s, max_paths=1)
+    assert found.passes == 1 and found.assignment.of(SERVER) == (2,)
+    assert set(found.assignment.of(CLIENT)) == {0, 1}

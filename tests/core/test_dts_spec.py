@@ -51,6 +51,8 @@ def test_the_good_spec_parses_and_expands_counts() -> None:
     ("dnn.weights_gb", math.nan, "dnn.weights_gb: Input should be a finite number"),
     ("training.batch_size", 0, "training.batch_size: Input should be greater than 0"),
     ("training.clients", 2.5, "training.clients: Input should be a valid integer"),
+    ("training.epochs", True, "training.epochs: Input should be a valid integer"),  # YAML 'yes'
+    ("dnn.memory_gb", "12", "dnn.memory_gb: Input should be a valid number"),
     ("cluster.power_fluctuation_pct", 100, "cluster.power_fluctuation_pct: Input should be less than 100"),
     ("cluster.bandwidth_fluctuation_pct", -1, "cluster.bandwidth_fluctuation_pct: Input should be greater than or "
                                               "equal to 0"),

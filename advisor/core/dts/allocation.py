@@ -21,7 +21,8 @@ fastest. How we make that precise:
   memory takes), and FSL pairs clients with edge servers by ``_pair``.
 * Whether any assignment fits in memory is decided before the search (each role kind needs
   processors with at least its memory; these sets are nested, so counting suffices): when none
-  does, a ``ModelInputError`` names the role and the processor that came closest.
+  does, a ``ModelInputError`` names the role and the processor that came closest. The greedy pass
+  keeps it so: a role does not take a processor whose memory a later role needs.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class Allocation:
     assignment: Assignment
     seconds_per_batch: float
     paths: int
+    passes: int  # greedy passes run, counting those that got stuck
 
 
 @dataclass(frozen=True)
@@ -112,9 +114,9 @@ def allocate(arch: Architecture, spec: DtsSpec, max_paths: int | None = None) ->
             if child not in seen_bans:
                 seen_bans.add(child)
                 queue.append(child)
-    if best is None:  # feasible by the check, but no path within the budget (cannot happen on the first pass)
+    if best is None:  # the first pass looks ahead on memory, so only a tiny budget ends here
         raise ModelInputError(MODEL, f"{arch}: no role assignment found within max_paths={limit}")
-    return Allocation(arch, best[1], best[0], len(retries_of))
+    return Allocation(arch, best[1], best[0], len(retries_of), runs)
 
 
 def _slots(demands: list[RoleDemand], procs: list[Processor]) -> list[_Slot]:
@@ -138,9 +140,11 @@ def _rank(candidates: list[int], procs: list[Processor], by_compute: bool) -> li
 def _greedy(slots: list[_Slot], procs: list[Processor], bans: frozenset[tuple[str, int]]) -> Assignment | _Stuck:
     free = list(range(len(procs)))
     placed: list[tuple[str, int]] = []
-    for slot in slots:
+    for s, slot in enumerate(slots):
         ranked = _rank([i for i in free if (slot.kind, i) not in bans], procs, slot.by_compute)
-        pick = next((i for i in ranked if procs[i].memory_gb >= slot.memory_gb), None)
+        later = slots[s + 1:]
+        pick = next((i for i in ranked if procs[i].memory_gb >= slot.memory_gb
+                     and _room_for(later, [procs[j].memory_gb for j in free if j != i])), None)
         if pick is None:
             return _Stuck(slot.kind, tuple(placed))
         free.remove(pick)
@@ -149,6 +153,14 @@ def _greedy(slots: list[_Slot], procs: list[Processor], bans: frozenset[tuple[st
     for kind, i in placed:
         kinds.setdefault(kind, []).append(i)
     return Assignment(tuple((k, tuple(v)) for k, v in kinds.items()))
+
+
+def _room_for(slots: list[_Slot], memories: list[float]) -> bool:
+    """Whether ``slots`` can still all be placed on processors with these memories (the k-th
+    largest need against the k-th largest memory: enough, as the sets that fit are nested)."""
+    needs = sorted((s.memory_gb for s in slots), reverse=True)
+    have = sorted(memories, reverse=True)
+    return len(have) >= len(needs) and all(m >= n for m, n in zip(have, needs, strict=False))
 
 
 def _greedy_pl(spec: DtsSpec, procs: list[Processor], bans: frozenset[tuple[str, int]]) -> Assignment | _Stuck:

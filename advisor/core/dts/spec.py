@@ -20,9 +20,10 @@ from advisor.errors import ModelInputError
 
 MODEL = "dts"
 
-Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Count = Annotated[int, Field(gt=0)]
-Percent = Annotated[float, Field(ge=0, lt=100, allow_inf_nan=False)]
+# strict: a YAML 'yes' or '12' is refused, not read as 1.0 or 12.0
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False, strict=True)]
+Count = Annotated[int, Field(gt=0, strict=True)]
+Percent = Annotated[float, Field(ge=0, lt=100, allow_inf_nan=False, strict=True)]
 
 
 class Architecture(StrEnum):
