@@ -114,11 +114,14 @@ def test_fsl_needs_2n_plus_1_processors() -> None:
 
 
 def test_the_greedy_pass_leaves_the_memory_a_later_role_needs() -> None:
-    # SL places its server first (2 clients x 10 x 0.4 x 3 = 24 GFLOP per batch against a client's 18),
-    # by GFLOP/s: 'big'. But the two clients need 6 GB each and only 'big' and 'x' have it, so the
-    # server must take 'y' (2 GB is enough for a 1 GB server side) -- in the first pass, not a retry.
+    # SL with a 4 GFLOP/sample server side: the server does 2 clients x 10 x 4 x 3 = 240 GFLOP per batch
+    # (2.06 s at the mean 116.7 GFLOP/s, + 2 GB of split traffic at 1 GB/s), a client 18 GFLOP (0.15 s,
+    # + 2.1 GB), so the server is placed first and by GFLOP/s would take 'big'. But the two clients
+    # need 6 GB each and only 'big' and 'x' have it, so the server must take 'y' (2 GB is enough for
+    # its 1 GB side) -- in the first pass, not after a pass that got stuck.
     s = spec([proc("big", 200, 1, 7), proc("x", 100, 1, 7), proc("y", 50, 1, 2)])
-    s = parse_spec(s.model_dump() | {"dnn": DNN | {"server_memory_gb": 1.0, "client_memory_gb": 6.0}})
+    s = parse_spec(s.model_dump() | {"dnn": DNN | {"server_memory_gb": 1.0, "client_memory_gb": 6.0,
+                                                   "server_gflop_per_sample": 4.0}})
     found = allocate(Architecture.SL, s, max_paths=1)
     assert found.passes == 1 and found.assignment.of(SERVER) == (2,)
     assert set(found.assignment.of(CLIENT)) == {0, 1}
