@@ -1,5 +1,5 @@
 """DTS Fig. 3 trade-offs in numbers, on the scenario the tests state (tests/core/test_dts_fig3.py),
-and how long ``advisor dts`` takes on the bundled example.
+and how long ``advisor dts`` takes on the bundled example and on 200 processors.
 
     python -m benchmarks.dts_fig3
 
@@ -10,10 +10,11 @@ network sizes (Fig. 3d). The figures in docs/models-dts.md come from this comman
 
 from __future__ import annotations
 
+import random
 import time
 from pathlib import Path
 
-from advisor.core.dts import Architecture, simulate
+from advisor.core.dts import Architecture, DtsSpec, parse_spec, simulate
 from advisor.dts_cli import read_spec
 from tests.core.test_dts_fig3 import PARALLEL, SEQUENTIAL, epochs
 
@@ -43,6 +44,25 @@ def main() -> None:
     took = time.perf_counter() - start
     print(f"\nadvisor/data/dts-example.yaml: {took * 1000:.0f} ms for 5 architectures, "
           f"{sum(r.paths for r in result.results)} allocation paths, 1000 Monte-Carlo draws each")
+    big = _large_cluster()
+    start = time.perf_counter()
+    result = simulate(big, samples=1000, seed=0)
+    took = time.perf_counter() - start
+    print(f"200 mixed processors, 40 clients: {took:.1f} s for 5 architectures, "
+          f"{sum(r.paths for r in result.results)} allocation paths")
+
+
+def _large_cluster() -> DtsSpec:
+    rng = random.Random(1)
+    procs = [{"name": f"p{i}", "gflop_per_s": rng.choice([500, 1000, 8000, 13000]),
+              "memory_gb": rng.choice([8, 16, 32]), "bandwidth_gb_per_s": rng.choice([1.25, 5, 12.5])}
+             for i in range(200)]
+    return parse_spec({
+        "cluster": {"processors": procs, "power_fluctuation_pct": 10, "bandwidth_fluctuation_pct": 10},
+        "dnn": {"layers": 10, "gflop_per_sample": 630, "client_gflop_per_sample": 441, "server_gflop_per_sample": 189,
+                "weights_gb": 2.4, "intermediate_gb": 0.2, "memory_gb": 12, "client_memory_gb": 8,
+                "server_memory_gb": 5},
+        "training": {"sample_gb": 0.1, "batch_size": 20, "batches_per_client": 100, "epochs": 1, "clients": 40}})
 
 
 if __name__ == "__main__":
