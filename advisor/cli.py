@@ -14,7 +14,7 @@ from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
 
-from advisor import fit_cli, store_cli
+from advisor import dts_cli, fit_cli, store_cli
 from advisor.cli_args import SEED, ArgumentParser, argument_type, check_output, int_at_least, writing
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, ModelChoice, Overhead, advise, model_inputs
 from advisor.core.bandwidth import resolve_bandwidth
@@ -92,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
 
     fit_cli.add_parser(commands)
     store_cli.add_parser(commands)
+    dts_cli.add_parser(commands)
 
     controller = commands.add_parser("controller", help="run the Kubernetes controller (see docs/controller.md)")
     controller.add_argument("--config", type=Path, help="settings YAML file (default: $ADVISOR_CONFIG_FILE)")
