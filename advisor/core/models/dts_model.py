@@ -21,7 +21,7 @@ from advisor.core.dts.allocation import nominal_rates
 from advisor.core.dts.architectures import evaluate
 from advisor.core.dts.simulate import batches_per_epoch
 from advisor.core.dts.spec import MODEL
-from advisor.core.models.protocol import Exact, ExactRun, ModelInputs, ModelParams, Need, Run
+from advisor.core.models.protocol import Exact, ExactRun, ModelBase, ModelInputs, ModelParams, Need, Run
 from advisor.errors import ModelInputError
 
 
@@ -30,7 +30,7 @@ class DtsParams(ModelParams):
     max_paths: int | None = Field(default=None, gt=0)  # default: the spec's
 
 
-class DtsModel:
+class DtsModel(ModelBase):
     name = MODEL
     description = "DTS (Robinson et al.): PL/FL/SL/PSL/FSL per-batch equations on a cluster spec, role allocation"
     Params = DtsParams

@@ -22,6 +22,7 @@ MODULES: tuple[str, ...] = (
     "advisor.core.models.cynthia",
     "advisor.core.models.phase_mva",
     "advisor.core.models.lin2018",
+    "advisor.core.models.dts_model",
 )
 DEFAULT_MODEL = "li2020-des+contention"
 
