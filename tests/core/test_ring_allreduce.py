@@ -170,6 +170,24 @@ def test_trace_costs_drop_pulls_and_move_the_update_after_the_buckets() -> None:
     assert costs.grad_names == ("push",)
 
 
+def test_prepared_profiles_keep_the_client_gap_and_drop_the_ps_parsing() -> None:
+    # As advice.prepare_profile prepares a trace for the PS model: the parsing overhead split
+    # out of each transfer (PS-specific, dropped here) and the client's gap between steps (a
+    # worker op after everything, so after the all-reduce: wall 310 us - span 280 us = 30 us on
+    # top of the 20 us update in step 0; 311 - 281 = 30 us in step 1).
+    from advisor.core.models.ps_des.preprocess import add_client_gap, split_parsing_overhead
+    from tests.factories import one_layer_doc
+
+    doc = one_layer_doc(steps=2)
+    for k, step in enumerate(doc["steps"]):
+        step["wall_us"] = 310.0 + k
+    prepared = add_client_gap(split_parsing_overhead(build_profile(**doc), 0.01, 5.0))
+    costs = step_costs(prepared)
+    assert costs.compute_s.tolist() == pytest.approx([50e-6, 51e-6])
+    assert costs.update_s.tolist() == pytest.approx([50e-6, 50e-6])
+    assert costs.ready_s[:, 0].tolist() == pytest.approx([50e-6, 51e-6])
+
+
 # --- W = 1, determinism, invariants ---------------------------------------------------------
 
 def test_one_worker_runs_at_the_traces_own_compute_rate() -> None:

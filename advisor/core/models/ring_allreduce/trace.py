@@ -20,6 +20,9 @@ model needs, per recorded step:
   frameworks apply the update locally once the last bucket is reduced (``optimizer.step()``
   after ``backward()`` in DDP), so this runs on the worker after the last bucket. PS operations
   that serve pulls (variable reads) are dropped.
+- **Dropped as well**: the gRPC parsing overhead that the PS model can split out of each
+  transfer (``op_type`` ``ParseOverhead``, added by ``ps_des.preprocess``): it belongs to the
+  PS's transfers, which an all-reduce job does not make. Such ops take no time here.
 
 It then groups the gradients into buckets the way PyTorch DDP does (``bucket_plan``).
 """
@@ -33,6 +36,9 @@ import numpy as np
 from advisor.core.profile import Profile, Resource
 
 MIB = 1024 * 1024  # DDP's bucket_cap_mb counts mebibytes: int(bucket_cap_mb * 1024 * 1024)
+# op_type of the parsing-overhead ops ps_des.preprocess.split_parsing_overhead adds (kept as a
+# string: models do not import each other).
+PS_TRANSFER_OVERHEAD_TYPES = frozenset({"ParseOverhead"})
 
 
 @dataclass(frozen=True)
@@ -63,9 +69,11 @@ def step_costs(profile: Profile) -> StepCosts:
     grad_set = set(grads)
     for i in order:
         after[i] = any(after[d] or d in grad_set for d in deps[i])
-    on_worker = np.array([op.resource is Resource.WORKER for op in ops])
+    kept = np.array([op.op_type not in PS_TRANSFER_OVERHEAD_TYPES for op in ops])
+    on_worker = np.array([op.resource is Resource.WORKER for op in ops]) & kept
+    on_ps = np.array([op.resource is Resource.PS for op in ops]) & kept
     pre = np.flatnonzero(on_worker & ~after)
-    post = np.flatnonzero((on_worker | np.array([op.resource is Resource.PS for op in ops])) & after)
+    post = np.flatnonzero((on_worker | on_ps) & after)
     rank = np.empty(n, dtype=np.int64)
     rank[np.array(order, dtype=np.int64)] = np.arange(n)
 
@@ -113,7 +121,7 @@ def bucket_plan(costs: StepCosts, bucket_bytes: float) -> BucketPlan:
     DDP walks the parameters in reverse registration order, which is about the order their
     gradients become ready in backward, appending each to the open bucket and closing the
     bucket once it holds ``bucket_cap_mb`` or more (so a bucket may overshoot the cap by its
-    last gradient; a gradient larger than the cap gets a bucket of its own). From a trace the
+    last gradient, and a gradient larger than the cap closes the bucket it joins). From a trace the
     ready order is known directly, so gradients are taken by their mean ready time over the
     recorded steps (ties: the later operation in the graph first, as the reverse order would).
     Buckets keep this membership in every step, as DDP does after its first iteration.
