@@ -23,6 +23,7 @@ MODULES: tuple[str, ...] = (
     "advisor.core.models.phase_mva",
     "advisor.core.models.lin2018",
     "advisor.core.models.dts_model",
+    "advisor.core.models.ring_allreduce",
 )
 DEFAULT_MODEL = "li2020-des+contention"
 
