@@ -80,9 +80,11 @@ def test_bad_job_annotations_are_named(notes: dict[str, str], problem: str) -> N
 def test_a_job_annotation_chooses_its_model_and_parameters() -> None:
     settings = load_settings(model_params={"share_sigma": 0.5})
     plain = parse_tfjob(with_uid(tfjob()))
-    assert job_model(settings, plain) == ModelChoice("li2020-des+contention", {"share_sigma": 0.5})
+    defaults = {"congestion_control": "unknown", "multi_flow_goodput": 0.85}  # the contention settings' defaults
+    assert job_model(settings, plain) == ModelChoice("li2020-des+contention", {**defaults, "share_sigma": 0.5})
     same = parse_tfjob(with_uid(tfjob(annotations={"training-advisor.io/predict-model-params": '{"queue_s": 0.02}'})))
-    assert job_model(settings, same) == ModelChoice("li2020-des+contention", {"share_sigma": 0.5, "queue_s": 0.02})
+    assert job_model(settings, same) == ModelChoice("li2020-des+contention",
+                                                    {**defaults, "share_sigma": 0.5, "queue_s": 0.02})
     other = parse_tfjob(with_uid(tfjob(annotations={"training-advisor.io/predict-model": "lin2018-mva"})))
     assert job_model(settings, other) == ModelChoice("lin2018-mva", {})  # the settings' parameters are not its own
 
