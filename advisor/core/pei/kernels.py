@@ -20,9 +20,11 @@ Choices the paper leaves open, made here and stated in ``docs/models-pei.md``:
   (Table 4 lists the memory bandwidth among the inputs; the instruction queue alone would let an
   element-wise kernel move 128 bytes per SM per cycle, 15x a P40's DRAM);
 - GEMM block partitions are searched (section III-C: "a loop search under the bandwidth
-  limitation"): block tiles and per-thread register tiles within the hardware limits (at most
-  1024 threads and 255 registers per thread, 48 KB of shared memory per block), keeping the one
-  with the fewest cycles.
+  limitation"): block tiles, per-thread register tiles within the hardware limits (at most
+  1024 threads and 255 registers per thread, 48 KB of shared memory per block) and a split of
+  the k range over several blocks (split-K, as cuBLAS does for thin products such as weight
+  gradients; partial tiles are summed by atomic adds, counted as the blocks' global stores),
+  keeping the one with the fewest cycles.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ MAX_REGISTERS = 255
 SHARED_BYTES = 48 * 1024
 K_TILE = 8  # depth of the shared-memory stage of a GEMM block (double-buffered)
 ELEMENTWISE_PER_BLOCK = 1024  # 256 threads x 4 values
+SPLIT_K = (1, 2, 4, 8, 16, 32, 64)  # k-range splits; partial tiles are summed by atomic adds in L2
 
 
 @dataclass(frozen=True)
@@ -137,18 +140,22 @@ def gemm(name: str, m: int, n: int, k: int, data_bytes: int, gpu: GpuSpec, dop: 
     """
     tiles = _tile_candidates(data_bytes)
     per_instr = INSTRUCTION_BYTES / data_bytes  # values one load/store warp instruction moves
-    gl = (tiles.tm + tiles.tn) * k / per_instr
-    sl = tiles.tm * tiles.tn * k * (1 / tiles.rm + 1 / tiles.rn) / per_instr
-    cp = tiles.tm * tiles.tn * k / WARP
-    gs = tiles.tm * tiles.tn / per_instr
-    blocks = np.ceil(m / tiles.tm) * np.ceil(n / tiles.tn) * batch
+    splits = np.array([s for s in SPLIT_K if s == 1 or k / s >= 4 * K_TILE], dtype=float)
+    tm, tn = tiles.tm[:, None], tiles.tn[:, None]
+    rm, rn = tiles.rm[:, None], tiles.rn[:, None]
+    depth = np.ceil(k / splits)[None, :]  # the k-range one block covers
+    gl = (tm + tn) * depth / per_instr
+    sl = tm * tn * depth * (1 / rm + 1 / rn) / per_instr
+    cp = tm * tn * depth / WARP
+    gs = tm * tn / per_instr + 0 * depth
+    blocks = np.ceil(m / tm) * np.ceil(n / tn) * batch * splits[None, :]
     ratio = gpu.sp_per_sm / gpu.ldst_per_sm
     unit = WARP / gpu.ldst_per_sm
     exposed = np.ceil(cp / ratio)
     compute = exposed > sl
     c_b = np.where(compute, unit * (gl + 1 + exposed + gs) + gpu.shared_load_latency, unit * (gl + sl + gs))
     cycles = c_b * np.ceil(blocks / (dop * gpu.sm_count))
-    best = int(np.argmin(cycles))
+    best = np.unravel_index(int(np.argmin(cycles)), cycles.shape)
     dram = (dram_values if dram_values is not None else (m * k + k * n + m * n) * batch) * data_bytes
     return Kernel(name, int(blocks[best]), float(gl[best]), float(sl[best]), float(cp[best]), float(gs[best]),
                   float(dram), flops=2.0 * m * n * k * batch)
