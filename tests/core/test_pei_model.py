@@ -128,3 +128,15 @@ def test_fit_on_a_real_trace_reports_its_error(shared):
     assert fit.curve.k / fit.curve.a == pytest.approx(0.0125, rel=0.25)
     # Its transfers include queueing behind other streams: the error is large, and reported as such.
     assert 0.2 < fit.rms_relative_error < 2.0
+
+
+def test_explain_reports_the_parts_and_the_fit(resnet):
+    truth = Sigmoid(k=2.0, a=0.25, w=0.9)
+    profile = _transfer_profile(truth, [2_000, 30_000, 400_000, 5_000_000, 60_000_000])
+    params = params_for(MODEL, {"mode": "nccl"})
+    report = MODEL.explain(ModelInputs(spec=resnet, profile=profile), params, 2)
+    parts = report["t_read_s"] + report["t_forward_s"] + report["t_backward_s"] + report["t_update_s"]
+    assert report["t_total_s"] == pytest.approx(parts)
+    assert report["examples_per_s"] == pytest.approx(2 * resnet.batch / parts)
+    assert report["curve"] == "fitted to the profile's transfers" and report["fit"]["rms_relative_error"] < 0.01
+    assert MODEL.explain(ModelInputs(spec=resnet), params, 2)["fit"] is None

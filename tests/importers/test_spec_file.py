@@ -128,3 +128,8 @@ def test_layer_shapes():
     explicit = Layer(type="conv", in_channels=3, out_channels=8, height=32, width=32, filter=(3, 5), padding=1)
     assert explicit.output_hw == (32, 30)
     assert Layer(type="bn", in_channels=64).parameters == 128
+
+
+def test_batch_may_come_from_the_layers():
+    spec = parse_spec({"layers": [{"type": "relu", "in_channels": 3, "batch": 8}, {"type": "relu", "in_channels": 3}]})
+    assert spec.batch == 8

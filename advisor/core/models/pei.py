@@ -106,6 +106,25 @@ class PeiModel:
     def start(self, inputs: ModelInputs, params: ModelParams, workers: int, seed: int) -> Run:
         return ExactRun(Exact(self.iteration(inputs, params, workers).examples_per_second))
 
+    def explain(self, inputs: ModelInputs, params: ModelParams, workers: int) -> dict[str, object]:
+        """The iteration's parts and where the link curve came from (with the fit's error), for reports."""
+        spec = self._spec(inputs)
+        checked = self._params(params)
+        it = self.iteration(inputs, checked, workers)
+        source = "links (latency-bandwidth line)"
+        fit: dict[str, float] | None = None
+        profile = inputs.profile or inputs.recorded
+        if spec.links is not None and spec.links.sigmoid is not None and checked.curve != "profile":
+            source = "spec links.sigmoid"
+        elif profile is not None and checked.curve != "links":
+            report = fit_report(profile)
+            source = "fitted to the profile's transfers"
+            fit = {"k": report.curve.k, "a": report.curve.a, "w": report.curve.w,
+                   "rms_relative_error": report.rms_relative_error, "points": report.points}
+        return {"workers": workers, "mode": it.mode, "batch_per_gpu": it.batch, "t_read_s": it.t_read,
+                "t_forward_s": it.t_forward, "t_backward_s": it.t_backward, "t_update_s": it.t_update,
+                "t_total_s": it.total, "examples_per_s": it.examples_per_second, "curve": source, "fit": fit}
+
     def link_bound(self, inputs: ModelInputs, params: ModelParams, workers: int) -> float:
         it = self.iteration(inputs, params, workers)
         return math.inf if it.link_seconds <= 0 else workers * it.batch / it.link_seconds

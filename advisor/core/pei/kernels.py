@@ -147,7 +147,7 @@ def gemm(name: str, m: int, n: int, k: int, data_bytes: int, gpu: GpuSpec, dop: 
     gl = (tm + tn) * depth / per_instr
     sl = tm * tn * depth * (1 / rm + 1 / rn) / per_instr
     cp = tm * tn * depth / WARP
-    gs = tm * tn / per_instr + 0 * depth
+    gs = np.broadcast_to(tm * tn / per_instr, cp.shape)
     blocks = np.ceil(m / tm) * np.ceil(n / tn) * batch * splits[None, :]
     ratio = gpu.sp_per_sm / gpu.ldst_per_sm
     unit = WARP / gpu.ldst_per_sm
