@@ -144,3 +144,11 @@ class ModelInputError(AdvisorError, ValueError):
 
 class ObservedThroughputError(AdvisorError, ValueError):
     """A file of measured throughput (``advisor compare --observed``) cannot be read."""
+
+
+# --- spec files (--spec FILE.yaml) ---------------------------------------------------------------
+
+
+class SpecError(AdvisorError, ValueError):
+    """A spec (layers, GPU, links, cluster) is invalid; the message names the file when known and
+    the path of each bad field (``layers.3.stride: ...``)."""

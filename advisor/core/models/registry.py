@@ -24,6 +24,7 @@ MODULES: tuple[str, ...] = (
     "advisor.core.models.lin2018",
     "advisor.core.models.dts_model",
     "advisor.core.models.ring_allreduce",
+    "advisor.core.models.pei",
 )
 DEFAULT_MODEL = "li2020-des+contention"
 
