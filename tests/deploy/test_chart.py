@@ -73,6 +73,7 @@ def _check_operator_object(obj: dict[str, Any]) -> None:
         # the TFJob's name becomes the tfjob label the alert and the dashboard join on
         assert {"sourceLabels": ["__meta_kubernetes_pod_label_training_kubeflow_org_job_name"],
                 "targetLabel": "tfjob"} in endpoint["relabelings"]
+        assert {"sourceLabels": ["__meta_kubernetes_namespace"], "targetLabel": "job_namespace"} in endpoint["relabelings"]
         kinds = {e["key"]: e.get("values") for e in obj["spec"]["selector"]["matchExpressions"]}
         assert kinds == {"training.kubeflow.org/job-name": None,  # the training operator's replica types, lower case
                          "training.kubeflow.org/replica-type": ["worker", "chief", "master"]}
