@@ -42,8 +42,7 @@ RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation -w /wheels . \
  && /opt/advisor/bin/pip install --no-deps /wheels/advisor-*.whl \
  && /opt/advisor/bin/advisor --help > /dev/null \
  && /opt/advisor/bin/python scripts/slim_venv.py /opt/advisor \
- && /opt/advisor/bin/python -c "import advisor.cli, advisor.controller.main, advisor.controller.app" \
- && install -d -o 65532 -g 65532 -m 0750 /var/lib/advisor
+ && /opt/advisor/bin/python -c "import advisor.cli, advisor.controller.main, advisor.controller.app"
 
 FROM python:3.11.13-slim-bookworm
 LABEL org.opencontainers.image.title="advisor" \
@@ -60,8 +59,8 @@ RUN python -m pip uninstall --yes --quiet pip setuptools wheel \
  && rm -rf /usr/local/lib/python3.11/ensurepip /usr/local/bin/pip* \
  && groupadd --system --gid 65532 advisor \
  && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
-        --shell /usr/sbin/nologin advisor
-COPY --from=build --chown=65532:65532 /var/lib/advisor /var/lib/advisor
+        --shell /usr/sbin/nologin advisor \
+ && install -d -o 65532 -g 65532 -m 0750 /var/lib/advisor
 COPY --from=build /opt/advisor /opt/advisor
 USER 65532:65532
 WORKDIR /var/lib/advisor
