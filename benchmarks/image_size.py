@@ -75,11 +75,15 @@ def main() -> int:
         run(venv / "bin" / "advisor", "--help", cwd=root)
         run(venv / "bin" / "python", "-c", "import advisor.cli, advisor.controller.main, advisor.controller.app",
             cwd=root)
+        # the controller's periodic work (apscheduler finds its triggers through package metadata)
+        run(venv / "bin" / "python", "-c", "import time; from apscheduler.schedulers.background import "
+            "BackgroundScheduler as B; s = B(); hits = []; s.add_job(lambda: hits.append(1), 'interval', "
+            "seconds=0.1); s.start(); time.sleep(0.5); s.shutdown(); assert hits", cwd=root)
         out = run(venv / "bin" / "advisor", "predict", "--workers", "1-2", "--steps", "200", "--calibrate", cwd=root)
         assert "recommended" in out, out
         leftovers = [p for p in ("pip", "setuptools", "scipy", "aiohttp") if (site / p).exists()]
         assert not leftovers, leftovers
-        print("smoke checks passed: advisor --help, the controller's imports, a calibrated prediction (numba)")
+        print("smoke checks passed: advisor --help, the controller's imports and scheduler, a calibrated prediction (numba)")
         shutil.rmtree(root / "wheels")
     return 0
 
