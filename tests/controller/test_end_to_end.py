@@ -61,7 +61,7 @@ def test_whole_flow_with_the_real_predictor(emu: KubeEmulator, body: bytes, tmp_
         assert json.loads(notes[PREFIX + "bandwidth"]) == {"bps": 1e8, "source": "recorded"}
         wait_for("events", lambda: {"ProfilingStarted", "Predicted"} <= {r for _, r in events(emu, "mlp")})
         text = controller.metrics.exposition()[0].decode()
-        assert f'advisor_recommended_workers{{namespace="{NS}",tfjob="mlp"}} {float(rec["target"])}' in text
+        assert f'advisor_recommended_workers{{job_namespace="{NS}",tfjob="mlp"}} {float(rec["target"])}' in text
         current = controller.metrics.predicted_current_throughput.labels(NS, "mlp")._value.get()
         assert round(current, 2) == curve[1][1]  # the job runs 2 workers: the curve's W = 2 point
     finally:
