@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 from enum import Enum
+from typing import Any
 from pathlib import Path
 
 from advisor import dts_cli, fit_cli, store_cli
@@ -249,7 +250,7 @@ def parse_rates(text: str) -> tuple[float, ...]:
 
 
 def _models(args: argparse.Namespace) -> int:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for model in registry.all_models():
         params = [{"name": k, "type": _type_name(f.annotation), "default": _jsonable(f.default),
                    "description": f.description or ""} for k, f in model.Params.model_fields.items()]
@@ -548,7 +549,7 @@ def _curve_settings(args: argparse.Namespace) -> CurveSettings:
     return CurveSettings(workers=args.workers, steps=args.steps, warmup_steps=args.warmup, seed=args.seed)
 
 
-def _write_timeline(args: argparse.Namespace, profile: Profile, request: AdviceRequest) -> None:
+def _write_timeline(args: argparse.Namespace, profile: Profile | None, request: AdviceRequest) -> None:
     model, params = request.model.resolve()
     timeline = getattr(model, "timeline", None)
     if timeline is None:
