@@ -163,7 +163,7 @@ def test_the_core_predicts_and_calibrates_without_scipy() -> None:
     code = (
         "import sys; sys.modules['scipy'] = None\n"
         "import numpy as np\n"
-        "from advisor.core.predict import batch_means\n"
+        "from advisor.core.curve import batch_means\n"
         "ends = [np.arange(1, 201) * 0.01]\n"
         "mean, low, high = batch_means(ends, 0.0, 2.0, 10, batches=10)\n"
         "assert low <= mean <= high, (low, mean, high)\n"

@@ -2,7 +2,7 @@
 
 Why: sigma (how unevenly TCP connections share a contended link) and eta (what a link direction
 delivers while several workers' flows share it) were fitted on one testbed
-(``core/contention.py``); a 1-worker profile cannot reveal them. A team that has watched a few
+(``core/models/ps_des/contention.py``); a 1-worker profile cannot reveal them. A team that has watched a few
 multi-worker runs of any job on its cluster (``advisor_training_examples_total`` from the
 profiling library, or any log) can fit them once and give them to every later prediction
 (``advisor predict --share-sigma/--multi-flow-goodput``, controller settings ``share_sigma``,
