@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from advisor import fit_cli, store_cli
+from advisor import fit_cli, opdb_cli, store_cli
 from advisor.cli_args import SEED, ArgumentParser, argument_type, check_output, int_at_least, writing
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, Overhead, advise, effective_network, prepare_profile
 from advisor.core.bandwidth import resolve_bandwidth
@@ -79,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
 
     fit_cli.add_parser(commands)
     store_cli.add_parser(commands)
+    opdb_cli.add_parser(commands)
 
     controller = commands.add_parser("controller", help="run the Kubernetes controller (see docs/controller.md)")
     controller.add_argument("--config", type=Path, help="settings YAML file (default: $ADVISOR_CONFIG_FILE)")

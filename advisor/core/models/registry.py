@@ -21,6 +21,7 @@ MODULES: tuple[str, ...] = (
     "advisor.core.models.ps_des",
     "advisor.core.models.cynthia",
     "advisor.core.models.phase_mva",
+    "advisor.core.models.huang_replay",
 )
 DEFAULT_MODEL = "li2020-des+contention"
 
