@@ -21,7 +21,6 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from advisor.core.huang.opdb import OpDatabase, OpEntry, OpEstimateError
-from advisor.core.profile import describe_validation_error
 from advisor.errors import AdvisorError
 from advisor.importers.json_files import read_json_document
 
@@ -62,7 +61,10 @@ def opdb_from_json(doc: object, where: str = "<op database>") -> OpDatabase:
         try:
             entries.append(OpEntry.model_validate(item))
         except ValidationError as exc:
-            raise OpDatabaseFileError(f"{where}: entries[{i}]: {describe_validation_error(exc)}") from None
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or '<entry>'}: {e['msg']}" for e in exc.errors(include_url=False)
+            )
+            raise OpDatabaseFileError(f"{where}: entries[{i}]: {problems}") from None
     device = doc.get("device", "as profiled")
     sources = doc.get("sources", [])
     if not isinstance(device, str) or not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
