@@ -19,7 +19,6 @@ PS simulator's FIFO).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
@@ -63,7 +62,7 @@ def timed_graph(
         if op.op_type in HOST_OP_TYPES:  # the replayed trace's own host time, whatever the database
             durations.append(1e-6 * float(means[i]))
             continue
-        durations.append(1e-6 * _estimate(op, db, old, new, opaque, fallback, lambda i=i: float(means[i])))
+        durations.append(1e-6 * _estimate(op, db, old, new, opaque, fallback, float(means[i])))
     return ReplayGraph(
         names=tuple(op.name for op in profile.ops),
         kind=tuple(_KIND[op.resource] for op in profile.ops),
@@ -77,7 +76,7 @@ def timed_graph(
 
 
 def _estimate(
-    op: Operation, db: OpDatabase, old: int, new: int, opaque: Opaque, fallback: Fallback, recorded: Callable[[], float]
+    op: Operation, db: OpDatabase, old: int, new: int, opaque: Opaque, fallback: Fallback, recorded_us: float
 ) -> float:
     shapes = op.input_shapes
     scale = 1.0
@@ -92,7 +91,7 @@ def _estimate(
         return scale * db.estimate_us(op, shapes)
     except OpEstimateError:
         if fallback == "trace":
-            return scale * recorded()
+            return scale * recorded_us
         raise
 
 
@@ -106,9 +105,9 @@ def _ranks(profile: Profile, order: Order) -> tuple[tuple[int, ...], ...]:
     rows = []
     for step in profile.steps:
         ends = np.add(step.start_us, step.duration_us)
-        order = sorted(range(n), key=lambda i: (float(ends[i]), i))
+        by_end = sorted(range(n), key=lambda i: (float(ends[i]), i))
         rank = [0] * n
-        for r, i in enumerate(order):
+        for r, i in enumerate(by_end):
             rank[i] = r
         rows.append(tuple(rank))
     return tuple(rows)
