@@ -97,5 +97,29 @@ def main() -> None:
         print(f"{cc + '/' + path.stem:<28} " + "  ".join(cells))
 
 
+
+
+def leave_one_shape_out() -> None:
+    """How well the per-type linear fit predicts a shape it has not seen: for every entry of an op
+    type with 3+ shapes (database of the cubic traces), fit without it and compare with its mean."""
+    from advisor.core.huang.opdb import elements, fit_linear
+
+    db = build_database([load_profile(p) for p in sorted((DATA / "condensed" / "cubic").glob("*.json.gz"))])
+    groups: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
+    for e in db.entries:
+        if e.input_shapes is not None and e.node is None:
+            groups[(e.op_type, e.device)].append((elements(e.input_shapes), e.mean_us))
+    print("\nleave-one-shape-out error of the linear fits (op types with 3+ shapes):")
+    for (op_type, device), pts in sorted(groups.items()):
+        if len(pts) < 3:
+            continue
+        errs = []
+        for k, (n, t) in enumerate(pts):
+            fit = fit_linear(op_type, device, pts[:k] + pts[k + 1:])
+            errs.append(abs(fit(n) - t) / t if t > 0 else 0.0)
+        print(f"  {op_type:<30} {device:<7} {len(pts):>3} shapes  median {100 * np.median(errs):5.0f}%  max {100 * max(errs):5.0f}%")
+
+
 if __name__ == "__main__":
     main()
+    leave_one_shape_out()
