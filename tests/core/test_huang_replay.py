@@ -176,8 +176,16 @@ def test_missing_inputs_are_named() -> None:
         MODEL.check(ModelInputs(profile=_profile()), MODEL.Params())
     with pytest.raises(ModelInputError, match="OpDatabase"):
         MODEL.check(_inputs(**{DEVICE_DB: "db.json"}), MODEL.Params())
+    with pytest.raises(ModelInputError, match="worker speeds"):
+        MODEL.check(ModelInputs(profile=_profile(), network=NetworkModel(RATE), worker_speeds=(1.0, 0.0)), MODEL.Params())
     with pytest.raises(ModelInputError, match="parameter servers"):
         MODEL.check(ModelInputs(profile=_profile(), network=NetworkModel(RATE), parameter_servers=2), MODEL.Params())
+
+
+def test_a_slower_worker_computes_longer() -> None:
+    # speed 0.5: compute 0.36 ms -> 0.72 ms: 1 + 0.72 + 0.5 = 2.22 ms a step
+    inputs = ModelInputs(profile=_profile(), network=NetworkModel(RATE), worker_speeds=(0.5,))
+    assert _step_s(inputs)[0] == pytest.approx(2.22e-3)
 
 
 def test_link_bound_and_throughput_within_it() -> None:

@@ -3,9 +3,8 @@
 Every device executes in parallel and keeps a job queue. A global ready list holds every op
 whose dependencies are fulfilled. The loop: (1) start all ops of the ready list by putting them
 on their device's queue; a device with a free server starts the head of its queue; (2) when an
-op finishes,
-decrement the dependency counter of each successor; a counter that reaches zero puts the
-successor on the ready list. A step ends when all its ops have finished (its time is the last
+op finishes, decrement the dependency counter of each successor; a counter that reaches zero
+puts the successor on the ready list. A step ends when all its ops have finished (its time is the last
 finish); the worker then starts its next step.
 
 Queue order: FIFO (``recorded_order=False``): release order, ops released at the same instant
@@ -26,8 +25,6 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-
-import numpy as np
 
 KIND_WORKER, KIND_PS, KIND_DOWNLINK, KIND_UPLINK = 0, 1, 2, 3
 
@@ -90,22 +87,24 @@ class Replay:
             for d in ds:
                 self.succ[d].append(i)
         self.roots = [i for i, ds in enumerate(graph.deps) if not ds]
-        self.n_deps = np.array([len(ds) for ds in graph.deps], dtype=np.int64)
+        self.n_deps = [len(ds) for ds in graph.deps]
         # devices: workers 0..W-1, then per PS p: compute, downlink, uplink
         n_dev = workers + 3 * graph.parameter_servers
         self.servers = [worker_threads] * workers + [ps_threads, 1, 1] * graph.parameter_servers
         self.busy = [0] * n_dev
-        # per device, a heap of (step start, rank, seq, worker, op); see the class docstring
+        # per device, a heap of (step start, rank, seq, worker, op); see the module docstring
         self.queues: list[list[tuple[float, int, int, int, int]]] = [[] for _ in range(n_dev)]
         self.recorded_order = recorded_order
         self.step_start = [0.0] * workers
         self.steps_started = [0] * workers
         self.rank_row = [graph.rank[0]] * workers
         speeds = [worker_speeds[w] if w < len(worker_speeds) else 1.0 for w in range(workers)]
+        if not all(s > 0 for s in speeds):
+            raise ValueError(f"worker speeds must be > 0, got {list(worker_speeds)}")
         self.time_of = [
             [self._service_s(i, speeds[w]) for i in range(n)] for w in range(workers)
         ]
-        self.pending = [self.n_deps.copy() for _ in range(workers)]
+        self.pending = [list(self.n_deps) for _ in range(workers)]
         self.finished = [0] * workers
         self.ends: list[list[float]] = [[] for _ in range(workers)]
         self.ready: list[tuple[int, int, int]] = []  # (rank, worker, op)
@@ -132,7 +131,7 @@ class Replay:
         self.step_start[w] = self.now
         self.rank_row[w] = self.g.rank[(self.steps_started[w] + w) % len(self.g.rank)]
         self.steps_started[w] += 1
-        self.pending[w] = self.n_deps.copy()
+        self.pending[w] = list(self.n_deps)
         self.finished[w] = 0
         for i in self.roots:
             self.ready.append((self.rank_row[w][i], w, i))

@@ -103,6 +103,8 @@ class HuangReplay:
     def _graph(self, inputs: ModelInputs, p: HuangParams) -> tuple[ReplayGraph, Profile]:
         profile = self._profile(inputs)
         self._link_bps(inputs)
+        if any(not speed > 0 for speed in inputs.worker_speeds):
+            raise ModelInputError(NAME, f"worker speeds must be > 0, got {list(inputs.worker_speeds)}")
         if inputs.parameter_servers not in (None, profile.job.parameter_servers):
             raise ModelInputError(NAME, "replays the traced graph, so it cannot change the number of parameter servers")
         db = inputs.extras.get(DEVICE_DB)
