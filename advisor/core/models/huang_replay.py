@@ -58,6 +58,8 @@ class HuangReplay:
     description = "Huang et al.: op database (op type, shapes, device) + dataflow replay over FIFO device queues"
     Params = HuangParams
     needs = frozenset({Need.PROFILE, Need.BANDWIDTH})
+    anchored = True  # its W = 1 replay reproduces the trace's step (docs/models-huang.md)
+    capacity_bound = True  # a FIFO link never carries more than link_bound
 
     def check(self, inputs: ModelInputs, params: ModelParams) -> None:
         self._graph(inputs, self._params(params))
