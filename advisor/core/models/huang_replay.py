@@ -33,11 +33,17 @@ DEVICE_DB = "device_db"  # the ModelInputs.extras key of an OpDatabase
 
 class HuangParams(ModelParams):
     batch_size: int | None = Field(default=None, gt=0, description="what-if batch size per worker")
-    order: Literal["recorded", "fifo"] = "recorded"
+    order: Literal["recorded", "fifo"] = Field(
+        default="recorded", description="device service order: as the trace recorded it, or FIFO by release"
+    )
     worker_threads: int = Field(default=1, ge=1, description="ops a worker runs at once")
     ps_threads: int = Field(default=1, ge=1, description="ops a PS runs at once")
-    opaque: Literal["fixed", "linear"] = "fixed"
-    fallback: Literal["error", "trace"] = "error"
+    opaque: Literal["fixed", "linear"] = Field(
+        default="fixed", description="under batch_size, ops timed per node (PyFunc...) keep their time or scale"
+    )
+    fallback: Literal["error", "trace"] = Field(
+        default="error", description="an op the database cannot time: an error, or its own recorded mean"
+    )
 
 
 class _Run:
