@@ -14,6 +14,8 @@ What it does, in the order of ``build_profile_from_trace``:
 4. Recover dependencies from node inputs, looking through nodes that step_stats never
    records (``_Send``, ``_Recv``, unrecorded helpers) so that every edge joins two profile ops.
 5. Time each op per step relative to the step's first record.
+6. Keep each computation's type and input shapes (its producers' recorded output shapes, through
+   ``_Recv`` to the tensor the ``_Send`` sent) for the op database (``advisor opdb``).
 """
 
 from __future__ import annotations
