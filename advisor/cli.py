@@ -15,7 +15,7 @@ from enum import Enum
 from typing import Any
 from pathlib import Path
 
-from advisor import dts_cli, fit_cli, store_cli
+from advisor import dts_cli, fit_cli, opdb_cli, store_cli
 from advisor.cli_args import SEED, ArgumentParser, argument_type, check_output, int_at_least, writing
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, ModelChoice, Overhead, advise, model_inputs
 from advisor.core.bandwidth import resolve_bandwidth
@@ -24,7 +24,7 @@ from advisor.core.compare import compare, errors
 from advisor.core.cost import Constraints, Prices
 from advisor.core.curve import CurveSettings
 from advisor.core.models import registry
-from advisor.core.models.protocol import Need
+from advisor.core.models.protocol import DEVICE_DB, Need
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError, StreamOrder
 from advisor.core.summary import ProfileSummary, summarize
@@ -32,6 +32,7 @@ from advisor.core.units import format_bandwidth, parse_bandwidth, parse_duration
 from advisor.errors import AdvisorError, ModelInputError
 from advisor.importers.loader import BUNDLED_EXAMPLE, load_profile
 from advisor.importers.observed import read_observed
+from advisor.importers.opdb_file import read_opdb
 from advisor.importers.spec_file import read_spec_document
 from advisor.importers.profile_file import write_profile
 from advisor.plot import plot_advice
@@ -96,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     fit_cli.add_parser(commands)
     store_cli.add_parser(commands)
     dts_cli.add_parser(commands)
+    opdb_cli.add_parser(commands)
 
     controller = commands.add_parser("controller", help="run the Kubernetes controller (see docs/controller.md)")
     controller.add_argument("--config", type=Path, help="settings YAML file (default: $ADVISOR_CONFIG_FILE)")
@@ -202,6 +204,8 @@ def _add_model_options(cmd: argparse.ArgumentParser) -> None:
     group.add_argument("--spec", type=Path, metavar="FILE.yaml",
                        help="inputs that are not a trace: layers, gpu, links (pei2019), cluster, dnn, training (dts); "
                             "e.g. advisor/data/resnet50.spec.yaml")
+    group.add_argument("--device-db", type=Path, metavar="FILE",
+                       help="an op database (advisor opdb build) that re-times compute for huang-replay")
     group.add_argument("--worker-speed", type=parse_speeds, metavar="LIST",
                        help="compute speed of each worker relative to the traced one, e.g. 1,1,0.5 "
                             "(heterogeneous workers; models that support them)")
@@ -479,7 +483,15 @@ def _advice_request(args: argparse.Namespace, profile: Profile | None, bandwidth
         worker_bandwidths_bps=args.worker_bandwidth or (),
         parameter_servers=args.ps,
         spec=spec,
+        extras=_extras(args),
     )
+
+
+def _extras(args: argparse.Namespace) -> dict[str, Any]:
+    """Loaded inputs some models read: the op database of --device-db (under its key)."""
+    if getattr(args, "device_db", None) is None:
+        return {}
+    return {DEVICE_DB: read_opdb(args.device_db)}
 
 
 def _model_name(args: argparse.Namespace) -> str:

@@ -67,6 +67,7 @@ class AdviceRequest:
     worker_bandwidths_bps: tuple[float, ...] = ()  # per-worker link rate, nominal
     parameter_servers: int | None = None  # a PS-count what-if; None: as traced
     spec: Any = None  # inputs that are not a trace (layer or cluster spec)
+    extras: Mapping[str, Any] = field(default_factory=dict)  # other loaded inputs, by key (e.g. an op database)
 
     def __post_init__(self) -> None:
         if not 0 < self.goodput <= 1:
@@ -163,6 +164,7 @@ def model_inputs(profile: Profile | None, request: AdviceRequest) -> ModelInputs
         worker_bandwidths_bps=request.worker_bandwidths_bps,
         parameter_servers=request.parameter_servers,
         spec=request.spec,
+        extras=request.extras,
     )
 
 

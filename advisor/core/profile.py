@@ -51,7 +51,11 @@ class Operation(_Frozen):
     ps: int | None = Field(default=None, ge=0, description="parameter server index, None on the worker")
     bytes: int = Field(default=0, ge=0, description="payload of a transfer; 0 for computation")
     deps: tuple[str, ...] = ()
-    op_type: str | None = Field(default=None, description="TensorFlow op type, for people")
+    op_type: str | None = Field(default=None, description="TensorFlow op type (the op database keys on it)")
+    input_shapes: tuple[tuple[int, ...], ...] | None = Field(
+        default=None,
+        description="shape of each data input of a computation (control inputs excluded), if the trace recorded it",
+    )
 
     @model_validator(mode="after")
     def _check_placement(self) -> Operation:
@@ -61,6 +65,10 @@ class Operation(_Frozen):
             raise ValueError(f"operation {self.name!r} on {self.resource.value} needs a ps index")
         if not self.resource.is_transfer and self.bytes:
             raise ValueError(f"computation {self.name!r} carries bytes={self.bytes}; only transfers do")
+        if self.input_shapes is not None and self.resource.is_transfer:
+            raise ValueError(f"transfer {self.name!r} carries input_shapes; only computations do")
+        if self.input_shapes is not None and any(d < 0 for shape in self.input_shapes for d in shape):
+            raise ValueError(f"operation {self.name!r} has a negative dimension in input_shapes {self.input_shapes}")
         if self.name in self.deps:
             raise ValueError(f"operation {self.name!r} depends on itself")
         if len(set(self.deps)) != len(self.deps):

@@ -26,8 +26,15 @@ def read_profile(path: Path) -> Profile:
 
 
 def profile_to_json(profile: Profile) -> dict[str, Any]:
-    """The profile as plain JSON data (defaults included, so the file is self-describing)."""
-    return profile.model_dump(mode="json")
+    """The profile as plain JSON data (defaults included, so the file is self-describing).
+
+    ``input_shapes`` is left out where unknown, so a profile without shapes is written exactly
+    as before the field existed (older readers, which refuse unknown fields, still read it)."""
+    doc = profile.model_dump(mode="json")
+    for op in doc["ops"]:
+        if op.get("input_shapes") is None:
+            op.pop("input_shapes", None)
+    return doc
 
 
 def write_profile(profile: Profile, path: Path) -> None:

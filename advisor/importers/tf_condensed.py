@@ -13,6 +13,7 @@ from typing import Any
 
 from advisor.errors import MultiWorkerTraceError, TraceFormatError
 from advisor.importers.tf_records import GraphNode, NodeRecord, StepRecords, TraceRecords
+from advisor.importers.tf_shapes import output_shape
 
 CONDENSED_KEYS = frozenset({"meta", "partition_graphs", "steps"})
 
@@ -96,7 +97,25 @@ def _record(node: object, device: str, where: str) -> NodeRecord:
         end_rel_us=end or 0,
         label=n.get("label") or "",
         requested_bytes=_optional_int(first.get("requested_bytes"), f"{where}.outputs[0].requested_bytes"),
+        output_shapes=_output_shapes(outputs, where),
     )
+
+
+def _output_shapes(outputs: object, where: str) -> tuple[tuple[int, ...] | None, ...]:
+    """Each output's shape by slot: ``shape`` when recorded, else bytes / dtype size."""
+    if not isinstance(outputs, list):
+        return ()
+    by_slot: dict[int, tuple[int, ...] | None] = {}
+    for k, out in enumerate(outputs):
+        o = _mapping(out, f"{where}.outputs[{k}]")
+        slot = _optional_int(o.get("slot", k), f"{where}.outputs[{k}].slot")
+        shape = o.get("shape")
+        dims = None
+        if isinstance(shape, list):
+            dims = [_optional_int(d, f"{where}.outputs[{k}].shape") for d in shape]
+        nbytes = _optional_int(o.get("requested_bytes"), f"{where}.outputs[{k}].requested_bytes")
+        by_slot[k if slot is None else slot] = output_shape(dims, o.get("dtype"), nbytes)
+    return tuple(by_slot.get(i) for i in range(max(by_slot, default=-1) + 1))
 
 
 def _mapping(value: object, where: str) -> Mapping[str, Any]:

@@ -14,6 +14,8 @@ What it does, in the order of ``build_profile_from_trace``:
 4. Recover dependencies from node inputs, looking through nodes that step_stats never
    records (``_Send``, ``_Recv``, unrecorded helpers) so that every edge joins two profile ops.
 5. Time each op per step relative to the step's first record.
+6. Keep each computation's type and input shapes (its producers' recorded output shapes, through
+   ``_Recv`` to the tensor the ``_Send`` sent) for the op database (``advisor opdb``).
 """
 
 from __future__ import annotations
@@ -174,7 +176,7 @@ def _index_step(
         if prev is not None:
             start = min(prev.start_us, rec.start_us)
             end = max(prev.start_us + prev.end_rel_us, rec.start_us + rec.end_rel_us)
-            rec = NodeRecord(rec.device, rec.name, start, end - start, rec.label, rec.requested_bytes)
+            rec = NodeRecord(rec.device, rec.name, start, end - start, rec.label, rec.requested_bytes, rec.output_shapes)
         out[key] = rec
     return out
 
@@ -212,6 +214,7 @@ def _operations(
 ) -> tuple[Operation, ...]:
     keys = set(chosen)
     resolver = _DependencyResolver(nodes, keys, transfers)
+    shapes = _ShapeFinder(nodes, transfers, [recs for _, recs in complete])
     ops = []
     for key in chosen:
         if key[0] == "xfer":
@@ -227,6 +230,7 @@ def _operations(
                 resource=Resource.PS if on_ps else Resource.WORKER,
                 ps=int(key[0][2:]) if on_ps else None,
                 op_type=node.op,
+                input_shapes=shapes.inputs_of(key[0], node),
             )
         dep_names = tuple(sorted(_op_name(d, transfers) for d in deps))
         ops.append(Operation.model_validate({"name": _op_name(key, transfers), "deps": dep_names, **placement}))
@@ -270,6 +274,56 @@ class _DependencyResolver:
             self.memo[key] = frozenset()  # breaks cycles among unrecorded nodes
             self.memo[key] = self.inputs_of(place, node)
         return self.memo[key]
+
+
+class _ShapeFinder:
+    """Input shapes of a computation: each data input's output shape as its producer's step
+    record gives it, following a ``_Recv`` to the tensor its ``_Send`` sent (shapes are the same
+    in every step; the first step recording the producer is used)."""
+
+    def __init__(
+        self,
+        nodes: dict[tuple[str, str], GraphNode],
+        transfers: dict[str, _Transfer],
+        steps: list[dict[tuple[str, str], NodeRecord]],
+    ) -> None:
+        self.nodes = nodes
+        self.transfers = transfers
+        self.steps = steps
+
+    def inputs_of(self, place: str, node: GraphNode) -> tuple[tuple[int, ...], ...] | None:
+        """Shapes of ``node``'s data inputs in order; None if any of them is unknown."""
+        found = []
+        for raw in node.inputs:
+            if raw.startswith("^"):
+                continue
+            shape = self._output(place, _input_node(raw), _input_slot(raw), depth=0)
+            if shape is None:
+                return None
+            found.append(shape)
+        return tuple(found)
+
+    def _output(self, place: str, name: str, slot: int, depth: int) -> tuple[int, ...] | None:
+        node = self.nodes.get((place, name))
+        if node is None or depth > 4:
+            return None
+        if node.op == "_Recv" and node.tensor_name in self.transfers:
+            sender = self.transfers[node.tensor_name].sender
+            data = [raw for raw in sender.inputs if not raw.startswith("^")]
+            if not data:
+                return None
+            return self._output(place_of(sender.device).key, _input_node(data[0]), _input_slot(data[0]), depth + 1)
+        for recs in self.steps:
+            rec = recs.get((place, name))
+            if rec is not None and slot < len(rec.output_shapes):
+                return rec.output_shapes[slot]
+        return None
+
+
+def _input_slot(raw: str) -> int:
+    """The output slot an input refers to: 'name:1' is slot 1, 'name' slot 0."""
+    _, sep, slot = raw.rpartition(":")
+    return int(slot) if sep and slot.isdigit() else 0
 
 
 def _input_node(raw: str) -> str:

@@ -42,6 +42,9 @@ class NodeRecord:
     end_rel_us: int  # all_end_rel_micros
     label: str = ""
     requested_bytes: int | None = None  # output[0] allocation description, if recorded
+    # Shape of each output by slot (None where the record gives neither a shape nor bytes and
+    # dtype); () when the record lists no outputs. See tf_shapes.output_shape.
+    output_shapes: tuple[tuple[int, ...] | None, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

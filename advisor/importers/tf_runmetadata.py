@@ -40,6 +40,7 @@ from google.protobuf.message import DecodeError
 from advisor.errors import MissingTraceDataError, TraceFormatError
 from advisor.importers.json_files import GZIP_MAGIC, read_json_document
 from advisor.importers._proto.tf_runmetadata_pb2 import RunMetadata
+from advisor.importers.tf_shapes import output_shape
 from advisor.importers.tf_records import GraphNode, NodeRecord, StepRecords, TraceRecords
 
 META_NAME = "meta.json"
@@ -224,7 +225,34 @@ def _node_record(stats: object, device: str, where: _Where) -> NodeRecord:
         end_rel_us=_int(_field(stats, "allEndRelMicros"), where.key("allEndRelMicros")),
         label=_str(_field(stats, "timelineLabel"), where.key("timelineLabel")),
         requested_bytes=_requested_bytes(stats, where),
+        output_shapes=_output_shapes(stats, where),
     )
+
+
+def _output_shapes(stats: Mapping[str, Any], where: _Where) -> tuple[tuple[int, ...] | None, ...]:
+    """Each output's shape by slot (``output[].tensorDescription.shape.dim[].size``), or its
+    element count from requested bytes / dtype size when the shape is absent (``tf_shapes``).
+    Protobuf semantics: an absent slot or size is 0."""
+    outputs_at = where.key("output")
+    by_slot: dict[int, tuple[int, ...] | None] = {}
+    for k, out in enumerate(_list(_field(stats, "output"), outputs_at)):
+        at = outputs_at.item(k)
+        out = _mapping(out, at)
+        desc_at = at.key("tensorDescription")
+        desc = _mapping(_field(out, "tensorDescription"), desc_at, default={})
+        shape = _mapping(_field(desc, "shape"), desc_at.key("shape"), default={})
+        dims: list[int | None] | None = None
+        if not shape.get("unknownRank"):
+            dims_at = desc_at.key("shape").key("dim")
+            dims = [
+                _int(_field(_mapping(d, dims_at.item(i)), "size"), dims_at.item(i).key("size"))
+                for i, d in enumerate(_list(_field(shape, "dim"), dims_at))
+            ]
+        alloc_at = desc_at.key("allocationDescription")
+        alloc = _mapping(_field(desc, "allocationDescription"), alloc_at, default={})
+        nbytes = _int(_field(alloc, "requestedBytes"), alloc_at.key("requestedBytes"))
+        by_slot[_int(_field(out, "slot"), at.key("slot"))] = output_shape(dims, _field(desc, "dtype"), nbytes)
+    return tuple(by_slot.get(i) for i in range(max(by_slot, default=-1) + 1))
 
 
 def _requested_bytes(stats: Mapping[str, Any], where: _Where) -> int | None:

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from advisor.core.sim_types import NetworkModel
 
 
+DEVICE_DB = "device_db"  # ModelInputs.extras key: an op database (advisor.core.huang.opdb) that re-times compute
+
+
 class Need(StrEnum):
     """An input a model reads; ``advisor models`` lists them, ``compare`` skips a model that lacks one."""
 

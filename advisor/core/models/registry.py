@@ -25,6 +25,7 @@ MODULES: tuple[str, ...] = (
     "advisor.core.models.dts_model",
     "advisor.core.models.ring_allreduce",
     "advisor.core.models.pei",
+    "advisor.core.models.huang_replay",
 )
 DEFAULT_MODEL = "li2020-des+contention"
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-advisor/importers/_proto/tf_runmetadata.proto\x12\nadvisor.tf\"h\n\x0bRunMetadata\x12)\n\nstep_stats\x18\x01 \x01(\x0b\x32\x15.advisor.tf.StepStats\x12.\n\x10partition_graphs\x18\x03 \x03(\x0b\x32\x14.advisor.tf.GraphDef\";\n\tStepStats\x12.\n\tdev_stats\x18\x01 \x03(\x0b\x32\x1b.advisor.tf.DeviceStepStats\"P\n\x0f\x44\x65viceStepStats\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12-\n\nnode_stats\x18\x02 \x03(\x0b\x32\x19.advisor.tf.NodeExecStats\"\xfd\x01\n\rNodeExecStats\x12\x11\n\tnode_name\x18\x01 \x01(\t\x12\x18\n\x10\x61ll_start_micros\x18\x02 \x01(\x03\x12\x1b\n\x13op_start_rel_micros\x18\x03 \x01(\x03\x12\x19\n\x11op_end_rel_micros\x18\x04 \x01(\x03\x12\x1a\n\x12\x61ll_end_rel_micros\x18\x05 \x01(\x03\x12&\n\x06output\x18\x07 \x03(\x0b\x32\x16.advisor.tf.NodeOutput\x12\x16\n\x0etimeline_label\x18\x08 \x01(\t\x12\x18\n\x10scheduled_micros\x18\t \x01(\x03\x12\x11\n\tthread_id\x18\n \x01(\r\"U\n\nNodeOutput\x12\x0c\n\x04slot\x18\x01 \x01(\x05\x12\x39\n\x12tensor_description\x18\x03 \x01(\x0b\x32\x1d.advisor.tf.TensorDescription\"V\n\x11TensorDescription\x12\x41\n\x16\x61llocation_description\x18\x04 \x01(\x0b\x32!.advisor.tf.AllocationDescription\"a\n\x15\x41llocationDescription\x12\x17\n\x0frequested_bytes\x18\x01 \x01(\x03\x12\x17\n\x0f\x61llocated_bytes\x18\x02 \x01(\x03\x12\x16\n\x0e\x61llocator_name\x18\x03 \x01(\t\"-\n\x08GraphDef\x12!\n\x04node\x18\x01 \x03(\x0b\x32\x13.advisor.tf.NodeDef\"\xb3\x01\n\x07NodeDef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02op\x18\x02 \x01(\t\x12\r\n\x05input\x18\x03 \x03(\t\x12\x0e\n\x06\x64\x65vice\x18\x04 \x01(\t\x12+\n\x04\x61ttr\x18\x05 \x03(\x0b\x32\x1d.advisor.tf.NodeDef.AttrEntry\x1a\x42\n\tAttrEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12$\n\x05value\x18\x02 \x01(\x0b\x32\x15.advisor.tf.AttrValue:\x02\x38\x01\".\n\tAttrValue\x12\x0b\n\x01s\x18\x02 \x01(\x0cH\x00\x12\x0b\n\x01\x62\x18\x05 \x01(\x08H\x00\x42\x07\n\x05valueb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n-advisor/importers/_proto/tf_runmetadata.proto\x12\nadvisor.tf\"h\n\x0bRunMetadata\x12)\n\nstep_stats\x18\x01 \x01(\x0b\x32\x15.advisor.tf.StepStats\x12.\n\x10partition_graphs\x18\x03 \x03(\x0b\x32\x14.advisor.tf.GraphDef\";\n\tStepStats\x12.\n\tdev_stats\x18\x01 \x03(\x0b\x32\x1b.advisor.tf.DeviceStepStats\"P\n\x0f\x44\x65viceStepStats\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12-\n\nnode_stats\x18\x02 \x03(\x0b\x32\x19.advisor.tf.NodeExecStats\"\xfd\x01\n\rNodeExecStats\x12\x11\n\tnode_name\x18\x01 \x01(\t\x12\x18\n\x10\x61ll_start_micros\x18\x02 \x01(\x03\x12\x1b\n\x13op_start_rel_micros\x18\x03 \x01(\x03\x12\x19\n\x11op_end_rel_micros\x18\x04 \x01(\x03\x12\x1a\n\x12\x61ll_end_rel_micros\x18\x05 \x01(\x03\x12&\n\x06output\x18\x07 \x03(\x0b\x32\x16.advisor.tf.NodeOutput\x12\x16\n\x0etimeline_label\x18\x08 \x01(\t\x12\x18\n\x10scheduled_micros\x18\t \x01(\x03\x12\x11\n\tthread_id\x18\n \x01(\r\"U\n\nNodeOutput\x12\x0c\n\x04slot\x18\x01 \x01(\x05\x12\x39\n\x12tensor_description\x18\x03 \x01(\x0b\x32\x1d.advisor.tf.TensorDescription\"\xa8\x01\n\x11TensorDescription\x12#\n\x05\x64type\x18\x01 \x01(\x0e\x32\x14.advisor.tf.DataType\x12+\n\x05shape\x18\x02 \x01(\x0b\x32\x1c.advisor.tf.TensorShapeProto\x12\x41\n\x16\x61llocation_description\x18\x04 \x01(\x0b\x32!.advisor.tf.AllocationDescription\"z\n\x10TensorShapeProto\x12-\n\x03\x64im\x18\x02 \x03(\x0b\x32 .advisor.tf.TensorShapeProto.Dim\x12\x14\n\x0cunknown_rank\x18\x03 \x01(\x08\x1a!\n\x03\x44im\x12\x0c\n\x04size\x18\x01 \x01(\x03\x12\x0c\n\x04name\x18\x02 \x01(\t\"a\n\x15\x41llocationDescription\x12\x17\n\x0frequested_bytes\x18\x01 \x01(\x03\x12\x17\n\x0f\x61llocated_bytes\x18\x02 \x01(\x03\x12\x16\n\x0e\x61llocator_name\x18\x03 \x01(\t\"-\n\x08GraphDef\x12!\n\x04node\x18\x01 \x03(\x0b\x32\x13.advisor.tf.NodeDef\"\xb3\x01\n\x07NodeDef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02op\x18\x02 \x01(\t\x12\r\n\x05input\x18\x03 \x03(\t\x12\x0e\n\x06\x64\x65vice\x18\x04 \x01(\t\x12+\n\x04\x61ttr\x18\x05 \x03(\x0b\x32\x1d.advisor.tf.NodeDef.AttrEntry\x1a\x42\n\tAttrEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12$\n\x05value\x18\x02 \x01(\x0b\x32\x15.advisor.tf.AttrValue:\x02\x38\x01\".\n\tAttrValue\x12\x0b\n\x01s\x18\x02 \x01(\x0cH\x00\x12\x0b\n\x01\x62\x18\x05 \x01(\x08H\x00\x42\x07\n\x05value*\xa9\x02\n\x08\x44\x61taType\x12\x0e\n\nDT_INVALID\x10\x00\x12\x0c\n\x08\x44T_FLOAT\x10\x01\x12\r\n\tDT_DOUBLE\x10\x02\x12\x0c\n\x08\x44T_INT32\x10\x03\x12\x0c\n\x08\x44T_UINT8\x10\x04\x12\x0c\n\x08\x44T_INT16\x10\x05\x12\x0b\n\x07\x44T_INT8\x10\x06\x12\r\n\tDT_STRING\x10\x07\x12\x10\n\x0c\x44T_COMPLEX64\x10\x08\x12\x0c\n\x08\x44T_INT64\x10\t\x12\x0b\n\x07\x44T_BOOL\x10\n\x12\x0f\n\x0b\x44T_BFLOAT16\x10\x0e\x12\r\n\tDT_UINT16\x10\x11\x12\x11\n\rDT_COMPLEX128\x10\x12\x12\x0b\n\x07\x44T_HALF\x10\x13\x12\x0f\n\x0b\x44T_RESOURCE\x10\x14\x12\x0e\n\nDT_VARIANT\x10\x15\x12\r\n\tDT_UINT32\x10\x16\x12\r\n\tDT_UINT64\x10\x17\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,6 +33,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_NODEDEF_ATTRENTRY']._loaded_options = None
   _globals['_NODEDEF_ATTRENTRY']._serialized_options = b'8\001'
+  _globals['_DATATYPE']._serialized_start=1325
+  _globals['_DATATYPE']._serialized_end=1622
   _globals['_RUNMETADATA']._serialized_start=61
   _globals['_RUNMETADATA']._serialized_end=165
   _globals['_STEPSTATS']._serialized_start=167
@@ -43,16 +45,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NODEEXECSTATS']._serialized_end=564
   _globals['_NODEOUTPUT']._serialized_start=566
   _globals['_NODEOUTPUT']._serialized_end=651
-  _globals['_TENSORDESCRIPTION']._serialized_start=653
-  _globals['_TENSORDESCRIPTION']._serialized_end=739
-  _globals['_ALLOCATIONDESCRIPTION']._serialized_start=741
-  _globals['_ALLOCATIONDESCRIPTION']._serialized_end=838
-  _globals['_GRAPHDEF']._serialized_start=840
-  _globals['_GRAPHDEF']._serialized_end=885
-  _globals['_NODEDEF']._serialized_start=888
-  _globals['_NODEDEF']._serialized_end=1067
-  _globals['_NODEDEF_ATTRENTRY']._serialized_start=1001
-  _globals['_NODEDEF_ATTRENTRY']._serialized_end=1067
-  _globals['_ATTRVALUE']._serialized_start=1069
-  _globals['_ATTRVALUE']._serialized_end=1115
+  _globals['_TENSORDESCRIPTION']._serialized_start=654
+  _globals['_TENSORDESCRIPTION']._serialized_end=822
+  _globals['_TENSORSHAPEPROTO']._serialized_start=824
+  _globals['_TENSORSHAPEPROTO']._serialized_end=946
+  _globals['_TENSORSHAPEPROTO_DIM']._serialized_start=913
+  _globals['_TENSORSHAPEPROTO_DIM']._serialized_end=946
+  _globals['_ALLOCATIONDESCRIPTION']._serialized_start=948
+  _globals['_ALLOCATIONDESCRIPTION']._serialized_end=1045
+  _globals['_GRAPHDEF']._serialized_start=1047
+  _globals['_GRAPHDEF']._serialized_end=1092
+  _globals['_NODEDEF']._serialized_start=1095
+  _globals['_NODEDEF']._serialized_end=1274
+  _globals['_NODEDEF_ATTRENTRY']._serialized_start=1208
+  _globals['_NODEDEF_ATTRENTRY']._serialized_end=1274
+  _globals['_ATTRVALUE']._serialized_start=1276
+  _globals['_ATTRVALUE']._serialized_end=1322
 # @@protoc_insertion_point(module_scope)
