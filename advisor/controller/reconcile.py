@@ -69,6 +69,7 @@ class Reconciler:
     # rate-limited requeue after an error (per-key exponential backoff) and its reset on success
     requeue: Callable[[Key], None] | None = None
     forget: Callable[[Key], None] | None = None
+    prediction_retry_s: tuple[float, float] = PREDICTION_RETRY_S  # first and longest wait before a retry
     _waiting: dict[str, tuple[str, set[Key]]] = field(default_factory=dict)  # prediction key -> (sha, jobs)
     # prediction key -> (error, failures so far, when to try again): retried with backoff
     _failed: dict[str, tuple[str, int, float]] = field(default_factory=dict)
@@ -119,7 +120,7 @@ class Reconciler:
             sha, jobs = self._waiting.pop(pkey, ("", set()))
             if error is not None:
                 failures = self._failed.get(pkey, ("", 0, 0.0))[1] + 1
-                lo, hi = PREDICTION_RETRY_S
+                lo, hi = self.prediction_retry_s
                 self._failed[pkey] = (error, failures, self.clock() + min(hi, lo * 2 ** (failures - 1)))
             else:
                 self._failed.pop(pkey, None)
@@ -399,8 +400,9 @@ class Reconciler:
                     self._waiting.setdefault(pkey, (sha, set()))[1].add(view.key)
             if failed is not None:
                 error, failures, retry_at = failed
-                self._fail(view, "PredictionFailed", f"{error} (failed {failures} time{'s' * (failures > 1)};"
-                           f" retried at {ann.rfc3339(retry_at)})")
+                self._fail(view, "PredictionFailed", error)
+                log.info("%s/%s: prediction %s failed %d time(s); retried at %s", view.namespace, view.name, pkey,
+                         failures, ann.rfc3339(retry_at))
                 self.enqueue_after(view.key, max(retry_at - self.clock(), 0.0))
                 return
             if not self.predictor.running(pkey):
