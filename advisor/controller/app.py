@@ -72,6 +72,7 @@ class Controller:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._settings_file = settings_file
+        self._pending_restart: dict[str, str] = {}  # restart-only settings changed in the file, as last said
         self.informer = Informer(kube, settings.namespaces or None, self._on_event,
                                  on_restart=lambda reason: self.metrics.watch_restarts.labels(reason).inc())
         # the predictor calls back into the reconciler, made just after it
@@ -248,7 +249,9 @@ class Controller:
         if not changed:
             return
         later = sorted(changed & RESTART_ONLY)
-        if later:
+        pending = {name: repr(getattr(fresh, name)) for name in later}
+        if later and pending != self._pending_restart:  # said once per change, not every 30 s
+            self._pending_restart = pending
             log.warning("settings %s changed in %s but take effect only after a restart of the controller"
                         " (kubectl rollout restart); the running controller keeps the old values",
                         ", ".join(later), self._settings_file)

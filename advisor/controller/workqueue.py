@@ -31,7 +31,7 @@ class RateLimiter:
     burst: int = 100
     clock: Callable[[], float] = time.monotonic
     _failures: dict[Hashable, int] = field(default_factory=dict)
-    _tokens: float = -1.0
+    _tokens: float | None = None  # None: full (the first reservation fills the bucket)
     _last: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -54,7 +54,7 @@ class RateLimiter:
     def _reserve(self) -> float:
         """Take a token (golang.org/x/time/rate's Reserve): the wait until it is there."""
         now = self.clock()
-        if self._tokens < 0:
+        if self._tokens is None:
             self._tokens, self._last = float(self.burst), now
         self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
         self._last = now
