@@ -49,10 +49,10 @@ class Ingest:
         """The token must be the one derived for the job now known by that name (its uid) and
         this generation, and its run must be live. Why the uid: a job deleted and recreated
         under the same name is another job, and the old job's token must not upload into the
-        new job's run. A job the cache does not show is left to ``accept_trace`` (404)."""
+        new job's run. A job the cache does not show has no token (403, before the body is read)."""
         uid = ((self.cache(namespace, name) or {}).get("metadata") or {}).get("uid")
         if not isinstance(uid, str):
-            return True  # no such job: 404 from accept_trace, not a 403 that hides it
+            return False
         return token_matches(self.ingest_key, uid, generation, token) and self._live(namespace, name, uid, generation)
 
     def _live(self, namespace: str, name: str, uid: str, generation: int) -> bool:

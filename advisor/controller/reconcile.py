@@ -214,7 +214,7 @@ class Reconciler:
             hold = suspend_patch()
             hold["metadata"]["annotations"].update(profiled)
             self._patch(view, hold)
-        tries = {ann.PROFILING_RUN: name, ann.PROFILING_STARTED: ann.rfc3339(max(run.created, now)),
+        tries = {ann.PROFILING_RUN: name, ann.PROFILING_STARTED: ann.rfc3339(run.created),
                  ann.PROFILING_ATTEMPTS: run.attempts_json}
         if now < run.created:  # a retry waiting for its backoff
             self._set_phase(view, "Profiling", "ProfilingRetryWaiting",

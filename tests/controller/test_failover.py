@@ -122,3 +122,29 @@ def test_a_standby_with_its_own_store_takes_the_upload_and_the_leader_finishes(e
     finally:
         for c in (a, b):
             c.stop()
+
+
+def test_a_new_leader_with_its_own_store_leaves_a_finished_job_finished(emu, body, tmp_path) -> None:
+    """What the old leader concluded (predicted, or profiling failed for good) stands: a new
+    leader that knows nothing of it adopts the outcome from the cluster and profiles nothing."""
+    first = start_controller(emu, settings_for(tmp_path / "a", leader_election=False, profiling_max_attempts=1))
+    try:
+        create_tfjob(emu, tfjob("done"))
+        create_tfjob(emu, tfjob("broke"))
+        wait_for("two profiling runs", lambda: len(profiling_jobs(emu)) == 2)
+        assert upload_as_profiling_pod(emu, emu.get("tfjobs", NS, "done-prof-g1"), body).ok
+        failed = {"type": "Failed", "status": "True", "reason": "TFJobFailed", "message": "ImagePullBackOff"}
+        emu.patch("tfjobs", NS, "broke-prof-g1", {"status": {"conditions": [failed]}}, subresource="status")
+        wait_for("both settled", lambda: phase(emu, "done") == "Predicted" and phase(emu, "broke") == "Failed")
+    finally:
+        first.stop()
+    second = start_controller(emu, settings_for(tmp_path / "b", leader_election=False, profiling_max_attempts=1))
+    try:
+        wait_for("both adopted", lambda: len(second.store.runs()) == 2)
+        states = {r.name: r.state for r in second.store.runs()}
+        assert states["broke"] == "failed"
+        wait_for("re-predicted from the record", lambda: second.store.runs(state="predicted"))
+        assert phase(emu, "done") == "Predicted" and phase(emu, "broke") == "Failed"
+        assert creates(emu, "tfjobs") == 4  # two jobs, two profiling runs: none after the new start
+    finally:
+        second.stop()
