@@ -9,6 +9,7 @@ prediction Jobs' real ``advisor predict-job`` processes.
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import socket
@@ -130,6 +131,8 @@ def pod_token(profiling_job: Mapping[str, Any]) -> str:
     item, read from the pod template's annotation it names."""
     template = profiling_job["spec"]["tfReplicaSpecs"]["Worker"]["template"]
     volume = next(v for v in template["spec"]["volumes"] if v["name"] == "advisor-token")
+    if "secret" in volume:  # a controller older than issue 15 (e.g. an installed console script): a Secret
+        raise LookupError(f"the token is in Secret {volume['secret']['secretName']}, not the pod template")
     path = volume["downwardAPI"]["items"][0]["fieldRef"]["fieldPath"]  # metadata.annotations['<key>']
     key = path.split("['", 1)[1].rstrip("']")
     return str(template["metadata"]["annotations"][key])
@@ -141,7 +144,12 @@ def upload_as_profiling_pod(emu: KubeEmulator, profiling_job: Mapping[str, Any],
     container = profiling_job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e["value"] for e in container["env"]}
     if token is None:
-        token = pod_token(profiling_job)
+        try:
+            token = pod_token(profiling_job)
+        except LookupError:
+            secret = emu.get("secrets", NS, profiling_job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"][
+                "volumes"][-1]["secret"]["secretName"])
+            token = base64.b64decode(secret["data"]["token"]).decode()
     url = env["ADVISOR_INGEST_URL"]
     if port is not None:  # the Service would route to whichever replica is ready
         url = url.replace(url.split("/")[2], f"127.0.0.1:{port}")
