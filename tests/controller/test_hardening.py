@@ -261,3 +261,33 @@ def test_the_profile_record_survives_in_the_cluster_and_is_refused_when_too_larg
     incompressible = os.urandom(800_000).hex()  # 1.6 MB of text, ~0.8 MB gzipped: over 1 MiB in base64
     with pytest.raises(ProfileTooLarge, match="1048576"):
         records.put(NS, "rec", uid, 3, f'"{incompressible}"')
+
+
+def test_the_longest_namespace_and_job_names_go_through_the_whole_flow(body, tmp_path) -> None:
+    """63-character namespace and TFJob names (the limits Kubernetes and the training operator
+    allow): every object the controller creates is valid in the emulator, which checks names and
+    label values as the API server does, and the Services the operator would derive from the
+    profiling run's name (``<run>-worker-0``, ``<run>-ps-0``) are DNS-1035 labels."""
+    import re
+
+    namespace, name = "n" * 62 + "s", "j" * 62 + "b"
+    with KubeEmulator(namespaces=[namespace], bookmark_interval_s=0.5) as emu:
+        controller = start_controller(emu, settings_for(tmp_path, leader_election=False, namespaces=[namespace],
+                                                        lease_namespace=namespace))
+        try:
+            api = kubernetes.client.CustomObjectsApi(kubernetes.client.ApiClient(emu.configuration()))
+            api.create_namespaced_custom_object("kubeflow.org", "v1", namespace, "tfjobs",
+                                                tfjob(name, namespace=namespace))
+            pj = wait_for("the profiling run", lambda: emu.list(
+                "tfjobs", namespace, label_selector="training-advisor.io/role=profiling"))[0]
+            run = pj["metadata"]["name"]
+            for derived in (f"{run}-worker-0", f"{run}-ps-0"):
+                assert len(derived) <= 63 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", derived), derived
+            assert upload_as_profiling_pod(emu, pj, body).status == 202
+            wait_for("Predicted", lambda: emu.get("tfjobs", namespace, name)["metadata"]["annotations"].get(
+                "training-advisor.io/phase") == "Predicted")
+            assert emu.get("configmaps", namespace, f"{name}-advisor-g1") is not None
+            assert not [c for c in emu.calls() if c.code >= 400 and c.code != 404 and c.resource], \
+                [c for c in emu.calls() if c.code >= 400]
+        finally:
+            controller.stop()
