@@ -268,6 +268,10 @@ class Kube:
         except KubeNotFound:
             return None
 
+    def patch_configmap(self, namespace: str, name: str, patch: Mapping[str, Any]) -> JSON:
+        """JSON merge patch."""
+        return self._call("patch", "PATCH", CONFIGMAPS, namespace, name, body=dict(patch), content_type=MERGE_PATCH)
+
     def delete_configmap(self, namespace: str, name: str, *, uid: str | None = None) -> None:
         """With ``uid`` (a precondition) only that object: if the name is another's by now, KubeConflict."""
         self._delete(CONFIGMAPS, namespace, name, uid)

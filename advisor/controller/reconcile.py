@@ -75,6 +75,8 @@ class Reconciler:
     _failed: dict[str, tuple[str, int, float]] = field(default_factory=dict)
     # job -> the resourceVersion of this replica's last write to it during the current reconcile
     _rv: dict[Key, str] = field(default_factory=dict)
+    # job -> (uid, generation, the prediction key its record holds), as far as this replica knows
+    _recorded: dict[Key, tuple[str, int, str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _curve_workers: dict[Key, tuple[int, ...]] = field(default_factory=dict)
     _bandwidth_of: dict[str, float | None] = field(default_factory=dict)  # profile sha -> recorded bandwidth
@@ -265,6 +267,10 @@ class Reconciler:
                      view.name, name, generation, "profile recorded" if record else state)
         if record is not None:
             self.store.put_trace(view.uid, generation, b"", record.profile_json, record.sha, now)
+            if record.prediction_key and record.prediction_json:  # applied again, not simulated again
+                self.store.put_prediction(record.sha, record.prediction_key, record.prediction_json, now)
+                with self._lock:
+                    self._recorded[view.key] = (view.uid, generation, record.prediction_key)
             run = self.store.run(view.uid, generation)
         return run
 
@@ -412,9 +418,24 @@ class Reconciler:
             return
         prediction = json.loads(stored)
         self._apply(view, run, sha, prediction, prices, limits)
+        self._record_prediction(view, run.generation, pkey, stored)
         if run.state != "predicted":
             self.store.set_state(view.uid, run.generation, "predicted", "", self.clock())
             self.store.revoke_token(view.uid, run.generation)
+
+    def _record_prediction(self, view: TFJobView, generation: int, pkey: str, stored: str) -> None:
+        """Put the applied prediction beside the profile in the job's record (once per key)."""
+        if self.records is None:
+            return
+        with self._lock:
+            if self._recorded.get(view.key) == (view.uid, generation, pkey):
+                return
+        try:
+            self.records.put_prediction(view.namespace, view.name, generation, pkey, stored)
+        except KubeNotFound:  # no record (a run from before the records): a new leader simulates
+            pass
+        with self._lock:
+            self._recorded[view.key] = (view.uid, generation, pkey)
 
     def _apply(self, view: TFJobView, run: Any, sha: str, prediction: Mapping[str, Any], prices: Prices,
                limits: Limits) -> None:
@@ -575,6 +596,7 @@ class Reconciler:
         self.metrics.forget_job(namespace, name, self._curve_workers.pop((namespace, name), ()))
         with self._lock:
             self._reason_written.pop((namespace, name), None)
+            self._recorded.pop((namespace, name), None)
 
 
 def _reason_and_message(run: Any) -> tuple[str, str]:

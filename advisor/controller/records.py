@@ -9,7 +9,8 @@ and refused when it would pass the API's 1 MiB object limit. The run's state (ph
 profiled generation, profiling run name, tries) is in the job's annotations already; together
 they are the whole state a new leader needs. A ConfigMap rather than a Secret: the profile is
 not a credential, and the controller then needs no right on Secrets in users' namespaces.
-Whichever replica receives the upload writes the record, so ingest works on a standby too.
+Whichever replica receives the upload writes the record, so ingest works on a standby too; the
+leader adds the prediction it applied, so a new leader re-applies it without simulating.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ from advisor.errors import AdvisorError, KubeAlreadyExists, KubeNotFound
 
 log = logging.getLogger(__name__)
 PROFILE_KEY = "profile.json.gz"
+PREDICTION_KEY = "prediction.json.gz"
 PROFILE_SHA = PREFIX + "profile-sha256"
+PREDICTION = PREFIX + "prediction-key"  # the prediction key (profile and parameters) of PREDICTION_KEY
 MAX_OBJECT_BYTES = 1024 * 1024  # etcd's request limit, as the API server enforces for a ConfigMap
 _HEADROOM = 16 * 1024  # metadata, base64 padding of the JSON body
 _NAME_LIMIT = 253
@@ -45,6 +48,8 @@ class ProfileTooLarge(AdvisorError):
 class ProfileRecord:
     profile_json: str
     sha: str
+    prediction_key: str | None = None  # the prediction recorded with it, if any
+    prediction_json: str | None = None
 
 
 def record_name(job: str, generation: int) -> str:
@@ -99,6 +104,18 @@ class ProfileRecords:
                 pass
         return "conflict"
 
+    def put_prediction(self, namespace: str, name: str, generation: int, key: str, prediction_json: str) -> bool:
+        """Keep the prediction the job's annotations were written from beside its profile, so a
+        new leader applies it instead of simulating again (and flipping the job to Predicting).
+        False when it does not fit (logged): the new leader then simulates."""
+        packed = base64.b64encode(gzip.compress(prediction_json.encode(), mtime=0)).decode()
+        if len(packed) > MAX_OBJECT_BYTES // 4:
+            log.warning("prediction %s for %s/%s not recorded: %d bytes", key, namespace, name, len(packed))
+            return False
+        self.kube.patch_configmap(namespace, record_name(name, generation),
+                                  {"metadata": {"annotations": {PREDICTION: key}}, "binaryData": {PREDICTION_KEY: packed}})
+        return True
+
     def get(self, namespace: str, name: str, uid: str, generation: int) -> ProfileRecord | None:
         """The profile recorded for this job (uid) and generation; None when there is none, or
         it is unreadable (logged) or an earlier job's."""
@@ -123,4 +140,11 @@ def read_record(cm: Mapping[str, Any], uid: str) -> ProfileRecord | None:
     if notes.get(PROFILE_SHA) not in (None, sha):
         log.warning("profile record %s/%s does not match its digest; ignored", meta.get("namespace"), meta.get("name"))
         return None
-    return ProfileRecord(text, sha)
+    key, prediction = notes.get(PREDICTION), None
+    if key:
+        try:
+            prediction = gzip.decompress(base64.b64decode((cm.get("binaryData") or {})[PREDICTION_KEY])).decode()
+            json.loads(prediction)
+        except (KeyError, ValueError, OSError, EOFError):
+            key, prediction = None, None  # simulated again: nothing lost but time
+    return ProfileRecord(text, sha, key, prediction)

@@ -60,6 +60,10 @@ def two_replicas(emu: KubeEmulator, tmp_path: Path, **overrides: Any) -> dict[st
     return replicas
 
 
+def patches_of(emu: KubeEmulator, name: str) -> int:
+    return len([c for c in emu.calls(verb="patch", resource="tfjobs") if c.name == name])
+
+
 def creates(emu: KubeEmulator, resource: str) -> int:
     return len([c for c in emu.calls(verb="create", resource=resource) if c.code in (200, 201)])
 
@@ -138,13 +142,18 @@ def test_a_new_leader_with_its_own_store_leaves_a_finished_job_finished(emu, bod
         wait_for("both settled", lambda: phase(emu, "done") == "Predicted" and phase(emu, "broke") == "Failed")
     finally:
         first.stop()
+    patched_before = patches_of(emu, "done")
     second = start_controller(emu, settings_for(tmp_path / "b", leader_election=False, profiling_max_attempts=1))
     try:
         wait_for("both adopted", lambda: len(second.store.runs()) == 2)
         states = {r.name: r.state for r in second.store.runs()}
         assert states["broke"] == "failed"
-        wait_for("re-predicted from the record", lambda: second.store.runs(state="predicted"))
+        wait_for("applied from the record", lambda: second.store.runs(state="predicted"))
         assert phase(emu, "done") == "Predicted" and phase(emu, "broke") == "Failed"
+        # the prediction recorded with the profile was applied: nothing simulated again, and the
+        # job never went back to Predicting
+        assert second.metrics.predictions.labels("succeeded")._value.get() == 0
+        assert patches_of(emu, "done") == patched_before, "the new leader wrote on the predicted job"
         assert creates(emu, "tfjobs") == 4  # two jobs, two profiling runs: none after the new start
     finally:
         second.stop()
