@@ -278,7 +278,11 @@ class Reconciler:
         """A run still profiling here may have its profile recorded by another replica's ingest."""
         if self.records is None:
             return run
-        record = self.records.get(view.namespace, view.name, view.uid, run.generation)
+        try:
+            record = self.records.get(view.namespace, view.name, view.uid, run.generation)
+        except KubeError as exc:  # not fatal: this replica's own ingest and the run's outcome still count
+            log.warning("%s/%s: cannot read the profile record: %s", view.namespace, view.name, exc)
+            return run
         if record is None:
             return run
         if self.store.put_trace(view.uid, run.generation, b"", record.profile_json, record.sha, self.clock()) == "stored":
