@@ -35,6 +35,8 @@ PROFILED_GENERATION = PREFIX + "profiled-generation"
 TEMPLATE_HASH = PREFIX + "template-hash"
 PREDICTED_AT = PREFIX + "predicted-at"
 PROFILING_RUN = PREFIX + "profiling-run"
+PROFILING_STARTED = PREFIX + "profiling-started"  # RFC 3339: when the current profiling try started
+PROFILING_ATTEMPTS = PREFIX + "profiling-attempts"  # JSON [{"attempt", "run", "reason"}]: tries that ended
 SUSPENDED_BY_ADVISOR = PREFIX + "suspended-by-advisor"
 LAST_RESIZE = PREFIX + "last-resize"
 PHASES = ("Pending", "Profiling", "Predicting", "Predicted", "Failed")
@@ -42,6 +44,14 @@ PHASES = ("Pending", "Profiling", "Predicting", "Predicted", "Failed")
 
 def rfc3339(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(text: str | None) -> float | None:
+    """The time ``rfc3339`` wrote; None when absent or not such a time."""
+    try:
+        return dt.datetime.strptime(text or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp()
+    except ValueError:
+        return None
 
 
 def compact(doc: Any) -> str:

@@ -32,9 +32,11 @@ from advisor.controller.leader import LeaderElector
 from advisor.controller.metrics import Metrics
 from advisor.controller.prediction_job import PredictionJobSpec
 from advisor.controller.predictions import Done, ProcessPredictor
+from advisor.controller.records import ProfileRecords
 from advisor.controller.reconcile import Key, Reconciler
 from advisor.controller.settings import ControllerSettings, PredictionBackend, SettingsError, load_settings
 from advisor.controller.store import Store
+from advisor.controller.tokens import load_key
 from advisor.controller.tfjob import opted_in
 from advisor.controller.workqueue import WorkQueue
 from advisor.errors import StoreError
@@ -42,6 +44,16 @@ from advisor.importers.trace_upload import STEPS_FIELD
 
 log = logging.getLogger(__name__)
 RECONCILE_THREADS = 4
+# Settings a running controller cannot take over: its threads, server, store, key, prediction
+# pool or Jobs were made from them at start. A reload that changes one says a restart is needed.
+RESTART_ONLY = frozenset({
+    "namespaces", "http_port", "ingest_max_bytes", "ingest_url", "ingest_key", "ingest_key_file", "store_path",
+    "leader_election", "lease_name", "lease_namespace", "identity", "kubeconfig", "kube_context",
+    "prediction_backend", "prediction_processes", "prediction_job_image", "prediction_job_image_pull_secrets",
+    "prediction_job_timeout_s", "prediction_job_start_timeout_s", "prediction_job_resources",
+    "prediction_job_node_selector", "prediction_job_tolerations", "prediction_job_priority_class_name",
+    "prediction_job_run_as_user", "prediction_job_run_as_group",
+})
 
 
 class Controller:
@@ -60,16 +72,20 @@ class Controller:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._settings_file = settings_file
+        self._pending_restart: dict[str, str] = {}  # restart-only settings changed in the file, as last said
         self.informer = Informer(kube, settings.namespaces or None, self._on_event,
                                  on_restart=lambda reason: self.metrics.watch_restarts.labels(reason).inc())
         # the predictor calls back into the reconciler, made just after it
         self.predictor = predictor or self._make_predictor(
             lambda key, result, error: self.reconciler.prediction_done(key, result, error), job_poll_s)
+        key = load_key(settings)
+        records = ProfileRecords(kube)
         self.reconciler = Reconciler(settings=settings, kube=kube, cache=self.informer.get, store=self.store,
                                      predictor=self.predictor, metrics=self.metrics,
-                                     enqueue_after=self.queue.add_after, clock=clock)
+                                     enqueue_after=self.queue.add_after, clock=clock, ingest_key=key,
+                                     records=records, requeue=self.queue.add_rate_limited, forget=self.queue.forget)
         self.ingest = Ingest(cache=self.informer.get, store=self.store, metrics=self.metrics,
-                             enqueue=self.queue.add, clock=clock)
+                             enqueue=self.queue.add, clock=clock, ingest_key=key, records=records)
         duration, renew, retry = lease_timing  # client-go's defaults: 15 s lease, renew within 10 s, retry 2 s
         self.elector = LeaderElector(kube, settings.lease_namespace, settings.lease_name, settings.identity,
                                      lease_duration_s=duration, renew_deadline_s=renew, retry_period_s=retry,
@@ -161,16 +177,16 @@ class Controller:
         return (False, "stopping") if self._stop.is_set() else (True, "ok")
 
     def ready(self) -> tuple[bool, str]:
-        """Ready (and so sent ingest traffic by the Service) only while leading with a synced cache."""
+        """Ready = able to serve (a synced cache, a working store), leading or not: a standby
+        serves trace uploads too (ingest records them in the cluster, where the leader finds
+        them), so ``helm install --wait`` with two replicas completes and a failover loses no upload."""
         if not self.informer.has_synced():
             return False, "TFJob cache not synced yet"
-        if not self.leading:
-            return False, "standing by: another replica holds the leader lease"
         try:
             self.store.ping()
         except StoreError as exc:
             return False, f"store unavailable: {exc}"
-        return True, "ok"
+        return True, "ok" if self.leading else "ok (standing by: another replica holds the leader lease)"
 
     # --- work ----------------------------------------------------------------------------------
 
@@ -217,17 +233,40 @@ class Controller:
                                     tracked=self.predictor.tracked_jobs(), selector=PREDICTION_JOBS)
 
     def reload_settings(self) -> None:
-        """Re-read the settings file; a change of prices, bandwidth or limits re-predicts every job."""
+        """Re-read the settings file and apply what can change while running: every setting the
+        reconciles read (prices, bandwidth, limits, mode, prediction and profiling settings,
+        opt-in), the resync and garbage collection periods and the log level; every job is
+        reconciled again (a changed prediction setting re-predicts). The others (``RESTART_ONLY``:
+        what threads, sockets, the store, the pool or the Jobs' spec were built from) keep their
+        old value, and a warning names them: they need a restart."""
         try:
             fresh = load_settings(self._settings_file)
         except SettingsError as exc:  # a broken ConfigMap edit must not stop the controller: keep the old settings
             log.error("settings not reloaded: %s", exc)
             return
-        if fresh.prediction_fingerprint() != self.settings.prediction_fingerprint() or fresh.mode != self.settings.mode:
-            log.info("settings changed: re-predicting every job")
-            self.settings = fresh
-            self.reconciler.settings = fresh
-            self.resync()
+        old = self.settings
+        changed = {name for name in type(old).model_fields if getattr(fresh, name) != getattr(old, name)}
+        if not changed:
+            return
+        later = sorted(changed & RESTART_ONLY)
+        pending = {name: repr(getattr(fresh, name)) for name in later}
+        if later and pending != self._pending_restart:  # said once per change, not every 30 s
+            self._pending_restart = pending
+            log.warning("settings %s changed in %s but take effect only after a restart of the controller"
+                        " (kubectl rollout restart); the running controller keeps the old values",
+                        ", ".join(later), self._settings_file)
+        applied = sorted(changed - RESTART_ONLY)
+        if not applied:
+            return
+        self.settings = fresh.model_copy(update={name: getattr(old, name) for name in RESTART_ONLY})
+        self.reconciler.settings = self.settings
+        log.info("settings changed (%s): applied; reconciling every job", ", ".join(applied))
+        if "log_level" in changed:
+            logging.getLogger().setLevel(self.settings.log_level)
+        for job_id, seconds in (("resync", self.settings.resync_period_s), ("gc", self.settings.gc_period_s)):
+            if {"resync_period_s", "gc_period_s"} & changed and self.scheduler.running:
+                self.scheduler.reschedule_job(job_id, trigger="interval", seconds=seconds)
+        self.resync()
 
     def _opted_in_keys(self) -> list[Key]:
         keys = []

@@ -1,10 +1,10 @@
-"""Garbage collection: profiling runs, ingest tokens, prediction Jobs and store rows that nothing
-needs any more.
+"""Garbage collection: profiling runs, prediction Jobs and store rows that nothing needs any more.
 
-In a real cluster the owner references already delete a job's profiling runs and token Secrets
-with the job; this sweep covers what they cannot: runs superseded by a newer generation, runs
-finished longer than ``max_age_s`` ago, tokens of runs that are over (a leaked token must not
-stay valid), and store rows of jobs that are gone. With the job backend it also deletes
+In a real cluster the owner references already delete a job's profiling runs and profile
+records with the job; this sweep covers what they cannot: runs superseded by a newer
+generation, runs finished longer than ``max_age_s`` ago, and store rows of jobs that are gone.
+Upload tokens need no sweep: they are derived, not stored, and ingest refuses them once the run
+is over. With the job backend it also deletes
 prediction Jobs no running prediction needs (their TTL would, but not those of a lost store or
 a Job that never finishes) with their token Secrets, and forgets finished attempts.
 """
@@ -28,8 +28,7 @@ def collect_garbage(kube: Any, informer: Any, store: Any, metrics: Metrics, *, n
                     namespaces: Sequence[str] = ()) -> int:
     """One sweep over ``namespaces`` (empty: all); returns how many objects were deleted.
 
-    API errors are logged and the sweep goes on. Secrets are listed per watched namespace, never
-    cluster-wide when the controller is namespaced: its RBAC grants no more.
+    API errors are logged and the sweep goes on.
 
     Nothing is deleted until the informer has listed every namespace: a job missing from a cache
     still being filled (or whose list keeps failing) is not a gone job, and deleting its runs
@@ -45,14 +44,6 @@ def collect_garbage(kube: Any, informer: Any, store: Any, metrics: Metrics, *, n
             continue
         if _stale_profiling_run(obj, informer, store, now, max_age_s):
             deleted += _delete(kube.delete_tfjob, ns, name)
-    for secret in _token_secrets(kube, namespaces):
-        meta = secret.get("metadata", {})
-        uid = next((r.get("uid") for r in meta.get("ownerReferences") or []), None)
-        run = store.run(uid, _int((meta.get("labels") or {}).get(GENERATION_LABEL))) if uid else None
-        if run is None or run.state not in LIVE_STATES:
-            if run is not None:
-                store.revoke_token(run.uid, run.generation)
-            deleted += _delete(kube.delete_secret, meta.get("namespace"), meta.get("name"))
     live_uids = {(informer.get(*k) or {}).get("metadata", {}).get("uid") for k in informer.keys()}
     for run in store.runs_updated_before(now - max_age_s):
         if run.uid not in live_uids:
@@ -70,20 +61,17 @@ def _stale_profiling_run(obj: dict[str, Any], informer: Any, store: Any, now: fl
     generation = _int((meta.get("labels") or {}).get(GENERATION_LABEL))
     run = store.run(owner_uid, generation)
     latest = store.latest_run(owner_uid)
-    if run is None or (latest is not None and latest.generation > generation):
+    if run is None:
+        # Not in this replica's store (a new leader that has not adopted it yet): the job's
+        # annotations say whether it is the run in progress.
+        notes = owner.get("metadata", {}).get("annotations") or {}
+        return not (notes.get(PREFIX + "profiling-run") == meta.get("name") and notes.get(PREFIX + "phase") in
+                    ("Profiling", "Predicting"))
+    if latest is not None and latest.generation > generation:
         return True
+    if run.profiling_job != meta.get("name"):
+        return now - run.updated > max_age_s  # an earlier, failed try: kept a while to look at
     return run.state not in ("profiling",) and now - run.updated > max_age_s
-
-
-def _token_secrets(kube: Any, namespaces: Sequence[str]) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    scopes: Sequence[str | None] = namespaces or [None]  # None: all namespaces
-    for ns in scopes:
-        try:
-            found.extend(kube.list_secrets(ns, label_selector=f"{ROLE_LABEL}=ingest-token"))
-        except KubeError as exc:
-            log.warning("garbage collection: cannot list token secrets in %s: %s", ns or "all namespaces", exc)
-    return found
 
 
 def _delete(delete: Any, namespace: str, name: str) -> int:

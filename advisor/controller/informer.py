@@ -43,7 +43,28 @@ log = logging.getLogger(__name__)
 JSON = dict[str, Any]
 Key = tuple[str, str]  # (namespace, name)
 EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED")
+# What the controller never reads, dropped before caching (client-go's informer TransformFunc):
+# managedFields (often the largest part of a TFJob), kubectl's copy of the whole applied object,
+# and every status field but the conditions and startTime.
+DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+KEPT_STATUS = ("conditions", "startTime")
 RESTART_REASONS = ("expired", "error", "timeout")
+
+
+def slim(obj: JSON) -> JSON:
+    """A shallow copy of ``obj`` without what the controller never reads (``obj`` is untouched)."""
+    out = dict(obj)
+    meta = out.get("metadata")
+    if isinstance(meta, dict):
+        meta = {k: v for k, v in meta.items() if k != "managedFields"}
+        notes = meta.get("annotations")
+        if isinstance(notes, dict) and any(k in notes for k in DROPPED_ANNOTATIONS):
+            meta["annotations"] = {k: v for k, v in notes.items() if k not in DROPPED_ANNOTATIONS}
+        out["metadata"] = meta
+    status = out.get("status")
+    if isinstance(status, dict):
+        out["status"] = {k: v for k, v in status.items() if k in KEPT_STATUS}
+    return out
 
 
 class WatchStreamLike(Protocol):
@@ -256,7 +277,7 @@ class Informer:
                 if type_ == "DELETED":
                     self._shared.cache.pop(key, None)
                 else:
-                    self._shared.cache[key] = obj
+                    self._shared.cache[key] = slim(obj)
             try:
                 self._on_event(type_, obj)
             except Exception:  # the consumer's bug must not stop the informer: log, count, go on

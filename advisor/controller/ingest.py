@@ -16,42 +16,61 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from advisor.controller import annotations as ann
 from advisor.controller.http_api import IngestResult
 from advisor.controller.metrics import Metrics
+from advisor.controller.records import ProfileRecords, ProfileTooLarge
+from advisor.controller.store import TOKEN_STATES
+from advisor.controller.tokens import token_matches
 from advisor.importers.profile_file import profile_to_json
 from advisor.importers.tf_profile import build_profile_from_trace
 from advisor.importers.trace_upload import read_trace_upload
-from advisor.errors import ProfileError, TraceImportError
+from advisor.errors import KubeError, ProfileError, TraceImportError
 
 Key = tuple[str, str]
 
 
 @dataclass
 class Ingest:
+    """Serves uploads on every replica, leader or not: the token is derived from the shared key,
+    whether the run is live is read from the job (its annotations) when this replica's store
+    does not know the run, and the profile goes first to its record in the cluster
+    (``records``), where the leader finds it. A standby is therefore Ready and useful."""
+
     cache: Callable[[str, str], Mapping[str, Any] | None]
     store: Any  # advisor.controller.store.Store
     metrics: Metrics
     enqueue: Callable[[Key], None]
     clock: Callable[[], float] = time.time
+    ingest_key: bytes = b""
+    records: ProfileRecords | None = None
 
     def verify_token(self, namespace: str, name: str, generation: int, token: str) -> bool:
-        """The token must be that of a live run of the job now known by that name (its uid).
-
-        Why: ``accept_trace`` stores under the uid in the cache, and the store still holds the
-        live runs of an earlier job of the same name (deleted and recreated) until garbage
-        collection: their tokens must not upload into the new job's run. A job the cache does
-        not show is left to ``accept_trace`` (404)."""
-        run = self.store.verify_token(namespace, name, generation, token)
+        """The token must be the one derived for the job now known by that name (its uid) and
+        this generation, and its run must be live. Why the uid: a job deleted and recreated
+        under the same name is another job, and the old job's token must not upload into the
+        new job's run. A job the cache does not show has no token (403, before the body is read)."""
         uid = ((self.cache(namespace, name) or {}).get("metadata") or {}).get("uid")
-        return run is not None and (uid is None or run.uid == uid)
+        if not isinstance(uid, str):
+            return False
+        return token_matches(self.ingest_key, uid, generation, token) and self._live(namespace, name, uid, generation)
+
+    def _live(self, namespace: str, name: str, uid: str, generation: int) -> bool:
+        """This replica's record of the run decides; without one (a standby, a new leader), the
+        job's annotations: the run of this generation was started and the job is not past it."""
+        run = self.store.run(uid, generation)
+        if run is not None:
+            return run.state in TOKEN_STATES and run.token is not None
+        notes = ((self.cache(namespace, name) or {}).get("metadata") or {}).get("annotations") or {}
+        return (notes.get(ann.PROFILED_GENERATION) == str(generation) and bool(notes.get(ann.PROFILING_RUN))
+                and notes.get(ann.PHASE) in ("Profiling", "Predicting"))
 
     def accept_trace(self, namespace: str, name: str, generation: int, document: dict[str, Any],
                      raw: bytes) -> IngestResult:
         """``document`` is the parsed bundle, ``raw`` the bundle as the pod sent it (gzip)."""
         obj = self.cache(namespace, name)
         uid = ((obj or {}).get("metadata") or {}).get("uid")
-        run = self.store.run(uid, generation) if uid else None
-        if run is None:
+        if not isinstance(uid, str) or not self._live(namespace, name, uid, generation):
             return IngestResult(404, {"message": f"no profiling run for TFJob {namespace}/{name} generation {generation}"})
         origin = f"upload for {namespace}/{name} generation {generation}"
         try:
@@ -60,7 +79,16 @@ class Ingest:
             return IngestResult(400, {"message": str(exc)})
         profile_json = json.dumps(profile_to_json(profile), sort_keys=True, separators=(",", ":"))
         sha = hashlib.sha256(profile_json.encode()).hexdigest()
-        outcome = self.store.put_trace(uid, generation, raw, profile_json, sha, self.clock())
+        outcome: str = "stored"
+        if self.records is not None:  # the durable record first: a new leader finishes from it
+            try:
+                outcome = self.records.put(namespace, name, uid, generation, profile_json)
+            except ProfileTooLarge as exc:
+                return IngestResult(413, {"message": str(exc)}, reason="too_large")
+            except KubeError as exc:
+                return IngestResult(503, {"message": f"cannot record the profile, retry: {exc}"}, reason="error")
+        if outcome != "conflict" and self.store.run(uid, generation) is not None:
+            outcome = self.store.put_trace(uid, generation, raw, profile_json, sha, self.clock())
         if outcome == "conflict":
             return IngestResult(409, {"message": f"a different trace was already received for generation {generation}"})
         if outcome == "stored":  # put_trace moved the run to "received" in the same transaction

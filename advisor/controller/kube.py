@@ -78,6 +78,7 @@ class Resource:
 
 TFJOBS = Resource("kubeflow.org", "v1", "tfjobs", "TFJob")
 SECRETS = Resource("", "v1", "secrets", "Secret")
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 EVENTS = Resource("", "v1", "events", "Event")
 PODS = Resource("", "v1", "pods", "Pod")
 JOBS = Resource("batch", "v1", "jobs", "Job")
@@ -257,12 +258,23 @@ class Kube:
         secret["data"] = {**(body.get("data") or {}), **{k: base64.b64encode(v).decode() for k, v in data.items()}}
         return self._call("create", "POST", SECRETS, namespace, body=secret)
 
-    def delete_secret(self, namespace: str, name: str, *, uid: str | None = None) -> None:
-        """With ``uid`` (a precondition) only that object: if the name is another's by now, KubeConflict."""
-        self._delete(SECRETS, namespace, name, uid)
+    # --- ConfigMaps (the durable record of each profiling run's profile) ---------------------
+    def create_configmap(self, namespace: str, body: Mapping[str, Any]) -> JSON:
+        return self._call("create", "POST", CONFIGMAPS, namespace, body=_typed(CONFIGMAPS, body))
 
-    def list_secrets(self, namespace: str | None, label_selector: str | None = None) -> list[JSON]:
-        return self._list(SECRETS, namespace, label_selector)[0]
+    def get_configmap(self, namespace: str, name: str) -> JSON | None:
+        try:
+            return self._typed_result(CONFIGMAPS, self._call("get", "GET", CONFIGMAPS, namespace, name))
+        except KubeNotFound:
+            return None
+
+    def patch_configmap(self, namespace: str, name: str, patch: Mapping[str, Any]) -> JSON:
+        """JSON merge patch."""
+        return self._call("patch", "PATCH", CONFIGMAPS, namespace, name, body=dict(patch), content_type=MERGE_PATCH)
+
+    def delete_configmap(self, namespace: str, name: str, *, uid: str | None = None) -> None:
+        """With ``uid`` (a precondition) only that object: if the name is another's by now, KubeConflict."""
+        self._delete(CONFIGMAPS, namespace, name, uid)
 
     # --- Events -----------------------------------------------------------------------------
     def emit_event(self, obj: Mapping[str, Any], type_: str, reason: str, message: str,

@@ -26,11 +26,12 @@ from advisor.controller.policy import (
 )
 from advisor.controller.predictions import PredictionParams, prediction_key, prediction_params
 from advisor.controller.settings import ControllerSettings, Mode
+from advisor.controller.records import ProfileRecords
 from advisor.controller.tfjob import (
-    GENERATION_LABEL, PROFILING_FOR_LABEL, ROLE_LABEL, TOKEN_KEY, ProfilingSpec, TFJobView, build_profiling_tfjob,
-    finished_state, opted_in, owner_reference, parse_tfjob, profiling_job_name, profiling_run_owner, release_patch,
-    resize_patch, suspend_patch, token_secret_holds, token_secret_name,
+    PROFILING_FOR_LABEL, ProfilingSpec, TFJobView, build_profiling_tfjob, finished_reason, finished_state, opted_in,
+    parse_tfjob, profiling_job_name, profiling_run_owner, release_patch, resize_patch, suspend_patch,
 )
+from advisor.controller.tokens import run_token
 from advisor.core.cost import Prices
 from advisor.core.profile import parse_profile
 from advisor.errors import AdvisorError, KubeAlreadyExists, KubeConflict, KubeError, KubeNotFound, StoreError, TFJobError
@@ -38,6 +39,10 @@ from advisor.errors import AdvisorError, KubeAlreadyExists, KubeConflict, KubeEr
 log = logging.getLogger(__name__)
 Key = tuple[str, str]
 GRACE_S = 120.0  # beyond the profiling run's activeDeadlineSeconds before the controller gives up itself
+RECHECK_S = 30.0  # how often a profiling run is looked at (its record may come from another replica's ingest)
+PREDICTION_RETRY_S = (10.0, 1000.0)  # a failed prediction is retried after 10 s, doubling, at most 1000 s
+RETRIED_FAILURES = ("ProfilingFailed", "ProfilingTimedOut")  # not NoTrace: the program does not upload
+PROFILING_FAILURES = ("ProfilingFailed", "ProfilingTimedOut", "NoTrace")
 
 
 class Predictor(Protocol):
@@ -59,8 +64,19 @@ class Reconciler:
     metrics: Metrics
     enqueue_after: Callable[[Key, float], None]
     clock: Callable[[], float] = time.time
+    ingest_key: bytes = b""  # derives each run's upload token (controller/tokens.py)
+    records: ProfileRecords | None = None  # the durable record of profiles in the cluster
+    # rate-limited requeue after an error (per-key exponential backoff) and its reset on success
+    requeue: Callable[[Key], None] | None = None
+    forget: Callable[[Key], None] | None = None
+    prediction_retry_s: tuple[float, float] = PREDICTION_RETRY_S  # first and longest wait before a retry
     _waiting: dict[str, tuple[str, set[Key]]] = field(default_factory=dict)  # prediction key -> (sha, jobs)
-    _failed: dict[str, str] = field(default_factory=dict)  # prediction key -> error, not retried until restart
+    # prediction key -> (error, failures so far, when to try again): retried with backoff
+    _failed: dict[str, tuple[str, int, float]] = field(default_factory=dict)
+    # job -> the resourceVersion of this replica's last write to it during the current reconcile
+    _rv: dict[Key, str] = field(default_factory=dict)
+    # job -> (uid, generation, the prediction key its record holds), as far as this replica knows
+    _recorded: dict[Key, tuple[str, int, str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _curve_workers: dict[Key, tuple[int, ...]] = field(default_factory=dict)
     _bandwidth_of: dict[str, float | None] = field(default_factory=dict)  # profile sha -> recorded bandwidth
@@ -75,26 +91,41 @@ class Reconciler:
         started = time.monotonic()
         try:
             self._reconcile(*key)
+            if self.forget is not None:
+                self.forget(key)  # success: the next error starts its backoff from the shortest delay
         except KubeConflict:
+            # someone wrote in between (a resourceVersion precondition failed): re-read the job
+            # from the cache, which the watch brings up to date, and retry with backoff
             self.metrics.reconcile_errors.labels("conflict").inc()
-            self.enqueue_after(key, 0.2)  # someone wrote in between: read the new state and retry
+            self._retry(key)
         except KubeError as exc:
             self.metrics.reconcile_errors.labels("api").inc()
             log.warning("reconcile %s/%s: %s; retrying", *key, exc)
-            self.enqueue_after(key, 5.0)
+            self._retry(key)
         except Exception:  # a bug must not take the worker thread down; it is logged with its trace
             self.metrics.reconcile_errors.labels("internal").inc()
             log.exception("reconcile %s/%s failed", *key)
-            self.enqueue_after(key, 30.0)
+            self._retry(key)
         finally:
+            self._rv.pop(key, None)
             self.metrics.reconcile_duration.observe(time.monotonic() - started)
+
+    def _retry(self, key: Key) -> None:
+        if self.requeue is not None:
+            self.requeue(key)  # the work queue's per-key exponential backoff and overall rate limit
+        else:
+            self.enqueue_after(key, 1.0)
 
     def prediction_done(self, pkey: str, result: str | None, error: str | None) -> None:
         """Called by the predictor: store the result (or remember the failure) and wake the jobs."""
         with self._lock:
             sha, jobs = self._waiting.pop(pkey, ("", set()))
             if error is not None:
-                self._failed[pkey] = error
+                failures = self._failed.get(pkey, ("", 0, 0.0))[1] + 1
+                lo, hi = self.prediction_retry_s
+                self._failed[pkey] = (error, failures, self.clock() + min(hi, lo * 2 ** (failures - 1)))
+            else:
+                self._failed.pop(pkey, None)
         if result is not None and sha:
             doc = json.loads(result)
             doc["predicted_at"] = self.clock()
@@ -123,6 +154,7 @@ class Reconciler:
             if owner:
                 self.enqueue_after((namespace, owner), 0)
             return
+        self._rv[view.key] = view.resource_version
         if not view.opted_in(self.settings.opt_in):
             self._release_if_held(view)  # opted out while held: the advisor no longer acts on it
             self._forget(namespace, name)
@@ -143,6 +175,10 @@ class Reconciler:
             # an older one must be neither started again nor judged (it is superseded).
             return
         run = latest if latest is not None and latest.generation == generation else None
+        if run is None:
+            run = self._adopt_run(view, generation)  # started by another replica: carry on with it
+        if run is not None and run.state == "profiling":
+            run = self._pull_record(view, run)  # its trace may have reached another replica
         if run is None or (run.state == "profiling" and not self._has_profiling_run(view, run.profiling_job)):
             self._start_profiling(obj, view, limits, generation)  # (re)create what is missing, idempotently
         elif run.state == "profiling":
@@ -163,15 +199,16 @@ class Reconciler:
 
     def _start_profiling(self, obj: Mapping[str, Any], view: TFJobView, limits: Limits, generation: int) -> None:
         now = self.clock()
-        name = profiling_job_name(view.name, generation)
-        run, created = self.store.ensure_run(view.uid, view.namespace, view.name, generation, name, now)
+        token = run_token(self.ingest_key, view.uid, generation)
+        run, created = self.store.ensure_run(view.uid, view.namespace, view.name, generation,
+                                             profiling_job_name(view.name, generation), now, token)
         # Every time, not only when created: the two are separate transactions, and a restart in
         # between must not leave an older run (and its token) live for good.
         for old in self.store.supersede_runs(view.uid, generation, now):
             self.metrics.profiling_runs.labels("superseded").inc()
             log.info("%s/%s: profiling run %s superseded by generation %d; its token is revoked",
                      view.namespace, view.name, old.profiling_job, generation)
-        self._ensure_token_secret(view, name, run.token, generation)
+        name = run.profiling_job
         profiled = {ann.TEMPLATE_HASH: view.template_hash, ann.PROFILED_GENERATION: str(generation)}
         if limits.mode is Mode.INITIAL and not view.started and not view.suspended:
             # Suspending bumps metadata.generation. The same patch says which generation was
@@ -179,10 +216,20 @@ class Reconciler:
             # would look like a new, unprofiled generation and start a second run).
             hold = suspend_patch()
             hold["metadata"]["annotations"].update(profiled)
-            self.kube.patch_tfjob(view.namespace, view.name, hold)
-        spec = ProfilingSpec(self.settings.ingest_url, self.settings.profiling_steps,
-                             self.settings.profiling_warmup_steps, self.settings.profiling_timeout_s,
-                             (self.settings.bandwidth_bps() or 0) / 1e6 or None)
+            self._patch(view, hold)
+        tries = {ann.PROFILING_RUN: name, ann.PROFILING_STARTED: ann.rfc3339(run.created),
+                 ann.PROFILING_ATTEMPTS: run.attempts_json}
+        if now < run.created:  # a retry waiting for its backoff
+            self._set_phase(view, "Profiling", "ProfilingRetryWaiting",
+                            f"try {run.attempt} of {self.settings.profiling_max_attempts} starts in"
+                            f" {run.created - now:.0f} s: {_last_try(run)}", extra={**profiled, **tries})
+            self.enqueue_after(view.key, run.created - now)
+            return
+        s = self.settings
+        spec = ProfilingSpec(s.ingest_url, s.profiling_steps, s.profiling_warmup_steps, s.profiling_timeout_s,
+                             (s.bandwidth_bps() or 0) / 1e6 or None, token=token, attempt=run.attempt,
+                             labels=tuple(s.profiling_propagate_labels),
+                             annotations=tuple(s.profiling_propagate_annotations))
         body = build_profiling_tfjob(obj, view, spec, generation)
         try:
             self.kube.create_tfjob(view.namespace, body)
@@ -190,9 +237,58 @@ class Reconciler:
             self._replace_foreign_profiling_run(view, body)
         if created:
             self.metrics.profiling_runs.labels("started").inc()
-        extra = {**profiled, ann.PROFILING_RUN: name}
-        self._set_phase(view, "Profiling", "ProfilingStarted", f"profiling run {name}", extra=extra)
+        message = f"profiling run {name}" + (f" (try {run.attempt})" if run.attempt > 1 else "")
+        self._set_phase(view, "Profiling", "ProfilingStarted", message, extra={**profiled, **tries})
         self.enqueue_after(view.key, 5.0)  # look again soon: the run must appear in the cache
+
+    def _adopt_run(self, view: TFJobView, generation: int) -> Any:
+        """The run of ``generation`` that the job's annotations say was started (by another
+        replica, or by this one before its store was lost), recorded in the store as the cluster
+        has it: with its profile (the record ingest wrote) it is ``received``; failed for good
+        when the annotations say so; else still profiling, under its name and start time. None
+        when the cluster shows no run for this generation (a new one starts)."""
+        notes = view.annotations
+        name = notes.get(ann.PROFILING_RUN)
+        if notes.get(ann.PROFILED_GENERATION) != str(generation) or not name:
+            return None
+        record = self.records.get(view.namespace, view.name, view.uid, generation) if self.records else None
+        phase, (reason, _, message) = notes.get(ann.PHASE), notes.get(ann.REASON, "").partition(": ")
+        state = "profiling"
+        if record is None and phase == "Failed" and reason in PROFILING_FAILURES:
+            state = "timed_out" if reason == "ProfilingTimedOut" else "failed"
+        attempts = _attempts(notes.get(ann.PROFILING_ATTEMPTS))
+        started = ann.parse_rfc3339(notes.get(ann.PROFILING_STARTED)) or self.clock()
+        now = self.clock()
+        run, created = self.store.ensure_run(
+            view.uid, view.namespace, view.name, generation, name, now, run_token(self.ingest_key, view.uid, generation),
+            state=state, reason=f"{reason}: {message}" if state != "profiling" else "",  # type: ignore[arg-type]
+            attempt=len(attempts) + 1, attempts_json=ann.compact(attempts), created=started)
+        if created:
+            log.info("%s/%s: adopted profiling run %s (generation %d, %s) from the cluster", view.namespace,
+                     view.name, name, generation, "profile recorded" if record else state)
+        if record is not None:
+            self.store.put_trace(view.uid, generation, b"", record.profile_json, record.sha, now)
+            if record.prediction_key and record.prediction_json:  # applied again, not simulated again
+                self.store.put_prediction(record.sha, record.prediction_key, record.prediction_json, now)
+                with self._lock:
+                    self._recorded[view.key] = (view.uid, generation, record.prediction_key)
+            run = self.store.run(view.uid, generation)
+        return run
+
+    def _pull_record(self, view: TFJobView, run: Any) -> Any:
+        """A run still profiling here may have its profile recorded by another replica's ingest."""
+        if self.records is None:
+            return run
+        try:
+            record = self.records.get(view.namespace, view.name, view.uid, run.generation)
+        except KubeError as exc:  # not fatal: this replica's own ingest and the run's outcome still count
+            log.warning("%s/%s: cannot read the profile record: %s", view.namespace, view.name, exc)
+            return run
+        if record is None:
+            return run
+        if self.store.put_trace(view.uid, run.generation, b"", record.profile_json, record.sha, self.clock()) == "stored":
+            self.metrics.profiling_runs.labels("succeeded").inc()
+        return self.store.run(view.uid, run.generation)
 
     def _has_profiling_run(self, view: TFJobView, name: str) -> bool:
         """Whether the cache shows the profiling TFJob ``name`` made for this job (this uid)."""
@@ -218,70 +314,61 @@ class Reconciler:
             pass
         self.kube.create_tfjob(view.namespace, body)
 
-    def _ensure_token_secret(self, view: TFJobView, profiling_job: str, token: str, generation: int) -> None:
-        """The run's token Secret: owned by this job and holding this run's token.
-
-        An existing Secret of that name is kept only if it is exactly that. Why: when the store
-        was lost (or is not persisted) the run is recorded anew with a new token, and a job
-        deleted and recreated under the same name gets the same Secret name; the old Secret would
-        hand the profiling pod a token ingest refuses (403), and the trace would be lost. RBAC
-        allows list, create and delete on Secrets (no get, no update), so the old one is found by
-        its labels and replaced: deleted (uid precondition) and created again."""
-        name = token_secret_name(profiling_job)
-        labels = {ROLE_LABEL: "ingest-token", PROFILING_FOR_LABEL: view.name[:63], GENERATION_LABEL: str(generation)}
-        body = {
-            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": name, "namespace": view.namespace, "labels": labels,
-                         "ownerReferences": [owner_reference(view)]},
-        }
-        data = {TOKEN_KEY: token.encode()}
-        try:
-            self.kube.create_secret(view.namespace, body, data)
-            return
-        except KubeAlreadyExists:
-            pass
-        selector = ",".join(f"{k}={v}" for k, v in labels.items())
-        existing = next((s for s in self.kube.list_secrets(view.namespace, label_selector=selector)
-                         if (s.get("metadata") or {}).get("name") == name), None)
-        if existing is None:  # not labelled as ours: someone else's Secret, not ours to delete (or just deleted)
-            log.warning("Secret %s/%s is not labelled as an advisor token Secret; left alone, so the profiling"
-                        " run may not upload", view.namespace, name)
-            return
-        if token_secret_holds(existing, view.uid, token):
-            return
-        log.info("token Secret %s/%s holds an earlier run's token; replacing it", view.namespace, name)
-        try:
-            self.kube.delete_secret(view.namespace, name, uid=existing["metadata"]["uid"])
-        except KubeNotFound:
-            pass
-        self.kube.create_secret(view.namespace, body, data)
-
     def _watch_profiling(self, view: TFJobView, run: Any) -> None:
         now = self.clock()
         pjob = self.cache(view.namespace, run.profiling_job)
         status = (pjob or {}).get("status")
-        finished, message = finished_state(status if isinstance(status, Mapping) else {})
+        status = status if isinstance(status, Mapping) else {}
+        finished, message = finished_state(status)
         deadline = run.created + self.settings.profiling_timeout_s + GRACE_S
         if finished == "Failed":
-            timed_out = "deadline" in message.lower()
-            self._end_run(view, run, "timed_out" if timed_out else "failed",
+            # A timeout is told by the condition's reason (DeadlineExceeded), or by the run having
+            # been active as long as its activeDeadlineSeconds: never by a word in the message.
+            timed_out = (finished_reason(status) == "DeadlineExceeded"
+                         or now - run.created >= self.settings.profiling_timeout_s)
+            self._end_try(view, run, "timed_out" if timed_out else "failed",
                           "ProfilingTimedOut" if timed_out else "ProfilingFailed",
                           message or "the profiling run failed")
         elif finished == "Succeeded":
             self._end_run(view, run, "failed", "NoTrace",
                           "the profiling run ended without uploading a trace; does the program use advisor.profiling?")
         elif now > deadline:
-            self._end_run(view, run, "timed_out", "ProfilingTimedOut",
+            self._end_try(view, run, "timed_out", "ProfilingTimedOut",
                           f"no trace within {self.settings.profiling_timeout_s} s")
         else:
-            self._set_phase(view, "Profiling", "ProfilingStarted", f"profiling run {run.profiling_job}")
-            self.enqueue_after(view.key, max(deadline - now, 1.0))
+            message = f"profiling run {run.profiling_job}" + (f" (try {run.attempt})" if run.attempt > 1 else "")
+            self._set_phase(view, "Profiling", "ProfilingStarted", message)
+            self.enqueue_after(view.key, min(max(deadline - now, 1.0), RECHECK_S))
 
-    def _end_run(self, view: TFJobView, run: Any, state: str, reason: str, message: str) -> None:
+    def _end_try(self, view: TFJobView, run: Any, state: str, reason: str, message: str) -> None:
+        """A try failed (evicted, preempted, timed out): the next one after a backoff that
+        doubles (profiling_retry_backoff_s), up to profiling_max_attempts; then the run ends."""
+        s = self.settings
+        ended = [*_attempts(run.attempts_json), {"attempt": run.attempt, "run": run.profiling_job,
+                                                  "reason": f"{reason}: {message}"[:300]}]
+        if reason not in RETRIED_FAILURES or run.attempt >= s.profiling_max_attempts:
+            if run.attempt > 1:
+                message = f"{message} (try {run.attempt} of {s.profiling_max_attempts})"
+            self._end_run(view, run, state, reason, message, attempts=ended)
+            return
+        now = self.clock()
+        start_at = now + s.profiling_retry_backoff_s * 2 ** (run.attempt - 1)
+        nxt = self.store.next_attempt(view.uid, run.generation, run.attempt + 1,
+                                      profiling_job_name(view.name, run.generation, run.attempt + 1),
+                                      ann.compact(ended), start_at, now)
+        if nxt is None:
+            return  # another look retried it already
+        self._event(view, "Warning", "ProfilingRetry", f"profiling try {run.attempt} ended ({reason}: {message});"
+                    f" try {nxt.attempt} in {start_at - now:.0f} s")
+        self.enqueue_after(view.key, 0)
+
+    def _end_run(self, view: TFJobView, run: Any, state: str, reason: str, message: str,
+                 attempts: list[dict[str, Any]] | None = None) -> None:
         self.store.set_state(view.uid, run.generation, state, f"{reason}: {message}", self.clock())
         self.store.revoke_token(view.uid, run.generation)
         self.metrics.profiling_runs.labels(state).inc()
-        self._fail(view, reason, message)
+        self._fail(view, reason, message,
+                   extra={ann.PROFILING_ATTEMPTS: ann.compact(attempts)} if attempts is not None else None)
 
     def _recorded_bandwidth(self, uid: str, generation: int, sha: str) -> float | None:
         """The bandwidth a profile was recorded at: parsed (and so validated) once per profile.
@@ -317,11 +404,17 @@ class Reconciler:
         stored = self.store.prediction(sha, pkey)
         if stored is None:
             with self._lock:
-                error = self._failed.get(pkey)
-                if error is None:
+                failed = self._failed.get(pkey)
+                if failed is not None and self.clock() >= failed[2]:
+                    failed = None  # its backoff is over: try again (the failure count is kept)
+                if failed is None:
                     self._waiting.setdefault(pkey, (sha, set()))[1].add(view.key)
-            if error is not None:
+            if failed is not None:
+                error, failures, retry_at = failed
                 self._fail(view, "PredictionFailed", error)
+                log.info("%s/%s: prediction %s failed %d time(s); retried at %s", view.namespace, view.name, pkey,
+                         failures, ann.rfc3339(retry_at))
+                self.enqueue_after(view.key, max(retry_at - self.clock(), 0.0))
                 return
             if not self.predictor.running(pkey):
                 profile_doc = json.loads(self.store.profile_json(view.uid, run.generation) or "null")
@@ -330,9 +423,24 @@ class Reconciler:
             return
         prediction = json.loads(stored)
         self._apply(view, run, sha, prediction, prices, limits)
+        self._record_prediction(view, run.generation, pkey, stored)
         if run.state != "predicted":
             self.store.set_state(view.uid, run.generation, "predicted", "", self.clock())
             self.store.revoke_token(view.uid, run.generation)
+
+    def _record_prediction(self, view: TFJobView, generation: int, pkey: str, stored: str) -> None:
+        """Put the applied prediction beside the profile in the job's record (once per key)."""
+        if self.records is None:
+            return
+        with self._lock:
+            if self._recorded.get(view.key) == (view.uid, generation, pkey):
+                return
+        try:
+            self.records.put_prediction(view.namespace, view.name, generation, pkey, stored)
+        except KubeNotFound:  # no record (a run from before the records): a new leader simulates
+            pass
+        with self._lock:
+            self._recorded[view.key] = (view.uid, generation, pkey)
 
     def _apply(self, view: TFJobView, run: Any, sha: str, prediction: Mapping[str, Any], prices: Prices,
                limits: Limits) -> None:
@@ -352,7 +460,7 @@ class Reconciler:
         self._set_phase(view, "Predicted", "Predicted", message, extra=extra)
         self._export(view, prediction, rec)
 
-    def _fail(self, view: TFJobView, reason: str, message: str) -> None:
+    def _fail(self, view: TFJobView, reason: str, message: str, extra: Mapping[str, str] | None = None) -> None:
         """Mark the job Failed, and resume it first if the advisor holds it (``initial`` mode).
 
         Every path that gives up on a job goes through here: a Failed job waits for a new
@@ -360,7 +468,7 @@ class Reconciler:
         never leaves a job held. The release goes first because its patch carries the cached
         resourceVersion, which the phase patch would make stale."""
         self._release_if_held(view)
-        self._set_phase(view, "Failed", reason, message)
+        self._set_phase(view, "Failed", reason, message, extra=extra)
 
     def _release_if_held(self, view: TFJobView, workers: int | None = None) -> bool:
         """Resume a job the advisor holds: with ``workers`` (the recommendation) once predicted,
@@ -372,7 +480,7 @@ class Reconciler:
         patch = release_patch()
         if workers is not None:
             patch["spec"].update(resize_patch(view, workers)["spec"])
-        self.kube.patch_tfjob(view.namespace, view.name, patch, resource_version=view.resource_version)
+        self._patch(view, patch)
         if workers is not None:
             self.metrics.resizes.labels("initial").inc()
         self._event(view, "Normal", "Resumed", f"set {workers} workers and resumed the job" if workers is not None
@@ -388,7 +496,7 @@ class Reconciler:
             return
         patch = resize_patch(view, clamp(target, limits))
         patch["metadata"] = {"annotations": {ann.LAST_RESIZE: ann.rfc3339(now)}}
-        self.kube.patch_tfjob(view.namespace, view.name, patch, resource_version=view.resource_version)
+        self._patch(view, patch)
         self.store.record_resize(view.uid, target, now)
         self.metrics.resizes.labels("auto").inc()
         self._event(view, "Normal", "Resized", f"workers {view.workers} -> {target} (predicted cheaper per example)")
@@ -402,7 +510,7 @@ class Reconciler:
         desired.update(extra or {})
         patch = ann.annotation_patch(view.annotations, desired)
         if patch is not None:
-            self.kube.patch_tfjob(view.namespace, view.name, patch)
+            self._patch(view, patch)
             new_reason = desired[ann.REASON]
             with self._lock:
                 written = self._reason_written.get(view.key)
@@ -410,6 +518,17 @@ class Reconciler:
             if view.annotations.get(ann.REASON) != new_reason and written != (view.uid, new_reason):
                 self._event(view, "Warning" if phase == "Failed" else "Normal", reason, message or reason)
         self.metrics.set_phase(view.namespace, view.name, phase)
+
+    def _patch(self, view: TFJobView, patch: Mapping[str, Any]) -> None:
+        """Every write to a user's job: a merge patch with a resourceVersion precondition (the
+        cached one, or that of this reconcile's previous write), so a change made meanwhile by
+        anyone else fails with 409 instead of being overwritten; ``reconcile`` then retries on
+        the re-read object with backoff."""
+        rv = self._rv.get(view.key) or view.resource_version or None
+        answer = self.kube.patch_tfjob(view.namespace, view.name, patch, resource_version=rv)
+        new_rv = ((answer or {}).get("metadata") or {}).get("resourceVersion") if isinstance(answer, Mapping) else None
+        if new_rv:
+            self._rv[view.key] = str(new_rv)
 
     def _invalid(self, obj: Mapping[str, Any], message: str) -> None:
         """A TFJob we cannot read: if it opted in, say so on it (once), never crash.
@@ -428,7 +547,8 @@ class Reconciler:
             # held, then edited into a job we cannot read: the advisor will not act on it, so it
             # must not keep holding it (as in _fail)
             rv = meta.get("resourceVersion")
-            self.kube.patch_tfjob(ns, name, release_patch(), resource_version=str(rv) if rv else None)
+            answer = self.kube.patch_tfjob(ns, name, release_patch(), resource_version=str(rv) if rv else None)
+            meta = {**meta, "resourceVersion": ((answer or {}).get("metadata") or {}).get("resourceVersion", rv)}
             self._emit(obj, "Normal", "Resumed", "resumed the job unchanged: the advisor cannot read it")
         if not opted_in(labels, notes, self.settings.opt_in):
             return
@@ -439,7 +559,9 @@ class Reconciler:
         reason = f"InvalidSpec: {message}"[:1024]
         if notes.get(ann.REASON) == reason:
             return
-        self.kube.patch_tfjob(ns, name, {"metadata": {"annotations": {ann.PHASE: "Failed", ann.REASON: reason}}})
+        rv = meta.get("resourceVersion")
+        self.kube.patch_tfjob(ns, name, {"metadata": {"annotations": {ann.PHASE: "Failed", ann.REASON: reason}}},
+                              resource_version=str(rv) if rv else None)
         self.metrics.reconcile_errors.labels("invalid_object").inc()
         self.kube.emit_event(obj, "Warning", "InvalidSpec", message)
         self.metrics.set_phase(ns, name, "Failed")
@@ -479,12 +601,27 @@ class Reconciler:
         self.metrics.forget_job(namespace, name, self._curve_workers.pop((namespace, name), ()))
         with self._lock:
             self._reason_written.pop((namespace, name), None)
+            self._recorded.pop((namespace, name), None)
 
 
 def _reason_and_message(run: Any) -> tuple[str, str]:
     """Split a stored ``"Reason: message"`` (as ``_end_run`` writes it) back into its parts."""
     reason, _, message = (run.reason or "").partition(": ")
     return reason or "ProfilingFailed", message.strip()
+
+
+def _attempts(text: str | None) -> list[dict[str, Any]]:
+    """The ended tries as recorded (store or annotation); [] when absent or unreadable."""
+    try:
+        doc = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [a for a in doc if isinstance(a, dict)] if isinstance(doc, list) else []
+
+
+def _last_try(run: Any) -> str:
+    ended = _attempts(run.attempts_json)
+    return f"try {ended[-1].get('attempt')} ended: {ended[-1].get('reason')}" if ended else ""
 
 
 def _mapping_or_empty(value: Any) -> Mapping[str, Any]:

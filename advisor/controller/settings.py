@@ -17,7 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
 
 from advisor.core.advice import DEFAULT_MODEL, ModelChoice
@@ -179,6 +179,11 @@ class ControllerSettings(BaseSettings):
     profiling_steps: int = Field(default=100, ge=10, le=10_000)
     profiling_warmup_steps: int = Field(default=5, ge=0)
     profiling_timeout_s: int = Field(default=1800, ge=60)
+    # Profiling runs in clusters with a queueing system (docs/controller.md, "Profiling runs").
+    profiling_max_attempts: int = Field(default=3, ge=1, le=10, description="tries per generation, retries included")
+    profiling_retry_backoff_s: int = Field(default=30, ge=1, description="wait before try 2; doubles per try")
+    profiling_propagate_labels: list[str] = Field(default_factory=list, description="more job labels to copy")
+    profiling_propagate_annotations: list[str] = Field(default_factory=list, description="more annotations to copy")
     # Prediction.
     prediction_backend: PredictionBackend = PredictionBackend.PROCESS
     prediction_processes: int = Field(default=1, ge=1)
@@ -198,6 +203,10 @@ class ControllerSettings(BaseSettings):
     http_port: int = Field(default=8080, ge=0, le=65535, description="0 picks a free port (tests)")
     ingest_url: str = Field(default="http://advisor.advisor-system.svc:8080", description="how pods reach us")
     ingest_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    # The key profiling runs' upload tokens are derived from (controller/tokens.py): the same on
+    # every replica, so a new leader accepts the tokens of runs in flight. The file wins.
+    ingest_key: SecretStr | None = Field(default=None, description="the key itself (prefer the file)")
+    ingest_key_file: Path | None = Field(default=None, description="file holding the key (a mounted Secret)")
     store_path: Path = Path("/var/lib/advisor/advisor.db")
     resync_period_s: int = Field(default=300, ge=5)
     gc_period_s: int = Field(default=600, ge=5)

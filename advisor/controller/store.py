@@ -127,10 +127,16 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX runs_by_job ON runs (namespace, name, generation)",
         "CREATE INDEX runs_by_updated ON runs (updated)",
     ),
+    (
+        # Profiling tries (profiling_max_attempts): which try runs, and why each earlier one ended.
+        "ALTER TABLE runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE runs ADD COLUMN attempts_json TEXT NOT NULL DEFAULT '[]'",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 
-_RUN_COLUMNS = "uid, generation, namespace, name, profiling_job, state, reason, token, created, updated"
+_RUN_COLUMNS = ("uid, generation, namespace, name, profiling_job, state, reason, token, created, updated, attempt,"
+                " attempts_json")
 _JOB_COLUMNS = "key, attempt, job_name, state, reason, params_json, token, result_json, started, updated"
 
 
@@ -146,8 +152,10 @@ class RunRecord:
     state: RunState
     reason: str
     token: str | None = field(repr=False)  # the upload token; None once revoked; never in logs
-    created: float
+    created: float  # when the current try started (or may start, while it waits for its backoff)
     updated: float
+    attempt: int = 1  # the current try, 1..profiling_max_attempts
+    attempts_json: str = "[]"  # [{"attempt", "run", "reason"}] of the tries that ended
 
 
 @dataclass(frozen=True)
@@ -211,18 +219,24 @@ class Store:
     # -- profiling runs ----------------------------------------------------------------------
 
     def ensure_run(self, uid: str, namespace: str, name: str, generation: int, profiling_job: str,
-                   now: float) -> tuple[RunRecord, bool]:
-        """The run for ``(uid, generation)``, created in state ``profiling`` with a fresh token
-        if there is none; the flag says whether it was created. An existing run is returned
-        unchanged (same token), so reconciling the same generation twice profiles it once."""
+                   now: float, token: str | None = None, *, state: RunState = "profiling", reason: str = "",
+                   attempt: int = 1, attempts_json: str = "[]", created: float | None = None,
+                   ) -> tuple[RunRecord, bool]:
+        """The run for ``(uid, generation)``, created with ``token`` (a fresh one if None) in
+        ``state`` if there is none; the flag says whether it was created. An existing run is
+        returned unchanged (same token), so reconciling the same generation twice profiles it
+        once. The keywords adopt a run another replica started (its state read from the cluster)."""
         _check_generation(generation)
-        token = secrets.token_urlsafe(32)
+        _check_state(state)
+        token = token or secrets.token_urlsafe(32)
+        live = state in TOKEN_STATES
         with self._tx(write=True) as c:
             cur = c.execute(
                 "INSERT INTO runs (uid, generation, namespace, name, profiling_job, state, reason, token,"
-                " token_sha, created, updated) VALUES (?, ?, ?, ?, ?, 'profiling', '', ?, ?, ?, ?)"
+                " token_sha, created, updated, attempt, attempts_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (uid, generation) DO NOTHING",
-                (uid, generation, namespace, name, profiling_job, token, _sha256(token), now, now))
+                (uid, generation, namespace, name, profiling_job, state, reason, token if live else None,
+                 _sha256(token) if live else None, now if created is None else created, now, attempt, attempts_json))
             created = cur.rowcount == 1
             row = c.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE uid = ? AND generation = ?",
                             (uid, generation)).fetchone()
@@ -278,6 +292,22 @@ class Store:
                             (state, reason, now, uid, generation))
             if cur.rowcount == 0:
                 raise UnknownRunError(f"no profiling run for uid {uid} generation {generation}")
+            row = c.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE uid = ? AND generation = ?",
+                            (uid, generation)).fetchone()
+        return _run(row)
+
+    def next_attempt(self, uid: str, generation: int, attempt: int, profiling_job: str, attempts_json: str,
+                     start_at: float, now: float) -> RunRecord | None:
+        """Move a profiling run to try ``attempt`` (named ``profiling_job``, starting at
+        ``start_at``), recording the ended tries; None (nothing written) unless the run is
+        profiling at try ``attempt - 1``, so two looks at the same failure retry once."""
+        with self._tx(write=True) as c:
+            cur = c.execute(
+                "UPDATE runs SET attempt = ?, profiling_job = ?, attempts_json = ?, created = ?, updated = ?"
+                " WHERE uid = ? AND generation = ? AND state = 'profiling' AND attempt = ?",
+                (attempt, profiling_job, attempts_json, start_at, now, uid, generation, attempt - 1))
+            if cur.rowcount != 1:
+                return None
             row = c.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE uid = ? AND generation = ?",
                             (uid, generation)).fetchone()
         return _run(row)
@@ -565,7 +595,8 @@ def _migrate_in_transaction(conn: sqlite3.Connection, path: str) -> None:
 def _run(row: sqlite3.Row) -> RunRecord:
     return RunRecord(uid=row["uid"], generation=row["generation"], namespace=row["namespace"], name=row["name"],
                      profiling_job=row["profiling_job"], state=row["state"], reason=row["reason"],
-                     token=row["token"], created=row["created"], updated=row["updated"])
+                     token=row["token"], created=row["created"], updated=row["updated"], attempt=row["attempt"],
+                     attempts_json=row["attempts_json"])
 
 
 def _job(row: sqlite3.Row) -> PredictionJobRecord:

@@ -14,10 +14,8 @@ to ``{replicas, restartPolicy, template}``; ``spec.runPolicy`` holds ``suspend``
 
 from __future__ import annotations
 
-import base64
 import copy
 import hashlib
-import hmac
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,8 +33,17 @@ GENERATION_LABEL = PREFIX + "generation"
 PROFILING_FOR_UID = PREFIX + "profiling-for-uid"  # annotation: the uid of the job a profiling run is for
 TOKEN_MOUNT = "/var/run/secrets/advisor"
 TOKEN_KEY = "token"
+# The run's upload token, on the profiling pods' template, projected into TOKEN_MOUNT by the downward API.
+TOKEN_ANNOTATION = PREFIX + "ingest-token"
+# What queueing systems read on a job, copied onto its profiling run (plus the settings'
+# profiling_propagate_labels / _annotations): Kueue's queue and priority class.
+PROPAGATED_LABELS = ("kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/priority-class")
+PROPAGATED_ANNOTATIONS = ("kueue.x-k8s.io/queue-name",)
 _REPLICA_TYPES = {"ps": "PS", "worker": "Worker", "chief": "Chief", "master": "Master", "evaluator": "Evaluator"}
-_NAME_LIMIT = 63  # label values and the pod names derived from the job name
+_NAME_LIMIT = 63  # label values, and DNS-1035 labels such as Service names
+# The training operator names each replica's Service and pod ``<job>-<type>-<index>``; the longest
+# a profiling run gets is ``-worker-0``, and a Service name is a DNS-1035 label (63): so 54.
+PROFILING_NAME_LIMIT = _NAME_LIMIT - len("-worker-0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +168,15 @@ def finished_state(status: Mapping[str, Any]) -> tuple[str | None, str]:
     return None, ""
 
 
+def finished_reason(status: Mapping[str, Any]) -> str:
+    """The reason of the Failed (or Succeeded) condition that is True; "" while not finished."""
+    for kind in ("Failed", "Succeeded"):
+        for c in status.get("conditions") or []:
+            if isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True":
+                return str(c.get("reason") or "")
+    return ""
+
+
 def _condition(status: Mapping[str, Any], kind: str) -> bool:
     return any(isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True"
                for c in status.get("conditions") or [])
@@ -169,30 +185,19 @@ def _condition(status: Mapping[str, Any], kind: str) -> bool:
 # --- what the controller writes -----------------------------------------------------------------
 
 
-def profiling_job_name(name: str, generation: int) -> str:
-    """``<name>-prof-g<generation>``, shortened with a hash when it would pass 63 characters."""
-    suffix = f"-prof-g{generation}"
-    full = name + suffix
-    if len(full) <= _NAME_LIMIT:
+def profiling_job_name(name: str, generation: int, attempt: int = 1) -> str:
+    """``<name>-prof-g<generation>`` (try 1) or ``...-g<generation>-r<attempt>``, shortened with a
+    hash of the name to PROFILING_NAME_LIMIT, so that every name the training operator derives
+    from it (``<run>-worker-0`` Services and pods) is a valid DNS-1035 label. A name that does not
+    start with a letter (DNS-1035) gets a ``p`` in front."""
+    suffix = f"-prof-g{generation}" + (f"-r{attempt}" if attempt > 1 else "")
+    base = name if name[:1].isalpha() else f"p{name}"
+    full = base + suffix
+    if len(full) <= PROFILING_NAME_LIMIT:
         return full
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    return f"{name[:_NAME_LIMIT - len(suffix) - 9]}-{digest}{suffix}"
-
-
-def token_secret_name(profiling_job: str) -> str:
-    return f"{profiling_job}-token"[:253]
-
-
-def token_secret_holds(secret: Mapping[str, Any], uid: str, token: str) -> bool:
-    """Whether an existing token Secret is the one for this run: owned by the job ``uid`` and
-    holding ``token`` (Secret data is base64 on the wire)."""
-    meta = secret.get("metadata") or {}
-    owned = any(isinstance(r, Mapping) and r.get("uid") == uid for r in meta.get("ownerReferences") or [])
-    try:
-        held = base64.b64decode(str((secret.get("data") or {}).get(TOKEN_KEY, "")), validate=True)
-    except ValueError:  # binascii.Error: not base64
-        return False
-    return owned and hmac.compare_digest(held, token.encode())
+    head = base[:PROFILING_NAME_LIMIT - len(suffix) - 9].rstrip("-.")
+    return f"{head}-{digest}{suffix}"
 
 
 def profiling_run_owner(obj: Mapping[str, Any]) -> str | None:
@@ -210,6 +215,10 @@ class ProfilingSpec:
     warmup_steps: int
     timeout_s: int
     bandwidth_mbit: float | None = None
+    token: str = ""  # the run's upload token (controller/tokens.py)
+    attempt: int = 1
+    labels: tuple[str, ...] = ()  # more label keys to copy from the job (profiling_propagate_labels)
+    annotations: tuple[str, ...] = ()
 
 
 def build_profiling_tfjob(
@@ -217,44 +226,54 @@ def build_profiling_tfjob(
 ) -> dict[str, Any]:
     """The 1-PS/1-worker profiling TFJob cloned from the user's job, owned by it, tracing switched on.
 
-    ``generation`` is the one being profiled (default: the job's current one).
+    ``generation`` is the one being profiled (default: the job's current one). What queueing
+    systems read (PROPAGATED_LABELS / _ANNOTATIONS and the settings' extra keys, and
+    ``runPolicy.schedulingPolicy`` sized for the run's two pods) is copied from the job.
     """
     generation = view.generation if generation is None else generation
-    name = profiling_job_name(view.name, generation)
+    name = profiling_job_name(view.name, generation, spec.attempt)
     source = _replica_specs(obj["spec"], f"TFJob {view.namespace}/{view.name}")
     worker_kind = "Worker" if "Worker" in source else ("Chief" if "Chief" in source else "Master")
     env = _profiling_env(view, spec, generation)
-    secret = token_secret_name(name)
-    replicas = {"PS": _profiling_replica(source["PS"], env, secret),
-                "Worker": _profiling_replica(source[worker_kind], env, secret)}
+    replicas = {"PS": _profiling_replica(source["PS"], env, spec.token),
+                "Worker": _profiling_replica(source[worker_kind], env, spec.token)}
+    labels = {k: view.labels[k] for k in (*PROPAGATED_LABELS, *spec.labels) if k in view.labels}
+    notes = {k: view.annotations[k] for k in (*PROPAGATED_ANNOTATIONS, *spec.annotations) if k in view.annotations}
+    run_policy: dict[str, Any] = {"activeDeadlineSeconds": spec.timeout_s, "backoffLimit": 0,
+                                  "cleanPodPolicy": "Running", "suspend": False}
+    policy = (obj["spec"].get("runPolicy") or {}).get("schedulingPolicy")
+    if isinstance(policy, Mapping):
+        # the job's queue and priority, for a gang of the run's 2 pods (not the job's size)
+        run_policy["schedulingPolicy"] = {**{k: v for k, v in policy.items() if k != "minResources"},
+                                          "minAvailable": 2}
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {
             "name": name,
             "namespace": view.namespace,
-            "labels": {ROLE_LABEL: "profiling", PROFILING_FOR_LABEL: view.name[:_NAME_LIMIT],
+            "labels": {**labels, ROLE_LABEL: "profiling", PROFILING_FOR_LABEL: view.name[:_NAME_LIMIT],
                        GENERATION_LABEL: str(generation)},
-            "annotations": {PROFILING_FOR_UID: view.uid},
+            "annotations": {**notes, PROFILING_FOR_UID: view.uid},
             "ownerReferences": [owner_reference(view)],
         },
-        "spec": {
-            "runPolicy": {"activeDeadlineSeconds": spec.timeout_s, "backoffLimit": 0, "cleanPodPolicy": "Running",
-                          "suspend": False},
-            "tfReplicaSpecs": replicas,
-        },
+        "spec": {"runPolicy": run_policy, "tfReplicaSpecs": replicas},
     }
 
 
 def owner_reference(view: TFJobView) -> dict[str, Any]:
-    """Owned by the user's job, so the garbage collector deletes the run and its token with it.
+    """Owned by the user's job, so the garbage collector deletes the run and its record with it.
 
     No ``blockOwnerDeletion``: where the OwnerReferencesPermissionEnforcement admission plugin
     runs (OpenShift, hardened clusters) setting it needs ``update`` on ``tfjobs/finalizers``,
     a right the controller has no other use for; without it a foreground deletion of the job
     simply does not wait for the profiling run.
     """
-    return {"apiVersion": API_VERSION, "kind": KIND, "name": view.name, "uid": view.uid, "controller": False}
+    return owner_ref(view.name, view.uid)
+
+
+def owner_ref(name: str, uid: str) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": KIND, "name": name, "uid": uid, "controller": False}
 
 
 def _profiling_env(view: TFJobView, spec: ProfilingSpec, generation: int) -> list[dict[str, str]]:
@@ -275,18 +294,26 @@ def _profiling_env(view: TFJobView, spec: ProfilingSpec, generation: int) -> lis
     return env
 
 
-def _profiling_replica(source: Mapping[str, Any], env: list[dict[str, str]], secret: str) -> dict[str, Any]:
+def _profiling_replica(source: Mapping[str, Any], env: list[dict[str, str]], token: str) -> dict[str, Any]:
+    """One replica of the run. The token is an annotation of the pod template, projected as the
+    file ADVISOR_TOKEN_FILE names by a downwardAPI volume: no Secret, and the profiling hook reads
+    a file as before."""
     replica = copy.deepcopy(dict(source))
     replica["replicas"] = 1
     replica["restartPolicy"] = "Never"
-    pod = replica["template"].setdefault("spec", {})
+    template = replica["template"]
+    meta = template.setdefault("metadata", {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), TOKEN_ANNOTATION: token}
+    pod = template.setdefault("spec", {})
     names = {e["name"] for e in env}
     for container in pod["containers"]:
         container["env"] = [e for e in container.get("env") or [] if e.get("name") not in names] + env
         mounts = [m for m in container.get("volumeMounts") or [] if m.get("name") != "advisor-token"]
         container["volumeMounts"] = [*mounts, {"name": "advisor-token", "mountPath": TOKEN_MOUNT, "readOnly": True}]
     volumes = [v for v in pod.get("volumes") or [] if v.get("name") != "advisor-token"]
-    pod["volumes"] = [*volumes, {"name": "advisor-token", "secret": {"secretName": secret}}]
+    field = f"metadata.annotations['{TOKEN_ANNOTATION}']"
+    pod["volumes"] = [*volumes, {"name": "advisor-token", "downwardAPI": {
+        "items": [{"path": TOKEN_KEY, "fieldRef": {"fieldPath": field}}], "defaultMode": 0o440}}]
     return replica
 
 

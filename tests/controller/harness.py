@@ -32,7 +32,8 @@ from tests.kube_emulator import KubeEmulator
 
 NS = "ml"
 FAST_LEASE = (1.0, 0.7, 0.1)  # lease duration, renew deadline, retry period (s)
-JOB_IMAGE = "advisor:test"  # the image tests.kube_emulator.job_runner "has"
+JOB_IMAGE = "advisor:test"
+INGEST_KEY = "test-ingest-key-shared-by-replicas"  # every replica of a test derives the same tokens  # the image tests.kube_emulator.job_runner "has"
 
 
 def free_port() -> int:
@@ -47,7 +48,7 @@ def settings_for(tmp: Path, **overrides: Any) -> ControllerSettings:
     base: dict[str, Any] = dict(
         namespaces=[NS], store_path=tmp / "advisor.db", http_port=port, ingest_url=f"http://127.0.0.1:{port}",
         lease_namespace=NS, identity="replica-a", max_workers=4, prediction_target=0.05, resync_period_s=5,
-        gc_period_s=3600, prices={"worker_per_hour": 1.0, "ps_per_hour": 1.0})
+        gc_period_s=3600, prices={"worker_per_hour": 1.0, "ps_per_hour": 1.0}, ingest_key=INGEST_KEY)
     base.update(overrides)
     return load_settings(**base)
 
@@ -125,16 +126,30 @@ def trace_body(run: str = "mlp_bw100") -> bytes:
     return encode_bundle(build_bundle(steps, meta))
 
 
+def pod_token(profiling_job: Mapping[str, Any]) -> str:
+    """The token file the kubelet projects into the profiling pod: the downwardAPI volume's
+    item, read from the pod template's annotation it names."""
+    template = profiling_job["spec"]["tfReplicaSpecs"]["Worker"]["template"]
+    volume = next(v for v in template["spec"]["volumes"] if v["name"] == "advisor-token")
+    if "secret" in volume:  # a controller older than issue 15 (e.g. an installed console script): a Secret
+        raise LookupError(f"the token is in Secret {volume['secret']['secretName']}, not the pod template")
+    path = volume["downwardAPI"]["items"][0]["fieldRef"]["fieldPath"]  # metadata.annotations['<key>']
+    key = path.split("['", 1)[1].rstrip("']")
+    return str(template["metadata"]["annotations"][key])
+
+
 def upload_as_profiling_pod(emu: KubeEmulator, profiling_job: Mapping[str, Any], body: bytes,
                             token: str | None = None, port: int | None = None) -> UploadResult:
     """Do what the profiling pod does: read the env and the mounted token, POST the bundle."""
     container = profiling_job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e["value"] for e in container["env"]}
     if token is None:
-        secret_name = profiling_job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["volumes"][-1][
-            "secret"]["secretName"]
-        secret = emu.get("secrets", NS, secret_name)
-        token = base64.b64decode(secret["data"]["token"]).decode()
+        try:
+            token = pod_token(profiling_job)
+        except LookupError:
+            secret = emu.get("secrets", NS, profiling_job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"][
+                "volumes"][-1]["secret"]["secretName"])
+            token = base64.b64decode(secret["data"]["token"]).decode()
     url = env["ADVISOR_INGEST_URL"]
     if port is not None:  # the Service would route to whichever replica is ready
         url = url.replace(url.split("/")[2], f"127.0.0.1:{port}")

@@ -8,13 +8,13 @@ profiling pod (reading its env and mounted token and uploading a real recorded t
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 
 
 from advisor.controller.tfjob import PREFIX
 from tests.controller.harness import (
+    pod_token,
     NS, annotations, create_tfjob, phase, profiling_jobs, settings_for, start_controller,
     upload_as_profiling_pod, wait_for,
 )
@@ -89,7 +89,8 @@ def test_initial_mode_holds_the_job_then_resumes_it_with_the_recommendation(emu,
 
 
 def test_initial_mode_releases_the_job_when_profiling_fails(emu, body, tmp_path) -> None:
-    controller = start_controller(emu, settings_for(tmp_path, leader_election=False, mode="initial"))
+    controller = start_controller(emu, settings_for(tmp_path, leader_election=False, mode="initial",
+                                                    profiling_max_attempts=1))
     try:
         create_tfjob(emu, tfjob("unlucky", workers=2))
         pj = wait_for("the profiling run", lambda: profiling_jobs(emu))[0]
@@ -147,7 +148,8 @@ def test_two_replicas_only_the_leader_acts_and_the_standby_takes_over(emu, body,
                for e in pj["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]}
         assert env["ADVISOR_INGEST_URL"].startswith(leader.settings.ingest_url)  # the leader made it
         wait_for("standby synced", standby.informer.has_synced)
-        assert standby.ready() == (False, "standing by: another replica holds the leader lease")
+        # readiness is "able to serve", not "leading": the standby takes uploads too
+        assert standby.ready() == (True, "ok (standing by: another replica holds the leader lease)")
         assert leader.ready()[0] is True
         assert reconciles(standby) == 0  # the standby saw the job but did nothing with it
         leader.stop()  # releases the lease: the standby takes over and finishes the job
@@ -226,8 +228,7 @@ def test_forged_and_oversize_uploads_are_rejected(emu, body, tmp_path) -> None:
         pa, pb = sorted(profiling_jobs(emu), key=lambda o: o["metadata"]["name"])
         forged = upload_as_profiling_pod(emu, pa, body, token="not-the-token")
         assert forged.status == 403
-        b_secret = emu.get("secrets", NS, "b-prof-g1-token")
-        other = upload_as_profiling_pod(emu, pa, body, token=base64.b64decode(b_secret["data"]["token"]).decode())
+        other = upload_as_profiling_pod(emu, pa, body, token=pod_token(pb))
         assert other.status == 403  # b's token is not valid for a
         assert upload_as_profiling_pod(emu, pa, body + b"x" * 100).status == 413
         assert upload_as_profiling_pod(emu, pa, b"\x1f\x8b garbage").status == 400

@@ -52,7 +52,7 @@ def test_a_sweep_before_the_tfjob_list_succeeds_deletes_nothing(tmp_path) -> Non
             assert deleted == 0
             assert second.store.run(uid, 1) is not None  # the live job's run is kept
             assert emu.get("tfjobs", NS, pj["metadata"]["name"]) is not None
-            assert emu.list("secrets", NS, label_selector=f"{PREFIX}role=ingest-token")
+            assert emu.list("tfjobs", NS, label_selector=f"{PREFIX}role=profiling")
             assert reconciles(second) == 0
             wait_for("the cache to sync", second.informer.has_synced, timeout_s=60)
             # the job goes on with its one profiling run: the first controller's token still works

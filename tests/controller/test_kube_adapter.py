@@ -212,21 +212,25 @@ def test_secrets_carry_bytes(emu: KubeEmulator, kube: Kube) -> None:
     kube.create_secret("ml", body, {"trace": b"\x00\xffbinary"})
     wire = emu.get("secrets", "ml", "profile")
     assert wire is not None and wire["data"] == {"trace": "AP9iaW5hcnk="}  # base64 of the bytes on the wire
-    assert [s["metadata"]["name"] for s in kube.list_secrets("ml", "app=advisor")] == ["profile"]
-    assert [s["metadata"]["namespace"] for s in kube.list_secrets(None, "app=advisor")] == ["ml"]  # all namespaces
-    assert kube.list_secrets("ml", "app=other") == []
-    kube.delete_secret("ml", "profile")
-    assert emu.get("secrets", "ml", "profile") is None
+
+
+def test_configmaps_round_trip(emu: KubeEmulator, kube: Kube) -> None:
+    kube.create_configmap("ml", {"metadata": {"name": "p"}, "binaryData": {"x": "AP9iaW5hcnk="}})
+    got = kube.get_configmap("ml", "p")
+    assert got is not None and got["binaryData"] == {"x": "AP9iaW5hcnk="} and got["kind"] == "ConfigMap"
+    assert kube.get_configmap("ml", "absent") is None
+    kube.delete_configmap("ml", "p")
+    assert emu.get("configmaps", "ml", "p") is None
 
 
 def test_delete_with_a_uid_deletes_only_that_object(emu: KubeEmulator, kube: Kube) -> None:
     """A name seen in a cache that lags may be another object's by now: the uid precondition says."""
-    old = kube.create_secret("ml", {"metadata": {"name": "s"}}, {"token": b"old"})
-    kube.delete_secret("ml", "s", uid=old["metadata"]["uid"])
-    new = kube.create_secret("ml", {"metadata": {"name": "s"}}, {"token": b"new"})
+    old = kube.create_configmap("ml", {"metadata": {"name": "s"}, "data": {"v": "old"}})
+    kube.delete_configmap("ml", "s", uid=old["metadata"]["uid"])
+    new = kube.create_configmap("ml", {"metadata": {"name": "s"}, "data": {"v": "new"}})
     with pytest.raises(KubeConflict, match="Precondition failed: UID"):
-        kube.delete_secret("ml", "s", uid=old["metadata"]["uid"])
-    assert emu.get("secrets", "ml", "s")["metadata"]["uid"] == new["metadata"]["uid"]
+        kube.delete_configmap("ml", "s", uid=old["metadata"]["uid"])
+    assert emu.get("configmaps", "ml", "s")["metadata"]["uid"] == new["metadata"]["uid"]
     job = kube.create_tfjob("ml", tfjob("a"))
     with pytest.raises(KubeConflict):
         kube.delete_tfjob("ml", "a", uid="someone-else")

@@ -1,6 +1,6 @@
 """The chart's RBAC grants every Kubernetes API call the controller really makes.
 
-The controller runs a whole job (profiling run, token Secret, events, annotations, lease,
+The controller runs a whole job (profiling run, profile record, events, annotations, lease,
 garbage collection; with the job backend also the prediction Job, its token Secret and the
 looks at its status and pods) against the API emulator, which logs each request as RBAC sees it;
 the chart is rendered with the real Helm engine for the same settings, and every logged call must
@@ -52,8 +52,10 @@ def test_every_call_of_a_whole_flow_is_granted(namespaces: list[str], backend: s
     objects = render_objects({"config": {"namespaces": namespaces, "prediction_backend": backend}}, namespace=NS)
     assert_rbac_covers(calls, objects)
     made = {(v, r) for v, _, r, _, _ in calls}
-    assert {("watch", "tfjobs"), ("create", "tfjobs"), ("patch", "tfjobs"), ("create", "secrets"),
-            ("list", "secrets"), ("create", "events"), ("create", "leases"), ("update", "leases")} <= made
+    assert {("watch", "tfjobs"), ("create", "tfjobs"), ("patch", "tfjobs"), ("create", "configmaps"),
+            ("create", "events"), ("create", "leases"), ("update", "leases")} <= made
+    # no Secret in a user's namespace: the profiling run's token is derived, not stored
+    assert not [c for c in calls if c[2] == "secrets" and c[4] == NS and backend == "process"]
     if backend == "job":  # adopting a Job (get) is in test_job_backend's restart test
         assert {("create", "jobs"), ("list", "jobs"), ("delete", "jobs"), ("list", "pods")} <= made
         assert ("create", "", "secrets", "", NS) in calls

@@ -91,9 +91,9 @@ def test_a_cache_behind_the_controllers_own_writes_does_not_repeat_an_event(
     def cache(namespace: str, name: str) -> Mapping[str, Any] | None:
         return pinned.get(name) or emu.get("tfjobs", namespace, name)
 
-    reconciler = Reconciler(settings=settings_for(tmp_path, mode="initial"), kube=kube, cache=cache,
-                            store=Store(tmp_path / "advisor.db"), predictor=NoPredictions(), metrics=Metrics(),
-                            enqueue_after=lambda key, delay: None)
+    reconciler = Reconciler(settings=settings_for(tmp_path, mode="initial", profiling_max_attempts=1), kube=kube,
+                            cache=cache, store=Store(tmp_path / "advisor.db"), predictor=NoPredictions(),
+                            metrics=Metrics(), enqueue_after=lambda key, delay: None)
     reconciler.reconcile((NS, "flop"))
     (run,) = profiling_jobs(emu)
     failed = {"type": "Failed", "status": "True", "reason": "TFJobFailed", "message": "worker 0 OOMKilled"}

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+import re
 
 import pytest
 
 from advisor.controller.tfjob import (
     PROFILING_FOR_LABEL, ROLE_LABEL, ProfilingSpec, build_profiling_tfjob, parse_tfjob, profiling_job_name,
-    profiling_run_owner, resize_patch, suspend_patch, token_secret_holds,
+    profiling_run_owner, resize_patch, suspend_patch,
 )
+from advisor.controller.tokens import run_token, token_matches
 from advisor.errors import TFJobError
 from tests.controller.tfjobs import tfjob, with_uid
 
-SPEC = ProfilingSpec("http://advisor.advisor-system.svc:8080/", steps=100, warmup_steps=5, timeout_s=900)
+SPEC = ProfilingSpec("http://advisor.advisor-system.svc:8080/", steps=100, warmup_steps=5, timeout_s=900,
+                     token="tok-1")
+DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 def test_view_counts_chief_as_a_worker() -> None:
@@ -90,8 +95,11 @@ def test_profiling_job_is_one_ps_one_worker_owned_labelled_bounded_and_traced() 
     assert env["ADVISOR_METRICS_PORT"] == ""  # the profiling run's steps are not the job's observed throughput
     assert env["ADVISOR_INGEST_URL"] == "http://advisor.advisor-system.svc:8080/v1/traces/ml/mnist/3"
     assert env["ADVISOR_TOKEN_FILE"] == "/var/run/secrets/advisor/token"
-    pod = spec["tfReplicaSpecs"]["PS"]["template"]["spec"]
-    assert pod["volumes"] == [{"name": "advisor-token", "secret": {"secretName": "mnist-prof-g3-token"}}]
+    template = spec["tfReplicaSpecs"]["PS"]["template"]
+    # No Secret: the token is an annotation of the pod template, projected as a file by the downward API.
+    assert template["metadata"]["annotations"]["training-advisor.io/ingest-token"] == "tok-1"
+    assert template["spec"]["volumes"] == [{"name": "advisor-token", "downwardAPI": {"defaultMode": 0o440, "items": [
+        {"path": "token", "fieldRef": {"fieldPath": "metadata.annotations['training-advisor.io/ingest-token']"}}]}}]
     # The user's job object is not modified by building its clone.
     assert obj["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] == 6
     # The clone is not itself opted in (it must not be profiled in turn).
@@ -102,24 +110,66 @@ def test_profiling_job_names_stay_within_63_characters_and_distinct() -> None:
     a, b = profiling_job_name("a" * 60 + "x", 1), profiling_job_name("a" * 60 + "y", 1)
     assert len(a) <= 63 and len(b) <= 63 and a != b
     assert profiling_job_name("short", 12) == "short-prof-g12"
+    assert profiling_job_name("short", 12, attempt=2) == "short-prof-g12-r2"
+
+
+@pytest.mark.parametrize("generation", [1, 12, 10**9])
+@pytest.mark.parametrize("attempt", [1, 3])
+def test_names_the_training_operator_derives_are_valid_for_the_longest_names(generation: int, attempt: int) -> None:
+    """A TFJob name is a DNS-1035 label of at most 63 characters (the training operator validates
+    it), a namespace a DNS-1123 label of 63. The operator names each replica's Service and pod
+    ``<job>-<replica type>-<index>`` and labels them with the job name: for the profiling run
+    (PS and Worker, index 0) ``<run>-worker-0`` and ``<run>-ps-0`` must be DNS-1035 labels (<= 63)."""
+    namespace = "n" * 63
+    for name in ("j" * 63, "a" + "-b" * 31, "x"):
+        obj = with_uid(tfjob(name=name, namespace=namespace), generation=generation)
+        run = build_profiling_tfjob(obj, parse_tfjob(obj), dataclasses.replace(SPEC, attempt=attempt))
+        run_name = run["metadata"]["name"]
+        assert DNS1035.match(run_name) and len(run_name) <= 63, run_name
+        for derived in (f"{run_name}-worker-0", f"{run_name}-ps-0"):
+            assert DNS1035.match(derived) and len(derived) <= 63, derived
+        assert all(len(v) <= 63 for v in run["metadata"]["labels"].values())
+    # distinct per job, generation and try
+    names = {profiling_job_name("j" * 62 + c, generation, t) for c in "ab" for t in (1, 2)}
+    assert len(names) == 4
+
+
+def test_profiling_run_keeps_what_queueing_systems_read() -> None:
+    obj = with_uid(tfjob(workers=8))
+    obj["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team-a", "kueue.x-k8s.io/priority-class": "low",
+                                 "team": "vision", "app": "x"}
+    obj["metadata"]["annotations"].update({"kueue.x-k8s.io/queue-name": "team-a", "cost-center": "42",
+                                           "unrelated": "no"})
+    obj["spec"]["runPolicy"] = {"schedulingPolicy": {"queue": "q", "priorityClass": "high", "minAvailable": 9,
+                                                     "minResources": {"cpu": "90"}, "scheduleTimeoutSeconds": 60}}
+    spec = dataclasses.replace(SPEC, labels=("team",), annotations=("cost-center",))
+    run = build_profiling_tfjob(obj, parse_tfjob(obj), spec)
+    labels, notes = run["metadata"]["labels"], run["metadata"]["annotations"]
+    assert labels["kueue.x-k8s.io/queue-name"] == "team-a" and labels["kueue.x-k8s.io/priority-class"] == "low"
+    assert labels["team"] == "vision" and "app" not in labels  # the setting extends the list; nothing else
+    assert notes["kueue.x-k8s.io/queue-name"] == "team-a" and notes["cost-center"] == "42"
+    assert "unrelated" not in notes and "training-advisor.io/enabled" not in notes  # the run does not opt in
+    # the job's queue and priority, for a gang of the run's own 2 pods (1 PS + 1 worker), not the job's 9
+    assert run["spec"]["runPolicy"]["schedulingPolicy"] == {"queue": "q", "priorityClass": "high",
+                                                            "minAvailable": 2, "scheduleTimeoutSeconds": 60}
+    plain = build_profiling_tfjob(with_uid(tfjob()), parse_tfjob(with_uid(tfjob())), SPEC)
+    assert "schedulingPolicy" not in plain["spec"]["runPolicy"]
+
+
+def test_run_tokens_are_scoped_to_one_job_and_generation_and_need_the_key() -> None:
+    key = b"k" * 32
+    token = run_token(key, "uid-1", 3)
+    assert token == run_token(key, "uid-1", 3)  # every replica with the key derives the same token
+    assert token_matches(key, "uid-1", 3, token)
+    assert not token_matches(key, "uid-1", 4, token)  # another generation
+    assert not token_matches(key, "uid-2", 3, token)  # another job (or one recreated under the same name)
+    assert not token_matches(b"x" * 32, "uid-1", 3, token)  # another key
+    # HMAC-SHA256 gives 32 bytes: 43 characters of unpadded base64url
+    assert len(token) == 43 and re.fullmatch(r"[A-Za-z0-9_-]+", token)
 
 
 def test_suspend_patch_marks_who_suspended() -> None:
     assert suspend_patch()["spec"] == {"runPolicy": {"suspend": True}}
-
-
-def test_a_token_secret_is_this_runs_only_with_its_owner_and_its_token() -> None:
-    def secret(owner: str | None, data: str) -> dict:
-        refs = [{"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": "j", "uid": owner}] if owner else []
-        return {"metadata": {"name": "j-prof-g1-token", "ownerReferences": refs}, "data": {"token": data}}
-
-    encoded = "czNjcjN0"  # base64 of "s3cr3t"
-    assert token_secret_holds(secret("uid-1", encoded), "uid-1", "s3cr3t")
-    assert not token_secret_holds(secret("uid-1", encoded), "uid-1", "another run's token")
-    assert not token_secret_holds(secret("uid-0", encoded), "uid-1", "s3cr3t")  # an earlier job of that name
-    assert not token_secret_holds(secret(None, encoded), "uid-1", "s3cr3t")  # orphaned
-    assert not token_secret_holds(secret("uid-1", "not base64!"), "uid-1", "s3cr3t")
-    assert not token_secret_holds({"metadata": {}}, "uid-1", "s3cr3t")
 
 
 def test_profiling_run_owner_is_the_uid_it_was_built_for() -> None:

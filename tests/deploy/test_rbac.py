@@ -95,7 +95,8 @@ def test_covers_what_a_controller_in_cluster_mode_does(cluster_objects: list[dic
         ("watch", "kubeflow.org", "tfjobs", "", None),
         ("create", "kubeflow.org", "tfjobs", "", "team-x"),  # the profiling run, in the job's namespace
         ("patch", "kubeflow.org", "tfjobs", "", "team-x"),
-        ("create", "", "secrets", "", "team-x"),
+        ("create", "", "configmaps", "", "team-x"),  # the profile's record
+        ("get", "", "configmaps", "", "team-x"),
         ("create", "", "events", "", "team-x"),
         ("get", "coordination.k8s.io", "leases", "", NAMESPACE),
         ("update", "coordination.k8s.io", "leases", "", NAMESPACE),
@@ -107,6 +108,9 @@ def test_covers_what_a_controller_in_cluster_mode_does(cluster_objects: list[dic
     "call",
     [
         ApiCall("delete", "", "pods", "", "team-x"),  # never granted
+        # no right on Secrets in users' namespaces: upload tokens are derived from one key (issue 15)
+        ApiCall("create", "", "secrets", "", "team-x"),
+        ApiCall("list", "", "secrets", "", None),
         ApiCall("update", "kubeflow.org", "tfjobs", "", "team-x"),  # patch is granted, update is not
         ApiCall("patch", "kubeflow.org", "tfjobs", "status", "team-x"),  # a subresource needs its own rule
         ApiCall("update", "coordination.k8s.io", "leases", "", "team-x"),  # leases only in the release namespace
@@ -125,7 +129,7 @@ def test_covers_what_a_namespaced_job_backend_controller_does(namespaced_objects
     calls = [
         ("list", "kubeflow.org", "tfjobs", "", "ml-a"),
         ("watch", "kubeflow.org", "tfjobs", "", "ml-b"),
-        ("delete", "", "secrets", "", "ml-b"),
+        ("delete", "", "configmaps", "", "ml-b"),
         ("create", "batch", "jobs", "", NAMESPACE),
         ("get", "batch", "jobs", "", NAMESPACE),
         ("list", "", "pods", "", NAMESPACE),
@@ -141,7 +145,8 @@ def test_covers_what_a_namespaced_job_backend_controller_does(namespaced_objects
         ApiCall("get", "kubeflow.org", "tfjobs", "", "ml-c"),  # a namespace not watched
         ApiCall("get", "", "pods", "", NAMESPACE),  # pods: list only
         ApiCall("get", "", "pods", "log", NAMESPACE),  # logs are never read: answers come over HTTP
-        ApiCall("create", "", "secrets", "", "ml-c"),  # secrets: watched namespaces and the release one only
+        ApiCall("create", "", "secrets", "", "ml-c"),  # secrets: the release namespace only
+        ApiCall("create", "", "secrets", "", "ml-a"),  # not even in a watched namespace
         ApiCall("create", "batch", "jobs", "", "ml-a"),
     ],
 )

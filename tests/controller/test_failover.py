@@ -1,0 +1,159 @@
+"""Failover loses nothing that matters: two controller processes, the leader killed with SIGKILL.
+
+Each replica has its own store (its own pod and volume, or an emptyDir): what a new leader
+needs is in the cluster (the job's annotations, the profile's ConfigMap, the derived token).
+The leader is killed as the kubelet kills a pod that does not stop (SIGKILL, its prediction
+workers too) at two moments: while the job is being profiled, and while its prediction runs.
+Each time the surviving replica finishes the job, with the one profiling run the job ever had
+and the token the profiling pod holds. The in-process test shows the standby taking the upload
+itself (readiness = able to serve) before it leads.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.controller.harness import (
+    INGEST_KEY, NS, create_tfjob, phase, profiling_jobs, settings_for, start_controller, upload_as_profiling_pod,
+    wait_for,
+)
+from tests.controller.tfjobs import tfjob
+from tests.deploy.controller_process import ControllerProcess, descendants, settings_for_process
+from tests.kube_emulator import KubeEmulator
+
+LEASE = "advisor-leader"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def holder(emu: KubeEmulator) -> str | None:
+    lease = emu.get("leases", NS, LEASE)
+    return (lease or {}).get("spec", {}).get("holderIdentity")
+
+
+def kill_9(ctl: ControllerProcess) -> None:
+    """SIGKILL the controller and every process it started, as a container's end kills them all."""
+    pids = [ctl.pid, *descendants(ctl.pid)]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    ctl.stop()  # reaps it (already dead: no signal sent)
+
+
+def two_replicas(emu: KubeEmulator, tmp_path: Path, **overrides: Any) -> dict[str, ControllerProcess]:
+    replicas = {}
+    for name in ("replica-a", "replica-b"):
+        settings = settings_for_process(tmp_path / name, leader_election=True, identity=name, ingest_key=INGEST_KEY,
+                                        resync_period_s=5, **overrides)
+        # PYTHONPATH: this checkout's code, not whichever the installed console script points at
+        replicas[name] = ControllerProcess(emu, tmp_path / name, settings, env={"PYTHONPATH": str(REPO)})
+    for ctl in replicas.values():
+        ctl.start()
+    for ctl in replicas.values():
+        ctl.wait_for_probe("/readyz")  # both Ready: a standby serves too
+    return replicas
+
+
+def patches_of(emu: KubeEmulator, name: str) -> int:
+    return len([c for c in emu.calls(verb="patch", resource="tfjobs") if c.name == name])
+
+
+def creates(emu: KubeEmulator, resource: str) -> int:
+    return len([c for c in emu.calls(verb="create", resource=resource) if c.code in (200, 201)])
+
+
+@pytest.mark.parametrize("moment", ["profiling", "prediction"])
+def test_kill_9_of_the_leader_loses_nothing(emu: KubeEmulator, body: bytes, tmp_path: Path, moment: str) -> None:
+    # max_workers 24 at 2 %: a prediction of some seconds, so the kill lands while it runs
+    replicas = two_replicas(emu, tmp_path, max_workers=24 if moment == "prediction" else 4,
+                            prediction_target=0.02 if moment == "prediction" else 0.05)
+    try:
+        leader_name = wait_for("a leader", lambda: holder(emu), timeout_s=30)
+        leader = replicas[leader_name]
+        survivor = next(c for n, c in replicas.items() if n != leader_name)
+        create_tfjob(emu, tfjob("sturdy"))
+        pj = wait_for("the profiling run", lambda: profiling_jobs(emu), timeout_s=30)[0]
+        wait_for("Profiling", lambda: phase(emu, "sturdy") == "Profiling", timeout_s=30)
+        if moment == "profiling":
+            kill_9(leader)
+            # the pod's upload reaches the survivor (the Service's only Ready endpoint now) even
+            # before it leads: it records the profile in the cluster
+            result = upload_as_profiling_pod(emu, pj, body, port=survivor.settings["http_port"])
+            assert result.status == 202, result.message
+        else:
+            result = upload_as_profiling_pod(emu, pj, body, port=leader.settings["http_port"])
+            assert result.status == 202, result.message
+            wait_for("Predicting", lambda: phase(emu, "sturdy") == "Predicting", timeout_s=30)
+            kill_9(leader)
+            assert phase(emu, "sturdy") == "Predicting"  # killed mid-prediction
+        wait_for("the survivor leads", lambda: holder(emu) == survivor.settings["identity"], timeout_s=40)
+        wait_for("Predicted", lambda: phase(emu, "sturdy") == "Predicted", timeout_s=120)
+        assert creates(emu, "tfjobs") == 2  # the user's job and ONE profiling run: never profiled again
+        assert len(profiling_jobs(emu)) == 1
+        assert creates(emu, "secrets") == 0
+        assert emu.get("configmaps", NS, "sturdy-advisor-g1") is not None  # the durable record
+    finally:
+        for ctl in replicas.values():
+            ctl.stop()
+
+
+def test_a_standby_with_its_own_store_takes_the_upload_and_the_leader_finishes(emu, body, tmp_path) -> None:
+    a = start_controller(emu, settings_for(tmp_path / "a", identity="a"))
+    b = start_controller(emu, settings_for(tmp_path / "b", identity="b"))
+    try:
+        wait_for("a leader", lambda: a.leading != b.leading)
+        leader, standby = (a, b) if a.leading else (b, a)
+        create_tfjob(emu, tfjob("relay"))
+        pj = wait_for("the profiling run", lambda: profiling_jobs(emu))[0]
+        wait_for("the standby sees it Profiling", lambda: (standby.informer.get(NS, "relay") or {}).get(
+            "metadata", {}).get("annotations", {}).get("training-advisor.io/phase") == "Profiling")
+        assert standby.ready()[0] is True
+        result = upload_as_profiling_pod(emu, pj, body, port=standby.http.port)
+        assert result.status == 202, result.message
+        # the standby wrote the record; the leader (its own store knows nothing of it) finds it
+        wait_for("Predicted", lambda: phase(emu, "relay") == "Predicted", timeout_s=60)
+        assert standby.store.runs() == []  # the standby reconciled nothing and recorded nothing locally
+        assert leader.store.profile_sha(pj["metadata"]["annotations"]["training-advisor.io/profiling-for-uid"], 1)
+        # the run is over: its token opens nothing any more, on either replica
+        assert upload_as_profiling_pod(emu, pj, body, port=standby.http.port).status == 403
+        assert upload_as_profiling_pod(emu, pj, body, port=leader.http.port).status == 403
+    finally:
+        for c in (a, b):
+            c.stop()
+
+
+def test_a_new_leader_with_its_own_store_leaves_a_finished_job_finished(emu, body, tmp_path) -> None:
+    """What the old leader concluded (predicted, or profiling failed for good) stands: a new
+    leader that knows nothing of it adopts the outcome from the cluster and profiles nothing."""
+    first = start_controller(emu, settings_for(tmp_path / "a", leader_election=False, profiling_max_attempts=1))
+    try:
+        create_tfjob(emu, tfjob("done"))
+        create_tfjob(emu, tfjob("broke"))
+        wait_for("two profiling runs", lambda: len(profiling_jobs(emu)) == 2)
+        assert upload_as_profiling_pod(emu, emu.get("tfjobs", NS, "done-prof-g1"), body).ok
+        failed = {"type": "Failed", "status": "True", "reason": "TFJobFailed", "message": "ImagePullBackOff"}
+        emu.patch("tfjobs", NS, "broke-prof-g1", {"status": {"conditions": [failed]}}, subresource="status")
+        wait_for("both settled", lambda: phase(emu, "done") == "Predicted" and phase(emu, "broke") == "Failed")
+    finally:
+        first.stop()
+    patched_before = patches_of(emu, "done")
+    second = start_controller(emu, settings_for(tmp_path / "b", leader_election=False, profiling_max_attempts=1))
+    try:
+        wait_for("both adopted", lambda: len(second.store.runs()) == 2)
+        states = {r.name: r.state for r in second.store.runs()}
+        assert states["broke"] == "failed"
+        wait_for("applied from the record", lambda: second.store.runs(state="predicted"))
+        assert phase(emu, "done") == "Predicted" and phase(emu, "broke") == "Failed"
+        # the prediction recorded with the profile was applied: nothing simulated again, and the
+        # job never went back to Predicting
+        assert second.metrics.predictions.labels("succeeded")._value.get() == 0
+        assert patches_of(emu, "done") == patched_before, "the new leader wrote on the predicted job"
+        assert creates(emu, "tfjobs") == 4  # two jobs, two profiling runs: none after the new start
+    finally:
+        second.stop()
