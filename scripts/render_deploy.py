@@ -23,7 +23,9 @@ OUTPUT = REPO / "deploy" / "advisor.yaml"
 RELEASE, NAMESPACE = "advisor", "advisor-system"
 # No image is published: the file names the one the README's one-command build loads into a
 # local cluster (docker build -t advisor:0.1.0 . && kind load docker-image advisor:0.1.0).
-VALUES = {"image": {"repository": "advisor"}}
+# The ingest key is not rendered (a committed random key would be every user's): the file names a
+# Secret the user creates first, as the header says.
+VALUES = {"image": {"repository": "advisor"}, "ingestKey": {"existingSecret": "advisor-ingest-key"}}
 # Helm's install order, so `kubectl apply` creates what others refer to first.
 KIND_ORDER = ("Namespace", "ServiceAccount", "Secret", "ConfigMap", "PersistentVolumeClaim", "ClusterRole",
               "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Deployment")
@@ -34,6 +36,8 @@ HEADER = f"""\
 # minikube: minikube image load advisor:0.1.0), or point the Deployment at your registry:
 #
 #   docker build -t advisor:0.1.0 . && kind load docker-image advisor:0.1.0
+#   kubectl create namespace advisor-system
+#   kubectl -n advisor-system create secret generic advisor-ingest-key --from-literal=key="$(openssl rand -hex 32)"
 #   kubectl apply -f deploy/advisor.yaml
 #
 # Then set prices and bandwidth in the ConfigMap "advisor" (config.yaml) and restart the

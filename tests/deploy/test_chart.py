@@ -25,7 +25,8 @@ from tests.deploy.helm_render import (
 )
 
 # Chart-managed settings: set from other values, never in `config` (see values.yaml).
-CHART_MANAGED = {"http_port", "store_path", "lease_namespace", "identity", "kubeconfig", "kube_context"}
+CHART_MANAGED = {"http_port", "store_path", "lease_namespace", "identity", "kubeconfig", "kube_context",
+                 "ingest_key", "ingest_key_file"}
 # Optional settings whose `None` the chart writes as an empty value ("" or 0) and leaves out of
 # the settings file, so the controller's own default applies.
 EMPTY_MEANS_UNSET = {"bandwidth": "", "queue": "", "budget_per_hour": 0, "prediction_job_image": ""}
@@ -88,9 +89,9 @@ def _check_operator_object(obj: dict[str, Any]) -> None:
 def test_optional_objects_follow_their_switches() -> None:
     kinds = lambda values: sorted(o["kind"] for o in render_objects(values))  # noqa: E731
     assert kinds({}) == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap", "Deployment",
-                         "PersistentVolumeClaim", "Role", "RoleBinding", "Service", "ServiceAccount"]
+                         "PersistentVolumeClaim", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount"]
     bare = kinds({"rbac": {"create": False}, "serviceAccount": {"create": False}, "dashboard": {"enabled": False},
-                  "persistence": {"enabled": False}})
+                  "persistence": {"enabled": False}, "ingestKey": {"existingSecret": "mine"}})
     assert bare == ["ConfigMap", "Deployment", "Service"]
     monitored = kinds({"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True},
                        "trainingPodMonitor": {"enabled": True}})

@@ -108,6 +108,7 @@ Jobs run the controller's image, pulled with its imagePullSecrets, unless config
 {{- $_ := set $cfg "ingest_url" (include "advisor.ingestURL" .) }}
 {{- $_ := set $cfg "http_port" (int .Values.containerPort) }}
 {{- $_ := set $cfg "store_path" (printf "%s/advisor.db" (trimSuffix "/" .Values.persistence.mountPath)) }}
+{{- $_ := set $cfg "ingest_key_file" "/etc/advisor-ingest-key/key" }}
 {{- toYaml $cfg }}
 {{- end }}
 
