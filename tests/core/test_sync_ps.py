@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -126,3 +127,42 @@ def test_update_rows_deal_every_counted_gradient_once() -> None:
     assert replicas(1, None, 3) == 1
     assert engine_steps(100, 4, 2) == 200 and engine_steps(100, 3, 3) == 100
     assert not math.isnan(rows[0][0])
+
+
+def _throughput(seen, warmup: int) -> float:  # type: ignore[no-untyped-def]
+    """Examples/s over the curve's window: after every row's warm-up, up to the pause."""
+    from advisor.core.curve import batch_means
+
+    start = max(float(e[warmup - 1]) for e in seen.step_ends_s)
+    return batch_means(seen.step_ends_s, start, seen.until_s, seen.batch_size)[0]
+
+
+def test_sync_never_beats_async_on_the_real_traces() -> None:
+    # Same trace, link, seed and (per row) steps; R = W. A barrier can only add waiting: every
+    # worker's step is the traced one, and a synchronous worker starts its next step no earlier
+    # than it would alone. (Not a theorem under contention, which the barrier reshapes; an
+    # invariant on every trace in ../shared/data, with margins of 4 % and more from W = 2.)
+    import glob
+    from pathlib import Path
+
+    from advisor.core.models.ps_des.contention import Contention
+    from advisor.core.models.ps_des.sync import update_samples
+    from advisor.importers.loader import load_profile
+    from tests.conftest import shared_data
+
+    traces = sorted(glob.glob(str(shared_data("condensed") / "*" / "*.json.gz")))
+    assert len(traces) >= 4
+    steps, warmup = 80, 15
+    for path in traces:
+        bw = 100e6 if "bw100" in path else 50e6
+        profile = load_profile(Path(path), bandwidth_bps=bw)
+        for net in (NetworkModel(bandwidth_bps=0.95 * bw), Contention().apply(NetworkModel(bandwidth_bps=0.95 * bw))):
+            compiled = compile_profile(profile, net)
+            for w in (1, 2, 3, 4, 6, 8):
+                plain = _throughput(FastRun(compiled, w, 0).advance(steps), warmup)
+                seen = FastRun(compiled, w, 0, sync_replicas=w).advance(steps)
+                sync = _throughput(update_samples(seen.updates_s, w, w, seen.until_s, steps, seen.events,
+                                                  seen.batch_size), warmup)  # fmt: skip
+                assert sync <= plain * (1 + 1e-9), (path, net, w, sync, plain)
+                if w == 1:
+                    assert sync == pytest.approx(plain, rel=1e-12)

@@ -135,6 +135,7 @@ class ReferenceSimulation:
         self.conn_activations: dict[tuple[int, int], int] = {}
         self.conn_weight: dict[tuple[int, int], float] = {}
         self.weights = inputs.share_weights  # None: every weight is 1
+        self.nics = [inputs.nic_of(w) for w in range(inputs.workers)]
         self.now = 0.0
         self.seq = 0
         self.events = 0
@@ -168,8 +169,7 @@ class ReferenceSimulation:
             idx = [j for j, c in enumerate(self.in_service) if self._is_flow(c) and self._dir(c.slot) == direction]
             flows = [(self.in_service[j].worker, self.inp.ps_of(self.in_service[j].slot)) for j in idx]
             weights = [self.in_service[j].weight for j in idx]
-            nics = [self.inp.nic_of(w) for w in range(self.inp.workers)]
-            shares = water_fill(flows, self.inp.link_bps, nics, weights, self.inp.multi_flow_goodput)
+            shares = water_fill(flows, self.inp.link_bps, self.nics, weights, self.inp.multi_flow_goodput)
             for j, r in zip(idx, shares):
                 rates[j] = r
         return rates
