@@ -279,14 +279,16 @@ def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-u
             links[CONN_LAST][q] = now
             busy[q] = 0
             nxt = _complete(w, q, cop[q], clast[q] == 1, cstart[q], now, graph, ipar, fpar, ws, qs, ev, links, ctr, tl)
-        n_start = ws[9][NSTART]  # workers released by a synchronous update, w last
+        # Workers released by a synchronous update (w last, if it goes on), then w itself (a
+        # no-op dispatch if it was released). One call site each: a second inlined copy of
+        # these helpers would grow the loop.
+        n_start = ws[9][NSTART]
         ws[9][NSTART] = 0
-        for i in range(n_start + (nxt >= 0)):
+        for i in range(n_start + 1):
             x, k = w, nxt
             if i < n_start:
                 x = ws[8][i]
                 k = ws[2][x] + 1
-            _start_step(x, k, now, graph, ipar, fpar, ws, qs, ev, links, ctr)
-            if x != w:
-                _dispatch(x, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr)
-        _dispatch(w, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr)
+            if k >= 0:
+                _start_step(x, k, now, graph, ipar, fpar, ws, qs, ev, links, ctr)
+            _dispatch(x, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr)
