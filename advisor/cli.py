@@ -11,25 +11,28 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
+from enum import Enum
 from pathlib import Path
 
-from advisor import fit_cli, store_cli
+from advisor import dts_cli, fit_cli, store_cli
 from advisor.cli_args import SEED, ArgumentParser, argument_type, check_output, int_at_least, writing
-from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, Overhead, advise, effective_network, prepare_profile
+from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, ModelChoice, Overhead, advise, model_inputs
 from advisor.core.bandwidth import resolve_bandwidth
-from advisor.core.models.ps_des.calibration import calibrate
-from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
+from advisor.core.calibration import calibrate
+from advisor.core.compare import compare, errors
 from advisor.core.cost import Constraints, Prices
 from advisor.core.curve import CurveSettings
+from advisor.core.models import registry
 from advisor.core.profile import Profile
-from advisor.core.sim_types import NetworkModel, SimulationSettings, SimulationSettingsError, StreamOrder
+from advisor.core.sim_types import NetworkModel, SimulationSettingsError, StreamOrder
 from advisor.core.summary import ProfileSummary, summarize
 from advisor.core.units import format_bandwidth, parse_bandwidth, parse_duration
-from advisor.errors import AdvisorError
+from advisor.errors import AdvisorError, ModelInputError
 from advisor.importers.loader import BUNDLED_EXAMPLE, load_profile
+from advisor.importers.observed import read_observed
 from advisor.importers.profile_file import write_profile
 from advisor.plot import plot_advice
-from advisor.report import advice_table, advice_to_json
+from advisor.report import advice_table, advice_to_json, compare_table, compare_to_json
 
 EXIT_USAGE = 2
 # where an adaptive curve starts (CurveSettings.min_steps); its warm-up must be shorter
@@ -77,8 +80,19 @@ def _parser() -> argparse.ArgumentParser:
     _add_predict_options(predict)
     predict.set_defaults(run=_predict)
 
+    models = commands.add_parser("models", help="list every throughput model, what it needs and its parameters")
+    models.add_argument("--json", action="store_true", help="print the list as JSON")
+    models.set_defaults(run=_models)
+
+    comp = commands.add_parser("compare", help="every applicable model's curve side by side, with errors against "
+                                               "measured throughput (--observed)")
+    _add_input(comp)
+    _add_compare_options(comp)
+    comp.set_defaults(run=_compare)
+
     fit_cli.add_parser(commands)
     store_cli.add_parser(commands)
+    dts_cli.add_parser(commands)
 
     controller = commands.add_parser("controller", help="run the Kubernetes controller (see docs/controller.md)")
     controller.add_argument("--config", type=Path, help="settings YAML file (default: $ADVISOR_CONFIG_FILE)")
@@ -117,7 +131,9 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--bandwidth", type=argument_type(_bandwidth_arg), metavar="RATE",
                      help="PS link capacity each way, e.g. 10Gbit/s, or 'measure' to measure it from the "
                           "profile's transfer times (default: the profile's recorded bandwidth, else measured)")
-    cmd.add_argument("--ps", type=int, help="parameter servers (must match the profile's)")
+    cmd.add_argument("--ps", type=int_at_least(1),
+                     help="parameter servers to predict for (default: the profile's; another count is a what-if "
+                          "only models that place variables on PS can answer)")
     cmd.add_argument("--price-worker", type=float, default=1.0, metavar="PER_HOUR", help="price per worker-hour")
     cmd.add_argument("--price-ps", type=float, default=0.0, metavar="PER_HOUR", help="price per PS-hour")
     cmd.add_argument("--examples", type=float, help="the job's size in examples, for --deadline/--budget")
@@ -146,17 +162,20 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
     sim.add_argument("--goodput", type=float, default=DEFAULT_GOODPUT, metavar="FRACTION",
                      help="share of the link rate TCP delivers as payload (default 0.95: Ethernet/IP/TCP framing "
                      "of 1500-byte packets carries 1448 of 1538 bytes on the wire)")
-    net = cmd.add_argument_group("contention between workers (advisor/core/models/ps_des/contention.py)")
-    net.add_argument("--congestion", choices=[c.value for c in CongestionControl], default="unknown",
+    _add_model_options(cmd)
+    net = cmd.add_argument_group("contention between workers: parameters of the models that have them "
+                                 f"(default model {registry.DEFAULT_MODEL}; see advisor models)")
+    net.add_argument("--congestion", choices=["cubic", "reno", "bbr", "unknown"],
                      help="the pods' TCP congestion control (sysctl net.ipv4.tcp_congestion_control; default unknown)")
     net.add_argument("--queue", type=argument_type(parse_duration), metavar="TIME",
                      help="bottleneck queue depth, e.g. 20ms (tc qdisc latency); used with cubic or reno")
-    net.add_argument("--share-sigma", type=float, default=SHARE_SIGMA, metavar="SIGMA",
-                     help=f"spread of TCP shares between workers (lognormal sigma, default {SHARE_SIGMA:g})")
-    net.add_argument("--multi-flow-goodput", type=float, default=MULTI_FLOW_GOODPUT, metavar="FRACTION",
-                     help=f"capacity of a link direction several workers share (default {MULTI_FLOW_GOODPUT:g})")
+    net.add_argument("--share-sigma", type=float, metavar="SIGMA",
+                     help="spread of TCP shares between workers (lognormal sigma, default 1)")
+    net.add_argument("--multi-flow-goodput", type=float, metavar="FRACTION",
+                     help="capacity of a link direction several workers share (default 0.85)")
     net.add_argument("--equal-shares", action="store_true",
-                     help="Li et al.'s model: equal shares, no request queueing, full capacity (ignores the above)")
+                     help="Li et al.'s model: equal shares, no request queueing, full capacity "
+                          "(the same as --model li2020-des)")
     sim.add_argument("--calibrate", action="store_true",
                      help="fit --alpha, --beta, --win and --goodput to the profile itself (needs its recorded bandwidth)")
     sim.add_argument("--alpha", type=float, default=0.0, metavar="US_PER_BYTE",
@@ -170,6 +189,113 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
     out.add_argument("--timeline-workers", type=int_at_least(1), default=4, metavar="W",
                      help="workers in --timeline (default 4)")
     out.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def _add_model_options(cmd: argparse.ArgumentParser) -> None:
+    group = cmd.add_argument_group("model (advisor models lists them)")
+    group.add_argument("--model", metavar="NAME", help=f"the throughput model (default {registry.DEFAULT_MODEL})")
+    group.add_argument("--model-param", action="append", metavar="KEY=VALUE",
+                       help="a parameter of the model, e.g. share_sigma=0.5 (repeatable)")
+    group.add_argument("--worker-speed", type=parse_speeds, metavar="LIST",
+                       help="compute speed of each worker relative to the traced one, e.g. 1,1,0.5 "
+                            "(heterogeneous workers; models that support them)")
+    group.add_argument("--worker-bandwidth", type=parse_rates, metavar="LIST",
+                       help="each worker's link rate, e.g. 10Gbit/s,10Gbit/s,1Gbit/s (models that support them)")
+
+
+def _add_compare_options(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--workers", type=parse_workers, default=parse_workers("1-8"), metavar="RANGE",
+                     help="worker counts (default 1-8)")
+    cmd.add_argument("--bandwidth", type=argument_type(_bandwidth_arg), metavar="RATE",
+                     help="link capacity each way, or 'measure' (default: recorded, else measured)")
+    cmd.add_argument("--goodput", type=float, default=DEFAULT_GOODPUT, metavar="FRACTION",
+                     help="share of the link rate TCP delivers as payload (default 0.95)")
+    cmd.add_argument("--observed", type=Path, metavar="FILE",
+                     help="measured throughput (the testbed's results[] with W and thr_window, or {W: ex/s}): "
+                          "adds |error| per point and each model's median and max")
+    cmd.add_argument("--models", metavar="NAMES", help="comma-separated models to compare (default: all)")
+    cmd.add_argument("--steps", type=int_at_least(1), help="fixed steps per worker (default: adaptive)")
+    cmd.add_argument("--target", type=float, default=0.02, metavar="FRACTION",
+                     help="relative half-width an adaptive run reaches (default 0.02)")
+    cmd.add_argument("--warmup", type=int_at_least(0), default=50, help="warm-up steps per worker (default 50)")
+    cmd.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
+    cmd.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    cmd.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def parse_speeds(text: str) -> tuple[float, ...]:
+    """'1,1,0.5' -> (1.0, 1.0, 0.5): compute multipliers, each finite and > 0."""
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"cannot read speeds {text!r}; write e.g. 1,1,0.5") from None
+    if not all(0 < v < float("inf") for v in values):
+        raise argparse.ArgumentTypeError(f"every speed must be a finite number > 0, got {text!r}")
+    return values
+
+
+def parse_rates(text: str) -> tuple[float, ...]:
+    """'10Gbit/s,1Gbit/s' -> bits/s per worker."""
+    try:
+        return tuple(parse_bandwidth(v.strip()) for v in text.split(","))
+    except AdvisorError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _models(args: argparse.Namespace) -> int:
+    rows = []
+    for model in registry.all_models():
+        params = [{"name": k, "type": _type_name(f.annotation), "default": _jsonable(f.default),
+                   "description": f.description or ""} for k, f in model.Params.model_fields.items()]
+        rows.append({"name": model.name, "description": model.description,
+                     "needs": sorted(n.value for n in model.needs), "params": params})
+    if args.json:
+        print(json.dumps({"default": registry.DEFAULT_MODEL, "models": rows}, indent=2))
+        return 0
+    for r in rows:
+        mark = " (default)" if r["name"] == registry.DEFAULT_MODEL else ""
+        print(f"{r['name']}{mark}\n  {r['description']}\n  needs: {', '.join(r['needs'])}")
+        for p in r["params"]:
+            print(f"  --model-param {p['name']}=  {p['type']}, default {p['default']}: {p['description']}")
+    return 0
+
+
+def _type_name(annotation: object) -> str:
+    """'float', 'float | None', "Literal['a', 'b']", or an enum's values as 'cubic|reno|...'."""
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return "|".join(str(m.value) for m in annotation)
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def _jsonable(value: object) -> object:
+    return value if value is None or isinstance(value, (int, float, str, bool)) else str(value)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    observed = read_observed(args.observed) if args.observed else {}
+    profile = _load(args)
+    bandwidth, source, note = _bandwidth(args, profile)
+    if note and not args.quiet:
+        print(note, file=sys.stderr)
+    names = [n.strip() for n in args.models.split(",")] if args.models else list(registry.names())
+    for name in names:
+        registry.get(name)  # an unknown name lists the valid ones, before anything runs
+    request = AdviceRequest(network=NetworkModel(bandwidth_bps=bandwidth), curve=_curve_settings(args),
+                            goodput=args.goodput, side_by_side=())
+    progress = None if args.quiet or args.json else _compare_progress
+    curves = compare(profile, request, names, progress)
+    if args.json:
+        print(json.dumps(compare_to_json(profile, bandwidth, source, curves, observed), indent=2))
+    else:
+        print(compare_table(profile, bandwidth, curves, observed, args.workers))
+    return 0
+
+
+def _compare_progress(done: int, total: int) -> None:
+    end = "\n" if done == total else ""
+    print(f"\rpredicted {done}/{total} models", end=end, file=sys.stderr, flush=True)
 
 
 def _add_input(cmd: argparse.ArgumentParser) -> None:
@@ -272,10 +398,8 @@ def _predict(args: argparse.Namespace) -> int:
     if note and not args.quiet:
         print(note, file=sys.stderr)
     progress = None if args.quiet or args.json else _progress
-    from advisor.core.models.ps_des.simulator import simulate  # here: `advisor controller` must not load numba (about 50 MB)
-
     try:
-        advice = advise(profile, request, simulate, progress)
+        advice = advise(profile, request, progress)
     except SimulationSettingsError as exc:  # the core names its field; the user wrote the file
         if request.network.order is StreamOrder.CUSTOM and "custom_order" in str(exc):
             raise SimulationSettingsError(str(exc).replace("custom_order", f"--order-file {args.order_file}")) from None
@@ -306,11 +430,6 @@ def _bandwidth(args: argparse.Namespace, profile: Profile) -> tuple[float, str, 
 
 
 def _advice_request(args: argparse.Namespace, profile: Profile, bandwidth: float) -> AdviceRequest:
-    if args.ps is not None and args.ps != profile.job.parameter_servers:
-        raise SimulationSettingsError(
-            f"--ps {args.ps}: the profile was recorded with {profile.job.parameter_servers} parameter server(s); "
-            "profile the job with the PS count you will run"
-        )
     order = StreamOrder(args.order)
     custom = _custom_order(args) if order is StreamOrder.CUSTOM else ()
     if order is not StreamOrder.CUSTOM and args.order_file is not None:
@@ -325,9 +444,41 @@ def _advice_request(args: argparse.Namespace, profile: Profile, bandwidth: float
         constraints=Constraints(args.max_workers, args.examples, args.deadline, args.budget),
         saturation_threshold=args.saturation_threshold,
         goodput=args.goodput,
-        contention=None if args.equal_shares else Contention(
-            CongestionControl(args.congestion), args.queue, args.share_sigma, args.multi_flow_goodput),
+        model=_model_choice(args),
+        worker_speeds=args.worker_speed or (),
+        worker_bandwidths_bps=args.worker_bandwidth or (),
+        parameter_servers=args.ps,
     )
+
+
+# the contention flags and the model parameter each one sets, in models whose Params have it
+CONTENTION_FLAGS = {"congestion": "congestion_control", "queue": "queue_s", "share_sigma": "share_sigma",
+                    "multi_flow_goodput": "multi_flow_goodput"}
+
+
+def _model_choice(args: argparse.Namespace) -> ModelChoice:
+    """--model (or --equal-shares), --model-param k=v and the contention flags, as one choice."""
+    if args.equal_shares and args.model not in (None, "li2020-des"):
+        raise SimulationSettingsError(f"--equal-shares means --model li2020-des, not --model {args.model}: drop one")
+    name = args.model or ("li2020-des" if args.equal_shares else registry.DEFAULT_MODEL)
+    model = registry.get(name)
+    params: dict[str, str | float | None] = {}
+    for flag, field in CONTENTION_FLAGS.items():
+        value = getattr(args, flag, None)
+        if value is None or (args.equal_shares and name == "li2020-des"):
+            continue  # --equal-shares ignores the contention flags, as it always did
+        if field not in model.Params.model_fields:
+            raise ModelInputError(name, f"--{flag.replace('_', '-')} sets the parameter {field}, which this model "
+                                        f"does not have (see advisor models)")
+        params[field] = value
+    for text in args.model_param or ():
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise ModelInputError(name, f"--model-param {text!r}: write KEY=VALUE, e.g. share_sigma=0.5")
+        params[key.strip()] = None if value.strip().lower() in ("none", "null") else value.strip()
+    choice = ModelChoice(name, params)
+    choice.resolve()  # refuse bad parameters before the profile is simulated
+    return choice
 
 
 def _custom_order(args: argparse.Namespace) -> tuple[str, ...]:
@@ -364,17 +515,13 @@ def _curve_settings(args: argparse.Namespace) -> CurveSettings:
 
 
 def _write_timeline(args: argparse.Namespace, profile: Profile, request: AdviceRequest) -> None:
-    settings = SimulationSettings(
-        workers=args.timeline_workers, steps=20, warmup_steps=0, seed=args.seed, record_timeline=True
-    )
-    prepared = prepare_profile(profile, request)
-    from advisor.core.models.ps_des.simulator.timeline import to_chrome_trace
-
-    from advisor.core.models.ps_des.simulator import simulate
-
-    result = simulate(prepared, effective_network(request), settings)
+    model, params = request.model.resolve()
+    timeline = getattr(model, "timeline", None)
+    if timeline is None:
+        raise ModelInputError(model.name, "--timeline: this model draws no timeline (the PS simulations do)")
+    trace = timeline(model_inputs(profile, request), params, args.timeline_workers, 20, args.seed)
     with writing("--timeline", args.timeline):
-        args.timeline.write_text(json.dumps(to_chrome_trace(result)))
+        args.timeline.write_text(json.dumps(trace))
     print(f"wrote {args.timeline} ({args.timeline_workers} workers, 20 steps each)", file=sys.stderr)
 
 

@@ -140,3 +140,15 @@ class ModelInputError(AdvisorError, ValueError):
     def __init__(self, model: str, message: str) -> None:
         super().__init__(f"model {model!r}: {message}")
         self.model = model
+
+
+class ObservedThroughputError(AdvisorError, ValueError):
+    """A file of measured throughput (``advisor compare --observed``) cannot be read."""
+
+
+# --- spec files (--spec FILE.yaml) ---------------------------------------------------------------
+
+
+class SpecError(AdvisorError, ValueError):
+    """A spec (layers, GPU, links, cluster) is invalid; the message names the file when known and
+    the path of each bad field (``layers.3.stride: ...``)."""

@@ -28,9 +28,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from advisor.cli_args import SEED, argument_type, int_at_least
-from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, Overhead
+from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, ModelChoice, Overhead
 from advisor.core.bandwidth import resolve_bandwidth
-from advisor.core.models.ps_des.contention import CongestionControl, Contention
+from advisor.core.models.ps_des.contention import CongestionControl
+from advisor.core.models.ps_des.model import CONTENTION
 from advisor.core.models.ps_des.fit_contention import (
     DEFAULT_ETAS, DEFAULT_FIT_STEPS, DEFAULT_SIGMAS, ContentionFit, FitCase, Observation, fit_contention,
 )
@@ -143,10 +144,9 @@ def run(args: argparse.Namespace) -> int:
     for note in notes:
         if not args.quiet:
             print(note, file=sys.stderr)
-    from advisor.core.models.ps_des.simulator import simulate  # loads numba: only when fitting
 
     progress = None if args.quiet or args.json else _progress
-    fit = fit_contention(cases, simulate, sigmas=args.sigmas, etas=args.etas, steps=args.steps, progress=progress)
+    fit = fit_contention(cases, sigmas=args.sigmas, etas=args.etas, steps=args.steps, progress=progress)
     print(json.dumps(fit_to_json(fit), indent=2) if args.json else fit_table(fit))
     return 0
 
@@ -213,7 +213,7 @@ def _request(args: argparse.Namespace, bandwidth: float, congestion: CongestionC
         curve=CurveSettings(workers=(1,), seed=args.seed),
         overhead=Overhead(args.alpha, args.beta),
         goodput=args.goodput,
-        contention=Contention(congestion, queue),
+        model=ModelChoice(CONTENTION, {"congestion_control": congestion.value, "queue_s": queue}),
     )
 
 

@@ -30,10 +30,10 @@ def plot_advice(advice: Advice, path: Path, title: str = "") -> None:
     per_worker = advice.points[0].throughput / advice.points[0].workers
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     ax.fill_between(w, [p.low for p in advice.points], [p.high for p in advice.points], alpha=0.25, label="interval")
-    ax.plot(w, thr, "o-", label="predicted (simulation)")
+    ax.plot(w, thr, "o-", label=f"predicted ({advice.model})")
     ax.plot(w, [per_worker * x for x in w], "--", color="grey", label="linear scaling")
-    ax.plot(w, [p.cynthia for p in advice.points], ":", label="Cynthia")
-    ax.plot(w, [p.phase_queueing for p in advice.points], "-.", label="phase model")
+    for name, style in zip(sorted({n for p in advice.points for n in p.models}), (":", "-.", "--", (0, (1, 3)))):
+        ax.plot(w, [p.models.get(name, float("nan")) for p in advice.points], linestyle=style, label=name)
     for p in advice.points:  # a bimodal point: the other outcome, from the interval up to it
         if p.alternating is not None:
             ax.plot([p.workers, p.workers], [p.high, p.alternating], color="purple", lw=1.5)

@@ -6,9 +6,11 @@ field names here are a contract: add fields, never rename or remove them within 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from advisor.core.advice import Advice, AdviceRequest
+from advisor.core.compare import ModelCurve, errors
 from advisor.core.profile import Profile
 from advisor.core.units import format_bandwidth
 
@@ -25,6 +27,7 @@ def advice_to_json(profile: Profile, request: AdviceRequest, advice: Advice, *,
     return {
         "schema": SCHEMA,
         "model": advice.model,
+        "model_params": dict(advice.params),
         "job": {
             "model": profile.job.model,
             "source": profile.job.source,
@@ -36,7 +39,7 @@ def advice_to_json(profile: Profile, request: AdviceRequest, advice: Advice, *,
             "bandwidth_source": bandwidth_source,
             "win_bytes": net.win_bytes,
             "order": net.order.value,
-            "contention": _contention(request),
+            "contention": advice.details.get("contention"),
         },
         "settings": {
             "warmup_steps": request.curve.warmup_steps,
@@ -61,6 +64,7 @@ def advice_to_json(profile: Profile, request: AdviceRequest, advice: Advice, *,
                 "events": p.events,
                 "cost_per_example": p.cost_per_example,
                 "baselines": {"cynthia": p.cynthia, "phase_queueing": p.phase_queueing},
+                "models": {name: {"throughput": value} for name, value in p.models.items()},
                 "alternating": p.alternating,
                 "outcome_low": p.low,
                 "outcome_high": max(p.high, p.alternating or p.high),
@@ -76,19 +80,6 @@ def advice_to_json(profile: Profile, request: AdviceRequest, advice: Advice, *,
             "total_cost": rec.total_cost,
         },
         "notes": list(advice.notes),
-    }
-
-
-def _contention(request: AdviceRequest) -> dict[str, Any] | None:
-    c = request.contention
-    if c is None:
-        return None
-    return {
-        "congestion_control": c.congestion_control.value,
-        "queue_s": c.queue_s,
-        "request_queue_s": c.request_queue_s,
-        "share_sigma": c.share_sigma,
-        "multi_flow_goodput": c.multi_flow_goodput,
     }
 
 
@@ -113,7 +104,7 @@ def advice_table(profile: Profile, request: AdviceRequest, advice: Advice) -> st
             marks += f" (or up to {p.alternating:.1f}: two outcomes, see note)"
         rows.append(
             f"{p.workers:>3}  {p.throughput:>10.1f}  {p.low:>8.1f} - {p.high:>8.1f}  {p.throughput / base:>6.2f}"
-            f"  {p.cost_per_example * 1e6:>10.4f}  {p.cynthia:>8.1f}  {p.phase_queueing:>8.1f}{marks}"
+            f"  {p.cost_per_example * 1e6:>10.4f}  {_num(p.cynthia)}  {_num(p.phase_queueing)}{marks}"
         )
     rows += [
         "",
@@ -123,4 +114,74 @@ def advice_table(profile: Profile, request: AdviceRequest, advice: Advice) -> st
     if advice.recommended.hours is not None:
         rows.append(f"                  finishes the job in {advice.recommended.hours:.2f} h")
     rows += [f"note: {n}" for n in advice.notes]
+    return "\n".join(rows)
+
+
+def _num(value: float | None) -> str:
+    """A side-by-side model's value in its column; n/a where the model does not apply."""
+    return f"{'n/a':>8}" if value is None else f"{value:>8.1f}"
+
+
+COMPARE_SCHEMA = "advisor-compare/1"
+
+
+def compare_to_json(profile: Profile, bandwidth_bps: float, bandwidth_source: str, curves: Sequence[ModelCurve],
+                    observed: Mapping[int, float]) -> dict[str, Any]:
+    """``advisor compare --json``: each model's points (or why it has none), and its errors."""
+    models = []
+    for c in curves:
+        e = errors(c, observed)
+        models.append({
+            "name": c.name,
+            "description": c.description,
+            "applies": c.why_not is None,
+            "why_not": c.why_not,
+            "curve": [{"workers": p.workers, "throughput": p.throughput, "low": p.low, "high": p.high,
+                       "error": e.per_worker.get(p.workers)} for p in c.points],
+            "median_error": e.median,
+            "max_error": e.max,
+        })
+    return {
+        "schema": COMPARE_SCHEMA,
+        "job": {"model": profile.job.model, "source": profile.job.source, "batch_size": profile.job.batch_size,
+                "parameter_servers": profile.job.parameter_servers},
+        "network": {"bandwidth_bps": bandwidth_bps, "bandwidth_source": bandwidth_source},
+        "observed": {str(w): v for w, v in observed.items()},
+        "models": models,
+    }
+
+
+def compare_table(profile: Profile, bandwidth_bps: float, curves: Sequence[ModelCurve],
+                  observed: Mapping[int, float], workers: Sequence[int]) -> str:
+    """Examples/s per W (rows) and model (columns); with measurements, |error| beside each."""
+    cells = [max(len(c.name), 15 if observed else 9) for c in curves]
+    head = f"{profile.job.model or 'job'}: batch {profile.job.batch_size}, {profile.job.parameter_servers} PS, " \
+           f"link {format_bandwidth(bandwidth_bps)} each way; examples/s" + (" (|error|)" if observed else "")
+    rows = [head, "", f"{'W':>3}" + (f"  {'measured':>9}" if observed else "") +
+            "".join(f"  {c.name:>{cell}}" for c, cell in zip(curves, cells))]
+    for w in sorted(set(workers) | set(observed)):
+        line = f"{w:>3}" + (f"  {observed[w]:>9.1f}" if w in observed else (f"  {'':>9}" if observed else ""))
+        for c, cell in zip(curves, cells):
+            thr = c.throughput(w)
+            if thr is None:
+                text = "n/a"
+            elif w in observed:
+                text = f"{thr:.1f} ({abs(thr / observed[w] - 1):>4.0%})"
+            else:
+                text = f"{thr:.1f}"
+            line += f"  {text:>{cell}}"
+        rows.append(line)
+    if observed:
+        summaries = [errors(c, observed) for c in curves]
+        rows.append("")
+        for label, pick in (("median", lambda e: e.median), ("max", lambda e: e.max)):
+            line = f"{label:>14}" if label else ""
+            line = f"{label + ' |error|':>14}"
+            for e, cell in zip(summaries, cells):
+                value = pick(e)
+                line += f"  {'n/a' if value is None else f'{value:.1%}':>{cell}}"
+            rows.append(line)
+    for c in curves:
+        if c.why_not:
+            rows.append(f"n/a {c.name}: {c.why_not}")
     return "\n".join(rows)

@@ -24,14 +24,13 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from advisor.core.advice import Advice, AdviceRequest, Overhead, advise
+from advisor.core.advice import Advice, AdviceRequest, ModelChoice, Overhead, advise
 from advisor.core.bandwidth import estimate_bandwidth
-from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
+from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl
 from advisor.core.cost import Constraints, CostError, Prices, cost_optimal, cost_per_example
 from advisor.core.curve import CurveSettings
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
-from advisor.core.models.ps_des.simulator import simulate
 from advisor.importers.loader import load_profile
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -74,15 +73,16 @@ def measured(path: Path) -> dict[int, list[float]]:
 
 def predict(profile: Profile, workers: list[int], bandwidth: float, model: Model, steps: int,
             cc: str = "unknown", queue_s: float | None = None) -> Advice:
-    return advise(profile, advice_request(workers, bandwidth, model, steps, cc, queue_s), simulate)
+    return advise(profile, advice_request(workers, bandwidth, model, steps, cc, queue_s))
 
 
 def advice_request(workers: list[int], bandwidth: float, model: Model, steps: int,
                    cc: str = "unknown", queue_s: float | None = None) -> AdviceRequest:
     """How this benchmark asks for a prediction: the model's settings, the run's network."""
     return AdviceRequest(
-        contention=None if model.equal_shares else Contention(CongestionControl(cc), queue_s, model.share_sigma,
-                                                               model.multi_flow_goodput),
+        model=ModelChoice("li2020-des") if model.equal_shares else ModelChoice("li2020-des+contention", {
+            "congestion_control": CongestionControl(cc).value, "queue_s": queue_s, "share_sigma": model.share_sigma,
+            "multi_flow_goodput": model.multi_flow_goodput}),
         network=NetworkModel(bandwidth_bps=bandwidth, win_bytes=model.win_bytes),
         curve=CurveSettings(workers=tuple(workers), steps=steps, warmup_steps=50, seed=model.seed),
         overhead=model.overhead,

@@ -26,10 +26,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-from advisor.core.models.ps_des.contention import Contention
 from advisor.core.curve import CurvePoint, CurveSettings, predict_curve
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings
+from advisor.core.models import registry
+from advisor.core.models.protocol import ModelInputs
 from advisor.core.models.ps_des.simulator import simulate
 from benchmarks.synthetic import inception_like
 
@@ -41,7 +42,7 @@ def run(name: str, profile: Profile, network: NetworkModel, cfg: CurveSettings, 
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        points = predict_curve(profile, network, cfg, simulate)
+        points = _curve((profile, network, cfg))
         times.append(time.perf_counter() - start)
     _report(name, cfg, points, times, verbose)
     return statistics.median(times)
@@ -62,10 +63,10 @@ def run_parallel(name: str, profile: Profile, network: NetworkModel, cfg: CurveS
 def coverage(name: str, profile: Profile, network: NetworkModel, cfg: CurveSettings) -> None:
     """Do the adaptive intervals cover the mean of an independent, longer run?"""
     checked = [w for w in (1, 2, 4, 8, 16, 32) if w in cfg.workers]
-    mine = {p.workers: p for p in predict_curve(profile, network, replace(cfg, workers=tuple(checked)), simulate)}
+    mine = {p.workers: p for p in _curve((profile, network, replace(cfg, workers=tuple(checked))))}
     other = replace(cfg, workers=tuple(checked), seed=cfg.seed + 1, target_rel_halfwidth=None, steps=2000)
     covered = 0
-    for q in predict_curve(profile, network, other, simulate):
+    for q in _curve((profile, network, other)):
         p = mine[q.workers]
         inside = p.low <= q.throughput <= p.high
         covered += inside
@@ -75,7 +76,11 @@ def coverage(name: str, profile: Profile, network: NetworkModel, cfg: CurveSetti
 
 
 def _curve(args: tuple[Profile, NetworkModel, CurveSettings]) -> tuple[CurvePoint, ...]:
-    return predict_curve(*args, simulate)
+    """The curve of the equal-shares PS simulation on ``network`` as given: the contention rules,
+    when wanted, are already in it (``MODELS`` below), so the model adds nothing of its own."""
+    profile, network, cfg = args
+    model = registry.get("li2020-des")
+    return predict_curve(model, ModelInputs(profile=profile, network=network), registry.params_for(model), cfg)
 
 
 def _fields(cfg: CurveSettings) -> dict:
@@ -111,7 +116,9 @@ def main() -> None:
                         help="the product's default (contention rules), Li et al.'s equal sharing, or both")
     args = parser.parse_args()
     workers = tuple(range(1, args.max_workers + 1))
-    models = {"contention": lambda n: Contention().apply(n), "equal": lambda n: n}
+    contention = registry.get("li2020-des+contention")
+    models = {"contention": lambda n: contention.network(  # type: ignore[attr-defined]
+                  ModelInputs(network=n), registry.params_for(contention)), "equal": lambda n: n}
     chosen = [m for m in models if args.model in (m, "both")]
     inception = inception_like()
     t0 = time.perf_counter()

@@ -19,7 +19,6 @@ import time
 
 from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA
 from advisor.core.models.ps_des.fit_contention import DEFAULT_FIT_STEPS, FitCase, Observation, fit_contention
-from advisor.core.models.ps_des.simulator import simulate
 from advisor.importers.loader import load_profile
 from benchmarks.accuracy import DATA, RUNS, Model, advice_request, measured, predict
 
@@ -50,12 +49,12 @@ def held_out_errors(cases: list[FitCase], sigma: float, eta: float) -> list[floa
     """|error| of the mean measured throughput per run and W, predicted with (sigma, eta)."""
     errors = []
     for c in cases:
-        assert c.request.contention is not None
+        params = c.request.model.params
         by_w: dict[int, list[float]] = {}
         for o in c.observed:
             by_w.setdefault(o.workers, []).append(o.throughput)
         advice = predict(c.profile, sorted(by_w), 100e6, Model(share_sigma=sigma, multi_flow_goodput=eta), 1000,
-                         c.request.contention.congestion_control.value, c.request.contention.queue_s)
+                         params["congestion_control"], params["queue_s"])
         errors += [abs(advice.point(w).throughput / statistics.mean(v) - 1) for w, v in sorted(by_w.items())]
     return errors
 
@@ -70,7 +69,7 @@ def main() -> None:
           f"{'held-out median/max':>20} {'defaults':>14} {'fit s':>6}")
     for fit_keys, hold_keys in SPLITS:
         t0 = time.perf_counter()
-        fit = fit_contention(_cases(fit_keys), simulate, steps=args.steps)
+        fit = fit_contention(_cases(fit_keys), steps=args.steps)
         seconds = time.perf_counter() - t0
         held = _cases(hold_keys)
         ours = held_out_errors(held, fit.share_sigma, fit.multi_flow_goodput)

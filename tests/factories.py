@@ -37,3 +37,17 @@ def one_layer_doc(*, pull_bytes: int = 1000, push_bytes: int = 1000, steps: int 
 def one_layer(**kwargs: Any) -> Profile:
     doc = one_layer_doc(**kwargs)
     return build_profile(**doc)
+
+
+def des_choice(contention: "Contention | None" = None, *, equal_shares: bool = False) -> "ModelChoice":
+    """The model choice that means the PS simulation with ``contention`` (the default rules when
+    None), or Li et al.'s equal shares."""
+    from advisor.core.advice import ModelChoice
+    from advisor.core.models.ps_des.contention import Contention
+
+    if equal_shares:
+        return ModelChoice("li2020-des")
+    c = contention or Contention()
+    return ModelChoice("li2020-des+contention", {"congestion_control": c.congestion_control.value,
+                                                 "queue_s": c.queue_s, "share_sigma": c.share_sigma,
+                                                 "multi_flow_goodput": c.multi_flow_goodput})

@@ -9,7 +9,6 @@ import pytest
 from advisor.core.advice import AdviceRequest, advise
 from advisor.core.curve import CurveSettings
 from advisor.core.sim_types import NetworkModel
-from advisor.core.models.ps_des.simulator import simulate
 from advisor.importers.loader import load_profile
 from advisor.report import advice_table, advice_to_json
 
@@ -23,7 +22,7 @@ def bimodal():
     profile = load_profile(EXAMPLE)
     request = AdviceRequest(network=NetworkModel(bandwidth_bps=100e6),
                             curve=CurveSettings(workers=(1, 2, 3), steps=300, warmup_steps=20))
-    return profile, request, advise(profile, request, simulate)
+    return profile, request, advise(profile, request)
 
 
 def test_the_outcome_range_covers_both_outcomes_of_a_bimodal_point(bimodal) -> None:

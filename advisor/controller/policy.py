@@ -10,6 +10,7 @@ about as good) and ``uncappedTarget`` (the cost optimum ignoring the per-job lim
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,13 +18,16 @@ from typing import Any
 
 from advisor.controller.settings import ControllerSettings, Mode
 from advisor.controller.tfjob import PREFIX, TFJobView
+from advisor.core.advice import ModelChoice
 from advisor.core.cost import Constraints, CostError, Prices, cost_optimal, cost_per_example
-from advisor.errors import TFJobError
+from advisor.errors import ModelInputError, TFJobError
 
 BOUND_TOLERANCE = 0.05
 MIN_WORKERS = PREFIX + "min-workers"
 MAX_WORKERS = PREFIX + "max-workers"
 MODE = PREFIX + "mode"
+PREDICT_MODEL = PREFIX + "predict-model"  # a model name (advisor models): overrides the setting for this job
+PREDICT_MODEL_PARAMS = PREFIX + "predict-model-params"  # a JSON object of that model's parameters
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,29 @@ def job_prices(settings: ControllerSettings, view: TFJobView) -> Prices:
         return Prices(worker, ps)
     except CostError as exc:
         raise TFJobError(f"TFJob {view.namespace}/{view.name}: {exc}") from None
+
+
+def job_model(settings: ControllerSettings, view: TFJobView) -> ModelChoice:
+    """The model for this job: the settings' choice, or the job's ``predict-model`` annotation
+    with its ``predict-model-params`` (a JSON object). The settings' parameters carry over only
+    when the job names the same model. Problems are ``TFJobError`` naming the annotation."""
+    default = settings.model_choice()
+    name = view.annotations.get(PREDICT_MODEL, default.name).strip()
+    text = view.annotations.get(PREDICT_MODEL_PARAMS)
+    try:
+        given = json.loads(text) if text else {}
+    except json.JSONDecodeError as exc:
+        raise TFJobError(f"TFJob {view.namespace}/{view.name}: annotation {PREDICT_MODEL_PARAMS} is not JSON "
+                         f"({exc.msg} at column {exc.colno})") from None
+    if not isinstance(given, dict):
+        raise TFJobError(f"TFJob {view.namespace}/{view.name}: annotation {PREDICT_MODEL_PARAMS} must be a JSON "
+                         f"object of parameters, not {type(given).__name__}")
+    choice = ModelChoice(name, {**(default.params if name == default.name else {}), **given})
+    try:
+        choice.resolve()
+    except ModelInputError as exc:
+        raise TFJobError(f"TFJob {view.namespace}/{view.name}: annotation {PREDICT_MODEL}: {exc}") from None
+    return choice
 
 
 def job_limits(settings: ControllerSettings, view: TFJobView, prices: Prices) -> Limits:

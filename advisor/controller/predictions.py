@@ -27,9 +27,8 @@ from typing import Any
 
 from advisor import __version__
 from advisor.controller.metrics import Metrics
-from advisor.core.advice import CONTENTION_MODEL_NAME, MODEL_NAME, AdviceRequest, advise
+from advisor.core.advice import AdviceRequest, ModelChoice, advise
 from advisor.core.bandwidth import choose_bandwidth
-from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
 from advisor.core.cost import Prices
 from advisor.core.curve import CurveSettings
 from advisor.core.profile import parse_profile
@@ -40,6 +39,8 @@ log = logging.getLogger(__name__)
 
 
 PREDICTION_SCHEMA = "advisor-prediction/1"
+LEGACY_SHARE_SIGMA = 1.0  # the contention rules' defaults when parameters were stored without a model name
+LEGACY_MULTI_FLOW_GOODPUT = 0.85
 PREDICTION_ERROR_SCHEMA = "advisor-prediction-error/1"  # a prediction Job's "cannot predict this", with the reason
 
 
@@ -62,19 +63,25 @@ class PredictionParams:
     worker_price: float
     ps_price: float
     saturation_threshold: float
-    # the contention rules (core/models/ps_des/contention.py); defaults so that older stored parameters still read
+    # The contention rules of parameters stored before models had names; defaults so that they still read.
     equal_shares: bool = False
     congestion_control: str = "unknown"
     queue_s: float | None = None
-    share_sigma: float = SHARE_SIGMA
-    multi_flow_goodput: float = MULTI_FLOW_GOODPUT
+    share_sigma: float = LEGACY_SHARE_SIGMA
+    multi_flow_goodput: float = LEGACY_MULTI_FLOW_GOODPUT
     bandwidth_source: str = "given"  # given (the controller's setting), recorded (with the profile), measured
+    model: str = ""  # the model's registry name; "" in parameters stored before (the fields above say which)
+    model_params: str = "{}"  # its parameters, as canonical JSON (sorted keys)
 
-    def contention(self) -> Contention | None:
+    def choice(self) -> ModelChoice:
+        """The model and its parameters (older stored parameters: the PS simulation they meant)."""
+        if self.model:
+            return ModelChoice(self.model, json.loads(self.model_params))
         if self.equal_shares:
-            return None
-        return Contention(CongestionControl(self.congestion_control), self.queue_s, self.share_sigma,
-                          self.multi_flow_goodput)
+            return ModelChoice("li2020-des")
+        return ModelChoice("li2020-des+contention", {
+            "congestion_control": self.congestion_control, "queue_s": self.queue_s,
+            "share_sigma": self.share_sigma, "multi_flow_goodput": self.multi_flow_goodput})
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__slots__}
@@ -82,7 +89,7 @@ class PredictionParams:
 
 def prediction_params(
     recorded_bandwidth_bps: float | None, prices: Prices, *, bandwidth_bps: float | None, max_workers: int,
-    target: float, seed: int, saturation_threshold: float, contention: Contention | None = Contention(),
+    target: float, seed: int, saturation_threshold: float, model: ModelChoice = ModelChoice(),
     measure: bool = False,
 ) -> PredictionParams:
     """The parameters of a job's prediction. The bandwidth is the controller's setting, else the
@@ -91,16 +98,13 @@ def prediction_params(
     bandwidth, source = choose_bandwidth(bandwidth_bps, recorded_bandwidth_bps, measure=measure)
     common = (None if bandwidth is None else float(bandwidth), max_workers, target, seed, prices.worker_per_hour,
               prices.ps_per_hour, saturation_threshold)
-    if contention is None:  # the rules' fields keep their defaults: they are not used
-        return PredictionParams(*common, equal_shares=True, bandwidth_source=source)
-    return PredictionParams(*common, equal_shares=False, bandwidth_source=source,
-                            congestion_control=contention.congestion_control.value, queue_s=contention.queue_s,
-                            share_sigma=contention.share_sigma, multi_flow_goodput=contention.multi_flow_goodput)
+    _, checked = model.resolve()  # ModelInputError (a job-level failure) for an unknown model or bad parameter
+    return PredictionParams(*common, bandwidth_source=source, model=model.name,
+                            model_params=json.dumps(checked.model_dump(mode="json"), sort_keys=True))
 
 
 def prediction_key(profile_sha: str, params: PredictionParams) -> str:
-    model = MODEL_NAME if params.equal_shares else CONTENTION_MODEL_NAME
-    doc = {"profile": profile_sha, "params": params.as_dict(), "model": model,
+    doc = {"profile": profile_sha, "params": params.as_dict(), "model": params.choice().name,
            "version": __version__}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:24]
 
@@ -116,14 +120,13 @@ def build_request(params: PredictionParams, bandwidth_bps: float | None = None) 
                             target_rel_halfwidth=params.target_rel_halfwidth),
         prices=Prices(params.worker_price, params.ps_price),
         saturation_threshold=params.saturation_threshold,
-        contention=params.contention(),
+        model=params.choice(),
     )
 
 
 def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) -> str:
     """Predict and return the ``advisor-prediction/1`` JSON text (runs in a worker process)."""
     from advisor.core.bandwidth import bandwidth_note, estimate_bandwidth
-    from advisor.core.models.ps_des.simulator import simulate  # imported here: the child pays numba's start-up, not the parent
     from advisor.report import advice_to_json
 
     profile = parse_profile(profile_doc)
@@ -131,7 +134,7 @@ def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) ->
     measured = None if p.bandwidth_bps is not None else estimate_bandwidth(profile)  # BandwidthNotMeasurable: failed
     request = build_request(p, measured.bps if measured else None)
     assert measured is None or measured.goodput == request.goodput, "measured and replayed at the same goodput"
-    advice = advise(profile, request, simulate)
+    advice = advise(profile, request)  # the model loads its engine (numba) here, in the child
     doc = advice_to_json(profile, request, advice, bandwidth_source=p.bandwidth_source)
     if measured is not None:
         doc["notes"].append(bandwidth_note(measured))

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from advisor.controller import annotations as ann
 from advisor.controller.metrics import Metrics, remove_series
 from advisor.controller.policy import (
-    Limits, Recommendation, clamp, job_limits, job_prices, recommend, resize_target, throughput_at,
+    Limits, Recommendation, clamp, job_limits, job_model, job_prices, recommend, resize_target, throughput_at,
 )
 from advisor.controller.predictions import PredictionParams, prediction_key, prediction_params
 from advisor.controller.settings import ControllerSettings, Mode
@@ -308,7 +308,7 @@ class Reconciler:
                 recorded, prices, bandwidth_bps=self.settings.bandwidth_bps(), measure=self.settings.measure_bandwidth(),
                 max_workers=self.settings.max_workers, target=self.settings.prediction_target,
                 seed=self.settings.prediction_seed, saturation_threshold=self.settings.saturation_threshold,
-                contention=self.settings.contention())
+                model=job_model(self.settings, view))
         except AdvisorError as exc:  # PredictionInputError among others
             self._fail(view, "PredictionImpossible", str(exc))
             return

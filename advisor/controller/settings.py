@@ -20,9 +20,10 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
 
-from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
+from advisor.core.advice import DEFAULT_MODEL, ModelChoice
+from advisor.core.models import registry
 from advisor.core.units import UnitError, parse_bandwidth, parse_duration
-from advisor.errors import AdvisorError
+from advisor.errors import AdvisorError, ModelInputError
 
 MEASURE = "measure"  # the bandwidth setting that measures it from each profile
 
@@ -154,13 +155,20 @@ class ControllerSettings(BaseSettings):
     bandwidth: str | None = Field(
         default=None, description="PS link capacity per direction, or 'measure' (from each profile's transfer "
                                   "times); None: as recorded with the profile, else measured")
-    # How workers contend for the PS links (advisor/core/models/ps_des/contention.py, README "Accuracy").
-    congestion_control: CongestionControl = Field(default=CongestionControl.UNKNOWN,
-                                                  description="the training pods' TCP congestion control")
+    # How workers contend for the PS links (advisor/core/models/ps_des/contention.py, README "Accuracy"):
+    # parameters of the models that have them. The defaults are the contention model's own
+    # (tests/controller/test_prediction_settings.py keeps them equal).
+    congestion_control: Literal["cubic", "reno", "bbr", "unknown"] = Field(
+        default="unknown", description="the training pods' TCP congestion control")
     queue: str | None = Field(default=None, description="bottleneck queue depth, e.g. 20ms (used with cubic, reno)")
-    share_sigma: float = Field(default=SHARE_SIGMA, ge=0, le=5)
-    multi_flow_goodput: float = Field(default=MULTI_FLOW_GOODPUT, gt=0, le=1)
-    equal_shares: bool = Field(default=False, description="Li et al.'s model instead of the contention rules")
+    share_sigma: float = Field(default=1.0, ge=0, le=5)
+    multi_flow_goodput: float = Field(default=0.85, gt=0, le=1)
+    equal_shares: bool = Field(default=False, description="Li et al.'s model instead of the contention rules "
+                                                          "(the same as model: li2020-des)")
+    model: str = Field(default=DEFAULT_MODEL, description="the throughput model (advisor models lists them); a "
+                                                          "job's annotation training-advisor.io/predict-model overrides it")
+    model_params: dict[str, Any] = Field(default_factory=dict, description="the model's parameters; the "
+                                         "contention fields above fill those the model has, these win")
     min_workers: int = Field(default=1, ge=1)
     max_workers: int = Field(default=32, ge=1, le=512)
     budget_per_hour: float | None = Field(default=None, gt=0)
@@ -234,6 +242,10 @@ class ControllerSettings(BaseSettings):
     def _consistent(self) -> ControllerSettings:
         if self.min_workers > self.max_workers:
             raise ValueError(f"min_workers ({self.min_workers}) exceeds max_workers ({self.max_workers})")
+        try:
+            self.model_choice().resolve()
+        except ModelInputError as exc:
+            raise ValueError(f"model: {exc}") from None
         if self.prediction_backend is PredictionBackend.JOB and not self.prediction_job_image:
             raise ValueError("prediction_backend 'job' needs prediction_job_image (the Helm chart sets it to the "
                              "controller's own image)")
@@ -262,18 +274,23 @@ class ControllerSettings(BaseSettings):
         """``bandwidth: measure``: every prediction measures it from its profile (core/bandwidth.py)."""
         return (self.bandwidth or "").strip().lower() == MEASURE
 
-    def contention(self) -> Contention | None:
-        """The contention rules predictions use; None with ``equal_shares``."""
-        if self.equal_shares:
-            return None
-        queue = parse_duration(self.queue) if self.queue else None
-        return Contention(self.congestion_control, queue, self.share_sigma, self.multi_flow_goodput)
+    def model_choice(self) -> ModelChoice:
+        """The model predictions use and its parameters: ``model`` (``li2020-des`` with
+        ``equal_shares``), the contention settings for the parameters the model has, then
+        ``model_params``."""
+        name = "li2020-des" if self.equal_shares and self.model == DEFAULT_MODEL else self.model
+        fields = registry.get(name).Params.model_fields
+        legacy = {"congestion_control": self.congestion_control,
+                  "queue_s": parse_duration(self.queue) if self.queue else None,
+                  "share_sigma": self.share_sigma, "multi_flow_goodput": self.multi_flow_goodput}
+        params = {k: v for k, v in legacy.items() if k in fields and v is not None}
+        return ModelChoice(name, {**params, **self.model_params})
 
     def prediction_fingerprint(self) -> str:
         """Hash of the settings a prediction depends on: when it changes, predictions are redone."""
         keys = ("prices", "bandwidth", "min_workers", "max_workers", "budget_per_hour", "saturation_threshold",
                 "prediction_target", "prediction_seed", "congestion_control", "queue", "share_sigma",
-                "multi_flow_goodput", "equal_shares")
+                "multi_flow_goodput", "equal_shares", "model", "model_params")
         doc = self.model_dump(mode="json", include=set(keys))
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 

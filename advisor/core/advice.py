@@ -1,26 +1,32 @@
-"""The whole answer for one job: curve, baselines, saturation point and cost-optimal W.
+"""The whole answer for one job: curve, models side by side, saturation point and cost-optimal W.
 
-This is the predictor's public API: the CLI and the Kubernetes controller both call
-``advise`` with a profile and an ``AdviceRequest`` and render the ``Advice`` it returns.
-Preprocessing (parsing-overhead split, section 3.2.1 of Li et al.) happens here, once, so
-every caller predicts the same way.
+This is the predictor's public API: the CLI and the Kubernetes controller both call ``advise``
+with a profile and an ``AdviceRequest`` and render the ``Advice`` it returns. It knows models
+only through the protocol and the registry (``core/models``): which model predicts is
+``AdviceRequest.model``, a name and its parameters. Preprocessing of the trace (parsing-overhead
+split, section 3.2.1 of Li et al.; the client's time between steps) happens here, once, so every
+caller predicts the same way.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-from advisor.core.baselines import cynthia, phase_queueing, phases
-from advisor.core.models.ps_des.contention import BIMODAL_RATIO, Contention, alternating_bound, bimodal_note
 from advisor.core.cost import Choice, Constraints, Prices, cost_optimal, cost_per_example, saturation_point
-from advisor.core.curve import CurvePoint, CurveSettings, Progress, Simulate, predict_curve
-from advisor.core.models.ps_des.preprocess import add_client_gap, split_parsing_overhead
+from advisor.core.curve import CurvePoint, CurveSettings, Progress, predict_curve
+from advisor.core.models import registry
+from advisor.core.models.protocol import ModelInputs, ModelParams, ThroughputModel
+from advisor.core.preprocess import add_client_gap, split_parsing_overhead
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
+from advisor.errors import ModelInputError
 
-MODEL_NAME = "li2020-des"  # Li et al.'s simulation with equal sharing (AdviceRequest.contention = None)
-CONTENTION_MODEL_NAME = "li2020-des+contention"  # with the contention rules (core/models/ps_des/contention.py), the default
 DEFAULT_GOODPUT = 0.95  # TCP payload per wire byte with 1500-byte frames: 1448 / 1538
+DEFAULT_MODEL = registry.DEFAULT_MODEL
+# closed-form models shown beside every prediction (the JSON's "baselines" keep their old names)
+SIDE_BY_SIDE: tuple[str, ...] = ("cynthia", "phase-mva")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +37,21 @@ class Overhead:
     beta_us: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
+class ModelChoice:
+    """Which model predicts and with which parameters (as given: strings are converted by the
+    model's ``Params``)."""
+
+    name: str = DEFAULT_MODEL
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def resolve(self) -> tuple[ThroughputModel, ModelParams]:
+        """The registered model and its validated parameters; ``ModelInputError`` otherwise."""
+        model = registry.get(self.name)
+        return model, registry.params_for(model, self.params)
+
+
+@dataclass(frozen=True)
 class AdviceRequest:
     network: NetworkModel
     curve: CurveSettings
@@ -41,12 +61,12 @@ class AdviceRequest:
     saturation_threshold: float = 0.05
     goodput: float = DEFAULT_GOODPUT  # fraction of the nominal link rate that TCP delivers as payload
     client_gap: bool = True  # replay the client's time between steps (preprocess.add_client_gap)
-    contention: Contention | None = Contention()  # None: Li et al.'s equal sharing
-
-    @property
-    def model(self) -> str:
-        """The model's name, as reported (``Advice.model``) and keyed (controller cache)."""
-        return MODEL_NAME if self.contention is None else CONTENTION_MODEL_NAME
+    model: ModelChoice = ModelChoice()
+    side_by_side: tuple[str, ...] = SIDE_BY_SIDE
+    worker_speeds: tuple[float, ...] = ()  # compute multiplier per worker (heterogeneous workers)
+    worker_bandwidths_bps: tuple[float, ...] = ()  # per-worker link rate, nominal
+    parameter_servers: int | None = None  # a PS-count what-if; None: as traced
+    spec: Any = None  # inputs that are not a trace (layer or cluster spec)
 
     def __post_init__(self) -> None:
         if not 0 < self.goodput <= 1:
@@ -64,11 +84,18 @@ class AdvicePoint:
     steps: int
     events: int
     cost_per_example: float
-    cynthia: float
-    phase_queueing: float
-    # W = 2 only, when much higher: throughput if the two workers alternate pulls and pushes
-    # (core/models/ps_des/contention.py); the decision uses ``throughput``
+    models: Mapping[str, float] = field(default_factory=dict)  # side-by-side models' examples/s at this W
+    # another outcome the model says can happen instead (e.g. W = 2 PS workers in alternation);
+    # the decision uses ``throughput``
     alternating: float | None = None
+
+    @property
+    def cynthia(self) -> float | None:
+        return self.models.get("cynthia")
+
+    @property
+    def phase_queueing(self) -> float | None:
+        return self.models.get("phase-mva")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +107,8 @@ class Advice:
     parameter_servers: int
     batch_size: int
     notes: tuple[str, ...] = field(default=())
+    params: Mapping[str, Any] = field(default_factory=dict)  # the model's parameters, validated
+    details: Mapping[str, Any] = field(default_factory=dict)  # what the model derived from them (Outlook.details)
 
     def point(self, workers: int) -> AdvicePoint:
         """The curve's point for ``workers``; ``KeyError`` if it was not predicted."""
@@ -89,13 +118,68 @@ class Advice:
         raise KeyError(workers)
 
 
-def advise(
-    profile: Profile, request: AdviceRequest, simulate: Simulate, progress: Progress | None = None
-) -> Advice:
-    """Predict the curve for ``profile`` and derive the saturation point and the cheapest W."""
-    prepared = prepare_profile(profile, request)
-    curve = predict_curve(prepared, effective_network(request), request.curve, simulate, progress)
-    return _assemble(profile, request, curve)
+def advise(profile: Profile | None, request: AdviceRequest, progress: Progress | None = None) -> Advice:
+    """Predict the curve for the job and derive the saturation point and the cheapest W."""
+    model, params = request.model.resolve()
+    inputs = model_inputs(profile, request)
+    model.check(inputs, params)
+    curve = predict_curve(model, inputs, params, request.curve, progress)
+    outlook = model.outlook(inputs, params, {p.workers: p.throughput for p in curve})
+    others = side_by_side(inputs, request)
+    batch = _batch_size(profile, curve, request)
+    ps = request.parameter_servers or (profile.job.parameter_servers if profile is not None else 0)
+    points = tuple(
+        AdvicePoint(
+            workers=p.workers, throughput=p.throughput, low=p.low, high=p.high, steps=p.steps, events=p.events,
+            cost_per_example=cost_per_example(request.prices, p.workers, ps, p.throughput),
+            models={name: values[i] for name, values in others.items()},
+            alternating=outlook.upper.get(p.workers),
+        )
+        for i, p in enumerate(curve)
+    )
+    workers = [p.workers for p in curve]
+    thr = [p.throughput for p in curve]
+    return Advice(
+        model=model.name,
+        points=points,
+        saturation_workers=saturation_point(workers, thr, request.saturation_threshold),
+        recommended=cost_optimal(workers, thr, request.prices, parameter_servers=ps, constraints=request.constraints),
+        parameter_servers=ps,
+        batch_size=batch,
+        notes=outlook.notes,
+        params=params.model_dump(mode="json"),
+        details=outlook.details,
+    )
+
+
+def model_inputs(profile: Profile | None, request: AdviceRequest) -> ModelInputs:
+    """What every model may read, from the profile and the request."""
+    return ModelInputs(
+        profile=None if profile is None else prepare_profile(profile, request),
+        recorded=profile,
+        network=request.network,
+        goodput=request.goodput,
+        worker_speeds=request.worker_speeds,
+        worker_bandwidths_bps=request.worker_bandwidths_bps,
+        parameter_servers=request.parameter_servers,
+        spec=request.spec,
+    )
+
+
+def side_by_side(inputs: ModelInputs, request: AdviceRequest) -> dict[str, tuple[float, ...]]:
+    """The throughput of each ``request.side_by_side`` model that applies, per W of the curve
+    (a model that does not apply to these inputs is left out)."""
+    found = {}
+    for name in request.side_by_side:
+        model = registry.get(name)
+        params = registry.params_for(model)
+        try:
+            model.check(inputs, params)
+        except ModelInputError:
+            continue
+        curve = predict_curve(model, inputs, params, request.curve)
+        found[name] = tuple(p.throughput for p in curve)
+    return found
 
 
 def prepare_profile(profile: Profile, request: AdviceRequest) -> Profile:
@@ -108,54 +192,7 @@ def prepare_profile(profile: Profile, request: AdviceRequest) -> Profile:
     return prepared
 
 
-def effective_network(request: AdviceRequest) -> NetworkModel:
-    """The network the simulation sees: nominal capacities scaled by the TCP goodput fraction,
-    and the contention rules, if any."""
-    net = request.network
-    if request.goodput != 1.0:
-        worker = net.worker_bandwidth_bps * request.goodput if net.worker_bandwidth_bps else None
-        net = replace(net, bandwidth_bps=net.bandwidth_bps * request.goodput, worker_bandwidth_bps=worker)
-    return net if request.contention is None else request.contention.apply(net)
-
-
-def _assemble(profile: Profile, request: AdviceRequest, curve: tuple[CurvePoint, ...]) -> Advice:
-    workers = [p.workers for p in curve]
-    thr = [p.throughput for p in curve]
-    ps = profile.job.parameter_servers
-    coarse = phases(profile, request.network.bandwidth_bps, request.goodput)
-    alternating, notes = _alternating(profile, request, curve)
-    points = tuple(
-        AdvicePoint(
-            workers=p.workers, throughput=p.throughput, low=p.low, high=p.high, steps=p.steps, events=p.events,
-            cost_per_example=cost_per_example(request.prices, p.workers, ps, p.throughput),
-            cynthia=cynthia(coarse, p.workers), phase_queueing=phase_queueing(coarse, p.workers),
-            alternating=alternating if p.workers == 2 else None,
-        )
-        for p in curve
-    )
-    if request.contention is not None:
-        notes = request.contention.notes() + notes
-    return Advice(
-        model=request.model,
-        points=points,
-        saturation_workers=saturation_point(workers, thr, request.saturation_threshold),
-        recommended=cost_optimal(workers, thr, request.prices, parameter_servers=ps, constraints=request.constraints),
-        parameter_servers=ps,
-        batch_size=profile.job.batch_size,
-        notes=notes,
-    )
-
-
-def _alternating(profile: Profile, request: AdviceRequest, curve: tuple[CurvePoint, ...]) -> tuple[float | None, tuple[str, ...]]:
-    """The W = 2 alternating outcome and its note, when it is far above the prediction.
-
-    Only with the contention rules (which predict the drifting regime) and only for W = 2: from
-    W = 3 on the testbed's workers show random phases, never stable alternation.
-    """
-    by_w = {p.workers: p.throughput for p in curve}
-    if request.contention is None or 1 not in by_w or 2 not in by_w:
-        return None, ()
-    bound = alternating_bound(profile, by_w[1], effective_network(request).bandwidth_bps)
-    if bound <= BIMODAL_RATIO * by_w[2]:
-        return None, ()
-    return bound, (bimodal_note(by_w[2], bound),)
+def _batch_size(profile: Profile | None, curve: tuple[CurvePoint, ...], request: AdviceRequest) -> int:
+    if profile is not None:
+        return profile.job.batch_size
+    return int(getattr(request.spec, "batch_size", 0) or 0)

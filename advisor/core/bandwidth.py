@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from advisor.core.models.ps_des.calibration import CalibrationError, link_groups, replay_link
+from advisor.core.calibration import CalibrationError, link_groups, replay_link
 from advisor.core.advice import DEFAULT_GOODPUT
 from advisor.core.profile import Profile
 

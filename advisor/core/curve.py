@@ -1,43 +1,31 @@
-"""The throughput curve: one simulation per worker count, each with a confidence interval.
+"""The throughput curve of any model: one run per worker count, each with a confidence interval.
 
-Throughput is a time average over the window in which every worker is past its warm-up
-(``SimulationResult.throughput``). Its confidence interval comes from **batch means**: the
-window is cut into ``batches`` equal slices, the throughput of each slice (measured on the
-workers' progress, see ``batch_means``) is one observation, and the interval is the
-Student-t interval of their mean. With ``target_rel_halfwidth`` set,
-a point is first simulated with ``min_steps`` steps per worker, then with the step count the
-interval's width says is needed (at least double, or a quarter more for a continued run, see
-below), until the half-width is within the target or ``max_steps`` is reached, so easy points
-cost little and hard ones get the steps they need.
-
-The simulation function is a parameter so that callers (and tests) can swap engines. The
-project's own engine (``advisor.core.models.ps_des.simulator.simulate``) is not restarted for a point that
-needs more steps: its run is *continued* (``simulator.fast.FastRun``), which gives exactly
-what a longer run from the start with the same seed gives, without simulating the first
-steps (and the warm-up) again; its graph is compiled once for the whole curve. Its interval
-is then measured up to the moment the first worker finishes the step count, the end of
-``SimulationResult.measurement_window`` for a plain run of as many steps (the two agree on
-every step that ends before it; ``CurvePoint.events`` counts the run once). As extending
-costs only the steps added, such a point grows by at least a quarter instead of doubling.
+This module knows only the model protocol (``core/models/protocol.py``): a model's ``Run`` is
+continued (``advance``) until the interval is narrow enough, and the same code serves every
+model. Throughput is a time average over the window in which every worker is past its warm-up
+and none has finished the step count yet. Its confidence interval comes from **batch means**:
+the window is cut into ``batches`` equal slices, the throughput of each slice (measured on the
+workers' progress, see ``batch_means``) is one observation, and the interval is the Student-t
+interval of their mean. With ``target_rel_halfwidth`` set, a point is first run to
+``min_steps`` steps per worker, then continued to the step count the interval's width says is
+needed (at least a quarter more, at most double), until the half-width is within the target or
+``max_steps`` is reached, so easy points cost little and hard ones get the steps they need.
+A run continued to n steps gives what a run of n steps from the start with the same seed gives
+(``CurvePoint.events`` counts the run once). A closed-form model answers at once (``Exact``):
+its point has no interval.
 """
 
 from __future__ import annotations
 
 import math
-import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from advisor.core.profile import Profile
-from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettings, SimulationSettingsError
+from advisor.core.models.protocol import Exact, ModelInputs, ModelParams, Run, ThroughputModel
+from advisor.core.sim_types import SimulationResult, SimulationSettingsError
 
-if TYPE_CHECKING:
-    from advisor.core.models.ps_des.simulator.fast import FastRun
-
-Simulate = Callable[[Profile, NetworkModel, SimulationSettings], SimulationResult]
 Progress = Callable[[int, int], None]  # (points done, points in all)
 CONTINUED_GROWTH = 1.25  # least growth of a continued run's step count (module docstring)
 CONTINUED_MAX_GROWTH = 2.0  # most growth of a continued run's step count in one look
@@ -161,22 +149,6 @@ def _progress_at(ends: np.ndarray, times: np.ndarray, stop: float) -> np.ndarray
     return done
 
 
-def predict_point(
-    profile: Profile, network: NetworkModel, workers: int, cfg: CurveSettings, simulate: Simulate
-) -> CurvePoint:
-    """One point of the curve, doubling the steps until the interval is narrow enough."""
-    steps = cfg.steps if cfg.target_rel_halfwidth is None else cfg.min_steps
-    while True:
-        settings = SimulationSettings(workers=workers, steps=steps, warmup_steps=cfg.warmup_steps, seed=cfg.seed)
-        result = simulate(profile, network, settings)
-        mean, low, high = throughput_interval(result, cfg.warmup_steps, cfg.batches, cfg.confidence)
-        point = CurvePoint(workers, mean, low, high, steps, result.events)
-        target = cfg.target_rel_halfwidth
-        if target is None or point.rel_halfwidth <= target or steps >= cfg.max_steps:
-            return point
-        steps = next_step_count(steps, cfg.warmup_steps, point.rel_halfwidth, target, cfg.max_steps)
-
-
 def _window_start(step_ends_s: Sequence[np.ndarray], warmup_steps: int) -> float:
     """When the last worker finished its warm-up (as ``SimulationResult.measurement_window``)."""
     if any(len(ends) < warmup_steps for ends in step_ends_s):
@@ -201,47 +173,30 @@ def next_step_count(
 
 
 def predict_curve(
-    profile: Profile,
-    network: NetworkModel,
+    model: ThroughputModel,
+    inputs: ModelInputs,
+    params: ModelParams,
     cfg: CurveSettings,
-    simulate: Simulate,
     progress: Progress | None = None,
 ) -> tuple[CurvePoint, ...]:
-    """The curve over ``cfg.workers``; ``progress`` is told after each point."""
+    """The curve of ``model`` over ``cfg.workers`` (``model.check`` must have passed);
+    ``progress`` is told after each point."""
     points = []
-    for i, point in enumerate(_points(profile, network, cfg, simulate)):
-        points.append(point)
+    for i, w in enumerate(cfg.workers):
+        points.append(run_point(model.start(inputs, params, w, cfg.seed), w, cfg))
         if progress is not None:
             progress(i + 1, len(cfg.workers))
     return tuple(points)
 
 
-def _points(profile: Profile, network: NetworkModel, cfg: CurveSettings, simulate: Simulate) -> Iterator[CurvePoint]:
-    """Each W's point in turn; the project's engine continues its runs (module docstring)."""
-    if not _is_project_engine(simulate):
-        for w in cfg.workers:
-            yield predict_point(profile, network, w, cfg, simulate)
-        return
-    from advisor.core.models.ps_des.simulator.fast import FastRun, compile_profile
-
-    compiled = compile_profile(profile, network)
-    for w in cfg.workers:
-        yield continued_point(FastRun(compiled, w, cfg.seed), cfg)
-
-
-def _is_project_engine(simulate: Simulate) -> bool:
-    """Is ``simulate`` the project's engine? Asked without importing it: importing this module
-    must not load numba (the controller's parent process relies on that), and a caller that
-    passes the engine has imported it already."""
-    module = sys.modules.get("advisor.core.models.ps_des.simulator")
-    return module is not None and simulate is getattr(module, "simulate", None)
-
-
-def continued_point(run: FastRun, cfg: CurveSettings) -> CurvePoint:
-    """One point from one run, continued until the interval is narrow enough."""
+def run_point(run: Run, workers: int, cfg: CurveSettings) -> CurvePoint:
+    """One point from one run, continued until the interval is narrow enough; a closed form's
+    answer is the point itself, with no interval."""
     steps = cfg.steps if cfg.target_rel_halfwidth is None else cfg.min_steps
     while True:
         seen = run.advance(steps)
+        if isinstance(seen, Exact):
+            return CurvePoint(workers, seen.throughput, seen.throughput, seen.throughput, 0, seen.events)
         start = _window_start(seen.step_ends_s, cfg.warmup_steps)
         if seen.until_s <= start:
             raise SimulationSettingsError("the measurement window is empty: simulate more steps")
@@ -252,4 +207,3 @@ def continued_point(run: FastRun, cfg: CurveSettings) -> CurvePoint:
             return point
         steps = next_step_count(steps, cfg.warmup_steps, point.rel_halfwidth, target, cfg.max_steps, CONTINUED_GROWTH,
                                 CONTINUED_MAX_GROWTH)
-

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from advisor.controller import annotations as ann
-from advisor.controller.policy import Limits, job_limits, job_prices, recommend, resize_target
+from advisor.controller.policy import Limits, job_limits, job_model, job_prices, recommend, resize_target
+from advisor.core.advice import ModelChoice
 from advisor.controller.settings import Mode, load_settings
 from advisor.controller.tfjob import parse_tfjob
 from advisor.core.cost import Prices
@@ -74,6 +75,29 @@ def test_bad_job_annotations_are_named(notes: dict[str, str], problem: str) -> N
     view = parse_tfjob(with_uid(tfjob(annotations=notes)))
     with pytest.raises(TFJobError, match=problem):
         job_limits(settings, view, job_prices(settings, view))
+
+
+def test_a_job_annotation_chooses_its_model_and_parameters() -> None:
+    settings = load_settings(model_params={"share_sigma": 0.5})
+    plain = parse_tfjob(with_uid(tfjob()))
+    defaults = {"congestion_control": "unknown", "multi_flow_goodput": 0.85}  # the contention settings' defaults
+    assert job_model(settings, plain) == ModelChoice("li2020-des+contention", {**defaults, "share_sigma": 0.5})
+    same = parse_tfjob(with_uid(tfjob(annotations={"training-advisor.io/predict-model-params": '{"queue_s": 0.02}'})))
+    assert job_model(settings, same) == ModelChoice("li2020-des+contention",
+                                                    {**defaults, "share_sigma": 0.5, "queue_s": 0.02})
+    other = parse_tfjob(with_uid(tfjob(annotations={"training-advisor.io/predict-model": "lin2018-mva"})))
+    assert job_model(settings, other) == ModelChoice("lin2018-mva", {})  # the settings' parameters are not its own
+
+
+@pytest.mark.parametrize(("notes", "problem"), [
+    ({"training-advisor.io/predict-model": "oracle"}, "predict-model: model 'oracle': no such model; the models are"),
+    ({"training-advisor.io/predict-model-params": "{share_sigma: 1}"}, "predict-model-params is not JSON"),
+    ({"training-advisor.io/predict-model-params": "[1]"}, "must be a JSON object of parameters, not list"),
+    ({"training-advisor.io/predict-model-params": '{"share_sigma": -1}'}, "parameter share_sigma: Input should be"),
+])
+def test_bad_model_annotations_are_named(notes: dict[str, str], problem: str) -> None:
+    with pytest.raises(TFJobError, match=problem):
+        job_model(load_settings(), parse_tfjob(with_uid(tfjob(annotations=notes))))
 
 
 def auto(view_workers: int, **kw):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.core.models.ps_des.calibration import CalibrationError, calibrate, replay_link
+from advisor.core.calibration import CalibrationError, calibrate, replay_link
 from advisor.core.profile import build_profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings
 from advisor.core.models.ps_des.simulator import simulate

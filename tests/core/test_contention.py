@@ -6,7 +6,10 @@ import math
 
 import pytest
 
-from advisor.core.advice import CONTENTION_MODEL_NAME, MODEL_NAME, AdviceRequest, advise, effective_network
+from advisor.core.advice import AdviceRequest, advise, model_inputs
+from advisor.core.models import registry
+from advisor.core.models.ps_des.model import CONTENTION as CONTENTION_MODEL_NAME
+from advisor.core.models.ps_des.model import EQUAL_SHARES as MODEL_NAME
 from advisor.core.models.ps_des.contention import (
     BIMODAL_RATIO,
     MULTI_FLOW_GOODPUT,
@@ -19,10 +22,16 @@ from advisor.core.models.ps_des.contention import (
 from advisor.core.curve import CurveSettings
 from advisor.core.profile import build_profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
-from advisor.core.models.ps_des.simulator import simulate
 from advisor.core.units import UnitError, parse_duration
 from advisor.importers.loader import load_profile
 from tests.conftest import shared_data
+from tests.factories import des_choice
+
+
+def effective_network(request: AdviceRequest) -> NetworkModel:
+    """The network the chosen PS model simulates (its ``network``)."""
+    model, params = request.model.resolve()
+    return model.network(model_inputs(None, request), params)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(
@@ -40,13 +49,12 @@ def test_the_request_wait_bound_follows_the_congestion_control(cc: str, queue: f
 def test_the_rules_are_applied_on_top_of_the_goodput() -> None:
     network = NetworkModel(bandwidth_bps=1e8, worker_bandwidth_bps=2e8)
     curve = CurveSettings(workers=(1,))
-    on = effective_network(AdviceRequest(network, curve, goodput=0.9, contention=Contention("cubic", 0.05)))
+    on = effective_network(AdviceRequest(network, curve, goodput=0.9, model=des_choice(Contention("cubic", 0.05))))
     assert (on.bandwidth_bps, on.worker_bandwidth_bps) == (pytest.approx(0.9e8), pytest.approx(1.8e8))
     assert (on.request_queue_s, on.share_sigma, on.multi_flow_goodput) == (0.05, SHARE_SIGMA, MULTI_FLOW_GOODPUT)
-    off = effective_network(AdviceRequest(network, curve, goodput=0.9, contention=None))
+    off = effective_network(AdviceRequest(network, curve, goodput=0.9, model=des_choice(equal_shares=True)))
     assert (off.request_queue_s, off.share_sigma, off.multi_flow_goodput) == (0.0, 0.0, 1.0)
-    assert AdviceRequest(network, curve).model == CONTENTION_MODEL_NAME
-    assert AdviceRequest(network, curve, contention=None).model == MODEL_NAME
+    assert AdviceRequest(network, curve).model.name == CONTENTION_MODEL_NAME == registry.DEFAULT_MODEL
 
 
 @pytest.mark.parametrize(
@@ -92,9 +100,9 @@ def _advise(model: str, contention: Contention | None):  # type: ignore[no-untyp
     request = AdviceRequest(
         network=NetworkModel(bandwidth_bps=100e6),
         curve=CurveSettings(workers=(1, 2, 3), steps=300, warmup_steps=30),
-        contention=contention,
+        model=des_choice(contention, equal_shares=contention is None),
     )
-    return profile, advise(profile, request, simulate)
+    return profile, advise(profile, request)
 
 
 def test_transfer_bound_workers_get_the_alternating_outcome_reported_at_w2() -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.core.baselines import Phases, cynthia, phase_queueing, phases
+from advisor.core.models.cynthia import cynthia_throughput as cynthia
+from advisor.core.phases import Phases, phases
+from advisor.core.phases import mva_throughput as phase_queueing
 from advisor.core.cost import Constraints, CostError, Prices, cost_optimal, cost_per_example, saturation_point
 from advisor.core.sim_types import SimulationSettingsError
 from tests.factories import one_layer

@@ -22,8 +22,8 @@ from advisor.core.models.ps_des.fit_contention import FitCase, Observation, fit_
 from advisor.core.curve import CurveSettings
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
-from advisor.core.models.ps_des.simulator import simulate
 from advisor.importers.loader import load_profile
+from tests.factories import des_choice
 from tests.conftest import shared_data
 
 SIGMAS, ETAS = (0.5, 1.0, 1.5), (0.8, 0.85, 0.9)
@@ -38,7 +38,7 @@ def request(cc: str, queue_s: float | None, sigma: float = 1.0, eta: float = 0.8
             workers: tuple[int, ...] = (1,)) -> AdviceRequest:
     return AdviceRequest(network=NetworkModel(bandwidth_bps=100e6), goodput=0.95,
                          curve=CurveSettings(workers=workers, steps=1000, warmup_steps=50),
-                         contention=Contention(CongestionControl(cc), queue_s, sigma, eta))
+                         model=des_choice(Contention(CongestionControl(cc), queue_s, sigma, eta)))
 
 
 def measured(name: str) -> tuple[Observation, ...]:
@@ -55,9 +55,9 @@ def test_parameters_that_made_the_observations_are_recovered() -> None:
     profile, steps = trace("cubic", "mlp"), 300
     truth = request("cubic", 0.1, sigma=0.5, eta=0.8, workers=(1, 2, 3, 4, 6))
     truth = replace(truth, curve=replace(truth.curve, steps=steps))
-    made = advise(profile, truth, simulate)
+    made = advise(profile, truth)
     observed = tuple(Observation(p.workers, p.throughput) for p in made.points if p.workers > 1)
-    fit = fit_contention([FitCase("made", profile, request("cubic", 0.1), observed)], simulate,
+    fit = fit_contention([FitCase("made", profile, request("cubic", 0.1), observed)],
                          sigmas=SIGMAS, etas=ETAS, steps=steps)
     assert (fit.share_sigma, fit.multi_flow_goodput) == (0.5, 0.8)
     assert fit.best.mean_error == pytest.approx(0, abs=1e-12)
@@ -67,7 +67,7 @@ def test_parameters_that_made_the_observations_are_recovered() -> None:
 
 
 def test_the_fit_is_the_best_of_its_grid_and_no_worse_than_the_defaults_on_it() -> None:
-    fit = fit_contention([case("cubic", "mlp", "cubic/mlp_bw100.json")], simulate, sigmas=SIGMAS, etas=ETAS, steps=300)
+    fit = fit_contention([case("cubic", "mlp", "cubic/mlp_bw100.json")], sigmas=SIGMAS, etas=ETAS, steps=300)
     assert fit.best.mean_error == min(g.mean_error for g in fit.grid)
     assert fit.best.mean_error <= fit.before.mean_error  # (1.0, 0.85) is on the grid
     errors = [abs(o.error_after) for o in fit.observations if o.scored]
@@ -79,21 +79,21 @@ def test_fitted_on_cubic_predicts_bbr_within_the_accuracy_target() -> None:
     # one pair for the cluster, fitted on both models under cubic, predicting both under BBR
     fit_on = [case("cubic", "mlp", "cubic/mlp_bw100.json"), case("cubic", "mlp", "cubic/mlp_bw100_repeat.json"),
               case("cubic", "cnn", "cubic/cnn_bw100.json")]
-    fit = fit_contention(fit_on, simulate, sigmas=SIGMAS, etas=ETAS)
+    fit = fit_contention(fit_on, sigmas=SIGMAS, etas=ETAS)
     errors = []
     for model, run in (("mlp", "bbr/mlp_bw100.json"), ("cnn", "bbr/cnn_bw100.json")):
         by_w: dict[int, list[float]] = {}
         for o in measured(run):
             by_w.setdefault(o.workers, []).append(o.throughput)
         req = request("bbr", 0.1, fit.share_sigma, fit.multi_flow_goodput, workers=tuple(sorted(by_w)))
-        advice = advise(trace("bbr", model), req, simulate)
+        advice = advise(trace("bbr", model), req)
         errors += [abs(advice.point(w).throughput / statistics.mean(v) - 1) for w, v in by_w.items()]
     assert statistics.median(errors) <= 0.06 and max(errors) <= 0.15, errors
 
 
 def test_w1_and_an_alternating_w2_are_reported_but_not_scored() -> None:
     # shared/data README: with cubic and a 20 ms queue the two workers alternate (197 ex/s)
-    fit = fit_contention([case("cubic", "mlp", "cubic_q20ms/mlp_bw100.json", queue_s=0.02)], simulate,
+    fit = fit_contention([case("cubic", "mlp", "cubic_q20ms/mlp_bw100.json", queue_s=0.02)],
                          sigmas=SIGMAS, etas=ETAS, steps=300)
     unscored = {o.observation.workers: o.why_not_scored for o in fit.observations if not o.scored}
     assert set(unscored) == {1, 2}
@@ -104,25 +104,25 @@ def test_w1_and_an_alternating_w2_are_reported_but_not_scored() -> None:
 def test_nothing_to_fit_is_an_error_that_says_what_to_observe() -> None:
     only_w1 = FitCase("j", trace("cubic", "mlp"), request("cubic", 0.1), (Observation(1, 100.0),))
     with pytest.raises(SimulationSettingsError, match="no observation can inform the fit.*2 or more workers"):
-        fit_contention([only_w1], simulate, sigmas=SIGMAS, etas=ETAS, steps=300)
+        fit_contention([only_w1], sigmas=SIGMAS, etas=ETAS, steps=300)
 
 
 @pytest.mark.parametrize(("change", "message"), [
     ({"request": AdviceRequest(network=NetworkModel(bandwidth_bps=1e8), curve=CurveSettings(workers=(1,)),
-                               contention=None)}, "needs the contention model"),
+                               model=des_choice(equal_shares=True))}, "needs the contention model"),
     ({"observed": ()}, "no observed throughput"),
 ])
 def test_impossible_cases_are_refused(change: dict, message: str) -> None:
     bad = replace(case("cubic", "mlp", "cubic/mlp_bw100.json"), **change)
     with pytest.raises(SimulationSettingsError, match=message):
-        fit_contention([bad], simulate, sigmas=SIGMAS, etas=ETAS)
+        fit_contention([bad], sigmas=SIGMAS, etas=ETAS)
 
 
 def test_empty_grids_and_no_cases_are_refused() -> None:
     with pytest.raises(SimulationSettingsError, match="at least one job"):
-        fit_contention([], simulate)
+        fit_contention([])
     with pytest.raises(SimulationSettingsError, match="grid needs"):
-        fit_contention([case("cubic", "mlp", "cubic/mlp_bw100.json")], simulate, sigmas=())
+        fit_contention([case("cubic", "mlp", "cubic/mlp_bw100.json")], sigmas=())
 
 
 @pytest.mark.parametrize(("workers", "throughput"), [(0, 100.0), (2, 0.0), (2, -5.0), (2, math.nan), (2, math.inf)])

@@ -5,31 +5,68 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from collections.abc import Callable
+
 from advisor.core.curve import CurveSettings, predict_curve, throughput_interval
+from advisor.core.models.protocol import ModelBase, ModelInputs, ModelParams, Need, Samples
 from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettings, SimulationSettingsError
 from tests.factories import one_layer
 
 NET = NetworkModel(bandwidth_bps=1e9)
+INPUTS = ModelInputs(profile=one_layer(), network=NET)
+Ends = Callable[[int, int], list[float]]  # (worker, workers) -> as many step ends as asked for, then more
 
 
-def _periodic(period_s: float, batch: int = 4):  # type: ignore[no-untyped-def]
-    """A stand-in simulation: every worker ends a step every ``period_s``, offset by worker."""
-    calls: list[int] = []
+class StandIn(ModelBase):
+    """A stand-in model whose step ends are given: ``ends(w, workers)`` is an endless iterator of
+    worker w's step end times; ``calls`` records each ``advance``."""
 
-    def simulate(profile, network, s: SimulationSettings) -> SimulationResult:  # type: ignore[no-untyped-def]
-        calls.append(s.steps)
-        ends = tuple(tuple(period_s * (k + 1) + w * period_s / s.workers for k in range(s.steps)) for w in range(s.workers))
-        return SimulationResult(workers=s.workers, batch_size=batch, step_ends_s=ends, events=s.steps * s.workers)
+    name, description, needs, Params = "stand-in", "test", frozenset({Need.PROFILE}), ModelParams
 
-    simulate.calls = calls  # type: ignore[attr-defined]
-    return simulate
+    def __init__(self, ends, batch: int = 4) -> None:  # type: ignore[no-untyped-def]
+        self.ends, self.batch, self.calls = ends, batch, []  # type: ignore[var-annotated]
+
+    def check(self, inputs, params) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def link_bound(self, inputs, params, workers) -> float:  # type: ignore[no-untyped-def]
+        return float("inf")
+
+    def start(self, inputs, params, workers, seed):  # type: ignore[no-untyped-def]
+        model, streams, got = self, [self.ends(w, workers) for w in range(workers)], [[] for _ in range(workers)]
+
+        class Run:
+            def advance(self, steps: int) -> Samples:
+                model.calls.append(steps)
+                for it, seen in zip(streams, got):
+                    while len(seen) < steps + 5:
+                        seen.append(next(it))
+                until = min(seen[steps - 1] for seen in got)
+                ends = tuple(np.array([t for t in seen if t <= until]) for seen in got)
+                return Samples(ends, until, steps, steps * workers, model.batch)
+
+        return Run()
+
+
+def _periodic(period_s: float, batch: int = 4) -> StandIn:
+    """Every worker ends a step every ``period_s``, offset by worker."""
+    def ends(w: int, workers: int):  # type: ignore[no-untyped-def]
+        k = 0
+        while True:
+            k += 1
+            yield period_s * k + w * period_s / workers
+    return StandIn(ends, batch)
+
+
+def _curve(model: StandIn, cfg: CurveSettings, **kw):  # type: ignore[no-untyped-def]
+    return predict_curve(model, INPUTS, ModelParams(), cfg, **kw)
 
 
 def test_a_regular_run_gets_a_narrow_interval_around_the_truth() -> None:
     # W workers each finishing 4 examples every 0.5 s: exactly W x 8 examples/s. Every worker
     # progresses at a constant rate, so every slice sees the same rate and the interval is ~0.
     sim = _periodic(0.5)
-    points = predict_curve(one_layer(), NET, CurveSettings(workers=(1, 2, 4), steps=200, warmup_steps=10), sim)
+    points = _curve(sim, CurveSettings(workers=(1, 2, 4), steps=200, warmup_steps=10))
     for p in points:
         assert p.low <= p.high and p.low == pytest.approx(p.workers * 8.0, rel=0.01)
         assert p.high == pytest.approx(p.workers * 8.0, rel=0.01)
@@ -73,23 +110,27 @@ def test_next_step_count_aims_at_the_target() -> None:
 def test_adaptive_stopping_grows_steps_until_narrow_enough() -> None:
     rng = np.random.default_rng(1)
 
-    def noisy(profile, network, s: SimulationSettings) -> SimulationResult:  # type: ignore[no-untyped-def]
-        noisy.calls.append(s.steps)  # type: ignore[attr-defined]
-        t = np.cumsum(rng.exponential(1.0, size=s.steps))  # steps of random length: a wide interval
-        return SimulationResult(workers=1, batch_size=1, step_ends_s=(tuple(t),), events=s.steps)
+    def ends(w: int, workers: int):  # type: ignore[no-untyped-def]
+        t = 0.0
+        while True:  # steps of random length: a wide interval
+            t += rng.exponential(1.0)
+            yield t
 
-    noisy.calls = []  # type: ignore[attr-defined]
+    noisy = StandIn(ends, batch=1)
     cfg = CurveSettings(workers=(1,), warmup_steps=10, target_rel_halfwidth=0.05, min_steps=100, max_steps=6400)
-    (point,) = predict_curve(one_layer(), NET, cfg, noisy)
-    assert noisy.calls[0] == 100 and all(b >= 2 * a or b == 6400 for a, b in zip(noisy.calls, noisy.calls[1:]))  # type: ignore[attr-defined]
+    (point,) = _curve(noisy, cfg)
+    calls = noisy.calls
+    # a continued run grows by a quarter to double per look (curve.CONTINUED_GROWTH, CONTINUED_MAX_GROWTH)
+    assert calls[0] == 100 and len(calls) > 1
+    assert all(1.25 * a <= b <= 2 * a or b == 6400 for a, b in zip(calls, calls[1:]))
     assert point.rel_halfwidth <= 0.05 or point.steps == 6400
-    assert point.steps == noisy.calls[-1]  # type: ignore[attr-defined]
+    assert point.steps == calls[-1]
 
 
 def test_progress_is_reported_per_point() -> None:
     seen = []
-    predict_curve(one_layer(), NET, CurveSettings(workers=(1, 3), steps=100, warmup_steps=5), _periodic(1.0),
-                  progress=lambda done, total: seen.append((done, total)))
+    _curve(_periodic(1.0), CurveSettings(workers=(1, 3), steps=100, warmup_steps=5),
+           progress=lambda done, total: seen.append((done, total)))
     assert seen == [(1, 2), (2, 2)]
 
 
@@ -143,11 +184,14 @@ def test_next_step_count_grows_less_when_the_run_is_continued() -> None:
 def test_the_project_engine_measures_a_point_as_a_plain_run_of_as_many_steps() -> None:
     # The curve continues one run per point (simulator.fast.FastRun); with fixed steps its
     # interval equals that of a plain simulation of the same steps and seed.
+    from advisor.core.models import registry
     from advisor.core.models.ps_des.simulator import simulate
     from benchmarks.synthetic import tiny_mlp
 
     profile, net = tiny_mlp(), NetworkModel(bandwidth_bps=1e8)
-    points = predict_curve(profile, net, CurveSettings(workers=(1, 3), steps=120, warmup_steps=20, seed=2), simulate)
+    model = registry.get("li2020-des")
+    cfg = CurveSettings(workers=(1, 3), steps=120, warmup_steps=20, seed=2)
+    points = predict_curve(model, ModelInputs(profile=profile, network=net), registry.params_for(model), cfg)
     for p in points:
         plain = simulate(profile, net, SimulationSettings(workers=p.workers, steps=120, warmup_steps=20, seed=2))
         assert (p.throughput, p.low, p.high) == pytest.approx(throughput_interval(plain, 20), rel=1e-12)
@@ -156,25 +200,43 @@ def test_the_project_engine_measures_a_point_as_a_plain_run_of_as_many_steps() -
 def test_an_adaptive_point_of_the_project_engine_is_its_run_continued() -> None:
     # A point that needed more steps than min_steps is exactly the fixed-step point of its final
     # count: the same run, extended rather than restarted (events count the run once).
-    from advisor.core.models.ps_des.simulator import simulate
+    from advisor.core.models import registry
     from benchmarks.synthetic import tiny_mlp
 
-    profile, net = tiny_mlp(), NetworkModel(bandwidth_bps=1e8)
+    model = registry.get("li2020-des")
+    inputs, params = ModelInputs(profile=tiny_mlp(), network=NetworkModel(bandwidth_bps=1e8)), registry.params_for(model)
     cfg = CurveSettings(workers=(2,), warmup_steps=20, target_rel_halfwidth=0.002, min_steps=60, max_steps=900)
-    (adaptive,) = predict_curve(profile, net, cfg, simulate)
+    (adaptive,) = predict_curve(model, inputs, params, cfg)
     assert adaptive.steps > 60
     fixed = CurveSettings(workers=(2,), steps=adaptive.steps, warmup_steps=20)
-    assert predict_curve(profile, net, fixed, simulate) == (adaptive,)
+    assert predict_curve(model, inputs, params, fixed) == (adaptive,)
 
 
-def test_importing_predict_does_not_load_the_engine() -> None:
-    # The controller imports CurveSettings in its parent process and the engine (numba) only in
-    # the worker processes; predict recognises the engine without importing it.
+def test_the_reference_engine_gives_the_compiled_engines_curve() -> None:
+    # engine=reference restarts a plain run of the reference engine for each look; it must
+    # measure what the compiled engine's continued run measures (tests/core/test_simulator_equivalence.py
+    # shows the two engines agree run by run).
+    from advisor.core.models import registry
+    from benchmarks.synthetic import tiny_mlp
+
+    model = registry.get("li2020-des")
+    inputs = ModelInputs(profile=tiny_mlp(), network=NetworkModel(bandwidth_bps=1e8))
+    cfg = CurveSettings(workers=(1, 3), steps=80, warmup_steps=10, seed=4)
+    fast = predict_curve(model, inputs, registry.params_for(model), cfg)
+    slow = predict_curve(model, inputs, registry.params_for(model, {"engine": "reference"}), cfg)
+    for a, b in zip(fast, slow):
+        assert (a.throughput, a.low, a.high) == pytest.approx((b.throughput, b.low, b.high), rel=1e-9)
+
+
+def test_importing_the_curve_and_the_registry_does_not_load_the_engine() -> None:
+    # The controller imports CurveSettings and lists models in its parent process and runs the
+    # engine (numba) only in the worker processes.
     import subprocess
     import sys
     from pathlib import Path
 
-    code = "import sys, advisor.core.curve; print('numba' in sys.modules)"
+    code = ("import sys, advisor.core.curve, advisor.core.advice; from advisor.core.models import registry; "
+            "registry.all_models(); print('numba' in sys.modules)")
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     assert out.stdout.strip() == "False"

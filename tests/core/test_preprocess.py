@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.core.models.ps_des.preprocess import (
+from advisor.core.preprocess import (
     parsing_overhead_us, retime_transfers, split_parsing_overhead, transfer_time_us,
 )
 from advisor.core.profile import Resource
@@ -75,7 +75,7 @@ def test_retime_refuses_impossible_bandwidth(bw: float) -> None:
 
 
 def test_client_gap_follows_every_sink() -> None:
-    from advisor.core.models.ps_des.preprocess import GAP_NAME, add_client_gap
+    from advisor.core.preprocess import GAP_NAME, add_client_gap
     from tests.factories import one_layer_doc
     from advisor.core.profile import build_profile
 

@@ -93,6 +93,16 @@ class Exact:
     events: int = 0
 
 
+@dataclass(frozen=True)
+class Outlook:
+    """What a model adds to its finished curve: notes for the user, and per W another outcome
+    that can happen instead of the predicted one (e.g. two PS workers settling into alternation)."""
+
+    notes: tuple[str, ...] = ()
+    upper: Mapping[int, float] = field(default_factory=dict)
+    details: Mapping[str, Any] = field(default_factory=dict)  # derived settings worth reporting (JSON-able)
+
+
 @runtime_checkable
 class Run(Protocol):
     """One prediction at a fixed W, continued on demand (see the module docstring)."""
@@ -119,6 +129,8 @@ class ThroughputModel(Protocol):
     description: str
     Params: type[ModelParams]
     needs: frozenset[Need]
+    anchored: bool  # its W = 1 point reproduces the trace's own rate (contract-tested)
+    capacity_bound: bool  # its throughput never exceeds link_bound (contract-tested)
 
     def check(self, inputs: ModelInputs, params: ModelParams) -> None:
         """Raise ``ModelInputError`` naming what is missing or invalid; return None when it can predict."""
@@ -131,3 +143,21 @@ class ThroughputModel(Protocol):
     def link_bound(self, inputs: ModelInputs, params: ModelParams, workers: int) -> float:
         """Examples/s the links can carry at ``workers`` under this model's traffic (math.inf if none)."""
         ...
+
+    def outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
+        """Notes and other possible outcomes, given the predicted curve (W -> examples/s)."""
+        ...
+
+
+class ModelBase:
+    """Defaults a model may inherit: nothing to add to a finished curve; its W = 1 point
+    reproduces the trace's own rate (``anchored``: the contract tests check it). Coarse models
+    that summarise a trace into phases set it False: overlap makes their W = 1 differ by design."""
+
+    anchored: bool = True
+    # its throughput stays within ``link_bound`` (contract-tested); False only for a published
+    # formula that ignores link capacity, kept as its paper states it
+    capacity_bound: bool = True
+
+    def outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
+        return Outlook()

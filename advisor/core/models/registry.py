@@ -21,6 +21,10 @@ MODULES: tuple[str, ...] = (
     "advisor.core.models.ps_des",
     "advisor.core.models.cynthia",
     "advisor.core.models.phase_mva",
+    "advisor.core.models.lin2018",
+    "advisor.core.models.dts_model",
+    "advisor.core.models.ring_allreduce",
+    "advisor.core.models.pei",
 )
 DEFAULT_MODEL = "li2020-des+contention"
 

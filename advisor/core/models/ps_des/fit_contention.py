@@ -25,9 +25,10 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from advisor.core.advice import AdviceRequest, effective_network, prepare_profile
+from advisor.core.advice import AdviceRequest, model_inputs
+from advisor.core.curve import predict_curve
 from advisor.core.models.ps_des.contention import alternating_bound
-from advisor.core.curve import Simulate, predict_curve
+from advisor.core.models.ps_des.model import CONTENTION, ContentionParams, PsDes
 from advisor.core.profile import Profile
 from advisor.core.sim_types import SimulationSettingsError
 
@@ -104,7 +105,6 @@ Progress = Callable[[int, int], None]
 
 def fit_contention(
     cases: Sequence[FitCase],
-    simulate: Simulate,
     *,
     sigmas: Sequence[float] = DEFAULT_SIGMAS,
     etas: Sequence[float] = DEFAULT_ETAS,
@@ -121,7 +121,7 @@ def fit_contention(
         raise SimulationSettingsError("give at least one job with observed throughput")
     if not sigmas or not etas:
         raise SimulationSettingsError("the grid needs at least one share_sigma and one multi_flow_goodput")
-    models = [_CaseModel(case, steps, simulate) for case in cases]
+    models = [_CaseModel(case, steps) for case in cases]
     observed = [o for case in cases for o in case.observed]
     before_curves = [m.predicted(m.own.share_sigma, m.own.multi_flow_goodput) for m in models]
     scored: list[bool] = []
@@ -158,29 +158,31 @@ def fit_contention(
 class _CaseModel:
     """One case, prepared once; predicts its observed worker counts for any (sigma, eta)."""
 
-    def __init__(self, case: FitCase, steps: int, simulate: Simulate) -> None:
+    def __init__(self, case: FitCase, steps: int) -> None:
         request = case.request
-        if request.contention is None:
+        if request.model.name != CONTENTION:
             raise SimulationSettingsError(f"{case.name}: fitting share_sigma and multi_flow_goodput needs the "
-                                          "contention model, not equal sharing")
+                                          f"contention model ({CONTENTION}), not {request.model.name}")
         if not case.observed:
             raise SimulationSettingsError(f"{case.name}: no observed throughput")
         if steps <= request.curve.warmup_steps:
             raise SimulationSettingsError(f"fit steps ({steps}) must exceed the warm-up ({request.curve.warmup_steps})")
-        self.case, self.own, self._request, self._simulate = case, request.contention, request, simulate
+        model, params = request.model.resolve()
+        assert isinstance(model, PsDes) and isinstance(params, ContentionParams)  # by the name check above
+        self.case, self._model, self.own = case, model, params
         workers = tuple(sorted({o.workers for o in case.observed} | {1, 2}))
         self._cfg = replace(request.curve, workers=workers, steps=steps, target_rel_halfwidth=None,
                             min_steps=min(request.curve.min_steps, steps),
                             max_steps=max(request.curve.max_steps, steps))
-        self._prepared = prepare_profile(case.profile, request)
+        self._inputs = model_inputs(case.profile, request)
 
     def predicted(self, sigma: float, eta: float) -> dict[int, float]:
-        contention = replace(self.own, share_sigma=sigma, multi_flow_goodput=eta)
-        net = effective_network(replace(self._request, contention=contention))
-        return {p.workers: p.throughput for p in predict_curve(self._prepared, net, self._cfg, self._simulate)}
+        params = ContentionParams(**{**self.own.model_dump(), "share_sigma": sigma, "multi_flow_goodput": eta})
+        return {p.workers: p.throughput for p in predict_curve(self._model, self._inputs, params, self._cfg)}
 
     def alternating(self, curve: dict[int, float]) -> float:
-        return alternating_bound(self.case.profile, curve[1], effective_network(self._request).bandwidth_bps)
+        rate = self._model.network(self._inputs, self.own).bandwidth_bps
+        return alternating_bound(self.case.profile, curve[1], rate)
 
 
 def _choose_scored(observed: Sequence[Observation], baseline: dict[int, float],

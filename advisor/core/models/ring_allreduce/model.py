@@ -1,0 +1,247 @@
+"""Synchronous data-parallel training with ring all-reduce (Horovod, NCCL, PyTorch DDP,
+TF MultiWorkerMirroredStrategy), as a sampled model of the step.
+
+Per step, every worker computes its forward and backward pass (a recorded step of the trace,
+drawn per worker with the seed, scaled by the worker's speed); its gradients fill buckets
+(``trace.bucket_plan``); a bucket is all-reduced once every worker has it ready and the
+previous bucket is done (one communication stream, buckets in order), overlapping the rest of
+backward. A flat ring moves ``2(W-1)/W`` of a bucket's bytes over each worker's link in
+``2(W-1)`` rounds, each paying the link latency:
+
+    T_b = 2(W-1) * (latency_s + 8 bytes_b / (W * rate))
+
+where ``rate`` is the slowest participating link (every round waits for its slowest hop). The
+hierarchical variant reduce-scatters inside each node of ``G`` GPUs, all-reduces across the
+``N = ceil(W / G)`` nodes (the G shards in parallel, sharing the node's link) and all-gathers
+inside the node:
+
+    T_b = 2(G'-1) * (intra_latency + 8 bytes_b / (G' * intra_rate)) + 2(N-1) * (latency_s + 8 bytes_b / (N * rate))
+
+with ``G' = min(G, W)``. A worker's step ends when its compute and the last bucket are done,
+followed by the optimizer update (and any other work that waited for the gradients), which
+all-reduce frameworks run locally. There are no parameter pulls: the updated model is already
+on every worker. Because the all-reduce is a barrier, the W-worker step is set by the slowest of
+W sampled compute times plus the exposed communication, which is why this is a sampled ``Run``
+(``Samples`` of per-worker step ends) rather than a closed form. See docs/models-ring.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import Field
+
+from advisor.core.models.protocol import ModelBase, ModelInputs, ModelParams, Need, Samples
+from advisor.core.models.ring_allreduce.trace import MIB, BucketPlan, StepCosts, bucket_plan, step_costs
+from advisor.core.profile import Profile
+from advisor.errors import ModelInputError
+
+# Default per-round latency of an inter-node ring step. NCCL's own cost model
+# (src/graph/tuning.cc, hwLat[NET][Ring][Simple]) charges 9.6 us per step, times 1.9 for large
+# multi-node all-reduces (its "plateau effect"), about 18 us, for InfiniBand/RoCE. Over TCP
+# sockets (NCCL's socket transport, Gloo, MPI on Ethernet) a round also crosses the kernel
+# stack on both ends, a few tens of microseconds; 50 us is a round figure for that case.
+DEFAULT_LATENCY_S = 50e-6
+# Inside a node: NCCL's PCIe ring step latency (tuning.cc, hwLat[PCI][Ring][Simple] = 5.7 us)
+# and NCCL's nominal PCIe Gen3 x16 bandwidth (topo.h, PCI_BW = 12 GB/s = 96 Gbit/s).
+DEFAULT_INTRA_LATENCY_S = 5.7e-6
+DEFAULT_INTRA_BANDWIDTH_BPS = 96e9
+STEP_BLOCK = 64  # compute steps are drawn in blocks of this many, so chunked runs draw the same
+
+
+class RingParams(ModelParams):
+    """Knobs of the flat ring."""
+
+    bucket_mb: float = Field(25.0, gt=0, description="gradient bucket cap in MiB (PyTorch DDP's bucket_cap_mb)")
+    latency_s: float = Field(DEFAULT_LATENCY_S, ge=0, description="latency of one ring round on a worker link (s)")
+
+
+class HierarchicalParams(RingParams):
+    """Knobs of the two-level ring (intra-node reduce-scatter / all-gather around an inter-node ring)."""
+
+    gpus_per_node: int = Field(8, ge=1, description="GPUs (workers) per node sharing the node's link")
+    intra_node_bandwidth_bps: float = Field(
+        DEFAULT_INTRA_BANDWIDTH_BPS, gt=0, description="rate of the links between GPUs of one node (bit/s)"
+    )
+    intra_node_latency_s: float = Field(DEFAULT_INTRA_LATENCY_S, ge=0, description="latency of one intra-node round (s)")
+
+
+def allreduce_seconds(bucket_bytes: np.ndarray, workers: int, rate_bps: float, params: RingParams) -> np.ndarray:
+    """Duration of each bucket's all-reduce at ``workers`` (module docstring equations)."""
+    bits = np.asarray(bucket_bytes, dtype=np.float64) * 8.0
+    if isinstance(params, HierarchicalParams):
+        local = min(params.gpus_per_node, workers)
+        nodes = math.ceil(workers / params.gpus_per_node)
+        intra = 2 * (local - 1) * (params.intra_node_latency_s + bits / (local * params.intra_node_bandwidth_bps))
+        inter = 2 * (nodes - 1) * (params.latency_s + bits / (nodes * rate_bps))
+        return intra + inter
+    return 2 * (workers - 1) * (params.latency_s + bits / (workers * rate_bps))
+
+
+def link_seconds_per_bit(workers: int, rate_bps: float, params: RingParams) -> float:
+    """Seconds the links need per gradient bit of one step, latency aside (for ``link_bound``)."""
+    if isinstance(params, HierarchicalParams):
+        local = min(params.gpus_per_node, workers)
+        nodes = math.ceil(workers / params.gpus_per_node)
+        return 2 * (local - 1) / local / params.intra_node_bandwidth_bps + 2 * (nodes - 1) / nodes / rate_bps
+    return 2 * (workers - 1) / workers / rate_bps
+
+
+@dataclass(frozen=True)
+class _Setup:
+    profile: Profile
+    costs: StepCosts
+    plan: BucketPlan
+    base_rate_bps: float  # network.bandwidth_bps * goodput
+
+
+def _setup(model: str, inputs: ModelInputs, params: ModelParams) -> _Setup:
+    """Validate the inputs and read the trace; every problem is a ``ModelInputError`` naming the field."""
+    if not isinstance(params, RingParams):
+        raise ModelInputError(model, f"parameters must be {RingParams.__name__}, got {type(params).__name__}")
+    profile = inputs.profile if inputs.profile is not None else inputs.recorded
+    if profile is None:
+        raise ModelInputError(model, "needs a one-worker trace (inputs.profile) for compute times and gradients")
+    if inputs.network is None:
+        raise ModelInputError(model, "needs the link rate (inputs.network.bandwidth_bps)")
+    rate = inputs.network.bandwidth_bps * inputs.goodput
+    if not (math.isfinite(rate) and rate > 0):
+        raise ModelInputError(
+            model, f"link rate network.bandwidth_bps x goodput must be > 0, got "
+            f"{inputs.network.bandwidth_bps!r} x {inputs.goodput!r}"
+        )
+    for i, bw in enumerate(inputs.worker_bandwidths_bps):
+        if not (math.isfinite(bw) and bw > 0):
+            raise ModelInputError(model, f"worker_bandwidths_bps[{i}] must be > 0, got {bw!r}")
+    for i, speed in enumerate(inputs.worker_speeds):
+        if not (math.isfinite(speed) and speed > 0):
+            raise ModelInputError(model, f"worker_speeds[{i}] must be > 0, got {speed!r}")
+    costs, plan = _read_trace(profile, params.bucket_mb * MIB)
+    if len(costs.grad_bytes) == 0:
+        raise ModelInputError(
+            model, "profile.ops has no gradients: no UPLINK transfer with bytes > 0 (a trace's pushes are its gradients)"
+        )
+    return _Setup(profile=profile, costs=costs, plan=plan, base_rate_bps=rate)
+
+
+_last_read: tuple[Profile, float, StepCosts, BucketPlan] | None = None
+
+
+def _read_trace(profile: Profile, bucket_bytes: float) -> tuple[StepCosts, BucketPlan]:
+    """``step_costs`` and ``bucket_plan``, remembered for the last profile: a curve starts one
+    run per W from the same profile, and reading a 2,600-op trace costs about as much as a
+    whole point. The profile itself is kept (compared by identity), so its id cannot be reused."""
+    global _last_read
+    last = _last_read
+    if last is not None and last[0] is profile and last[1] == bucket_bytes:
+        return last[2], last[3]
+    costs = step_costs(profile)
+    plan = bucket_plan(costs, bucket_bytes)
+    _last_read = (profile, bucket_bytes, costs, plan)
+    return costs, plan
+
+
+def _ring_rate(setup: _Setup, inputs: ModelInputs, workers: int) -> float:
+    """The slowest participating link: every ring round waits for its slowest hop."""
+    rates = [setup.base_rate_bps if w >= len(inputs.worker_bandwidths_bps)
+             else inputs.worker_bandwidths_bps[w] * inputs.goodput for w in range(workers)]
+    return min(rates)
+
+
+class RingRun:
+    """One synchronous all-reduce run at W workers, continued step by step (module docstring)."""
+
+    def __init__(self, setup: _Setup, inputs: ModelInputs, params: RingParams, workers: int, seed: int) -> None:
+        self._workers = workers
+        self._batch = setup.profile.job.batch_size
+        self._speed = np.array([inputs.speed(w) for w in range(workers)], dtype=np.float64)
+        self._compute = setup.costs.compute_s
+        self._update = setup.costs.update_s
+        self._ready = setup.plan.ready_s  # (K, B)
+        duration = allreduce_seconds(setup.plan.bytes, workers, _ring_rate(setup, inputs, workers), params)
+        # Bucket b ends at E_b = max(M_b, E_{b-1}) + T_b (M_b: last worker ready). Unrolled with
+        # P_b = T_0 + ... + T_b: E_b = P_b + max over j <= b of (M_j - P_{j-1}).
+        self._cum = np.cumsum(duration)
+        self._cum_before = self._cum - duration
+        self._rng = np.random.default_rng(seed)
+        self._draws = np.zeros((0, workers), dtype=np.int64)
+        self._start = np.zeros(workers)  # when each worker's next step starts
+        self._ends: list[np.ndarray] = []  # per simulated step, (W,) ends
+        self._events = 0
+
+    def _draw(self, steps: int) -> None:
+        while len(self._draws) < steps:
+            block = self._rng.integers(0, len(self._compute), size=(STEP_BLOCK, self._workers))
+            self._draws = np.concatenate((self._draws, block))
+
+    def _step(self, drawn: np.ndarray) -> None:
+        speed = self._speed
+        start = self._start
+        ready = (start[:, None] + self._ready[drawn] / speed[:, None]).max(axis=0)
+        comm_end = float(self._cum[-1] + np.max(ready - self._cum_before))
+        compute_end = start + self._compute[drawn] / speed
+        end = np.maximum(compute_end, comm_end) + self._update[drawn] / speed
+        self._ends.append(end)
+        self._start = end
+        self._events += self._workers + len(self._cum)
+
+    def advance(self, steps: int) -> Samples:
+        """Continue until the first worker has finished ``steps`` steps in all."""
+        if steps < 1:
+            raise ValueError(f"steps must be >= 1, got {steps}")
+        self._draw(steps)
+        while len(self._ends) < steps:
+            self._step(self._draws[len(self._ends)])
+        ends = np.stack(self._ends[:steps], axis=1)  # (W, steps)
+        until = float(ends[:, -1].min())
+        per_worker = tuple(row[row <= until].copy() for row in ends)
+        return Samples(step_ends_s=per_worker, until_s=until, steps=steps, events=self._events,
+                       batch_size=self._batch)
+
+
+@dataclass
+class RingAllReduce(ModelBase):
+    """The flat or hierarchical ring all-reduce model (``ThroughputModel``). Its W = 1 point is the
+    trace's compute rate, not the PS trace's measured rate: an all-reduce job has no pulls."""
+
+    name: str
+    description: str
+    Params: type[ModelParams]
+    needs: frozenset[Need] = frozenset({Need.PROFILE, Need.BANDWIDTH, Need.GRADIENTS})
+    anchored: bool = False  # against a PS trace; tests/core/test_ring_allreduce.py checks the compute rate
+
+    def check(self, inputs: ModelInputs, params: ModelParams) -> None:
+        _setup(self.name, inputs, self._own(params))
+
+    def start(self, inputs: ModelInputs, params: ModelParams, workers: int, seed: int) -> RingRun:
+        own = self._own(params)
+        if workers < 1:
+            raise ModelInputError(self.name, f"workers must be >= 1, got {workers}")
+        return RingRun(_setup(self.name, inputs, own), inputs, own, workers, seed)
+
+    def link_bound(self, inputs: ModelInputs, params: ModelParams, workers: int) -> float:
+        """W x batch / (link seconds per step): 2(W-1)/W of the gradient bits over the slowest link."""
+        own = self._own(params)
+        setup = _setup(self.name, inputs, own)
+        per_bit = link_seconds_per_bit(workers, _ring_rate(setup, inputs, workers), own)
+        seconds = per_bit * float(setup.plan.bytes.sum()) * 8.0
+        return math.inf if seconds <= 0 else workers * setup.profile.job.batch_size / seconds
+
+    def _own(self, params: ModelParams) -> RingParams:
+        if not isinstance(params, self.Params) or not isinstance(params, RingParams):
+            raise ModelInputError(self.name, f"parameters must be {self.Params.__name__}, got {type(params).__name__}")
+        return params
+
+
+RING = RingAllReduce(
+    name="ring-allreduce",
+    description="synchronous data parallel with bucketed ring all-reduce (Horovod, NCCL, PyTorch DDP)",
+    Params=RingParams,
+)
+HIERARCHICAL = RingAllReduce(
+    name="ring-allreduce-hierarchical",
+    description="ring all-reduce across nodes, reduce-scatter/all-gather inside nodes of gpus_per_node GPUs",
+    Params=HierarchicalParams,
+)

@@ -1,0 +1,115 @@
+"""The model seam on the command line: advisor models, --model/--model-param, advisor compare."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor.cli import main
+from advisor.core.models import registry
+from tests.conftest import shared_data
+
+FAST = ["--workers", "1,2", "--steps", "120", "--warmup", "10", "--quiet"]
+
+
+def _run(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse refuses malformed values itself
+        return int(exc.code or 0)
+
+
+def test_models_lists_every_registered_model_with_its_needs_and_parameters(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["models", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [m["name"] for m in doc["models"]] == list(registry.names()) and doc["default"] == registry.DEFAULT_MODEL
+    des = next(m for m in doc["models"] if m["name"] == "li2020-des+contention")
+    assert des["needs"] == ["bandwidth", "profile"]
+    assert {p["name"]: p["default"] for p in des["params"]}["share_sigma"] == 1.0
+    assert main(["models"]) == 0
+    assert "li2020-des+contention (default)" in capsys.readouterr().out
+
+
+def test_predict_with_another_model_reports_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["predict", "--model", "phase-mva", "--json", *FAST]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model"] == "phase-mva" and doc["model_params"] == {}
+    one = doc["curve"][0]
+    # a closed form: no interval, no simulated steps; its own value beside itself agrees
+    assert one["low"] == one["throughput"] == one["high"] and one["steps"] == 0
+    assert one["models"]["phase-mva"]["throughput"] == pytest.approx(one["throughput"])
+    assert doc["network"]["contention"] is None
+
+
+def test_model_params_and_contention_flags_reach_the_model(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["predict", "--json", *FAST, "--congestion", "cubic", "--queue", "20ms", "--model-param", "share_sigma=0.25"]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model"] == "li2020-des+contention"
+    assert doc["model_params"]["share_sigma"] == 0.25 and doc["model_params"]["queue_s"] == pytest.approx(0.02)
+    assert doc["network"]["contention"]["request_queue_s"] == pytest.approx(0.02)
+
+
+def test_equal_shares_is_an_alias_of_the_papers_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["predict", "--equal-shares", "--json", *FAST]) == 0
+    alias = json.loads(capsys.readouterr().out)
+    assert main(["predict", "--model", "li2020-des", "--json", *FAST]) == 0
+    named = json.loads(capsys.readouterr().out)
+    assert alias["model"] == named["model"] == "li2020-des" and alias["curve"] == named["curve"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--model", "oracle"], "model 'oracle': no such model; the models are: li2020-des+contention, li2020-des"),
+    (["--model-param", "sigma=1"], "parameter sigma: Extra inputs are not permitted"),
+    (["--model-param", "share_sigma"], "--model-param 'share_sigma': write KEY=VALUE"),
+    (["--model-param", "share_sigma=-1"], "parameter share_sigma: Input should be greater than or equal to 0"),
+    (["--model", "cynthia", "--share-sigma", "0.5"], "--share-sigma sets the parameter share_sigma, which this model"),
+    (["--model", "cynthia", "--ps", "2"], "model 'cynthia': parameter_servers: predicts only the traced PS count"),
+    (["--model", "dts"], "model 'dts': needs a cluster spec"),
+    (["--equal-shares", "--model", "cynthia"], "--equal-shares means --model li2020-des"),
+    (["--model", "cynthia", "--timeline", "/tmp/advisor-timeline.json"], "this model draws no timeline"),
+])
+def test_model_mistakes_are_one_line_naming_the_model_and_exit_2(argv: list[str], message: str,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(["predict", *FAST, *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_compare_prints_every_model_with_errors_against_measurements(capsys: pytest.CaptureFixture[str]) -> None:
+    trace = shared_data("condensed", "cubic", "mlp_bw100.json.gz")
+    measured = shared_data("measured", "cubic", "mlp_bw100.json")
+    assert main(["compare", str(trace), "--observed", str(measured), "--workers", "1-4", "--steps", "150",
+                 "--warmup", "10", "--json", "--quiet", "--recorded-bandwidth", "100Mbit/s"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "advisor-compare/1" and [m["name"] for m in doc["models"]] == list(registry.names())
+    by_name = {m["name"]: m for m in doc["models"]}
+    assert not by_name["dts"]["applies"] and "needs a cluster spec" in by_name["dts"]["why_not"]
+    des = by_name["li2020-des+contention"]
+    observed = {int(w): v for w, v in doc["observed"].items()}
+    for point in des["curve"]:  # |error| is |predicted / measured - 1|, measured = mean of the repeats
+        assert point["error"] == pytest.approx(abs(point["throughput"] / observed[point["workers"]] - 1))
+    errors = [p["error"] for p in des["curve"]]
+    assert des["max_error"] == max(errors) and des["median_error"] == pytest.approx(sorted(errors)[1:3][0] / 2
+                                                                                      + sorted(errors)[1:3][1] / 2)
+
+
+def test_compare_table_names_why_a_model_does_not_apply(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "--workers", "1,2", "--steps", "120", "--warmup", "10", "--quiet",
+                 "--models", "cynthia,dts"]) == 0
+    out = capsys.readouterr().out
+    assert "n/a dts: model 'dts': needs a cluster spec" in out
+    assert _run(["compare", "--models", "cynthia,nope", "--quiet"]) == 2
+    assert "model 'nope': no such model" in capsys.readouterr().err
+
+
+def test_observed_files_that_cannot_be_read_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "measured.json"
+    bad.write_text('{"results": [{"W": 2, "thr_window": -1}]}')
+    assert _run(["compare", "--observed", str(bad), "--quiet"]) == 2
+    assert "results[0].thr_window: throughput must be a finite number > 0, got -1" in capsys.readouterr().err
+    bad.write_text('{"2": 130.5, "x": 1}')
+    assert _run(["compare", "--observed", str(bad), "--quiet"]) == 2
+    assert "key 'x': a worker count must be an integer" in capsys.readouterr().err
