@@ -6,6 +6,7 @@ link adds its own rate (closed form); a slow NIC stretches that worker's transfe
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -111,3 +112,33 @@ def test_a_slow_nic_stretches_only_that_workers_transfers() -> None:
     for engine in (simulate_fast, simulate_reference):
         two = engine(profile, prepare(profile, net, sim2, worker_bandwidths_bps=(1e8, 1e7)))
         np.testing.assert_allclose([two.step_ends_s[0][0], two.step_ends_s[1][0]], [8e6 / 9e7 + 0.09, 1.61], rtol=1e-7)
+
+
+def test_models_with_all_speeds_one_give_the_homogeneous_curve() -> None:
+    from advisor.core.curve import CurveSettings
+    from tests.core.test_sync_ps import _curve, _inputs
+
+    cfg = CurveSettings(workers=(1, 2, 4), warmup_steps=20, target_rel_halfwidth=0.03, min_steps=100, seed=1)
+    profile = real_mlp_profile()
+    for name in ("li2020-des+contention", "li2020-des", "li2020-des-sync+contention"):
+        plain = _curve(name, _inputs(profile, 100e6), cfg)
+        ones = _curve(name, _inputs(profile, 100e6, worker_speeds=(1.0,) * 4, worker_bandwidths_bps=(100e6,) * 4), cfg)
+        assert plain == ones
+    # The link-bound MLP: its 25 ms of compute mostly overlaps 280 ms of transfers, so half-speed
+    # workers are slower, but by little.
+    slow = _curve("li2020-des", _inputs(profile, 100e6, worker_speeds=(0.5, 0.5, 0.5, 0.5)), cfg)
+    assert slow[0].high < _curve("li2020-des", _inputs(profile, 100e6), cfg)[0].low
+
+
+def test_models_refuse_bad_speeds_and_rates_naming_the_field() -> None:
+    from advisor.core.curve import CurveSettings
+    from advisor.core.models import registry
+    from advisor.errors import ModelInputError
+    from tests.core.test_sync_ps import _curve, _inputs
+
+    cfg = CurveSettings(workers=(1,), steps=50, warmup_steps=5)
+    for extra, field in (({"worker_speeds": (1.0, 0.0)}, "worker_speeds"),
+                         ({"worker_bandwidths_bps": (-1.0,)}, "worker_bandwidths_bps")):  # fmt: skip
+        with pytest.raises(ModelInputError, match=field):
+            _curve("li2020-des+contention", _inputs(tiny_mlp(), 1e8, **extra), cfg)
+    assert registry.get("li2020-des")  # the registry still answers after a refusal

@@ -122,3 +122,24 @@ def test_real_trace_round_robin_and_what_if() -> None:
     one = simulate(profile, net, sim).throughput(20)
     two = simulate(with_parameter_servers(profile, 2, "greedy-bytes"), net, sim).throughput(20)
     assert two > 1.2 * one
+
+
+def test_models_what_if_one_ps_is_today_and_two_ps_reports_the_placement() -> None:
+    from advisor.core.curve import CurveSettings
+    from advisor.core.models import registry
+    from tests.core.test_sync_ps import _curve, _inputs
+
+    cfg = CurveSettings(workers=(1, 3), steps=120, warmup_steps=20, seed=1)
+    profile = small_profile()
+    for name in ("li2020-des+contention", "li2020-des-sync"):
+        today = _curve(name, _inputs(profile, 1e6), cfg)
+        assert _curve(name, _inputs(profile, 1e6, parameter_servers=1), cfg) == today
+        two = _inputs(profile, 1e6, parameter_servers=2)
+        _curve(name, two, cfg, ps_placement="greedy-bytes")
+        model = registry.get(name)
+        details = model.outlook(two, registry.params_for(model, {"ps_placement": "greedy-bytes"}), {}).details
+        assert details["ps_placement"]["variables"] == {"ps:a": 0, "ps:b": 1, "ps:c": 1, "ps:step": 1}
+    with pytest.raises(ModelInputError, match="li2020-des.*parameter_servers.*no variables"):
+        _curve("li2020-des", _inputs(tiny_mlp(), 1e8, parameter_servers=2), cfg)
+    with pytest.raises(ModelInputError, match="ps_placement"):
+        registry.params_for(registry.get("li2020-des"), {"ps_placement": "random"})
