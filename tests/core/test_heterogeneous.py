@@ -142,3 +142,21 @@ def test_models_refuse_bad_speeds_and_rates_naming_the_field() -> None:
         with pytest.raises(ModelInputError, match=field):
             _curve("li2020-des+contention", _inputs(tiny_mlp(), 1e8, **extra), cfg)
     assert registry.get("li2020-des")  # the registry still answers after a refusal
+
+
+def test_a_much_slower_worker_still_gets_its_warm_up_in_the_window() -> None:
+    # Worker 1 at a tenth of the speed on an unsaturated link: when worker 0 has run the curve's
+    # first look (100 steps), worker 1 has run about 10, fewer than the 20 warm-up steps. The run
+    # goes on until every worker has its steps; the point then adds worker 1's own rate:
+    # closed form as in the half-speed test, sum_w b / E[T_w].
+    from advisor.core.curve import CurveSettings
+    from advisor.core.models.protocol import ModelInputs
+    from tests.core.test_sync_ps import _curve
+
+    profile = chain(recorded=4, seed=3)
+    dur = np.array([s.duration_us for s in profile.steps]) * 1e-6
+    cfg = CurveSettings(workers=(2,), warmup_steps=20, target_rel_halfwidth=0.02, min_steps=100, seed=1)
+    inputs = ModelInputs(profile=profile, network=NetworkModel(bandwidth_bps=1e12), worker_speeds=(1.0, 0.1))
+    (point,) = _curve("li2020-des", inputs, cfg)
+    expected = sum(16 / np.mean((dur[:, 1] + dur[:, 2]) / s + dur[:, 4]) for s in (1.0, 0.1))
+    assert point.low <= expected <= point.high

@@ -105,7 +105,7 @@ class PsDes(ModelBase):
             return _ReferenceRun(profile, net, workers, seed, regime)
         from advisor.core.models.ps_des.simulator.fast import FastRun  # loads numba: only when predicting
 
-        return _FastRun(FastRun(self._compile(profile, net, regime), workers, seed))
+        return _FastRun(FastRun(self._compile(profile, net, regime), workers, seed), uneven(regime, net))
 
     def link_bound(self, inputs: ModelInputs, params: ModelParams, workers: int) -> float:
         return ps_link_bound(self._profile(inputs, params), self.network(inputs, params).bandwidth_bps)
@@ -204,6 +204,12 @@ def _nics(inputs: ModelInputs, name: str) -> tuple[float, ...]:
     return tuple(r * inputs.goodput for r in inputs.worker_bandwidths_bps)
 
 
+def uneven(regime: tuple[tuple[float, ...], ...], network: NetworkModel) -> bool:
+    """Do the workers differ (a speed other than 1.0, a link rate other than the common one)?"""
+    common = network.worker_bandwidth_bps or network.bandwidth_bps
+    return any(s != 1.0 for s in regime[0]) or any(r != common for r in regime[1])
+
+
 def worker_regime(inputs: ModelInputs, name: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """(worker speeds, worker link rates) for the engines; checked here so the error names the model."""
     for w, speed in enumerate(inputs.worker_speeds):
@@ -213,14 +219,33 @@ def worker_regime(inputs: ModelInputs, name: str) -> tuple[tuple[float, ...], tu
 
 
 class _FastRun:
-    """The compiled engine's continued run, seen through the protocol."""
+    """The compiled engine's continued run, seen through the protocol.
 
-    def __init__(self, run: Any) -> None:
+    With ``uneven`` workers (speeds or link rates that differ), ``advance(steps)`` goes on until
+    *every* worker has finished ``steps`` steps, not just the first: the curve's window opens
+    when the slowest has finished its warm-up, which a worker ten times slower would not have
+    done when the fastest reached the curve's first look. (Identical workers keep the plain
+    rule, so an all-1.0 run is today's, bit for bit.) At most ``UNEVEN_MAX`` x ``steps`` engine
+    steps: a worker that barely moves leaves the window empty, which the curve reports.
+    """
+
+    UNEVEN_MAX = 64
+
+    def __init__(self, run: Any, uneven: bool = False) -> None:
         self._run = run
+        self._uneven = uneven
+        self._seen: Any = None
 
     def advance(self, steps: int) -> Samples:
-        seen = self._run.advance(steps)
-        return Samples(seen.step_ends_s, seen.until_s, seen.steps, seen.events, seen.batch_size)
+        seen = self._seen if self._seen is not None and self._run.steps >= steps else self._run.advance(steps)
+        while self._uneven and self._run.steps < self.UNEVEN_MAX * steps:
+            slowest = min(len(e) for e in seen.step_ends_s)
+            if slowest >= steps:
+                break
+            grow = math.ceil(self._run.steps * steps / max(slowest, 1) * 1.1)
+            seen = self._run.advance(min(max(grow, self._run.steps + 1), self.UNEVEN_MAX * steps))
+        self._seen = seen
+        return Samples(seen.step_ends_s, seen.until_s, steps, seen.events, seen.batch_size)
 
 
 class _ReferenceRun:
