@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 from enum import Enum
+from typing import Any
 from pathlib import Path
 
 from advisor import dts_cli, fit_cli, store_cli
@@ -23,6 +24,7 @@ from advisor.core.compare import compare, errors
 from advisor.core.cost import Constraints, Prices
 from advisor.core.curve import CurveSettings
 from advisor.core.models import registry
+from advisor.core.models.protocol import Need
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError, StreamOrder
 from advisor.core.summary import ProfileSummary, summarize
@@ -30,6 +32,7 @@ from advisor.core.units import format_bandwidth, parse_bandwidth, parse_duration
 from advisor.errors import AdvisorError, ModelInputError
 from advisor.importers.loader import BUNDLED_EXAMPLE, load_profile
 from advisor.importers.observed import read_observed
+from advisor.importers.spec_file import read_spec_document
 from advisor.importers.profile_file import write_profile
 from advisor.plot import plot_advice
 from advisor.report import advice_table, advice_to_json, compare_table, compare_to_json
@@ -196,6 +199,9 @@ def _add_model_options(cmd: argparse.ArgumentParser) -> None:
     group.add_argument("--model", metavar="NAME", help=f"the throughput model (default {registry.DEFAULT_MODEL})")
     group.add_argument("--model-param", action="append", metavar="KEY=VALUE",
                        help="a parameter of the model, e.g. share_sigma=0.5 (repeatable)")
+    group.add_argument("--spec", type=Path, metavar="FILE.yaml",
+                       help="inputs that are not a trace: layers, gpu, links (pei2019), cluster, dnn, training (dts); "
+                            "e.g. advisor/data/resnet50.spec.yaml")
     group.add_argument("--worker-speed", type=parse_speeds, metavar="LIST",
                        help="compute speed of each worker relative to the traced one, e.g. 1,1,0.5 "
                             "(heterogeneous workers; models that support them)")
@@ -214,6 +220,7 @@ def _add_compare_options(cmd: argparse.ArgumentParser) -> None:
                      help="measured throughput (the testbed's results[] with W and thr_window, or {W: ex/s}): "
                           "adds |error| per point and each model's median and max")
     cmd.add_argument("--models", metavar="NAMES", help="comma-separated models to compare (default: all)")
+    cmd.add_argument("--spec", type=Path, metavar="FILE.yaml", help="layer or cluster spec, for the models that read one")
     cmd.add_argument("--steps", type=int_at_least(1), help="fixed steps per worker (default: adaptive)")
     cmd.add_argument("--target", type=float, default=0.02, metavar="FRACTION",
                      help="relative half-width an adaptive run reaches (default 0.02)")
@@ -243,7 +250,7 @@ def parse_rates(text: str) -> tuple[float, ...]:
 
 
 def _models(args: argparse.Namespace) -> int:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for model in registry.all_models():
         params = [{"name": k, "type": _type_name(f.annotation), "default": _jsonable(f.default),
                    "description": f.description or ""} for k, f in model.Params.model_fields.items()]
@@ -275,15 +282,16 @@ def _jsonable(value: object) -> object:
 
 def _compare(args: argparse.Namespace) -> int:
     observed = read_observed(args.observed) if args.observed else {}
-    profile = _load(args)
+    spec = read_spec_document(args.spec) if args.spec else None
+    profile = _load(args) if args.profile or spec is None else None
     bandwidth, source, note = _bandwidth(args, profile)
     if note and not args.quiet:
         print(note, file=sys.stderr)
     names = [n.strip() for n in args.models.split(",")] if args.models else list(registry.names())
     for name in names:
         registry.get(name)  # an unknown name lists the valid ones, before anything runs
-    request = AdviceRequest(network=NetworkModel(bandwidth_bps=bandwidth), curve=_curve_settings(args),
-                            goodput=args.goodput, side_by_side=())
+    request = AdviceRequest(network=None if bandwidth is None else NetworkModel(bandwidth_bps=bandwidth),
+                            curve=_curve_settings(args), goodput=args.goodput, side_by_side=(), spec=spec)
     progress = None if args.quiet or args.json else _compare_progress
     curves = compare(profile, request, names, progress)
     if args.json:
@@ -389,19 +397,20 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace) -> int:
     check_output("--plot", args.plot)  # before the simulations, not after
     check_output("--timeline", args.timeline)
-    profile = _load(args)
-    if args.calibrate:
+    spec = read_spec_document(args.spec) if args.spec else None
+    profile = _load(args) if _wants_profile(args, spec) else None
+    if args.calibrate and profile is not None:
         c = calibrate(profile)
         args.alpha, args.beta, args.win, args.goodput = c.alpha_us_per_byte, c.beta_us, c.win_bytes, c.goodput
     bandwidth, source, note = _bandwidth(args, profile)
-    request = _advice_request(args, profile, bandwidth)
+    request = _advice_request(args, profile, bandwidth, spec)
     if note and not args.quiet:
         print(note, file=sys.stderr)
     progress = None if args.quiet or args.json else _progress
     try:
         advice = advise(profile, request, progress)
     except SimulationSettingsError as exc:  # the core names its field; the user wrote the file
-        if request.network.order is StreamOrder.CUSTOM and "custom_order" in str(exc):
+        if request.network and request.network.order is StreamOrder.CUSTOM and "custom_order" in str(exc):
             raise SimulationSettingsError(str(exc).replace("custom_order", f"--order-file {args.order_file}")) from None
         raise
     if args.json:
@@ -412,30 +421,51 @@ def _predict(args: argparse.Namespace) -> int:
         print(advice_table(profile, request, advice))
     if args.plot:
         with writing("--plot", args.plot):
-            plot_advice(advice, args.plot, title=f"{profile.job.model or 'job'}: predicted throughput")
+            plot_advice(advice, args.plot, title=f"{_job_name(profile, args)}: predicted throughput")
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.timeline:
         _write_timeline(args, profile, request)
     return 0
 
 
+def _wants_profile(args: argparse.Namespace, spec: dict | None) -> bool:
+    """A profile is read when one is given, or when there is no spec, or when the model reads one
+    (else a spec-only model such as pei2019 or dts predicts from the spec alone)."""
+    if args.profile or spec is None:
+        return True
+    return Need.PROFILE in registry.get(_model_name(args)).needs
+
+
+def _job_name(profile: Profile | None, args: argparse.Namespace) -> str:
+    if profile is not None:
+        return profile.job.model or "job"
+    return Path(args.spec).stem if getattr(args, "spec", None) else "job"
+
+
 def _bandwidth_arg(text: str) -> float | str:
     return "measure" if text.strip().lower() == "measure" else parse_bandwidth(text)
 
 
-def _bandwidth(args: argparse.Namespace, profile: Profile) -> tuple[float, str, str | None]:
-    """(link rate, where it came from, a note when measured): --bandwidth, else recorded, else measured."""
+def _bandwidth(args: argparse.Namespace, profile: Profile | None) -> tuple[float | None, str, str | None]:
+    """(link rate, where it came from, a note when measured): --bandwidth, else recorded, else
+    measured; without a profile only --bandwidth (None: the models that need it say so)."""
     given = args.bandwidth if isinstance(args.bandwidth, float) else None
+    if profile is None:
+        if args.bandwidth == "measure":
+            raise SimulationSettingsError("--bandwidth measure needs a profile to measure it from")
+        return given, "given", None
     return resolve_bandwidth(profile, given, args.goodput, measure=args.bandwidth == "measure")
 
 
-def _advice_request(args: argparse.Namespace, profile: Profile, bandwidth: float) -> AdviceRequest:
+def _advice_request(args: argparse.Namespace, profile: Profile | None, bandwidth: float | None,
+                    spec: dict | None = None) -> AdviceRequest:
     order = StreamOrder(args.order)
     custom = _custom_order(args) if order is StreamOrder.CUSTOM else ()
     if order is not StreamOrder.CUSTOM and args.order_file is not None:
         raise SimulationSettingsError(f"--order-file is read only with --order custom, not --order {order.value}: "
                                       "add --order custom, or drop --order-file")
-    network = NetworkModel(bandwidth_bps=bandwidth, win_bytes=args.win, order=order, custom_order=custom)
+    network = None if bandwidth is None else NetworkModel(bandwidth_bps=bandwidth, win_bytes=args.win, order=order,
+                                                          custom_order=custom)
     return AdviceRequest(
         network=network,
         curve=_curve_settings(args),
@@ -448,7 +478,12 @@ def _advice_request(args: argparse.Namespace, profile: Profile, bandwidth: float
         worker_speeds=args.worker_speed or (),
         worker_bandwidths_bps=args.worker_bandwidth or (),
         parameter_servers=args.ps,
+        spec=spec,
     )
+
+
+def _model_name(args: argparse.Namespace) -> str:
+    return str(args.model or ("li2020-des" if args.equal_shares else registry.DEFAULT_MODEL))
 
 
 # the contention flags and the model parameter each one sets, in models whose Params have it
@@ -460,7 +495,7 @@ def _model_choice(args: argparse.Namespace) -> ModelChoice:
     """--model (or --equal-shares), --model-param k=v and the contention flags, as one choice."""
     if args.equal_shares and args.model not in (None, "li2020-des"):
         raise SimulationSettingsError(f"--equal-shares means --model li2020-des, not --model {args.model}: drop one")
-    name = args.model or ("li2020-des" if args.equal_shares else registry.DEFAULT_MODEL)
+    name = _model_name(args)
     model = registry.get(name)
     params: dict[str, str | float | None] = {}
     for flag, field in CONTENTION_FLAGS.items():
@@ -514,7 +549,7 @@ def _curve_settings(args: argparse.Namespace) -> CurveSettings:
     return CurveSettings(workers=args.workers, steps=args.steps, warmup_steps=args.warmup, seed=args.seed)
 
 
-def _write_timeline(args: argparse.Namespace, profile: Profile, request: AdviceRequest) -> None:
+def _write_timeline(args: argparse.Namespace, profile: Profile | None, request: AdviceRequest) -> None:
     model, params = request.model.resolve()
     timeline = getattr(model, "timeline", None)
     if timeline is None:

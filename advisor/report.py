@@ -17,28 +17,29 @@ from advisor.core.units import format_bandwidth
 SCHEMA = "advisor-prediction/1"
 
 
-def advice_to_json(profile: Profile, request: AdviceRequest, advice: Advice, *,
+def advice_to_json(profile: Profile | None, request: AdviceRequest, advice: Advice, *,
                    bandwidth_source: str = "given") -> dict[str, Any]:
     """The prediction as JSON data, schema ``advisor-prediction/1``; ``bandwidth_source`` says
     where the link rate came from: given (by the user), recorded (with the profile), measured
     (from the profile's transfer times, ``core/bandwidth.py``)."""
     net = request.network
     rec = advice.recommended
+    job = profile.job if profile is not None else None
     return {
         "schema": SCHEMA,
         "model": advice.model,
         "model_params": dict(advice.params),
         "job": {
-            "model": profile.job.model,
-            "source": profile.job.source,
-            "batch_size": profile.job.batch_size,
+            "model": job.model if job else None,
+            "source": job.source if job else None,
+            "batch_size": advice.batch_size,
             "parameter_servers": advice.parameter_servers,
         },
         "network": {
-            "bandwidth_bps": net.bandwidth_bps,
-            "bandwidth_source": bandwidth_source,
-            "win_bytes": net.win_bytes,
-            "order": net.order.value,
+            "bandwidth_bps": net.bandwidth_bps if net else None,
+            "bandwidth_source": bandwidth_source if net else None,
+            "win_bytes": net.win_bytes if net else None,
+            "order": net.order.value if net else None,
             "contention": advice.details.get("contention"),
         },
         "settings": {
@@ -83,14 +84,13 @@ def advice_to_json(profile: Profile, request: AdviceRequest, advice: Advice, *,
     }
 
 
-def advice_table(profile: Profile, request: AdviceRequest, advice: Advice) -> str:
+def advice_table(profile: Profile | None, request: AdviceRequest, advice: Advice) -> str:
     """The prediction as an aligned text table with the decision underneath."""
     sat, rec = advice.saturation_workers, advice.recommended.workers
     level = round(request.curve.confidence * 100)
-    head = (
-        f"{profile.job.model or 'job'}: batch {advice.batch_size}, {advice.parameter_servers} PS, "
-        f"link {format_bandwidth(request.network.bandwidth_bps)} each way"
-    )
+    link = f"link {format_bandwidth(request.network.bandwidth_bps)} each way" if request.network else "no link rate"
+    name = (profile.job.model if profile else None) or "job"
+    head = f"{name}: model {advice.model}, batch {advice.batch_size}, {advice.parameter_servers} PS, {link}"
     rows = [
         head,
         "",
@@ -125,7 +125,8 @@ def _num(value: float | None) -> str:
 COMPARE_SCHEMA = "advisor-compare/1"
 
 
-def compare_to_json(profile: Profile, bandwidth_bps: float, bandwidth_source: str, curves: Sequence[ModelCurve],
+def compare_to_json(profile: Profile | None, bandwidth_bps: float | None, bandwidth_source: str,
+                    curves: Sequence[ModelCurve],
                     observed: Mapping[int, float]) -> dict[str, Any]:
     """``advisor compare --json``: each model's points (or why it has none), and its errors."""
     models = []
@@ -143,20 +144,23 @@ def compare_to_json(profile: Profile, bandwidth_bps: float, bandwidth_source: st
         })
     return {
         "schema": COMPARE_SCHEMA,
-        "job": {"model": profile.job.model, "source": profile.job.source, "batch_size": profile.job.batch_size,
-                "parameter_servers": profile.job.parameter_servers},
+        "job": None if profile is None else {
+            "model": profile.job.model, "source": profile.job.source, "batch_size": profile.job.batch_size,
+            "parameter_servers": profile.job.parameter_servers},
         "network": {"bandwidth_bps": bandwidth_bps, "bandwidth_source": bandwidth_source},
         "observed": {str(w): v for w, v in observed.items()},
         "models": models,
     }
 
 
-def compare_table(profile: Profile, bandwidth_bps: float, curves: Sequence[ModelCurve],
+def compare_table(profile: Profile | None, bandwidth_bps: float | None, curves: Sequence[ModelCurve],
                   observed: Mapping[int, float], workers: Sequence[int]) -> str:
     """Examples/s per W (rows) and model (columns); with measurements, |error| beside each."""
     cells = [max(len(c.name), 15 if observed else 9) for c in curves]
-    head = f"{profile.job.model or 'job'}: batch {profile.job.batch_size}, {profile.job.parameter_servers} PS, " \
-           f"link {format_bandwidth(bandwidth_bps)} each way; examples/s" + (" (|error|)" if observed else "")
+    job = "spec only" if profile is None else \
+        f"{profile.job.model or 'job'}: batch {profile.job.batch_size}, {profile.job.parameter_servers} PS"
+    link = "no link rate" if bandwidth_bps is None else f"link {format_bandwidth(bandwidth_bps)} each way"
+    head = f"{job}, {link}; examples/s" + (" (|error|)" if observed else "")
     rows = [head, "", f"{'W':>3}" + (f"  {'measured':>9}" if observed else "") +
             "".join(f"  {c.name:>{cell}}" for c, cell in zip(curves, cells))]
     for w in sorted(set(workers) | set(observed)):

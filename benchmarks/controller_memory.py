@@ -6,7 +6,7 @@
 ``advisor.controller.main`` and ``advisor.controller.app``. This imports the same modules in a
 fresh interpreter, one group at a time, the controller's own needs first and then what comes
 with them, and prints the VmRSS each group adds; then, from ``python -X importtime``, the chain
-of imports that brings each heavy package (numpy, scipy, numba, ...) into the controller's
+of imports that brings each heavy package (numpy, numba, ...) into the controller's
 process. The groups' sum is the idle process before its threads start (within a few MB; a
 package shared by two groups counts in the first). ``python -m benchmarks.bench_controller``
 measures the running process.
@@ -27,12 +27,11 @@ GROUPS = (
     ("prometheus-client, apscheduler", ("prometheus_client", "apscheduler.schedulers.background")),
     ("numpy", ("numpy",)),
     ("protobuf and the trace importers (ingest)", ("advisor.importers.trace_upload", "advisor.importers.tf_profile")),
-    ("scipy.stats (advisor.core.curve, for t quantiles)", ("scipy.stats",)),
     ("the rest of advisor.controller", ("advisor.controller.main", "advisor.controller.app")),
     ("numba, llvmlite (advisor.core.models.ps_des.simulator, via advisor.cli)", ("numba",)),
     ("the rest of advisor.cli (the console script's module)", ("advisor.cli",)),
 )
-HEAVY = ("numpy", "scipy", "numba", "llvmlite", "matplotlib", "kubernetes", "kubernetes_validate",
+HEAVY = ("numpy", "numba", "llvmlite", "matplotlib", "kubernetes", "kubernetes_validate",
          "jsonschema", "pydantic", "google.protobuf")
 CONTROLLER_IMPORTS = "import advisor.cli, advisor.controller.main, advisor.controller.app"
 

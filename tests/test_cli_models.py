@@ -113,3 +113,23 @@ def test_observed_files_that_cannot_be_read_are_named(tmp_path: Path, capsys: py
     bad.write_text('{"2": 130.5, "x": 1}')
     assert _run(["compare", "--observed", str(bad), "--quiet"]) == 2
     assert "key 'x': a worker count must be an integer" in capsys.readouterr().err
+
+
+def test_spec_models_predict_from_the_bundled_specs_without_a_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    data = Path(__file__).resolve().parents[1] / "advisor" / "data"
+    assert main(["predict", "--model", "pei2019", "--spec", str(data / "resnet50.spec.yaml"), "--workers", "1,2",
+                 "--json", "--quiet"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["model"] == "pei2019" and doc["job"]["batch_size"] > 0 and doc["network"]["bandwidth_bps"] is None
+    one, two = doc["curve"]
+    assert one["throughput"] < two["throughput"] <= 2 * one["throughput"]
+    assert main(["predict", "--model", "dts", "--spec", str(data / "dts-example.yaml"), "--workers", "1-3",
+                 "--quiet"]) == 0
+    assert "model dts" in capsys.readouterr().out
+
+
+def test_a_spec_with_an_unknown_section_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "job.yaml"
+    bad.write_text("gpus: P40\n")
+    assert _run(["predict", "--model", "pei2019", "--spec", str(bad), "--quiet"]) == 2
+    assert "unknown section(s) gpus; the sections are" in capsys.readouterr().err

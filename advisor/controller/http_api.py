@@ -43,6 +43,7 @@ from advisor.controller.metrics import Metrics
 from advisor.errors import HttpApiError
 from advisor.importers.gzip_capped import GzipInvalid, GzipTooLarge, inflate_gzip
 from advisor.importers.json_scan import JSONScanError, scan_object
+from advisor.tls import ServerTls
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +119,7 @@ class HttpApi:
         self.lazy_upload_field = lazy_upload_field
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self.tls = ServerTls.from_env()  # HTTPS when the chart's tls option sets the files (advisor/tls.py)
         for reason in REJECTION_REASONS:  # export every series from the start, at 0
             metrics.ingest_rejections.labels(reason)
 
@@ -159,6 +161,10 @@ class _Server(ThreadingHTTPServer):
         # start-up in a cluster; the name is only used in CGI environments.
         TCPServer.server_bind(self)
         self.server_name, self.server_port = str(self.server_address[0]), int(self.server_address[1])
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        conn, address = super().get_request()
+        return (self.api.tls.wrap(conn) if self.api.tls is not None else conn), address
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         logger.exception("HTTP connection from %s failed", client_address)

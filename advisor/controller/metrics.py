@@ -16,7 +16,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from advisor.controller.informer import RESTART_REASONS
 
-JOB_LABELS = ("namespace", "tfjob")
+# Not "namespace": the Prometheus Operator's scrape configs (honorLabels false) add the target's
+# own namespace/pod/service/job labels, and a clashing label of ours would arrive renamed to
+# exported_namespace. job_namespace and tfjob clash with no target label the operator adds.
+JOB_LABELS = ("job_namespace", "tfjob")
 PREDICTION_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 RECONCILE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 PHASES = ("Pending", "Profiling", "Predicting", "Predicted", "Failed")
@@ -53,7 +56,7 @@ class Metrics:
         self.predicted_current_throughput = Gauge(
             "advisor_predicted_current_throughput_examples_per_second",
             "Predicted throughput at the job's current worker count, to compare with the observed "
-            "sum by (namespace, tfjob) (rate(advisor_training_examples_total[10m])).", JOB_LABELS, registry=r)
+            "sum by (job_namespace, tfjob) (rate(advisor_training_examples_total[10m])).", JOB_LABELS, registry=r)
         self.current_workers = Gauge(
             "advisor_current_workers", "Worker replicas in the job's spec.", JOB_LABELS, registry=r)
         self.job_phase = Gauge(

@@ -131,6 +131,7 @@ class Reconciler:
         try:
             prices = job_prices(self.settings, view)
             limits = job_limits(self.settings, view, prices)
+            job_model(self.settings, view)  # a bad model annotation fails now, not after a profiling run
         except TFJobError as exc:
             self._fail(view, "InvalidPolicy", str(exc))
             return

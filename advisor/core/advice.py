@@ -53,7 +53,7 @@ class ModelChoice:
 
 @dataclass(frozen=True)
 class AdviceRequest:
-    network: NetworkModel
+    network: NetworkModel | None  # None: no link rate known (models that need one say so)
     curve: CurveSettings
     overhead: Overhead = Overhead()
     prices: Prices = Prices()
@@ -126,7 +126,7 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
     curve = predict_curve(model, inputs, params, request.curve, progress)
     outlook = model.outlook(inputs, params, {p.workers: p.throughput for p in curve})
     others = side_by_side(inputs, request)
-    batch = _batch_size(profile, curve, request)
+    batch = profile.job.batch_size if profile is not None else int(outlook.details.get("batch_size", 0))
     ps = request.parameter_servers or (profile.job.parameter_servers if profile is not None else 0)
     points = tuple(
         AdvicePoint(
@@ -190,9 +190,3 @@ def prepare_profile(profile: Profile, request: AdviceRequest) -> Profile:
     if request.client_gap:
         prepared = add_client_gap(prepared)
     return prepared
-
-
-def _batch_size(profile: Profile | None, curve: tuple[CurvePoint, ...], request: AdviceRequest) -> int:
-    if profile is not None:
-        return profile.job.batch_size
-    return int(getattr(request.spec, "batch_size", 0) or 0)

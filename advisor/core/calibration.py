@@ -99,7 +99,7 @@ def calibrate(
     for win in windows:
         for g in goodputs:
             net = np.array([c for starts, b_list, _ in groups for c in replay_link(starts, b_list, bandwidth * g, win)])
-            from scipy.optimize import nnls  # here: the controller imports the CLI, not the fit (scipy)
+            from advisor.core.numeric import nnls
 
             (alpha, beta), _ = nnls(design, recorded - net)
             predicted = net + alpha * sizes + beta

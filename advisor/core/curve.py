@@ -124,11 +124,9 @@ def batch_means(
         done += int(np.count_nonzero((t > start) & (t <= stop)))
     per_batch = progress * batch_size / np.diff(edges)
     mean = done * batch_size / (stop - start)
-    # Imported here: the controller's process imports this module but computes no interval (its
-    # prediction workers do), and scipy.stats would cost it about 60 MB.
-    from scipy import stats
+    from advisor.core.numeric import student_t_quantile
 
-    half = float(stats.t.ppf(0.5 + confidence / 2, batches - 1) * per_batch.std(ddof=1) / math.sqrt(batches))
+    half = float(student_t_quantile(0.5 + confidence / 2, batches - 1) * per_batch.std(ddof=1) / math.sqrt(batches))
     return mean, max(mean - half, 0.0), mean + half
 
 

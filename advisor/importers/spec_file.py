@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import yaml
 
+from advisor.core.dts.spec import DtsSpec
 from advisor.core.spec import Spec, parse_spec
 from advisor.errors import SpecError
 
@@ -20,6 +22,12 @@ MAX_BYTES = 16 * 1024 * 1024  # a spec is a few kB; refuse to parse anything abs
 
 def load_spec(path: Path | str) -> Spec:
     """The spec in ``path``; every problem is a ``SpecError`` naming the file."""
+    return parse_spec(read_spec_document(path), source=str(path))
+
+
+def read_spec_document(path: Path | str) -> dict[str, Any]:
+    """The YAML mapping in ``path``, its sections checked against those the models read (layers,
+    batch, gpu, links for Pei; cluster, dnn, training for DTS); each model validates its own."""
     path = Path(path)
     try:
         with path.open("rb") as handle:
@@ -39,7 +47,14 @@ def load_spec(path: Path | str) -> Spec:
         raise SpecError(f"spec {path}: not valid YAML{where}: {problem}") from None
     if data is None:
         raise SpecError(f"spec {path}: the file is empty")
-    return parse_spec(data, source=str(path))
+    if not isinstance(data, dict):
+        raise SpecError(f"spec {path}: expected a mapping of sections at the top, got {type(data).__name__}")
+    known = set(Spec.model_fields) | set(DtsSpec.model_fields)
+    unknown = sorted(str(k) for k in data if k not in known)
+    if unknown:
+        raise SpecError(f"spec {path}: unknown section(s) {', '.join(unknown)}; the sections are "
+                        f"{', '.join(sorted(known))}")
+    return data
 
 
 def example_spec_path(name: str) -> Path:

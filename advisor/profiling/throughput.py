@@ -4,9 +4,9 @@ Why: a prediction is only as good as its agreement with the job it predicted. Wi
 ``ADVISOR_METRICS_PORT`` set in the training pods (docs/profiling.md, "Observed throughput"),
 the profiling hook and the Keras callback count every step of the real (not only the
 profiling) run and serve the counts on that port; Prometheus scrapes the worker pods (the
-chart's optional PodMonitor adds the ``namespace`` and ``tfjob`` labels), and
+chart's optional PodMonitor adds the ``job_namespace`` and ``tfjob`` labels), and
 ``AdvisorPredictionFarFromObserved`` compares
-``sum by (namespace, tfjob) (rate(advisor_training_examples_total[10m]))`` with the controller's
+``sum by (job_namespace, tfjob) (rate(advisor_training_examples_total[10m]))`` with the controller's
 ``advisor_predicted_current_throughput_examples_per_second``.
 
 Counters, not a rate: Prometheus computes rates over whatever window a query asks, and a

@@ -61,7 +61,7 @@ def test_whole_flow_with_the_real_predictor(emu: KubeEmulator, body: bytes, tmp_
         assert json.loads(notes[PREFIX + "bandwidth"]) == {"bps": 1e8, "source": "recorded"}
         wait_for("events", lambda: {"ProfilingStarted", "Predicted"} <= {r for _, r in events(emu, "mlp")})
         text = controller.metrics.exposition()[0].decode()
-        assert f'advisor_recommended_workers{{namespace="{NS}",tfjob="mlp"}} {float(rec["target"])}' in text
+        assert f'advisor_recommended_workers{{job_namespace="{NS}",tfjob="mlp"}} {float(rec["target"])}' in text
         current = controller.metrics.predicted_current_throughput.labels(NS, "mlp")._value.get()
         assert round(current, 2) == curve[1][1]  # the job runs 2 workers: the curve's W = 2 point
     finally:
@@ -261,5 +261,28 @@ def test_a_job_that_did_not_opt_in_is_no_reconcile_error_however_often_it_is_res
         assert annotations(emu, "mirrored") == {}
         assert events(emu, "mirrored") == []
         assert events(emu, "broken").count(("Warning", "InvalidSpec")) == 1
+    finally:
+        controller.stop()
+
+
+def test_a_jobs_model_annotation_chooses_the_model_end_to_end(emu: KubeEmulator, body: bytes, tmp_path) -> None:
+    # The real predictor in its worker process, over real HTTP: the job names lin2018-mva (a closed
+    # form) with no parameters, so its curve has no interval and its MODEL annotation says so.
+    controller = start_controller(emu, settings_for(tmp_path, leader_election=False), canned=False)
+    try:
+        create_tfjob(emu, tfjob("lin", workers=2, annotations={PREFIX + "predict-model": "lin2018-mva"}))
+        pj = wait_for("the profiling run", lambda: profiling_jobs(emu))[0]
+        assert upload_as_profiling_pod(emu, pj, body).ok
+        wait_for("Predicted", lambda: phase(emu, "lin") == "Predicted", timeout_s=180)
+        notes = annotations(emu, "lin")
+        assert notes[PREFIX + "model"] == "lin2018-mva"
+        assert all(low == thr == high for _, thr, low, high in json.loads(notes[PREFIX + "curve"]))
+        # a model the registry does not know fails the job at once (no profiling run is spent on
+        # it), with a reason naming the annotation
+        create_tfjob(emu, tfjob("bad", workers=2, annotations={PREFIX + "predict-model": "oracle"}))
+        wait_for("Failed", lambda: phase(emu, "bad") == "Failed", timeout_s=60)
+        reason = annotations(emu, "bad")[PREFIX + "reason"]
+        assert reason.startswith("InvalidPolicy") and "predict-model" in reason and "no such model" in reason
+        assert not [p for p in profiling_jobs(emu) if p["metadata"]["name"].startswith("bad-")]
     finally:
         controller.stop()

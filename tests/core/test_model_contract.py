@@ -49,6 +49,13 @@ def _cases() -> list[tuple[str, Profile, float]]:
 
 
 CASES = _cases()
+SPECS = ("alexnet.spec.yaml", "resnet50.spec.yaml", "dts-example.yaml")  # bundled: advisor/data
+
+
+def _spec_inputs(name: str) -> ModelInputs:
+    from advisor.importers.spec_file import read_spec_document
+
+    return ModelInputs(spec=read_spec_document(REPO / "advisor" / "data" / name))
 
 
 def _applies(model: ThroughputModel, inputs: ModelInputs) -> bool:
@@ -137,6 +144,22 @@ def test_one_worker_is_near_the_traces_own_rate(model: ThroughputModel, case: st
     (point,) = predict_curve(model, inputs, registry.params_for(model), CurveSettings(workers=(1,), steps=260,
                                                                                      warmup_steps=30))
     assert point.throughput == pytest.approx(traced, rel=W1_TOLERANCE)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("model", [m for m in MODELS if m.needs & {Need.LAYER_SPEC, Need.CLUSTER_SPEC}],
+                         ids=lambda m: m.name)
+def test_spec_models_keep_the_invariants_on_the_bundled_specs(model: ThroughputModel, spec: str) -> None:
+    inputs = _spec_inputs(spec)
+    if not _applies(model, inputs):
+        pytest.skip(f"{model.name} does not read {spec}")
+    params = registry.params_for(model)
+    curve = predict_curve(model, inputs, params, CFG)
+    assert curve == predict_curve(model, inputs, params, CFG)
+    one = curve[0].throughput
+    for p in curve:
+        assert 0 < p.throughput <= p.workers * one * LINEAR_SLACK
+        assert p.throughput <= model.link_bound(inputs, params, p.workers) * 1.01
 
 
 def _imports(module: str) -> set[str]:

@@ -25,9 +25,13 @@ What happens, in order, and what it leaves on /metrics:
    more scrapes.
 
 Throughout, one worker of ``mlp-50``'s real training run counts its examples with
-``advisor.profiling``'s exporter (``training_worker``), scraped as the chart's
-trainingPodMonitor would (labels ``namespace``, ``tfjob``, ``pod``): the dashboard's
-observed-vs-predicted panel and ``AdvisorPredictionFarFromObserved`` have their data.
+``advisor.profiling``'s exporter (``training_worker``): the dashboard's observed-vs-predicted
+panel and ``AdvisorPredictionFarFromObserved`` have their data.
+
+Prometheus scrapes both through the scrape configs the Prometheus Operator generates from the
+chart's own rendered ServiceMonitor and trainingPodMonitor (``operator_scrape``: target labels
+``namespace``, ``pod``, ``service``, ``container``, ``endpoint``, ``job`` added, honor_labels
+false), as a kube-prometheus-stack install would.
 """
 
 from __future__ import annotations
@@ -45,14 +49,21 @@ from advisor.controller.tfjob import PREFIX
 from advisor.profiling.throughput import ThroughputExporter
 from tests.controller.harness import NS, create_tfjob, phase, trace_body, upload_as_profiling_pod, wait_for
 from tests.controller.tfjobs import tfjob
+from tests.deploy import operator_scrape
 from tests.deploy.controller_process import ControllerProcess, settings_for_process
+from tests.deploy.helm_render import NAMESPACE, RELEASE, render_objects
 from tests.deploy.prometheus_harness import PrometheusServer
 from tests.kube_emulator import KubeEmulator
 
 LEASE = "advisor-leader"
-# mlp-50's worker pod, with the labels the chart's trainingPodMonitor gives it. It trains at
-# 100 ex/s where ~53 are predicted at its one worker: AdvisorPredictionFarFromObserved's condition.
-TRAINING_LABELS = {"namespace": NS, "tfjob": "mlp-50", "pod": "mlp-50-worker-0"}
+# mlp-50's worker pod, as service discovery finds it (the training operator's pod labels). It
+# trains at 100 ex/s where ~53 are predicted at its one worker: AdvisorPredictionFarFromObserved's condition.
+TRAINING_POD = operator_scrape.meta_labels(
+    namespace=NS, pod="mlp-50-worker-0", container="tensorflow",
+    pod_labels={"training.kubeflow.org/job-name": "mlp-50", "training.kubeflow.org/replica-type": "worker"})
+# The controller's pod behind the chart's Service (release "advisor" in NAMESPACE: Service "advisor").
+CONTROLLER_POD = operator_scrape.meta_labels(namespace=NAMESPACE, pod="advisor-5d8f7c9b4-x2x7q", container="advisor",
+                                             service=RELEASE)
 TRAINING_EXAMPLES_PER_S = 100.0
 MAX_WORKERS = 4  # the predicted curve is W = 1..4 (short simulations)
 PRICES = {"worker_per_hour": 3.06, "ps_per_hour": 0.40}
@@ -100,15 +111,23 @@ def scraped_controller(workdir: Path, *, rule_files: Sequence[Path] = ()) -> Ite
         (workdir / "prometheus").mkdir(parents=True, exist_ok=True)
         worker = stack.enter_context(training_worker(TRAINING_EXAMPLES_PER_S))
         start = time.time()
-        prom = stack.enter_context(PrometheusServer(workdir / "prometheus", f"127.0.0.1:{settings['http_port']}",
-                                                    rule_files=rule_files,
-                                                    extra_targets=[(f"127.0.0.1:{worker.port}", TRAINING_LABELS)]))
+        target = f"127.0.0.1:{settings['http_port']}"
+        prom = stack.enter_context(PrometheusServer(workdir / "prometheus", target, rule_files=rule_files,
+                                                    scrape_configs=operator_scrape_configs(target, worker.port)))
         flow = Flow(emu, controller, prom, start)
         try:
             run(flow)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\nthe controller's log:\n{controller.log_tail()}") from None
         yield flow
+
+
+def operator_scrape_configs(controller: str, worker_port: int) -> list[dict[str, Any]]:
+    """What the Prometheus Operator generates from the chart's ServiceMonitor and trainingPodMonitor."""
+    objects = render_objects({"serviceMonitor": {"enabled": True}, "trainingPodMonitor": {"enabled": True}})
+    monitors = {o["kind"]: o for o in objects if o["kind"] in ("ServiceMonitor", "PodMonitor")}
+    return [operator_scrape.scrape_config(monitors["ServiceMonitor"], controller, CONTROLLER_POD),
+            operator_scrape.scrape_config(monitors["PodMonitor"], f"127.0.0.1:{worker_port}", TRAINING_POD)]
 
 
 @contextmanager

@@ -29,6 +29,7 @@ from tests.controller.harness import NS, free_port
 from tests.kube_emulator import KubeEmulator
 
 MB = 1024 * 1024
+REPO = Path(__file__).resolve().parents[2]
 
 
 def controller_command() -> list[str]:
@@ -99,6 +100,9 @@ class ControllerProcess:
         config.write_text(yaml.safe_dump(self.settings))
         # The user's environment, minus any ADVISOR_* setting of the caller's (the YAML is the whole story).
         env = {k: v for k, v in os.environ.items() if not k.startswith("ADVISOR_")}
+        # This checkout's package, not whichever one the console script was installed from (an
+        # editable install of another worktree would otherwise run other code).
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH"))))
         env.update(self.extra_env)
         with self.log_path.open("wb") as log:
             self._process = subprocess.Popen(

@@ -6,6 +6,7 @@ into Kubernetes objects (NOTES.txt and empty documents dropped), in a stable ord
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,17 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
                        "node_types": {"p3.2xlarge": {"worker_per_hour": 3.06, "ps_per_hour": 3.06}}},
         },
     },
+    # Production hardening: HTTPS with a cert-manager certificate, a NetworkPolicy, a PDB over two replicas.
+    "hardened-tls-netpol-pdb": {
+        "replicaCount": 2,
+        "persistence": {"enabled": False},
+        "tls": {"enabled": True, "certManager": {"enabled": True,
+                                                 "issuerRef": {"name": "cluster-ca", "kind": "ClusterIssuer"}}},
+        "networkPolicy": {"enabled": True},
+        "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+        "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+        "config": {"namespaces": ["ml-a"]},
+    },
     "minimal-own-account": {
         "fullnameOverride": "trainadv",
         "serviceAccount": {"create": False, "name": "platform-advisor"},
@@ -58,14 +70,31 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
 }
 
 
+# No image is published, so image.repository is required (the chart fails without it): the
+# renders below use this one unless the values name another.
+BUILT_IMAGE = "registry.example.com/advisor"
+
+
+def with_image(values: dict[str, Any] | None) -> dict[str, Any]:
+    """``values`` with ``image.repository`` set to ``BUILT_IMAGE`` where they leave it out."""
+    values = copy.deepcopy(values or {})
+    values.setdefault("image", {}).setdefault("repository", BUILT_IMAGE)
+    return values
+
+
+VALUE_SETS = {name: with_image(values) for name, values in VALUE_SETS.items()}
+
+
 def helm() -> Any:
     """The helm_python module, or a skip naming the missing package."""
     return pytest.importorskip("helm_python", reason="helm-python-sdk is not installed (pip install -e '.[test]')")
 
 
 def render(values: dict[str, Any] | None = None, *, release: str = RELEASE,
-           namespace: str = NAMESPACE) -> dict[str, str]:
-    """Template path -> rendered text, as `helm install` would render it."""
+           namespace: str = NAMESPACE, image: bool = True) -> dict[str, str]:
+    """Template path -> rendered text, as `helm install` would render it (``image``: with
+    ``with_image``; False: the values exactly as given)."""
+    values = with_image(values) if image else values
     with helm().Chart.load(CHART) as chart:
         rendered: dict[str, str] = chart.render(values or None, name=release, namespace=namespace, is_install=True)
     return rendered
@@ -84,7 +113,7 @@ def render_objects(values: dict[str, Any] | None = None, *, release: str = RELEA
 def merged_values(values: dict[str, Any] | None = None) -> dict[str, Any]:
     """The chart's defaults coalesced with ``values``, as an install would use them."""
     with helm().Chart.load(CHART) as chart:
-        merged: dict[str, Any] = chart.merge_values(values or None)
+        merged: dict[str, Any] = chart.merge_values(with_image(values))
     return merged
 
 

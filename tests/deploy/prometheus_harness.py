@@ -1,6 +1,7 @@
 """A real Prometheus server on loopback, scraping one target every second, for tests.
 
-``PrometheusServer`` writes a temporary config (one static target, optional rule files), starts
+``PrometheusServer`` writes a temporary config (one static target, or the scrape configs given,
+e.g. ``operator_scrape``'s copies of what the Prometheus Operator generates; optional rule files), starts
 the ``prometheus`` binary (Debian's package: ``apt-get install -y --no-install-recommends
 prometheus``) with its own data directory and a free port on 127.0.0.1, and answers PromQL
 through the HTTP API. ``controller_flow`` points it at a whole running controller. Nothing here
@@ -46,11 +47,14 @@ class PrometheusServer:
 
     def __init__(self, workdir: Path, target: str, *, rule_files: Sequence[Path] = (),
                  binary: str | None = None, startup_timeout_s: float = 30.0,
-                 extra_targets: Sequence[tuple[str, Mapping[str, str]]] = ()) -> None:
-        """``extra_targets``: (host:port, target labels) scraped as job ``training``, as the chart's
-        PodMonitor would scrape training pods (its relabeling gives them these labels)."""
+                 extra_targets: Sequence[tuple[str, Mapping[str, str]]] = (),
+                 scrape_configs: Sequence[Mapping[str, Any]] = ()) -> None:
+        """``extra_targets``: (host:port, target labels) scraped as job ``training``.
+        ``scrape_configs``: when given, they replace the static job ``advisor`` for ``target``
+        (which must then be scraped by one of them with ``job="advisor"``)."""
         self.workdir, self.target, self.rule_files = workdir, target, list(rule_files)
         self.extra_targets = list(extra_targets)
+        self.scrape_configs = [dict(c) for c in scrape_configs]
         self.binary = binary or prometheus_binary()
         if self.binary is None:
             raise PrometheusError("the prometheus binary is not installed")
@@ -74,6 +78,8 @@ class PrometheusServer:
             "scrape_configs": [{"job_name": JOB, "metrics_path": "/metrics",
                                 "static_configs": [{"targets": [self.target]}]}],
         }
+        if self.scrape_configs:
+            config["scrape_configs"] = self.scrape_configs
         if self.extra_targets:
             config["scrape_configs"].append({"job_name": "training", "metrics_path": "/metrics", "static_configs": [
                 {"targets": [target], "labels": dict(labels)} for target, labels in self.extra_targets]})

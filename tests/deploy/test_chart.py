@@ -29,8 +29,8 @@ CHART_MANAGED = {"http_port", "store_path", "lease_namespace", "identity", "kube
 # Optional settings whose `None` the chart writes as an empty value ("" or 0) and leaves out of
 # the settings file, so the controller's own default applies.
 EMPTY_MEANS_UNSET = {"bandwidth": "", "queue": "", "budget_per_hour": 0, "prediction_job_image": ""}
-# prometheus-operator custom resources: kubernetes-validate ships no schema for them.
-OPERATOR_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+# prometheus-operator and cert-manager custom resources: kubernetes-validate ships no schema for them.
+OPERATOR_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule", "Certificate"}
 
 
 @pytest.fixture(params=sorted(VALUE_SETS))
@@ -62,6 +62,10 @@ def test_every_object_is_valid_for_current_kubernetes(value_set: tuple[str, dict
 
 
 def _check_operator_object(obj: dict[str, Any]) -> None:
+    if obj["kind"] == "Certificate":
+        assert obj["apiVersion"] == "cert-manager.io/v1"
+        assert set(obj["spec"]) >= {"secretName", "dnsNames", "issuerRef"} and obj["spec"]["issuerRef"]["name"]
+        return
     assert obj["apiVersion"] == "monitoring.coreos.com/v1"
     if obj["kind"] == "ServiceMonitor":
         (endpoint,) = obj["spec"]["endpoints"]
@@ -73,6 +77,7 @@ def _check_operator_object(obj: dict[str, Any]) -> None:
         # the TFJob's name becomes the tfjob label the alert and the dashboard join on
         assert {"sourceLabels": ["__meta_kubernetes_pod_label_training_kubeflow_org_job_name"],
                 "targetLabel": "tfjob"} in endpoint["relabelings"]
+        assert {"sourceLabels": ["__meta_kubernetes_namespace"], "targetLabel": "job_namespace"} in endpoint["relabelings"]
         kinds = {e["key"]: e.get("values") for e in obj["spec"]["selector"]["matchExpressions"]}
         assert kinds == {"training.kubeflow.org/job-name": None,  # the training operator's replica types, lower case
                          "training.kubeflow.org/replica-type": ["worker", "chief", "master"]}
@@ -113,8 +118,9 @@ def test_deployment_is_hardened_and_probed(value_set: tuple[str, dict[str, Any]]
     assert container["args"] == ["controller"]  # the image's ENTRYPOINT is `advisor`
     (port,) = container["ports"]
     assert port == {"name": "http", "containerPort": values["containerPort"], "protocol": "TCP"}
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    scheme = {"scheme": "HTTPS"} if values.get("tls", {}).get("enabled") else {}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http", **scheme}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http", **scheme}
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
@@ -153,7 +159,8 @@ def test_settings_file_is_accepted_by_the_controller(value_set: tuple[str, dict[
     settings = settings_mod.load_settings(config_file=path)
 
     fullname = only(objects, "Service")["metadata"]["name"]
-    expected_ingest = values["config"]["ingest_url"] or f"http://{fullname}.{NAMESPACE}.svc:{values['service']['port']}"
+    scheme = "https" if values["tls"]["enabled"] else "http"
+    expected_ingest = values["config"]["ingest_url"] or f"{scheme}://{fullname}.{NAMESPACE}.svc:{values['service']['port']}"
     assert settings.ingest_url == expected_ingest
     assert settings.http_port == values["containerPort"]
     assert settings.store_path.parent == Path(values["persistence"]["mountPath"])
@@ -254,7 +261,7 @@ def _leaf_paths(values: dict[str, Any], prefix: str = "") -> list[str]:
         path = f"{prefix}{key}"
         if isinstance(value, dict) and value and key not in ("podSecurityContext", "securityContext", "resources",
                                                               "livenessProbe", "readinessProbe", "labels",
-                                                              "prediction_job_resources"):
+                                                              "prediction_job_resources", "ingestPodSelector"):
             paths.extend(_leaf_paths(value, path + "."))
         else:
             paths.append(path)
@@ -270,3 +277,104 @@ def test_readme_documents_every_value() -> None:
     assert not missing, f"helm/advisor/README.md's values table lacks {missing}"
     unknown = [p for p in documented if p not in _leaf_paths(values)]
     assert not unknown, f"helm/advisor/README.md documents values that do not exist: {unknown}"
+
+
+# --- the image placeholder, TLS, NetworkPolicy, PodDisruptionBudget ------------------------------
+
+
+@pytest.mark.parametrize("repository", [None, "", "ghcr.io/training-advisor/advisor", "REPLACE-ME/advisor"])
+def test_a_placeholder_image_fails_with_what_to_do(repository: str | None) -> None:
+    values: dict[str, Any] = {} if repository is None else {"image": {"repository": repository}}
+    with pytest.raises(Exception, match=r"image.repository .* a placeholder: no advisor image is published.*"
+                                        r"docker build -t advisor:0.1.0 \. && kind load docker-image advisor:0.1.0"):
+        render(values, image=False)
+    # a built image renders, by tag or by digest
+    pod = only(render_objects({"image": {"repository": "advisor"}}), "Deployment")["spec"]["template"]["spec"]
+    assert pod["containers"][0]["image"] == "advisor:0.1.0"
+
+
+def test_tls_mounts_the_secret_and_switches_every_client_to_https() -> None:
+    objects = render_objects(VALUE_SETS["hardened-tls-netpol-pdb"])
+    cert = only(objects, "Certificate")
+    assert cert["spec"]["secretName"] == "advisor-tls"
+    assert "advisor.advisor-system.svc" in cert["spec"]["dnsNames"]
+    assert cert["spec"]["issuerRef"] == {"name": "cluster-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    pod = only(objects, "Deployment")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["ADVISOR_TLS_CERT_FILE"] == "/etc/advisor-tls/tls.crt" and env["ADVISOR_TLS_KEY_FILE"] == "/etc/advisor-tls/tls.key"
+    assert {"name": "tls", "mountPath": "/etc/advisor-tls", "readOnly": True} in container["volumeMounts"]
+    assert {"name": "tls", "secret": {"secretName": "advisor-tls"}} in pod["volumes"]
+    assert container["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert rendered_settings(objects)["ingest_url"] == "https://advisor.advisor-system.svc:8080"
+    (endpoint,) = only(objects, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"] == {"serverName": "advisor.advisor-system.svc",
+                                     "ca": {"secret": {"name": "advisor-tls", "key": "ca.crt"}}}
+    # without the option: plain HTTP, no Secret mounted, no Certificate
+    plain = render_objects({})
+    assert "Certificate" not in {o["kind"] for o in plain}
+    assert rendered_settings(plain)["ingest_url"].startswith("http://")
+    assert "scheme" not in only(plain, "Deployment")["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["httpGet"]
+
+
+def test_tls_with_an_own_secret_needs_no_cert_manager() -> None:
+    objects = render_objects({"tls": {"enabled": True, "secretName": "my-cert"}})
+    assert "Certificate" not in {o["kind"] for o in objects}
+    volumes = only(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "tls", "secret": {"secretName": "my-cert"}} in volumes
+
+
+@pytest.mark.parametrize(("values", "complaint"), [
+    ({"tls": {"enabled": True}, "config": {"prediction_backend": "job"}}, "prediction pods .* do not trust"),
+    ({"tls": {"enabled": True, "certManager": {"enabled": True}}}, "needs tls.certManager.issuerRef.name"),
+    ({"podDisruptionBudget": {"enabled": True}}, "minAvailable 1 with replicaCount 1 would block every node drain"),
+    ({"replicaCount": 3, "podDisruptionBudget": {"enabled": True, "minAvailable": 1, "maxUnavailable": 1}},
+     "not both"),
+])
+def test_hardening_options_refuse_contradictions(values: dict[str, Any], complaint: str) -> None:
+    with pytest.raises(Exception, match=complaint):
+        render(values)
+
+
+def test_network_policy_admits_training_pods_prediction_pods_and_prometheus_only() -> None:
+    policy = only(render_objects(VALUE_SETS["hardened-tls-netpol-pdb"]), "NetworkPolicy")
+    spec = policy["spec"]
+    assert spec["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "advisor",
+                                                   "app.kubernetes.io/instance": "advisor"}
+    assert spec["policyTypes"] == ["Ingress"]
+    (rule,) = spec["ingress"]
+    assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
+    training, prometheus = rule["from"]
+    # training operator pods, only in the watched namespaces
+    assert training["podSelector"] == {"matchExpressions": [{"key": "training.kubeflow.org/job-name",
+                                                             "operator": "Exists"}]}
+    assert training["namespaceSelector"] == {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["ml-a"]}]}
+    assert prometheus == {"namespaceSelector": {}, "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+    # the job backend's prediction pods (release namespace) are admitted with it
+    job = only(render_objects({"networkPolicy": {"enabled": True}, "config": {"prediction_backend": "job"}}),
+               "NetworkPolicy")
+    peers = job["spec"]["ingress"][0]["from"]
+    assert {"podSelector": {"matchLabels": {"training-advisor.io/role": "prediction"}}} in peers
+    assert peers[0]["namespaceSelector"] == {}  # every namespace is watched
+    assert "NetworkPolicy" not in {o["kind"] for o in render_objects({})}
+
+
+def test_network_policy_selects_the_pods_the_controller_creates() -> None:
+    """The peers match the labels the training operator and the controller put on their pods."""
+    from advisor.controller import prediction_job, tfjob
+
+    assert tfjob.ROLE_LABEL == "training-advisor.io/role" and prediction_job.ROLE == "prediction"
+
+
+def test_pod_disruption_budget_keeps_one_of_two() -> None:
+    pdb = only(render_objects(VALUE_SETS["hardened-tls-netpol-pdb"]), "PodDisruptionBudget")
+    assert pdb["spec"] == {"selector": {"matchLabels": {"app.kubernetes.io/name": "advisor",
+                                                        "app.kubernetes.io/instance": "advisor"}},
+                           "minAvailable": 1}
+    by_max = only(render_objects({"podDisruptionBudget": {"enabled": True, "minAvailable": "", "maxUnavailable": 1}}),
+                  "PodDisruptionBudget")
+    assert by_max["spec"]["maxUnavailable"] == 1 and "minAvailable" not in by_max["spec"]
+    assert "PodDisruptionBudget" not in {o["kind"] for o in render_objects({})}

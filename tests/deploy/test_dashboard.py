@@ -23,7 +23,7 @@ from advisor.controller.tfjob import PREFIX
 from tests.controller.harness import NS
 from tests.deploy import promql
 from tests.deploy.controller_flow import JOBS, Flow, scraped_controller
-from tests.deploy.helm_render import CHART
+from tests.deploy.helm_render import CHART, NAMESPACE, RELEASE
 from tests.deploy.prometheus_harness import finite_values, prometheus_binary
 
 DASHBOARD = CHART / "dashboards" / "advisor.json"
@@ -31,6 +31,8 @@ RULES = CHART / "alerts" / "advisor-rules.yaml"
 RULE_TESTS = Path(__file__).with_name("advisor-rules.promtest.yaml")
 # Labels Prometheus adds or PromQL defines, beside the controller's own.
 IMPLICIT_LABELS = {"job", "instance", "le", "__name__"}
+# Target labels the Prometheus Operator's scrape configs add (tests/deploy/operator_scrape.py).
+OPERATOR_LABELS = {"namespace", "pod", "service", "container", "endpoint"}
 # Grafana's variables, set to what a user selecting everything would send.
 # What advisor.profiling exports from the training workers (ADVISOR_METRICS_PORT).
 TRAINING_METRICS = {throughput.EXAMPLES + "_total", throughput.STEPS + "_total"}
@@ -122,6 +124,12 @@ def test_every_query_uses_only_exported_metrics_and_labels() -> None:
     per_job = {n for n in exported if n.startswith(("advisor_predicted", "advisor_recommended", "advisor_saturation",
                                                      "advisor_current", "advisor_job_phase"))}
     assert per_job <= used, f"not shown: {sorted(per_job - used)}"
+
+
+def test_no_exported_label_collides_with_a_target_label() -> None:
+    """A label named like one the operator adds (honorLabels false) would arrive as exported_<name>."""
+    own = known_labels() - IMPLICIT_LABELS
+    assert not own & (OPERATOR_LABELS | {"job", "instance"}), sorted(own & (OPERATOR_LABELS | {"job", "instance"}))
 
 
 @pytest.mark.parametrize(
@@ -222,6 +230,19 @@ def test_every_series_the_controller_exports_was_scraped(scraped: Flow) -> None:
     missing = metric_names() - {s["metric"]["__name__"] for s in result}
     assert not missing - set(NEVER_SET), f"never exported during the flow: {sorted(missing - set(NEVER_SET))}"
     assert missing >= set(NEVER_SET), f"now exported, remove from NEVER_SET: {sorted(set(NEVER_SET) - missing)}"
+
+
+def test_series_carry_the_operators_target_labels_and_none_is_renamed(scraped: Flow) -> None:
+    """Scraped as the Prometheus Operator scrapes (honor_labels false, target labels namespace, pod,
+    service, job added): no label of ours collides with them, so none arrives as exported_*."""
+    series = scraped.prom.api("series", **{"match[]": ['{__name__=~"advisor_.+"}'],
+                                           "start": f"{scraped.start:.3f}", "end": f"{scraped.at:.3f}"})
+    renamed = sorted({label for s in series for label in s if label.startswith("exported_")})
+    assert not renamed, f"labels clashing with the operator's target labels: {renamed}"
+    controller = [s for s in series if s["job"] == "advisor"]
+    assert controller and all((s["namespace"], s["service"]) == (NAMESPACE, RELEASE) for s in controller)
+    per_job = {(s["job_namespace"], s["tfjob"]) for s in series if "tfjob" in s}
+    assert per_job == {(NS, j.name) for j in JOBS} | {(NS, "mlp-50")}
 
 
 def test_every_dashboard_query_returns_data(scraped: Flow) -> None:

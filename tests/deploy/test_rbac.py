@@ -4,6 +4,7 @@ calls it records says yes and no where it should."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -222,3 +223,60 @@ def test_every_declared_call_is_one_the_code_makes() -> None:
     made = _calls_the_code_makes()
     assert declared - made == set(), "declared in rbac-calls.yaml, but no code makes the call"
     assert made - declared == set(), "made by the code, but not declared in rbac-calls.yaml"
+
+
+# --- the docs' RBAC tables say what the chart renders -------------------------------------------
+
+RBAC_TABLE_HEADER = "| API | verbs | where | when |"
+RBAC_DOCS = (Path(__file__).resolve().parents[2] / "helm" / "advisor" / "README.md",
+             Path(__file__).resolve().parents[2] / "docs" / "deploy.md")
+WHERE = {"watched namespaces": "watched", "release namespace": "release"}
+WHEN = {"always": "always", "`config.leader_election`": "leader_election",
+        "`config.prediction_backend: job`": "job_backend"}
+
+
+def documented_rbac(path: Path) -> set[tuple[str, str, str, str, frozenset[str]]]:
+    """(group, resource, where, when, verbs) of each row of the file's RBAC table."""
+    text = path.read_text()
+    assert RBAC_TABLE_HEADER in text, f"{path.name} has no RBAC table ({RBAC_TABLE_HEADER})"
+    rows = text.split(RBAC_TABLE_HEADER, 1)[1].strip().splitlines()[1:]  # after the |---| line
+    table = set()
+    for row in rows:
+        if not row.startswith("|"):
+            break
+        api, verbs, where, when = (cell.strip() for cell in row.strip("|").split("|"))
+        names = re.findall(r"`([^`]+)`", api)
+        group, resource = (names[0], names[1]) if len(names) > 1 else ("", names[0])
+        table.add((group, resource, WHERE[where], WHEN[when], frozenset(v.strip() for v in verbs.split(","))))
+    return table
+
+
+def rendered_rbac() -> set[tuple[str, str, str, str, frozenset[str]]]:
+    """The same rows, from the chart's rendered roles: each rule's condition found by switching it on alone."""
+    base = {"leader_election": False, "prediction_backend": "process"}
+    configs = {"always": base, "leader_election": {**base, "leader_election": True},
+               "job_backend": {**base, "prediction_backend": "job"}}
+
+    def grants(config: dict[str, Any]) -> set[tuple[str, str, str, str]]:
+        out = set()
+        for obj in render_objects({"config": config}):
+            if obj["kind"] not in ("Role", "ClusterRole"):
+                continue
+            where = "watched" if obj["kind"] == "ClusterRole" else "release"
+            for rule in obj["rules"]:
+                out |= {(g, r, where, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+        return out
+
+    always = grants(configs["always"])
+    rows: dict[tuple[str, str, str, str], set[str]] = {}
+    for when, config in configs.items():
+        for group, resource, where, verb in grants(config) - (set() if when == "always" else always):
+            rows.setdefault((group, resource, where, when), set()).add(verb)
+    return {(*key, frozenset(verbs)) for key, verbs in rows.items()}
+
+
+@pytest.mark.parametrize("doc", RBAC_DOCS, ids=lambda p: p.name)
+def test_the_docs_rbac_table_is_what_the_chart_renders(doc: Path) -> None:
+    documented, rendered = documented_rbac(doc), rendered_rbac()
+    assert documented == rendered, (f"{doc.name}: documented but not rendered {sorted(documented - rendered)}; "
+                                    f"rendered but not documented {sorted(rendered - documented)}")

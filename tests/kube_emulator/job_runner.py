@@ -45,6 +45,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tests.kube_emulator import status as st
@@ -234,7 +235,9 @@ class JobRunner:
     def _environment(self, job: Obj, pod: str, container: Obj, deadline: float | None) -> dict[str, str]:
         bin_dir = os.path.dirname(sys.executable)  # the image's PATH: the advisor console script first
         env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "HOME": self._home.name,
-               "LANG": "C.UTF-8"}
+               "LANG": "C.UTF-8",
+               # this checkout's package, not the one the console script was installed from
+               "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         for item in container.get("env") or []:
             if "value" in item:
                 env[item["name"]] = item["value"]

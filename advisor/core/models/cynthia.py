@@ -10,9 +10,9 @@ which one link direction is busy.
 
 from __future__ import annotations
 
-from advisor.core.models import ps_phases
-from advisor.core.models.protocol import Exact, ExactRun, ModelBase, ModelInputs, ModelParams, Need, Run
+from advisor.core.models.ps_phases import PhaseModel
 from advisor.core.phases import Phases, check_workers, phases
+from advisor.core.profile import Profile
 
 
 def cynthia_throughput(p: Phases, workers: int, transfer_scale: float = 1.0) -> float:
@@ -24,30 +24,16 @@ def cynthia_throughput(p: Phases, workers: int, transfer_scale: float = 1.0) -> 
     return workers * p.batch_size / (t_p * max(1.0, workers * u_1) + 2 * t_c)
 
 
-class CynthiaParams(ModelParams):
-    pass
-
-
-class Cynthia(ModelBase):
-    anchored = False  # phases summed: the overlap a trace shows is not reproduced at W = 1
+class Cynthia(PhaseModel):
     # As published, the formula ignores link capacity: once W U_1 > 1 it tends to K (T_P + 2 T_C) /
     # (T_P T_C) as W grows, above the K / T_C a link direction can carry (tests/core/test_model_contract.py)
     capacity_bound = False
-    Params = CynthiaParams
-    needs = frozenset({Need.PROFILE, Need.BANDWIDTH})
 
     def __init__(self, name: str, description: str, transfer_scale: float) -> None:
         self.name, self.description, self._scale = name, description, transfer_scale
 
-    def check(self, inputs: ModelInputs, params: ModelParams) -> None:
-        ps_phases.trace_and_rate(self.name, inputs)
-
-    def start(self, inputs: ModelInputs, params: ModelParams, workers: int, seed: int) -> Run:
-        profile, rate = ps_phases.trace_and_rate(self.name, inputs)
-        return ExactRun(Exact(cynthia_throughput(phases(profile, rate), workers, self._scale)))
-
-    def link_bound(self, inputs: ModelInputs, params: ModelParams, workers: int) -> float:
-        return ps_phases.link_bound(self.name, inputs)
+    def throughput(self, profile: Profile, rate_bps: float, workers: int) -> float:
+        return cynthia_throughput(phases(profile, rate_bps), workers, self._scale)
 
 
 MODELS = (

@@ -21,7 +21,7 @@ from advisor.core.dts.allocation import nominal_rates
 from advisor.core.dts.architectures import evaluate
 from advisor.core.dts.simulate import batches_per_epoch
 from advisor.core.dts.spec import MODEL
-from advisor.core.models.protocol import Exact, ExactRun, ModelBase, ModelInputs, ModelParams, Need, Run
+from advisor.core.models.protocol import Exact, ExactRun, ModelBase, ModelInputs, ModelParams, Need, Outlook, Run
 from advisor.errors import ModelInputError
 
 
@@ -43,6 +43,10 @@ class DtsModel(ModelBase):
         spec, arch, alloc = self._allocate(inputs, params, workers)
         examples = workers * spec.training.batches_per_client * spec.training.batch_size
         return ExactRun(Exact(examples / (batches_per_epoch(arch, spec) * alloc.seconds_per_batch)))
+
+    def outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
+        """Examples per client batch, for costs and reports."""
+        return Outlook(details={"batch_size": self._spec(inputs).training.batch_size})
 
     def link_bound(self, inputs: ModelInputs, params: ModelParams, workers: int) -> float:
         """The same roles with infinitely fast processors: only the transfers take time."""
@@ -67,9 +71,9 @@ class DtsModel(ModelBase):
     def _spec(self, inputs: ModelInputs) -> DtsSpec:
         if isinstance(inputs.spec, DtsSpec):
             return inputs.spec
-        if isinstance(inputs.spec, Mapping):
-            return parse_spec(inputs.spec)
-        if inputs.spec is None:
+        if isinstance(inputs.spec, Mapping) and "cluster" in inputs.spec:
+            return parse_spec({k: v for k, v in inputs.spec.items() if k in DtsSpec.model_fields})
+        if inputs.spec is None or isinstance(inputs.spec, Mapping):
             raise ModelInputError(self.name, "needs a cluster spec (--spec FILE.yaml with cluster, dnn and training; "
                                              "see advisor/data/dts-example.yaml)")
         raise ModelInputError(self.name, f"the spec is a {type(inputs.spec).__name__}, not a DTS cluster spec")

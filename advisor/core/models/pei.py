@@ -11,17 +11,18 @@ gives the fitted curve and its error for the CLI and the docs.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Literal
 
 import numpy as np
 from pydantic import Field
 
-from advisor.core.models.protocol import Exact, ExactRun, ModelInputs, ModelParams, Need, Run
+from advisor.core.models.protocol import Exact, ExactRun, ModelBase, ModelInputs, ModelParams, Need, Outlook, Run
 from advisor.core.pei import transmission
 from advisor.core.pei.iteration import Iteration, predict_iteration
 from advisor.core.profile import Profile
-from advisor.core.spec import Sigmoid, Spec
-from advisor.errors import ModelInputError
+from advisor.core.spec import Sigmoid, Spec, parse_spec
+from advisor.errors import ModelInputError, SpecError
 
 NAME = "pei2019"
 
@@ -55,7 +56,7 @@ def fit_report(profile: Profile) -> transmission.SigmoidFit:
         raise ModelInputError(NAME, f"cannot fit the link curve to the profile's transfers: {exc}") from None
 
 
-class PeiModel:
+class PeiModel(ModelBase):
     name = NAME
     description = ("Pei et al. 2019: per-layer GPU kernels (instruction-queue model, im2col GEMM or FFT) "
                    "plus PS or NCCL ring transmission, from a layer spec; no trace needed")
@@ -64,6 +65,11 @@ class PeiModel:
 
     def _spec(self, inputs: ModelInputs) -> Spec:
         spec = inputs.spec
+        if isinstance(spec, Mapping) and any(k in spec for k in ("layers", "gpu")):
+            try:
+                spec = parse_spec({k: v for k, v in spec.items() if k in Spec.model_fields})
+            except SpecError as exc:
+                raise ModelInputError(NAME, str(exc)) from None
         if not isinstance(spec, Spec):
             raise ModelInputError(NAME, "needs a layer spec (--spec FILE.yaml with layers, batch and gpu)")
         missing = [field for field, present in (("layers", bool(spec.layers)), ("gpu", spec.gpu is not None))
@@ -124,6 +130,11 @@ class PeiModel:
         return {"workers": workers, "mode": it.mode, "batch_per_gpu": it.batch, "t_read_s": it.t_read,
                 "t_forward_s": it.t_forward, "t_backward_s": it.t_backward, "t_update_s": it.t_update,
                 "t_total_s": it.total, "examples_per_s": it.examples_per_second, "curve": source, "fit": fit}
+
+    def outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
+        """The batch per GPU (for costs and reports) and the one-GPU iteration's parts."""
+        explained = self.explain(inputs, params, 1)
+        return Outlook(details={"batch_size": explained["batch_per_gpu"], "iteration_1_gpu": explained})
 
     def link_bound(self, inputs: ModelInputs, params: ModelParams, workers: int) -> float:
         it = self.iteration(inputs, params, workers)

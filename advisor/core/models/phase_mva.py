@@ -7,31 +7,17 @@ overlapped with transfers or not (``phases``); ``lin2018`` extracts phases as Li
 
 from __future__ import annotations
 
-from advisor.core.models import ps_phases
-from advisor.core.models.protocol import Exact, ExactRun, ModelBase, ModelInputs, ModelParams, Need, Run
+from advisor.core.models.ps_phases import PhaseModel
 from advisor.core.phases import mva_throughput, phases
+from advisor.core.profile import Profile
 
 
-class PhaseMvaParams(ModelParams):
-    pass
-
-
-class PhaseMva(ModelBase):
-    anchored = False  # phases summed: the overlap a trace shows is not reproduced at W = 1
+class PhaseMva(PhaseModel):
     name = "phase-mva"
     description = "closed queueing network of phases (all worker compute), exact MVA"
-    Params = PhaseMvaParams
-    needs = frozenset({Need.PROFILE, Need.BANDWIDTH})
 
-    def check(self, inputs: ModelInputs, params: ModelParams) -> None:
-        ps_phases.trace_and_rate(self.name, inputs)
-
-    def start(self, inputs: ModelInputs, params: ModelParams, workers: int, seed: int) -> Run:
-        profile, rate = ps_phases.trace_and_rate(self.name, inputs)
-        return ExactRun(Exact(mva_throughput(phases(profile, rate), workers)))
-
-    def link_bound(self, inputs: ModelInputs, params: ModelParams, workers: int) -> float:
-        return ps_phases.link_bound(self.name, inputs)
+    def throughput(self, profile: Profile, rate_bps: float, workers: int) -> float:
+        return mva_throughput(phases(profile, rate_bps), workers)
 
 
 MODELS = (PhaseMva(),)

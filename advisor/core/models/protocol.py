@@ -100,7 +100,9 @@ class Outlook:
 
     notes: tuple[str, ...] = ()
     upper: Mapping[int, float] = field(default_factory=dict)
-    details: Mapping[str, Any] = field(default_factory=dict)  # derived settings worth reporting (JSON-able)
+    # derived settings worth reporting (JSON-able); "batch_size": examples per worker step, for
+    # models that read no profile
+    details: Mapping[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -1,15 +1,44 @@
-"""What the coarse PS models share: their inputs (a profile and a bandwidth) and their checks.
-
-Not a model itself: ``cynthia``, ``phase_mva`` and ``lin2018`` build on it, and stay independent
-of one another.
+"""What the coarse PS models share: their inputs (a profile and a bandwidth), their checks, and
+the link ceiling. Not a model itself: ``cynthia``, ``phase_mva`` and ``lin2018`` build on it and
+stay independent of one another.
 """
 
 from __future__ import annotations
 
-from advisor.core.models.protocol import ModelInputs
+from advisor.core.models.protocol import Exact, ExactRun, ModelBase, ModelInputs, ModelParams, Need, Run
 from advisor.core.phases import ps_link_bound
 from advisor.core.profile import Profile
 from advisor.errors import ModelInputError
+
+
+class NoParams(ModelParams):
+    """A coarse model has no knobs."""
+
+
+class PhaseModel(ModelBase):
+    """A closed-form model of a PS step seen as phases: a subclass gives ``name``,
+    ``description`` and ``throughput``; the checks, the run and the link ceiling are here."""
+
+    name: str
+    description: str
+    Params: type[ModelParams] = NoParams
+    needs = frozenset({Need.PROFILE, Need.BANDWIDTH})
+    anchored = False  # phases summed: the overlap a trace shows is not reproduced at W = 1
+
+    def throughput(self, profile: Profile, rate_bps: float, workers: int) -> float:
+        """Examples/s of ``workers`` workers on links of ``rate_bps`` payload."""
+        raise NotImplementedError
+
+    def check(self, inputs: ModelInputs, params: ModelParams) -> None:
+        trace_and_rate(self.name, inputs)
+
+    def start(self, inputs: ModelInputs, params: ModelParams, workers: int, seed: int) -> Run:
+        profile, rate = trace_and_rate(self.name, inputs)
+        return ExactRun(Exact(self.throughput(profile, rate, workers)))
+
+    def link_bound(self, inputs: ModelInputs, params: ModelParams, workers: int) -> float:
+        profile, rate = trace_and_rate(self.name, inputs)
+        return ps_link_bound(profile, rate)
 
 
 def trace_and_rate(name: str, inputs: ModelInputs) -> tuple[Profile, float]:
@@ -25,8 +54,3 @@ def trace_and_rate(name: str, inputs: ModelInputs) -> tuple[Profile, float]:
     if inputs.worker_speeds and any(s != 1.0 for s in inputs.worker_speeds):
         raise ModelInputError(name, "worker_speeds: sees every worker as the traced one (no heterogeneous workers)")
     return profile, inputs.network.bandwidth_bps * inputs.goodput
-
-
-def link_bound(name: str, inputs: ModelInputs) -> float:
-    profile, rate = trace_and_rate(name, inputs)
-    return ps_link_bound(profile, rate)

@@ -42,7 +42,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/*
+The controller image. No image is published, so an unset repository (or the name this chart
+once shipped as a placeholder) fails the render with what to do instead.
+*/}}
 {{- define "advisor.image" -}}
+{{- $repo := .Values.image.repository | default "" }}
+{{- if or (not $repo) (eq $repo "ghcr.io/training-advisor/advisor") (contains "REPLACE" $repo) }}
+{{- fail (printf "image.repository is %q, a placeholder: no advisor image is published. Build the repository's Dockerfile and set image.repository (and image.tag), e.g. for kind: docker build -t advisor:%s . && kind load docker-image advisor:%s, then helm install ... --set image.repository=advisor (docs/deploy.md, step 1)" $repo .Chart.AppVersion .Chart.AppVersion) }}
+{{- end }}
 {{- if .Values.image.digest }}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
 {{- else }}
@@ -51,7 +59,20 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{- define "advisor.ingestURL" -}}
-{{- default (printf "http://%s.%s.svc:%d" (include "advisor.fullname" .) .Release.Namespace (int .Values.service.port)) .Values.config.ingest_url }}
+{{- default (printf "%s://%s.%s.svc:%d" (ternary "https" "http" .Values.tls.enabled) (include "advisor.fullname" .) .Release.Namespace (int .Values.service.port)) .Values.config.ingest_url }}
+{{- end }}
+
+{{- define "advisor.tlsSecretName" -}}
+{{- default (printf "%s-tls" (include "advisor.fullname" .)) .Values.tls.secretName }}
+{{- end }}
+
+{{/* A probe from values, over HTTPS when tls.enabled. */}}
+{{- define "advisor.probe" -}}
+{{- $probe := deepCopy .probe }}
+{{- if and .root.Values.tls.enabled $probe.httpGet }}
+{{- $_ := set $probe.httpGet "scheme" "HTTPS" }}
+{{- end }}
+{{- toYaml $probe }}
 {{- end }}
 
 {{/*
@@ -60,6 +81,9 @@ controller's default applies), plus the chart-managed ones. With the job backend
 Jobs run the controller's image, pulled with its imagePullSecrets, unless config says otherwise.
 */}}
 {{- define "advisor.settings" -}}
+{{- if and .Values.tls.enabled (eq .Values.config.prediction_backend "job") }}
+{{- fail "tls.enabled with config.prediction_backend job is not supported: the prediction pods the controller creates do not trust the ingest certificate. Use the process backend with TLS" }}
+{{- end }}
 {{- if gt (int .Values.config.min_workers) (int .Values.config.max_workers) }}
 {{- fail (printf "config.min_workers (%v) exceeds config.max_workers (%v)" .Values.config.min_workers .Values.config.max_workers) }}
 {{- end }}

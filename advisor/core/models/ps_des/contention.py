@@ -36,6 +36,7 @@ import math
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from advisor.core.phases import ps_link_bound
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
 
@@ -100,14 +101,7 @@ def alternating_bound(profile: Profile, one_worker: float, link_bps: float) -> f
     """Throughput of 2 workers in perfect alternation: each as fast as alone, unless the
     busiest PS link direction cannot carry both workers' bytes (examples/s; ``link_bps`` is
     the rate one flow gets)."""
-    bits: dict[tuple[int | None, str], float] = {}
-    for op in profile.ops:
-        if op.resource.is_transfer:
-            key = (op.ps, op.resource.value)
-            bits[key] = bits.get(key, 0.0) + 8.0 * op.bytes
-    busiest = max(bits.values(), default=0.0)
-    cap = math.inf if busiest == 0 else profile.job.batch_size * link_bps / busiest
-    return min(2 * one_worker, cap)
+    return min(2 * one_worker, ps_link_bound(profile, link_bps))
 
 
 def bimodal_note(throughput_2: float, alternating: float) -> str:

@@ -2,7 +2,7 @@
 
 Why: sigma (how unevenly TCP connections share a contended link) and eta (what a link direction
 delivers while several workers' flows share it) were fitted on one testbed
-(``core/contention.py``); a 1-worker profile cannot reveal them. A team that has watched a few
+(``core/models/ps_des/contention.py``); a 1-worker profile cannot reveal them. A team that has watched a few
 multi-worker runs of any job on its cluster (``advisor_training_examples_total`` from the
 profiling library, or any log) can fit them once and give them to every later prediction
 (``advisor predict --share-sigma/--multi-flow-goodput``, controller settings ``share_sigma``,
@@ -26,8 +26,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from advisor.core.advice import AdviceRequest, model_inputs
-from advisor.core.curve import predict_curve
+from advisor.core.curve import CurveSettings, predict_curve
 from advisor.core.models.ps_des.contention import alternating_bound
+from advisor.core.models.protocol import ModelInputs
 from advisor.core.models.ps_des.model import CONTENTION, ContentionParams, PsDes
 from advisor.core.profile import Profile
 from advisor.core.sim_types import SimulationSettingsError
@@ -168,13 +169,16 @@ class _CaseModel:
         if steps <= request.curve.warmup_steps:
             raise SimulationSettingsError(f"fit steps ({steps}) must exceed the warm-up ({request.curve.warmup_steps})")
         model, params = request.model.resolve()
-        assert isinstance(model, PsDes) and isinstance(params, ContentionParams)  # by the name check above
-        self.case, self._model, self.own = case, model, params
+        if not isinstance(model, PsDes) or not isinstance(params, ContentionParams):  # the name check says so
+            raise SimulationSettingsError(f"{case.name}: {request.model.name} is not the contention model")
+        self.case: FitCase = case
+        self._model: PsDes = model
+        self.own: ContentionParams = params
         workers = tuple(sorted({o.workers for o in case.observed} | {1, 2}))
-        self._cfg = replace(request.curve, workers=workers, steps=steps, target_rel_halfwidth=None,
+        self._cfg: CurveSettings = replace(request.curve, workers=workers, steps=steps, target_rel_halfwidth=None,
                             min_steps=min(request.curve.min_steps, steps),
                             max_steps=max(request.curve.max_steps, steps))
-        self._inputs = model_inputs(case.profile, request)
+        self._inputs: ModelInputs = model_inputs(case.profile, request)
 
     def predicted(self, sigma: float, eta: float) -> dict[int, float]:
         params = ContentionParams(**{**self.own.model_dump(), "share_sigma": sigma, "multi_flow_goodput": eta})

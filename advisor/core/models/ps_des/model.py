@@ -77,7 +77,7 @@ class PsDes(ModelBase):
     def __init__(self, contention: bool) -> None:
         self.contention = contention
         self.name = CONTENTION if contention else EQUAL_SHARES
-        self.Params = ContentionParams if contention else DesParams
+        self.Params: type[ModelParams] = ContentionParams if contention else DesParams
         self.description = ("Li et al.'s PS simulation with the testbed's contention rules (default)" if contention
                             else "Li et al.'s PS simulation (Algorithm 3.1), equal link shares")
         self._compiled: tuple[Any, Compiled] | None = None
