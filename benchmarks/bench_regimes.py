@@ -74,7 +74,8 @@ def run(name: str, profile: Profile, bandwidth: float, cfg: CurveSettings, repea
     for row, model_name, params, fields in regimes(max(cfg.workers)):
         fields = dict(fields)
         if fields.pop("nic_tenth", False):
-            fields["worker_bandwidths_bps"] = tuple(bandwidth / 10 if w % 4 == 3 else bandwidth for w in range(max(cfg.workers)))
+            slow = (bandwidth / 10 if w % 4 == 3 else bandwidth for w in range(max(cfg.workers)))
+            fields["worker_bandwidths_bps"] = tuple(slow)
         inputs = ModelInputs(profile=profile, network=NetworkModel(bandwidth_bps=bandwidth), **fields)
         model = registry.get(model_name)
         p = registry.params_for(model, params)
@@ -92,8 +93,8 @@ def _report(name: str, points: tuple[CurvePoint, ...], times: list[float]) -> No
     events = sum(q.events for q in points)
     median = statistics.median(times)
     thr = "  ".join(f"W{w}={by[w]:.0f}" for w in (1, 8, 32) if w in by)
-    print(f"{name:<36} {median:>7.2f} s  {events / 1e6:>6.0f} Mevents  widest +-{max(q.rel_halfwidth for q in points):.1%}"
-          f"  ex/s {thr}", flush=True)  # fmt: skip
+    widest = max(q.rel_halfwidth for q in points)
+    print(f"{name:<36} {median:>7.2f} s  {events / 1e6:>6.0f} Mevents  widest +-{widest:.1%}  ex/s {thr}", flush=True)
 
 
 def main() -> None:
@@ -113,7 +114,8 @@ def main() -> None:
         predict_curve(model, ModelInputs(profile=inception, network=NetworkModel(bandwidth_bps=10e9)),
                       registry.params_for(model, params), warm)  # fmt: skip
     print(f"warm-up (compile or load numba cache): {time.perf_counter() - t0:.2f} s")
-    print(f"curve W=1..{args.max_workers}, +-{args.target:.0%} adaptive, contention rules; time, events, widest interval, ex/s")
+    print(f"curve W=1..{args.max_workers}, +-{args.target:.0%} adaptive, contention rules; "
+          "time, events, widest interval, ex/s")
     run("inception-like 10Gb/s", inception, 10e9, cfg, args.repeat)
     if DATA.exists() and not args.no_data:
         from advisor.importers.loader import load_profile

@@ -35,7 +35,8 @@ def test_fast_engine_matches_reference_with_speeds_and_nics(  # type: ignore[no-
 
 def test_all_speeds_one_is_the_homogeneous_run_bit_for_bit() -> None:
     contention = NetworkModel(bandwidth_bps=1e8, request_queue_s=0.005, share_sigma=1.0, multi_flow_goodput=0.85)
-    for profile in (real_mlp_profile(), tiny_mlp(), inception_like(layers=6, total_mb=4.0, recorded_steps=3, parameter_servers=2)):
+    two_ps = inception_like(layers=6, total_mb=4.0, recorded_steps=3, parameter_servers=2)
+    for profile in (real_mlp_profile(), tiny_mlp(), two_ps):
         for network in (NetworkModel(bandwidth_bps=1e8), contention):
             sim = SimulationSettings(workers=3, steps=10, warmup_steps=0, seed=5)
             plain = prepare(profile, network, sim)
@@ -43,7 +44,8 @@ def test_all_speeds_one_is_the_homogeneous_run_bit_for_bit() -> None:
             for engine in (simulate_fast, simulate_reference):
                 a, b = engine(profile, plain), engine(profile, ones)
                 assert a.step_ends_s == b.step_ends_s and a.events == b.events
-            compiled, ones_c = compile_profile(profile, network), compile_profile(profile, network, (1.0,) * 3, (1e8,) * 3)
+            compiled = compile_profile(profile, network)
+            ones_c = compile_profile(profile, network, (1.0,) * 3, (1e8,) * 3)
             x, y = FastRun(compiled, 3, 5).advance(20), FastRun(ones_c, 3, 5).advance(20)
             assert all(np.array_equal(p, q) for p, q in zip(x.step_ends_s, y.step_ends_s)) and x.until_s == y.until_s
 

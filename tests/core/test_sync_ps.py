@@ -226,3 +226,17 @@ def test_sync_model_parameters_are_checked() -> None:
     with pytest.raises(ModelInputError, match="replicas_to_aggregate"):
         registry.params_for(model, {"replicas_to_aggregate": 0})
     assert registry.params_for(model, {"replicas_to_aggregate": "3"}).replicas(2) == 2  # type: ignore[attr-defined]
+
+
+def test_sync_model_timeline_shows_the_barrier() -> None:
+    # R = W = 2 on the hand case (T0 = 11 ms, T1 = 21 ms): worker 0's second step starts only at
+    # the first update, 21 ms, when worker 1 ends its first step.
+    from advisor.core.models import registry
+    from advisor.core.models.protocol import ModelInputs
+
+    model = registry.get("li2020-des-sync")
+    inputs = ModelInputs(profile=chain_profile(10_000.0, 1_000.0), network=NetworkModel(bandwidth_bps=1e12),
+                         worker_speeds=(1.0, 0.5))  # fmt: skip
+    trace = model.timeline(inputs, registry.params_for(model), 2, 3, 0)  # type: ignore[attr-defined]
+    starts = sorted(e["ts"] for e in trace["traceEvents"] if e.get("name") == "c" and e.get("ph") == "X")
+    assert starts[:4] == pytest.approx([0.0, 0.0, 21_000.0, 21_000.0], abs=1.0)  # microseconds

@@ -12,8 +12,9 @@ Regimes (docs/models-ps-regimes.md): ``ModelInputs.worker_speeds`` and ``worker_
 make workers heterogeneous (all 1.0 is the homogeneous run, bit for bit); a
 ``ModelInputs.parameter_servers`` other than the trace's places a one-PS profile's variables on
 that many PS (``placement.py``; the placement is in ``outlook().details``). The synchronous
-models (``sync.py``) are this class with a barrier. The compiled graph is built once per curve (one profile and network) and
-each W's run is continued, not restarted, when the curve asks for more steps (``simulator.fast``).
+models (``sync.py``) are this class with a barrier.
+
+The compiled graph is built once per curve (one profile and network) and each W's run is continued, not restarted, when the curve asks for more steps (``simulator.fast``).
 """
 
 from __future__ import annotations
@@ -117,9 +118,10 @@ class PsDes(ModelBase):
         if not isinstance(params, ContentionParams):
             return Outlook(details=self._placement_details(inputs, params))
         c = params.contention()
-        details: dict[str, Any] = {**self._placement_details(inputs, params), "contention": {"congestion_control": c.congestion_control.value, "queue_s": c.queue_s,
-                                  "request_queue_s": c.request_queue_s, "share_sigma": c.share_sigma,
-                                  "multi_flow_goodput": c.multi_flow_goodput}}
+        details: dict[str, Any] = dict(self._placement_details(inputs, params))
+        details["contention"] = {"congestion_control": c.congestion_control.value, "queue_s": c.queue_s,
+                                 "request_queue_s": c.request_queue_s, "share_sigma": c.share_sigma,
+                                 "multi_flow_goodput": c.multi_flow_goodput}
         notes = c.notes()
         if 1 not in curve or 2 not in curve:
             return Outlook(notes, details=details)
@@ -139,7 +141,12 @@ class PsDes(ModelBase):
         settings = SimulationSettings(workers=workers, steps=steps, warmup_steps=0, seed=seed, record_timeline=True)
         regime = worker_regime(inputs, self.name)
         return to_chrome_trace(simulate(self._profile(inputs, params), self.network(inputs, params), settings,
-                                        worker_speeds=regime[0], worker_bandwidths_bps=regime[1]))
+                                        worker_speeds=regime[0], worker_bandwidths_bps=regime[1],
+                                        sync_replicas=self.sync_replicas(params, workers)))
+
+    def sync_replicas(self, params: ModelParams, workers: int) -> int:
+        """Gradients per synchronous update at ``workers`` workers; 0: asynchronous (``sync.py``)."""
+        return 0
 
     def _profile(self, inputs: ModelInputs, params: ModelParams | None = None) -> Profile:
         """The profile to simulate: the trace, or a one-PS trace placed on ``parameter_servers`` PS
@@ -162,7 +169,8 @@ class PsDes(ModelBase):
         try:
             placed = with_parameter_servers(profile, ps, strategy)
         except ModelInputError as exc:
-            raise ModelInputError(self.name, f"parameter_servers: {str(exc).removeprefix(f'model {exc.model!r}: ')}") from None
+            why = str(exc).removeprefix(f"model {exc.model!r}: ")
+            raise ModelInputError(self.name, f"parameter_servers: {why}") from None
         self._placed = (profile, ps, strategy, placed)
         return placed
 
@@ -182,7 +190,9 @@ class PsDes(ModelBase):
                                  "variables": place(inputs.profile, int(inputs.parameter_servers or 1), strategy),
                                  "bytes_per_ps": ps_bytes(self._profile(inputs, params))}}  # fmt: skip
 
-    def _compile(self, profile: Profile, net: NetworkModel, regime: tuple[tuple[float, ...], ...] = ((), ())) -> Compiled:
+    def _compile(
+        self, profile: Profile, net: NetworkModel, regime: tuple[tuple[float, ...], ...] = ((), ())
+    ) -> Compiled:
         """The merged graph of ``profile`` on ``net`` (and the workers' speeds and link rates),
         built once for all the W of a curve."""
         cached = self._compiled

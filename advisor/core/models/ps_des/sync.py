@@ -114,12 +114,15 @@ class PsDesSync(PsDes):
     def start(self, inputs: ModelInputs, params: ModelParams, workers: int, seed: int) -> Run:
         profile, net = self._profile(inputs, params), self.network(inputs, params)
         regime = worker_regime(inputs, self.name)
-        r = params.replicas(workers) if isinstance(params, SyncFields) else workers
+        r = self.sync_replicas(params, workers)
         if getattr(params, "engine", "compiled") == "reference":
             return _SyncReferenceRun(profile, net, workers, seed, r, regime)
         from advisor.core.models.ps_des.simulator.fast import FastRun  # loads numba: only when predicting
 
         return _SyncRun(FastRun(self._compile(profile, net, regime), workers, seed, sync_replicas=r), workers, r)
+
+    def sync_replicas(self, params: ModelParams, workers: int) -> int:
+        return params.replicas(workers) if isinstance(params, SyncFields) else workers
 
     def outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
         """The contention notes and the placement, if any; no alternating outcome (a barrier
