@@ -206,6 +206,9 @@ def _add_model_options(cmd: argparse.ArgumentParser) -> None:
                             "e.g. advisor/data/resnet50.spec.yaml")
     group.add_argument("--device-db", type=Path, metavar="FILE",
                        help="an op database (advisor opdb build) that re-times compute for huang-replay")
+    group.add_argument("--ps-placement", choices=["round-robin", "greedy-bytes"],
+                       help="with --ps M other than the profile's: how variables are placed on the M PS "
+                            "(round-robin: TensorFlow's default; greedy-bytes: its load balancer by size)")
     group.add_argument("--worker-speed", type=parse_speeds, metavar="LIST",
                        help="compute speed of each worker relative to the traced one, e.g. 1,1,0.5 "
                             "(heterogeneous workers; models that support them)")
@@ -500,7 +503,7 @@ def _model_name(args: argparse.Namespace) -> str:
 
 # the contention flags and the model parameter each one sets, in models whose Params have it
 CONTENTION_FLAGS = {"congestion": "congestion_control", "queue": "queue_s", "share_sigma": "share_sigma",
-                    "multi_flow_goodput": "multi_flow_goodput"}
+                    "multi_flow_goodput": "multi_flow_goodput", "ps_placement": "ps_placement"}
 
 
 def _model_choice(args: argparse.Namespace) -> ModelChoice:

@@ -29,6 +29,7 @@ def advice_to_json(profile: Profile | None, request: AdviceRequest, advice: Advi
         "schema": SCHEMA,
         "model": advice.model,
         "model_params": dict(advice.params),
+        "model_details": dict(advice.details),
         "job": {
             "model": job.model if job else None,
             "source": job.source if job else None,
@@ -113,6 +114,17 @@ def advice_table(profile: Profile | None, request: AdviceRequest, advice: Advice
     ]
     if advice.recommended.hours is not None:
         rows.append(f"                  finishes the job in {advice.recommended.hours:.2f} h")
+    placement = advice.details.get("ps_placement")
+    if placement:
+        per_ps: dict[int, list[str]] = {}
+        for variable, ps in placement["variables"].items():
+            per_ps.setdefault(ps, []).append(variable)
+        rows.append(f"PS placement ({placement['strategy']}, {placement['parameter_servers']} PS):")
+        moved = placement.get("bytes_per_ps") or []
+        for ps in sorted(per_ps):
+            shown = ", ".join(per_ps[ps][:4]) + (f" and {len(per_ps[ps]) - 4} more" if len(per_ps[ps]) > 4 else "")
+            size = f", {moved[ps]:,d} B per step" if ps < len(moved) else ""
+            rows.append(f"  ps{ps}: {len(per_ps[ps])} variable(s){size}: {shown}")
     rows += [f"note: {n}" for n in advice.notes]
     return "\n".join(rows)
 

@@ -133,3 +133,17 @@ def test_a_spec_with_an_unknown_section_is_named(tmp_path: Path, capsys: pytest.
     bad.write_text("gpus: P40\n")
     assert _run(["predict", "--model", "pei2019", "--spec", str(bad), "--quiet"]) == 2
     assert "unknown section(s) gpus; the sections are" in capsys.readouterr().err
+
+
+def test_a_ps_count_what_if_prints_its_placement(capsys: pytest.CaptureFixture[str]) -> None:
+    # The bundled mlp: fc0/W (784 x 384 float32 = 1,204,224 B) is the largest variable; greedy by
+    # bytes puts it alone on one PS and the other 8 (about 0.53 MB) on the other.
+    assert main(["predict", "--ps", "2", "--ps-placement", "greedy-bytes", *FAST]) == 0
+    out = capsys.readouterr().out
+    assert "PS placement (greedy-bytes, 2 PS):" in out
+    assert "1 variable(s)" in out and "8 variable(s)" in out and "fc0/W" in out
+    assert main(["predict", "--ps", "2", "--json", *FAST]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["job"]["parameter_servers"] == 2 and doc["model_details"]["ps_placement"]["strategy"] == "round-robin"
+    assert _run(["predict", "--model", "cynthia", "--ps-placement", "greedy-bytes", *FAST]) == 2
+    assert "--ps-placement sets the parameter ps_placement, which this model" in capsys.readouterr().err
