@@ -105,8 +105,10 @@ def scraped_controller(workdir: Path, *, rule_files: Sequence[Path] = ()) -> Ite
     with ExitStack() as stack:
         emu = stack.enter_context(KubeEmulator(namespaces=[NS], bookmark_interval_s=0.5))
         _hold_lease(emu, "advisor-previous")
+        # One profiling try: cnn's failed run must end the job Failed for the dashboard, not be retried.
         settings = settings_for_process(workdir / "controller", leader_election=True, lease_name=LEASE,
-                                        resync_period_s=5, max_workers=MAX_WORKERS, prices=PRICES)
+                                        resync_period_s=5, max_workers=MAX_WORKERS, prices=PRICES,
+                                        profiling_max_attempts=1)
         controller = stack.enter_context(ControllerProcess(emu, workdir / "controller", settings))
         (workdir / "prometheus").mkdir(parents=True, exist_ok=True)
         worker = stack.enter_context(training_worker(TRAINING_EXAMPLES_PER_S))

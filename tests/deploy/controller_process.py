@@ -46,6 +46,7 @@ def settings_for_process(workdir: Path, **overrides: Any) -> dict[str, Any]:
         "ingest_url": f"http://127.0.0.1:{port}", "leader_election": False, "lease_namespace": NS,
         "identity": "advisor-0", "max_workers": 4, "prediction_target": 0.05, "log_level": "WARNING",
         "prices": {"worker_per_hour": 1.0, "ps_per_hour": 1.0},
+        "ingest_key": "a-test-key-of-at-least-16-bytes",  # one key, so a restart keeps runs' tokens valid
     }
     settings.update(overrides)
     return settings
