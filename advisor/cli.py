@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
-from advisor import dts_cli, fit_cli, store_cli
+from advisor import dts_cli, fit_cli, jit_cache, store_cli
 from advisor.cli_args import SEED, ArgumentParser, argument_type, check_output, int_at_least, writing
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, ModelChoice, Overhead, advise, model_inputs
 from advisor.core.bandwidth import resolve_bandwidth
@@ -28,11 +30,12 @@ from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError, StreamOrder
 from advisor.core.summary import ProfileSummary, summarize
 from advisor.core.units import format_bandwidth, parse_bandwidth, parse_duration
-from advisor.errors import AdvisorError, ModelInputError
+from advisor.errors import AdvisorError, EngineCacheWarning, ModelInputError
 from advisor.importers.loader import BUNDLED_EXAMPLE, load_profile
 from advisor.importers.observed import read_observed
 from advisor.importers.spec_file import read_spec_document
 from advisor.importers.profile_file import write_profile
+from advisor.parallel import PointPool
 from advisor.plot import plot_advice
 from advisor.report import advice_table, advice_to_json, compare_table, compare_to_json
 
@@ -42,6 +45,8 @@ ADAPTIVE_MIN_STEPS = CurveSettings(workers=(1,)).min_steps
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    jit_cache.prepare()  # before anything imports numba: a read-only shipped cache is copied where numba can use it
+    _short_warnings()
     parser = _parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "run"):
@@ -54,6 +59,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
+
+
+def _short_warnings() -> None:
+    """The engine-cache warnings as one line each ("advisor: warning: ..."), others as Python shows them."""
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        if issubclass(category, EngineCacheWarning):
+            print(f"advisor: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -155,6 +174,9 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
                      help="warm-up steps per worker, not measured; fewer than --steps, or than the "
                      f"{ADAPTIVE_MIN_STEPS} an adaptive run starts with (default 50)")
     sim.add_argument("--seed", type=SEED, default=0, help="random seed, an integer >= 0 (default 0)")
+    sim.add_argument("--jobs", type=int_at_least(0, "0 is as many as the CPU quota allows"), default=0, metavar="N",
+                     help="processes that compute the worker counts (default 0: as many as the CPU quota allows; "
+                          "the result is the same for any N)")
     sim.add_argument("--win", type=parse_window, metavar="BYTES|off",
                      help="HTTP/2 first-service window in bytes, or off (default off: whole streams)")
     sim.add_argument("--order", choices=[o.value for o in StreamOrder], default=StreamOrder.FIFO.value,
@@ -407,7 +429,8 @@ def _predict(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     progress = None if args.quiet or args.json else _progress
     try:
-        advice = advise(profile, request, progress)
+        with PointPool(args.jobs) as pool:
+            advice = advise(profile, request, progress, pool)
     except SimulationSettingsError as exc:  # the core names its field; the user wrote the file
         if request.network and request.network.order is StreamOrder.CUSTOM and "custom_order" in str(exc):
             raise SimulationSettingsError(str(exc).replace("custom_order", f"--order-file {args.order_file}")) from None

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.core.cost import Choice, Constraints, Prices, cost_optimal, cost_per_example, saturation_point
-from advisor.core.curve import CurvePoint, CurveSettings, Progress, predict_curve
+from advisor.core.curve import CurvePoint, CurveSettings, Mapper, Progress, predict_curve
 from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs, ModelParams, ThroughputModel
 from advisor.core.preprocess import add_client_gap, split_parsing_overhead
@@ -118,12 +118,14 @@ class Advice:
         raise KeyError(workers)
 
 
-def advise(profile: Profile | None, request: AdviceRequest, progress: Progress | None = None) -> Advice:
-    """Predict the curve for the job and derive the saturation point and the cheapest W."""
+def advise(profile: Profile | None, request: AdviceRequest, progress: Progress | None = None,
+           mapper: Mapper | None = None) -> Advice:
+    """Predict the curve for the job and derive the saturation point and the cheapest W;
+    ``mapper`` computes the curve's points (e.g. over processes: ``advisor/parallel.py``)."""
     model, params = request.model.resolve()
     inputs = model_inputs(profile, request)
     model.check(inputs, params)
-    curve = predict_curve(model, inputs, params, request.curve, progress)
+    curve = predict_curve(model, inputs, params, request.curve, progress, mapper)
     outlook = model.outlook(inputs, params, {p.workers: p.throughput for p in curve})
     others = side_by_side(inputs, request)
     batch = profile.job.batch_size if profile is not None else int(outlook.details.get("batch_size", 0))

@@ -140,7 +140,9 @@ class PsDes(ModelBase):
     def _compile(self, profile: Profile, net: NetworkModel) -> Compiled:
         """The merged graph of ``profile`` on ``net``, built once for all the W of a curve."""
         cached = self._compiled
-        if cached is not None and cached[0] is profile and cached[1] == net:
+        # equal, not only the same object: a pool's worker process receives each W point's
+        # profile as a new copy of the same one (advisor/parallel.py)
+        if cached is not None and (cached[0] is profile or cached[0] == profile) and cached[1] == net:
             return cached[2]
         from advisor.core.models.ps_des.simulator.fast import compile_profile
 
