@@ -89,7 +89,7 @@ def _index_path(fn: Any) -> str | None:
 
 def _has_index(fn: Any) -> bool:
     index = _index_path(fn)
-    return bool(index) and os.path.exists(index) and os.path.getsize(index) > 0
+    return index is not None and os.path.exists(index) and os.path.getsize(index) > 0
 
 
 def _warn_if_missed(fn: Any) -> None:
