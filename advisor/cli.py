@@ -24,6 +24,7 @@ from advisor.core.calibration import calibrate
 from advisor.core.compare import compare, errors
 from advisor.core.cost import Constraints, Prices
 from advisor.core.curve import CurveSettings
+from advisor.core.model_error import ModelError
 from advisor.core.models import registry
 from advisor.core.models.protocol import Need
 from advisor.core.profile import Profile
@@ -32,6 +33,7 @@ from advisor.core.summary import ProfileSummary, summarize
 from advisor.core.units import format_bandwidth, parse_bandwidth, parse_duration
 from advisor.errors import AdvisorError, EngineCacheWarning, ModelInputError
 from advisor.importers.loader import BUNDLED_EXAMPLE, load_profile
+from advisor.importers.model_error_file import load_model_error
 from advisor.importers.observed import read_observed
 from advisor.importers.spec_file import read_spec_document
 from advisor.importers.profile_file import write_profile
@@ -174,6 +176,9 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
                      help="warm-up steps per worker, not measured; fewer than --steps, or than the "
                      f"{ADAPTIVE_MIN_STEPS} an adaptive run starts with (default 50)")
     sim.add_argument("--seed", type=SEED, default=0, help="random seed, an integer >= 0 (default 0)")
+    sim.add_argument("--model-error", metavar="FILE|off", default=None,
+                     help="widen each interval by the model's measured error (default: the shipped "
+                          "leave-one-job-out widths, advisor/data/model_error.json); off: simulation noise only")
     sim.add_argument("--jobs", type=int_at_least(0, "0 is as many as the CPU quota allows"), default=0, metavar="N",
                      help="processes that compute the worker counts (default 0: as many as the CPU quota allows; "
                           "the result is the same for any N)")
@@ -501,7 +506,15 @@ def _advice_request(args: argparse.Namespace, profile: Profile | None, bandwidth
         worker_bandwidths_bps=args.worker_bandwidth or (),
         parameter_servers=args.ps,
         spec=spec,
+        model_error=_model_error(args),
     )
+
+
+def _model_error(args: argparse.Namespace) -> ModelError | None:
+    given = getattr(args, "model_error", None)
+    if given is not None and given.strip().lower() == "off":
+        return None
+    return load_model_error(Path(given) if given else None)
 
 
 def _model_name(args: argparse.Namespace) -> str:
