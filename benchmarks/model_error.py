@@ -11,7 +11,8 @@ queue, as ``benchmarks/accuracy.py``). Each (run, W) gives a residual r = measur
 measured being the run's mean at that W.
 
 Widths (``advisor/core/model_error.py``): per regime of W (1; 2; 3 and more), the conformal
-quantiles of -r and r at 97.5 % each (a 95 % interval). Printed: every point; the widths; and
+quantile of |r| at 95 %, on both sides (``--one-sided``: the quantiles of -r and r at 97.5 %
+each). Printed: every point; the widths; and
 coverage of the measured values by (a) the simulation-only interval, (b) the widened interval
 with the shipped widths (computed from these same residuals: in-sample), (c) the widened
 interval with widths computed without the job's own residuals (cross-conformal: honest).
@@ -88,9 +89,12 @@ def coverage(rows: list[dict[str, Any]], error: ModelError | None) -> float:
     return inside / len(rows)
 
 
+SYMMETRIC = [True]  # --one-sided sets it False
+
+
 def widths(rows: list[dict[str, Any]]) -> ModelError:
     residuals = [(r["workers"], r["residual"]) for r in rows]
-    return ModelError(MODEL, LEVEL, regime_widths(residuals, REGIMES, LEVEL))
+    return ModelError(MODEL, LEVEL, regime_widths(residuals, REGIMES, LEVEL, SYMMETRIC[0]))
 
 
 def main() -> None:
@@ -99,15 +103,22 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000, help="steps per worker of the held-out predictions")
     parser.add_argument("--jobs", type=int, default=2, help="folds computed at once (processes)")
     parser.add_argument("--coarse", action="store_true", help="a 3 x 3 grid (a quick look, not the shipped data)")
+    parser.add_argument("--one-sided", action="store_true", help="one-sided quantiles of -r and r, not of |r|")
+    parser.add_argument("--rows", type=Path, help="reuse the points of an earlier --write (no fit, no simulation)")
     parser.add_argument("--write", action="store_true", help=f"write {OUT.relative_to(OUT.parents[2])}")
     args = parser.parse_args()
     if not DATA.exists():
         raise SystemExit(f"needs the real measurements at {DATA}")
+    SYMMETRIC[0] = not args.one_sided
     sigmas, etas = ((0.5, 1.0, 1.5), (0.75, 0.85, 0.95)) if args.coarse else (DEFAULT_SIGMAS, DEFAULT_ETAS)
     t0 = time.perf_counter()
-    tasks = [(job, args.fit_steps, args.steps, sigmas, etas) for job in jobs()]
-    with ProcessPoolExecutor(args.jobs) as pool:
-        folds = list(pool.map(fold, tasks))
+    if args.rows:
+        old = json.loads(args.rows.read_text())["validation"]
+        folds = [{**f, "rows": [p for p in old["points"] if p["job"] == f["job"]]} for f in old["folds"]]
+    else:
+        tasks = [(job, args.fit_steps, args.steps, sigmas, etas) for job in jobs()]
+        with ProcessPoolExecutor(args.jobs) as pool:
+            folds = list(pool.map(fold, tasks))
     rows = [r for f in folds for r in f["rows"]]
     print(f"{len(folds)} folds, {len(rows)} points, {time.perf_counter() - t0:.0f} s")
     for f in folds:
@@ -137,7 +148,8 @@ def main() -> None:
         doc = {"schema": "advisor-model-error/1", "model": MODEL, "level": LEVEL,
                "source": f"benchmarks/model_error.py: leave-one-job-out over shared/data/measured ({len(folds)} jobs, "
                          f"{len(rows)} points, fit grid {len(sigmas)}x{len(etas)} at {args.fit_steps} steps, "
-                         f"predictions at {args.steps} steps)",
+                         f"predictions at {args.steps} steps; "
+                         f"{'one-sided quantiles of -r, r' if args.one_sided else 'conformal quantile of |r|'})",
                "regimes": [{"workers_min": g.workers_min, "workers_max": g.workers_max, "down": round(g.down, 4),
                             "up": round(g.up, 4), "n": g.n, "exact": g.exact} for g in error.regimes],
                "validation": {"coverage": cov, "folds": [{k: v for k, v in f.items() if k != "rows"} for f in folds],

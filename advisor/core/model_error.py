@@ -9,11 +9,13 @@ keeps conformal-style quantiles of the relative residuals r = measured / predict
 package ships them (``advisor/data/model_error.json``, read by ``advisor/importers``).
 
 The interval of a point is then the simulation interval widened by them:
-``low = sim_low * (1 - down)``, ``high = sim_high * (1 + up)``, where ``down`` and ``up`` are
-the regime's quantiles of -r and r at ``(1 + level) / 2`` each (two one-sided tails of the
-stated level). With n residuals, the conformal rank is ceil((n + 1) q); when that exceeds n, the
-largest residual is used and the guarantee is below the level (``ErrorRegime.exact`` False):
-the data are few, and the README says so.
+``low = sim_low * (1 - down)``, ``high = sim_high * (1 + up)``. The shipped widths are
+symmetric, down = up = the regime's conformal quantile of |r| at ``level`` (split conformal's
+usual score; one-sided quantiles of -r and r, each at (1 + level) / 2, are the other option:
+with the five jobs at hand they covered 82 % of the held-out points against 94 %, README).
+With n residuals, the conformal rank is ceil((n + 1) q); when that exceeds n, the largest
+residual is used and the guarantee is below the level (``ErrorRegime.exact`` False): the data
+are few, and the README says so.
 
 Only the model the residuals were measured for is widened (``ModelError.model``); for another,
 ``widen`` leaves the interval as it is and the advice says the model error is unknown.
@@ -103,13 +105,19 @@ def conformal_quantile(values: Sequence[float], level: float) -> tuple[float, bo
 
 
 def regime_widths(residuals: Sequence[tuple[int, float]], bounds: Sequence[tuple[int, int | None]],
-                  level: float) -> tuple[ErrorRegime, ...]:
-    """Per regime ``(workers_min, workers_max)``, the quantiles of -r and r at (1 + level) / 2
-    over the residuals ``(W, r)`` in it (r = measured / predicted - 1)."""
+                  level: float, symmetric: bool = True) -> tuple[ErrorRegime, ...]:
+    """Per regime ``(workers_min, workers_max)``, the widths from the residuals ``(W, r)`` in it
+    (r = measured / predicted - 1): symmetric, the conformal quantile of |r| at ``level`` on
+    both sides (split conformal's usual score); else the quantiles of -r and r at
+    (1 + level) / 2 each."""
     tail = (1 + level) / 2
     out = []
     for lo, hi in bounds:
         rs = [r for w, r in residuals if w >= lo and (hi is None or w <= hi)]
+        if symmetric:
+            width, exact = conformal_quantile([abs(r) for r in rs], level)
+            out.append(ErrorRegime(lo, hi, min(width, 0.99), width, len(rs), exact))
+            continue
         down, d_exact = conformal_quantile([max(0.0, -r) for r in rs], tail)
         up, u_exact = conformal_quantile([max(0.0, r) for r in rs], tail)
         out.append(ErrorRegime(lo, hi, min(down, 0.99), up, len(rs), d_exact and u_exact))

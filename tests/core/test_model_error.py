@@ -28,11 +28,16 @@ def test_conformal_quantile_rank() -> None:
 
 def test_regime_widths_by_hand() -> None:
     residuals = [(1, 0.02), (1, -0.03), (2, 0.3), (3, -0.1), (4, 0.05)]
-    # level 0.5: each tail at 0.75; n = 2 per regime (W=1, W>=3): rank ceil(3 x 0.75) = 3 > 2: the largest
+    # symmetric, level 0.5: |r| per regime; n = 2 (W=1, W>=3): rank ceil(3 x 0.5) = 2: the larger
     w1, w2, w3 = regime_widths(residuals, ((1, 1), (2, 2), (3, None)), 0.5)
-    assert (w1.down, w1.up, w1.n, w1.exact) == (0.03, 0.02, 2, False)
-    assert (w2.down, w2.up, w2.n) == (0.0, 0.3, 1)  # measured only above the prediction at W = 2
-    assert (w3.down, w3.up, w3.n) == (0.1, 0.05, 2)
+    assert (w1.down, w1.up, w1.n, w1.exact) == (0.03, 0.03, 2, True)
+    assert (w2.down, w2.up, w2.n) == (0.3, 0.3, 1)
+    assert (w3.down, w3.up, w3.n) == (0.1, 0.1, 2)
+    # one-sided, level 0.5: each tail at 0.75, rank ceil(3 x 0.75) = 3 > 2: the largest, inexact
+    a1, a2, a3 = regime_widths(residuals, ((1, 1), (2, 2), (3, None)), 0.5, symmetric=False)
+    assert (a1.down, a1.up, a1.exact) == (0.03, 0.02, False)
+    assert (a2.down, a2.up) == (0.0, 0.3)  # measured only above the prediction at W = 2
+    assert (a3.down, a3.up) == (0.1, 0.05)
 
 
 def _error() -> ModelError:
@@ -65,7 +70,8 @@ def test_the_shipped_data_loads_and_covers_every_worker_count() -> None:
     error = load_model_error()
     assert error.model == DEFAULT_MODEL and error.level == 0.95
     assert all(error.regime(w) is not None for w in range(1, 65))
-    assert error.regime(1).up < error.regime(2).up  # W = 1 is what the trace measures: the narrowest
+    one, two = error.regime(1), error.regime(2)
+    assert one is not None and two is not None and one.up < two.up  # W = 1 is what the trace measures: narrowest
 
 
 def test_the_shipped_widths_cover_the_shipped_held_out_points() -> None:
