@@ -63,7 +63,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=0, help="the pool's size for the parallel rows (0: auto)")
     parser.add_argument("--skip-cold", action="store_true")
+    parser.add_argument("--only-in-process", action="store_true", help="only the in-process like-for-like ratio")
     args = parser.parse_args()
+    if args.only_in_process:
+        in_process(args.repeat)
+        return
     work = Path(tempfile.mkdtemp(prefix="bench-command-"))
     profile = work / "inception.json.gz"
     write_profile(inception_like(), profile)
@@ -98,7 +102,31 @@ def main() -> None:
     row("like-for-like W=4 120 steps, compiled engine", fast)
     row("like-for-like W=4 120 steps, plain transcription", ref)
     print(f"whole-command ratio: x{statistics.median(w for w, _ in ref) / statistics.median(w for w, _ in fast):.1f}")
+    in_process(args.repeat)
     shutil.rmtree(work, ignore_errors=True)
+
+
+def in_process(repeat: int) -> None:
+    """The same like-for-like case in this process: the engines alone, no start-up or profile load."""
+    from advisor.core.models.ps_des.simulator import simulate, simulate_reference_engine
+    from advisor.core.sim_types import NetworkModel, SimulationSettings
+
+    profile = inception_like()
+    net = NetworkModel(bandwidth_bps=10e9 * 0.95)
+    sim = SimulationSettings(workers=4, steps=120, warmup_steps=50)
+    simulate(profile, net, SimulationSettings(workers=2, steps=2, warmup_steps=0))  # load the compiled engine
+    fast, ref = [], []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        a = simulate(profile, net, sim)
+        fast.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        b = simulate_reference_engine(profile, net, sim)
+        ref.append(time.perf_counter() - t0)
+    same = a.step_ends_s == b.step_ends_s
+    print(f"in process, W=4 120 steps: compiled {statistics.median(fast) * 1e3:.0f} ms, plain transcription "
+          f"{statistics.median(ref):.1f} s: x{statistics.median(ref) / statistics.median(fast):.0f} "
+          f"(same step ends: {same})")
 
 
 if __name__ == "__main__":
