@@ -193,9 +193,22 @@ def cost_optimal(
         if choice is not None:
             feasible.append(choice)
     if not feasible:
-        raise CostError(_why_none(workers, lows or throughput, prices, parameter_servers, constraints,
-                                  at_low=lows is not None))
+        why = _why_none(workers, lows or throughput, prices, parameter_servers, constraints, at_low=lows is not None)
+        if lows is not None and constraints.deadline_hours is not None and constraints.examples:
+            why += _likeliest(workers, spreads, constraints)
+        raise CostError(why)
     return min(feasible, key=lambda c: (round(c.expected_cost_per_example or c.cost_per_example, 15), c.workers))
+
+
+def _likeliest(workers: Sequence[int], spreads: Sequence[Spread], c: Constraints) -> str:
+    """The W most likely to meet the deadline (within ``max_workers``), as a sentence to add."""
+    need = (c.examples or 0.0) / ((c.deadline_hours or math.inf) * SECONDS_PER_HOUR)
+    chances = [(s.p_at_least(need), -w) for w, s in zip(workers, spreads)
+               if c.max_workers is None or w <= c.max_workers]
+    if not chances:
+        return ""
+    p, w = max(chances)
+    return f"; the likeliest to meet it is W = {-w}, with probability {p:.0%}"
 
 
 def _hours(h: float) -> str:
