@@ -125,7 +125,8 @@ def advice_table(profile: Profile | None, request: AdviceRequest, advice: Advice
     rows += [
         "",
         f"saturation point: W = {sat} (one more worker adds < {request.saturation_threshold:.0%} of W=1 throughput)",
-        f"cost-optimal:     W = {rec} at {advice.recommended.cost_per_example * 1e6:.4f} per million examples",
+        f"cost-optimal:     W = {rec} at {advice.recommended.cost_per_example * 1e6:.4f} per million examples"
+        + _expected(advice.recommended.expected_cost_per_example, advice.recommended.cost_per_example),
     ]
     if advice.recommended.hours is not None:
         rows.append(f"                  finishes the job in {advice.recommended.hours:.2f} h")
@@ -139,6 +140,13 @@ def advice_table(profile: Profile | None, request: AdviceRequest, advice: Advice
                     "--model-error off for the simulation's alone")
     rows += [f"note: {n}" for n in advice.notes]
     return "\n".join(rows)
+
+
+def _expected(expected: float | None, point: float) -> str:
+    """The expected cost, where the interval makes it differ from the point's (what the choice compared)."""
+    if expected is None or abs(expected - point) <= 5e-5 * point:
+        return ""
+    return f" (expected {expected * 1e6:.4f} over the interval)"
 
 
 def _num(value: float | None) -> str:
