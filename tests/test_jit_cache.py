@@ -129,3 +129,20 @@ def test_warm_compiles_one_signature_of_the_main_loop() -> None:
     from advisor.core.models.ps_des.simulator.warm import warm
 
     assert warm() == 1
+
+
+@pytest.mark.skipif(not __import__("advisor.core.models.ps_des.simulator.jit", fromlist=["x"]).HAVE_NUMBA,
+                    reason="numba is not installed")
+def test_a_foreign_compiled_cache_is_ignored_with_a_warning(tmp_path: Path) -> None:
+    """An index another numba version wrote: numba does not use it; the process compiles and says why."""
+    cache = tmp_path / "cache"
+    assert _child(tmp_path, cache).returncode == 0
+    for index in cache.rglob("*.nbi"):
+        with index.open("rb") as f:
+            pickle.load(f)  # this numba's version
+            rest = f.read()
+        index.write_bytes(pickle.dumps("0.0.1") + rest)
+    second = _child(tmp_path, cache)
+    assert second.returncode == 0, second.stderr
+    assert "result 42" in second.stdout
+    assert "was built for another CPU, numba version or source" in second.stderr
