@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from advisor.importers.profile_file import write_profile
 from benchmarks.synthetic import inception_like
@@ -64,9 +65,13 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=0, help="the pool's size for the parallel rows (0: auto)")
     parser.add_argument("--skip-cold", action="store_true")
     parser.add_argument("--only-in-process", action="store_true", help="only the in-process like-for-like ratio")
+    parser.add_argument("--overlap", action="store_true", help="only: how busy each process of the pool is")
     args = parser.parse_args()
     if args.only_in_process:
         in_process(args.repeat)
+        return
+    if args.overlap:
+        pool_overlap(args.jobs)
         return
     work = Path(tempfile.mkdtemp(prefix="bench-command-"))
     profile = work / "inception.json.gz"
@@ -104,6 +109,44 @@ def main() -> None:
     print(f"whole-command ratio: x{statistics.median(w for w, _ in ref) / statistics.median(w for w, _ in fast):.1f}")
     in_process(args.repeat)
     shutil.rmtree(work, ignore_errors=True)
+
+
+def _timed_point(task: Any) -> tuple[int, int, float, float, float]:
+    from advisor.core.curve import compute_point
+
+    t0, c0 = time.time(), time.process_time()
+    compute_point(task)
+    return task.workers, os.getpid(), t0, time.time(), time.process_time() - c0
+
+
+def pool_overlap(jobs: int) -> None:
+    """Is the pool's every process busy for the whole curve, and with how much of a core? Per
+    process: the points it computed, its busy wall time, its CPU time (a CPU/wall ratio below 1
+    means other work on the machine took the rest)."""
+    from advisor.core.advice import AdviceRequest, model_inputs
+    from advisor.core.curve import CurveSettings, PointTask
+    from advisor.core.models import registry
+    from advisor.core.sim_types import NetworkModel
+    from advisor.parallel import PointPool
+
+    profile = inception_like()
+    cfg = CurveSettings(workers=tuple(range(1, 33)), target_rel_halfwidth=0.02)
+    request = AdviceRequest(network=NetworkModel(bandwidth_bps=10e9), curve=cfg)
+    model = registry.get("li2020-des+contention")
+    inputs = model_inputs(profile, request)
+    tasks = [PointTask(model.name, inputs, registry.params_for(model), w, cfg) for w in cfg.workers]
+    start = time.time()
+    with PointPool(jobs) as pool:
+        done = list(pool(_timed_point, tasks))
+    wall = time.time() - start
+    by: dict[int, list[tuple[float, float, float]]] = {}
+    for _, pid, a, b, cpu in done:
+        by.setdefault(pid, []).append((a - start, b - start, cpu))
+    for pid, rows in by.items():
+        busy, cpu = sum(b - a for a, b, _ in rows), sum(c for *_, c in rows)
+        print(f"  process {pid}: {len(rows):>2} points, busy {busy:5.1f} s from {min(r[0] for r in rows):4.1f} to "
+              f"{max(r[1] for r in rows):4.1f} s, CPU {cpu:5.1f} s ({cpu / busy:.0%} of a core)")
+    print(f"pool of {PointPool(jobs).jobs}: the curve's points in {wall:.1f} s wall (engine loaded in the parent)")
 
 
 def in_process(repeat: int) -> None:
