@@ -66,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _short_warnings() -> None:
     """The engine-cache warnings as one line each ("advisor: warning: ..."), others as Python shows them."""
     shown = warnings.showwarning
+    if getattr(shown, "advisor_short", False):  # installed by an earlier main() in this process
+        return
 
     def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
              line: str | None = None) -> None:
@@ -74,6 +76,7 @@ def _short_warnings() -> None:
         else:
             shown(message, category, filename, lineno, file, line)
 
+    show.advisor_short = True  # type: ignore[attr-defined]
     warnings.showwarning = show
 
 
