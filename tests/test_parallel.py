@@ -135,3 +135,18 @@ def test_a_worker_that_dies_once_loses_no_point(tmp_path: Path, monkeypatch: pyt
 def test_a_worker_that_dies_twice_is_reported_by_point() -> None:
     with PointPool(2) as pool, pytest.raises(ParallelError, match=r"died twice .*points \[2\]"):
         list(pool(_die_always, _tasks()))
+
+
+def _refuse(task: PointTask) -> object:
+    from advisor.core.sim_types import SimulationSettingsError
+
+    if task.workers == 1:  # the cheapest point runs in the parent (fork): the others in the pool's processes
+        return compute_point(task)
+    raise SimulationSettingsError(f"cannot simulate W = {task.workers}")
+
+
+def test_an_error_in_a_worker_process_reaches_the_caller_as_itself() -> None:
+    from advisor.core.sim_types import SimulationSettingsError
+
+    with PointPool(2) as pool, pytest.raises(SimulationSettingsError, match=r"cannot simulate W = [23]"):
+        list(pool(_refuse, _tasks()))
