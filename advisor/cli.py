@@ -9,13 +9,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict
 from enum import Enum
 from typing import Any
 from pathlib import Path
+from typing import Any
 
-from advisor import dts_cli, fit_cli, opdb_cli, store_cli
+from advisor import dts_cli, fit_cli, jit_cache, opdb_cli, store_cli
 from advisor.cli_args import SEED, ArgumentParser, argument_type, check_output, int_at_least, writing
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, ModelChoice, Overhead, advise, model_inputs
 from advisor.core.bandwidth import resolve_bandwidth
@@ -23,18 +25,21 @@ from advisor.core.calibration import calibrate
 from advisor.core.compare import compare, errors
 from advisor.core.cost import Constraints, Prices
 from advisor.core.curve import CurveSettings
+from advisor.core.model_error import ModelError
 from advisor.core.models import registry
 from advisor.core.models.protocol import DEVICE_DB, Need
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError, StreamOrder
 from advisor.core.summary import ProfileSummary, summarize
 from advisor.core.units import format_bandwidth, parse_bandwidth, parse_duration
-from advisor.errors import AdvisorError, ModelInputError
+from advisor.errors import AdvisorError, EngineCacheWarning, ModelInputError
 from advisor.importers.loader import BUNDLED_EXAMPLE, load_profile
+from advisor.importers.model_error_file import load_model_error
 from advisor.importers.observed import read_observed
 from advisor.importers.opdb_file import read_opdb
 from advisor.importers.spec_file import read_spec_document
 from advisor.importers.profile_file import write_profile
+from advisor.parallel import PointPool
 from advisor.plot import plot_advice
 from advisor.report import advice_table, advice_to_json, compare_table, compare_to_json
 
@@ -44,6 +49,8 @@ ADAPTIVE_MIN_STEPS = CurveSettings(workers=(1,)).min_steps
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    jit_cache.prepare()  # before anything imports numba: a read-only shipped cache is copied where numba can use it
+    _short_warnings()
     parser = _parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "run"):
@@ -56,6 +63,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
+
+
+def _short_warnings() -> None:
+    """The engine-cache warnings as one line each ("advisor: warning: ..."), others as Python shows them."""
+    shown = warnings.showwarning
+    if getattr(shown, "advisor_short", False):  # installed by an earlier main() in this process
+        return
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        if issubclass(category, EngineCacheWarning):
+            print(f"advisor: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    show.advisor_short = True  # type: ignore[attr-defined]
+    warnings.showwarning = show
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -158,6 +182,12 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
                      help="warm-up steps per worker, not measured; fewer than --steps, or than the "
                      f"{ADAPTIVE_MIN_STEPS} an adaptive run starts with (default 50)")
     sim.add_argument("--seed", type=SEED, default=0, help="random seed, an integer >= 0 (default 0)")
+    sim.add_argument("--model-error", metavar="FILE|off", default=None,
+                     help="widen each interval by the model's measured error (default: the shipped "
+                          "leave-one-job-out widths, advisor/data/model_error.json); off: simulation noise only")
+    sim.add_argument("--jobs", type=int_at_least(0, "0 is as many as the CPU quota allows"), default=0, metavar="N",
+                     help="processes that compute the worker counts (default 0: as many as the CPU quota allows; "
+                          "the result is the same for any N)")
     sim.add_argument("--win", type=parse_window, metavar="BYTES|off",
                      help="HTTP/2 first-service window in bytes, or off (default off: whole streams)")
     sim.add_argument("--order", choices=[o.value for o in StreamOrder], default=StreamOrder.FIFO.value,
@@ -415,7 +445,8 @@ def _predict(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     progress = None if args.quiet or args.json else _progress
     try:
-        advice = advise(profile, request, progress)
+        with PointPool(args.jobs) as pool:
+            advice = advise(profile, request, progress, pool)
     except SimulationSettingsError as exc:  # the core names its field; the user wrote the file
         if request.network and request.network.order is StreamOrder.CUSTOM and "custom_order" in str(exc):
             raise SimulationSettingsError(str(exc).replace("custom_order", f"--order-file {args.order_file}")) from None
@@ -487,6 +518,7 @@ def _advice_request(args: argparse.Namespace, profile: Profile | None, bandwidth
         parameter_servers=args.ps,
         spec=spec,
         extras=_extras(args),
+        model_error=_model_error(args),
     )
 
 
@@ -495,6 +527,13 @@ def _extras(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "device_db", None) is None:
         return {}
     return {DEVICE_DB: read_opdb(args.device_db)}
+
+
+def _model_error(args: argparse.Namespace) -> ModelError | None:
+    given = getattr(args, "model_error", None)
+    if given is not None and given.strip().lower() == "off":
+        return None
+    return load_model_error(Path(given) if given else None)
 
 
 def _model_name(args: argparse.Namespace) -> str:

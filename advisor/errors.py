@@ -26,6 +26,8 @@ errors. Third-party errors (pydantic, json, protobuf) are wrapped once, where th
 
 from __future__ import annotations
 
+import pickle
+
 
 class AdvisorError(Exception):
     """Base of every error the project raises on purpose."""
@@ -152,3 +154,18 @@ class ObservedThroughputError(AdvisorError, ValueError):
 class SpecError(AdvisorError, ValueError):
     """A spec (layers, GPU, links, cluster) is invalid; the message names the file when known and
     the path of each bad field (``layers.3.stride: ...``)."""
+
+
+# --- the compiled engine's on-disk cache (advisor/jit_cache.py, core/models/ps_des/simulator/jit.py) ---
+
+
+class EngineCacheWarning(UserWarning):
+    """The simulation engine's on-disk numba cache could not be used: it was compiled in the process."""
+
+
+# what reading a damaged or foreign numba cache file raises (pickle's errors and what a truncated
+# stream turns into); anything else is not about the cache and propagates
+CACHE_LOAD_ERRORS: tuple[type[BaseException], ...] = (
+    pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, KeyError,
+    IndexError, OSError, RuntimeError,
+)

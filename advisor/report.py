@@ -62,9 +62,12 @@ def advice_to_json(profile: Profile | None, request: AdviceRequest, advice: Advi
                 "throughput": p.throughput,
                 "low": p.low,
                 "high": p.high,
+                "sim_low": p.low if p.sim_low is None else p.sim_low,
+                "sim_high": p.high if p.sim_high is None else p.sim_high,
                 "steps": p.steps,
                 "events": p.events,
                 "cost_per_example": p.cost_per_example,
+                "expected_cost_per_example": p.expected_cost_per_example,
                 "baselines": {"cynthia": p.cynthia, "phase_queueing": p.phase_queueing},
                 "models": {name: {"throughput": value} for name, value in p.models.items()},
                 "alternating": p.alternating,
@@ -80,9 +83,22 @@ def advice_to_json(profile: Profile | None, request: AdviceRequest, advice: Advi
             "cost_per_example": rec.cost_per_example,
             "hours": rec.hours,
             "total_cost": rec.total_cost,
+            "expected_cost_per_example": rec.expected_cost_per_example,
+            "hours_at_low": rec.hours_at_low,
+            "p_deadline": rec.p_deadline,
         },
+        "model_error": _model_error_json(advice),
         "notes": list(advice.notes),
     }
+
+
+def _model_error_json(advice: Advice) -> dict[str, Any] | None:
+    error = advice.model_error
+    if error is None:
+        return None
+    return {"model": error.model, "level": error.level, "source": error.source,
+            "regimes": [{"workers_min": r.workers_min, "workers_max": r.workers_max, "down": r.down, "up": r.up,
+                         "n": r.n, "exact": r.exact} for r in error.regimes]}
 
 
 def advice_table(profile: Profile | None, request: AdviceRequest, advice: Advice) -> str:
@@ -110,10 +126,19 @@ def advice_table(profile: Profile | None, request: AdviceRequest, advice: Advice
     rows += [
         "",
         f"saturation point: W = {sat} (one more worker adds < {request.saturation_threshold:.0%} of W=1 throughput)",
-        f"cost-optimal:     W = {rec} at {advice.recommended.cost_per_example * 1e6:.4f} per million examples",
+        f"cost-optimal:     W = {rec} at {advice.recommended.cost_per_example * 1e6:.4f} per million examples"
+        + _expected(advice.recommended.expected_cost_per_example, advice.recommended.cost_per_example),
     ]
     if advice.recommended.hours is not None:
         rows.append(f"                  finishes the job in {advice.recommended.hours:.2f} h")
+    if advice.recommended.p_deadline is not None and request.constraints.deadline_hours is not None:
+        rows.append(f"                  meets the {request.constraints.deadline_hours:g} h deadline with probability "
+                    f"{advice.recommended.p_deadline:.1%} (at the interval's low end it takes "
+                    f"{advice.recommended.hours_at_low:.2f} h)")
+    if advice.model_error is not None:
+        rows.append(f"intervals: simulation noise and the model's error measured on held-out jobs "
+                    f"({', '.join(f'{r.label} -{r.down:.0%}/+{r.up:.0%}' for r in advice.model_error.regimes)}); "
+                    "--model-error off for the simulation's alone")
     placement = advice.details.get("ps_placement")
     if placement:
         per_ps: dict[int, list[str]] = {}
@@ -127,6 +152,13 @@ def advice_table(profile: Profile | None, request: AdviceRequest, advice: Advice
             rows.append(f"  ps{ps}: {len(per_ps[ps])} variable(s){size}: {shown}")
     rows += [f"note: {n}" for n in advice.notes]
     return "\n".join(rows)
+
+
+def _expected(expected: float | None, point: float) -> str:
+    """The expected cost, where the interval makes it differ from the point's (what the choice compared)."""
+    if expected is None or abs(expected - point) <= 5e-5 * point:
+        return ""
+    return f" (expected {expected * 1e6:.4f} over the interval)"
 
 
 def _num(value: float | None) -> str:

@@ -14,8 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.core.cost import Choice, Constraints, Prices, cost_optimal, cost_per_example, saturation_point
-from advisor.core.curve import CurvePoint, CurveSettings, Progress, predict_curve
+from advisor.core.cost import (
+    Choice, Constraints, Prices, cost_optimal, cost_per_example, expected_cost_per_example, saturation_point,
+)
+from advisor.core.curve import CurvePoint, CurveSettings, Mapper, Progress, predict_curve
+from advisor.core.model_error import ModelError
 from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs, ModelParams, ThroughputModel
 from advisor.core.preprocess import add_client_gap, split_parsing_overhead
@@ -68,6 +71,9 @@ class AdviceRequest:
     parameter_servers: int | None = None  # a PS-count what-if; None: as traced
     spec: Any = None  # inputs that are not a trace (layer or cluster spec)
     extras: Mapping[str, Any] = field(default_factory=dict)  # other loaded inputs, by key (e.g. an op database)
+    # measured model error, widening each point's interval beyond the simulation's (core/model_error.py);
+    # None: the interval is the simulation's alone
+    model_error: ModelError | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.goodput <= 1:
@@ -80,15 +86,18 @@ class AdviceRequest:
 class AdvicePoint:
     workers: int
     throughput: float
-    low: float
+    low: float  # the interval: simulation noise and, when known, the model's measured error
     high: float
     steps: int
     events: int
-    cost_per_example: float
+    cost_per_example: float  # at the point estimate
     models: Mapping[str, float] = field(default_factory=dict)  # side-by-side models' examples/s at this W
     # another outcome the model says can happen instead (e.g. W = 2 PS workers in alternation);
     # the decision uses ``throughput``
     alternating: float | None = None
+    expected_cost_per_example: float | None = None  # over the interval (core/cost.py): what the choice compares
+    sim_low: float | None = None  # the simulation's own interval (sampling noise only); None: as low, high
+    sim_high: float | None = None
 
     @property
     def cynthia(self) -> float | None:
@@ -110,6 +119,7 @@ class Advice:
     notes: tuple[str, ...] = field(default=())
     params: Mapping[str, Any] = field(default_factory=dict)  # the model's parameters, validated
     details: Mapping[str, Any] = field(default_factory=dict)  # what the model derived from them (Outlook.details)
+    model_error: ModelError | None = None  # the error data that widened the intervals (None: not widened)
 
     def point(self, workers: int) -> AdvicePoint:
         """The curve's point for ``workers``; ``KeyError`` if it was not predicted."""
@@ -119,37 +129,54 @@ class Advice:
         raise KeyError(workers)
 
 
-def advise(profile: Profile | None, request: AdviceRequest, progress: Progress | None = None) -> Advice:
-    """Predict the curve for the job and derive the saturation point and the cheapest W."""
+def advise(profile: Profile | None, request: AdviceRequest, progress: Progress | None = None,
+           mapper: Mapper | None = None) -> Advice:
+    """Predict the curve for the job and derive the saturation point and the cheapest W;
+    ``mapper`` computes the curve's points (e.g. over processes: ``advisor/parallel.py``)."""
     model, params = request.model.resolve()
     inputs = model_inputs(profile, request)
     model.check(inputs, params)
-    curve = predict_curve(model, inputs, params, request.curve, progress)
+    curve = predict_curve(model, inputs, params, request.curve, progress, mapper)
     outlook = model.outlook(inputs, params, {p.workers: p.throughput for p in curve})
     others = side_by_side(inputs, request)
     batch = profile.job.batch_size if profile is not None else int(outlook.details.get("batch_size", 0))
     ps = request.parameter_servers or (profile.job.parameter_servers if profile is not None else 0)
-    points = tuple(
-        AdvicePoint(
-            workers=p.workers, throughput=p.throughput, low=p.low, high=p.high, steps=p.steps, events=p.events,
-            cost_per_example=cost_per_example(request.prices, p.workers, ps, p.throughput),
-            models={name: values[i] for name, values in others.items()},
-            alternating=outlook.upper.get(p.workers),
-        )
-        for i, p in enumerate(curve)
-    )
+    error = request.model_error
+    widened = error is not None and error.model == model.name
+    bounds = [error.widen(model.name, p.workers, p.low, p.high) if error is not None else (p.low, p.high)
+              for p in curve]
     workers = [p.workers for p in curve]
     thr = [p.throughput for p in curve]
+    recommended = cost_optimal(workers, thr, request.prices, parameter_servers=ps, constraints=request.constraints,
+                               lows=[lo for lo, _ in bounds], highs=[hi for _, hi in bounds],
+                               confidence=request.curve.confidence)
+    points = tuple(
+        AdvicePoint(
+            workers=p.workers, throughput=p.throughput, low=low, high=high, steps=p.steps, events=p.events,
+            cost_per_example=cost_per_example(request.prices, p.workers, ps, p.throughput),
+            expected_cost_per_example=expected_cost_per_example(request.prices, p.workers, ps, p.throughput, low,
+                                                                high, request.curve.confidence),
+            models={name: values[i] for name, values in others.items()},
+            alternating=outlook.upper.get(p.workers),
+            sim_low=p.low, sim_high=p.high,
+        )
+        for i, (p, (low, high)) in enumerate(zip(curve, bounds))
+    )
+    notes = outlook.notes
+    if error is not None and not widened:
+        notes += (f"the intervals hold simulation noise only: the model error of {model.name} has not been measured "
+                  f"(only {error.model}'s has)",)
     return Advice(
         model=model.name,
         points=points,
         saturation_workers=saturation_point(workers, thr, request.saturation_threshold),
-        recommended=cost_optimal(workers, thr, request.prices, parameter_servers=ps, constraints=request.constraints),
+        recommended=recommended,
         parameter_servers=ps,
         batch_size=batch,
-        notes=outlook.notes,
+        notes=notes,
         params=params.model_dump(mode="json"),
         details=outlook.details,
+        model_error=error if widened else None,
     )
 
 

@@ -13,18 +13,24 @@ needed (at least a quarter more, at most double), until the half-width is within
 A run continued to n steps gives what a run of n steps from the start with the same seed gives
 (``CurvePoint.events`` counts the run once). A closed-form model answers at once (``Exact``):
 its point has no interval.
+
+The W points of a curve are independent (each run is seeded with ``CurveSettings.seed`` alone),
+so ``predict_curve`` may hand them to a ``Mapper``, a ``map``-like callable that an adapter
+backs with a process pool (``advisor/parallel.py``); the core starts no process itself, and
+the curve is the same whichever mapper computes it and in whatever order.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from advisor.core.models.protocol import Exact, ModelInputs, ModelParams, Run, ThroughputModel
 from advisor.core.sim_types import SimulationResult, SimulationSettingsError
+from advisor.errors import ModelInputError
 
 Progress = Callable[[int, int], None]  # (points done, points in all)
 CONTINUED_GROWTH = 1.25  # least growth of a continued run's step count (module docstring)
@@ -170,21 +176,68 @@ def next_step_count(
     return min(max(needed, math.ceil(min_growth * steps)), max_steps)
 
 
+@dataclass(frozen=True)
+class PointTask:
+    """One W point of a curve, as a picklable value: the model by its registered name (another
+    process looks it up in its own registry), what it reads, and how to run it."""
+
+    model: str
+    inputs: ModelInputs
+    params: ModelParams
+    workers: int
+    cfg: CurveSettings
+
+
+def compute_point(task: PointTask) -> CurvePoint:
+    """The point ``task`` asks for; a module-level function, so a process pool can call it."""
+    from advisor.core.models import registry  # the registry imports the models, which import this module
+
+    return run_point(registry.get(task.model).start(task.inputs, task.params, task.workers, task.cfg.seed),
+                     task.workers, task.cfg)
+
+
+# ``map(fn, tasks)``: fn's results in the order of ``tasks`` (as the builtin ``map``); an adapter
+# may compute them anywhere (advisor/parallel.py)
+Mapper = Callable[[Callable[[PointTask], CurvePoint], Sequence[PointTask]], Iterable[CurvePoint]]
+
+
 def predict_curve(
     model: ThroughputModel,
     inputs: ModelInputs,
     params: ModelParams,
     cfg: CurveSettings,
     progress: Progress | None = None,
+    mapper: Mapper | None = None,
 ) -> tuple[CurvePoint, ...]:
     """The curve of ``model`` over ``cfg.workers`` (``model.check`` must have passed);
-    ``progress`` is told after each point."""
-    points = []
-    for i, w in enumerate(cfg.workers):
-        points.append(run_point(model.start(inputs, params, w, cfg.seed), w, cfg))
+    ``progress`` is told after each point. With ``mapper``, the points are computed by it
+    (``compute_point`` on one ``PointTask`` per W), for a model registered under its name;
+    the result is the same as without."""
+    points: list[CurvePoint] = []
+    if mapper is not None and _registered(model):
+        tasks = [PointTask(model.name, inputs, params, w, cfg) for w in cfg.workers]
+        found: Iterable[CurvePoint] = mapper(compute_point, tasks)
+    else:
+        found = (run_point(model.start(inputs, params, w, cfg.seed), w, cfg) for w in cfg.workers)
+    for point in found:
+        points.append(point)
         if progress is not None:
-            progress(i + 1, len(cfg.workers))
+            progress(len(points), len(cfg.workers))
+    if [p.workers for p in points] != list(cfg.workers):
+        raise SimulationSettingsError(f"the mapper returned the points for W = {[p.workers for p in points]}, "
+                                      f"not for W = {list(cfg.workers)}")
     return tuple(points)
+
+
+def _registered(model: ThroughputModel) -> bool:
+    """Whether another process finds this very model under its name (a model built elsewhere,
+    e.g. in a test, is computed in this process)."""
+    from advisor.core.models import registry
+
+    try:
+        return registry.get(model.name) is model
+    except ModelInputError:
+        return False
 
 
 def run_point(run: Run, workers: int, cfg: CurveSettings) -> CurvePoint:

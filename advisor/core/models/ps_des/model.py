@@ -197,7 +197,9 @@ class PsDes(ModelBase):
         built once for all the W of a curve."""
         cached = self._compiled
         key = (profile, net, regime)
-        if cached is not None and cached[0][0] is profile and cached[0][1:] == key[1:]:
+        # equal, not only the same object: a pool's worker process receives each W point's
+        # profile as a new copy of the same one (advisor/parallel.py)
+        if cached is not None and (cached[0][0] is profile or cached[0][0] == profile) and cached[0][1:] == key[1:]:
             return cached[1]
         from advisor.core.models.ps_des.simulator.fast import compile_profile
 

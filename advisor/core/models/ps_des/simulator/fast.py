@@ -17,7 +17,7 @@ import numpy as np
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettingsError, TimelineEvent
 from advisor.core.models.ps_des.simulator.inputs import SimInputs, check_replicas, prepare_graph, with_steps
-from advisor.core.models.ps_des.simulator.jit import quantize
+from advisor.core.models.ps_des.simulator.jit import call, quantize
 from advisor.core.models.ps_des.simulator.kernel import new_links
 from advisor.core.models.ps_des.simulator.loop import EVENTS, LIMIT, PAUSED, RESUMABLE, RESUME, STALLED, TL_LEN, run
 from advisor.core.models.ps_des.simulator.plan import FastPlan, build_plan
@@ -57,7 +57,7 @@ def simulate_fast(
     c = Compiled.build(profile, inputs, compress)
     state = _new_state(c, inputs, inputs.steps, record_timeline)
     ctr, tl = state[5], state[6]
-    run(_graph(c, inputs), _ipar(c, inputs, inputs.steps, record_timeline), _fpar(inputs), *state)
+    call(run, _graph(c, inputs), _ipar(c, inputs, inputs.steps, record_timeline), _fpar(inputs), *state)
     ends = state[0][4]
     return SimulationResult(
         workers=inputs.workers,
@@ -105,7 +105,7 @@ class FastRun:
         ipar[LIMIT], ipar[RESUMABLE], ipar[RESUME] = steps, 1, resume
         ws, ctr = self._state[0], self._state[5]
         ctr[PAUSED] = 0
-        run(_graph(self._c, inputs), ipar, _fpar(inputs), *self._state)
+        call(run, _graph(self._c, inputs), ipar, _fpar(inputs), *self._state)
         self.steps = steps
         ends = ws[4]
         return Observed(

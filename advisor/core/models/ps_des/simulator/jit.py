@@ -1,15 +1,29 @@
-"""numba's ``njit`` when numba is installed, otherwise a no-op decorator.
+"""numba's ``njit`` when numba is installed, otherwise a no-op decorator; and the guard that
+keeps a bad on-disk cache of compiled code from stopping a prediction.
 
 The compiled engine is written in the subset of Python numba compiles, so without numba it
 still runs, only slowly (and the results are the same).
+
+The engine's functions are cached on disk (``cache=True``; an image ships the cache built at
+build time, ``advisor/jit_cache.py``). What can go wrong with a cache is handled here, never as
+a crash: no writable cache directory at all (numba refuses ``cache=True`` at import: the
+functions are compiled without a cache, with a warning); a corrupt cache file (``call`` drops
+the caches and compiles in this process, with a warning); a cache built for another CPU or
+numba version (numba ignores it and compiles; ``call`` says so, so that a slow start has a
+named cause).
 """
 
 from __future__ import annotations
 
+import os
+import pickle
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from advisor.errors import CACHE_LOAD_ERRORS, EngineCacheWarning
 
 try:
     from numba import njit as _numba_njit
@@ -17,13 +31,80 @@ except ImportError:  # pragma: no cover - exercised only where numba is absent
     _numba_njit = None  # type: ignore[assignment]  # the check below tells the two apart
 
 HAVE_NUMBA = _numba_njit is not None
+_DISPATCHERS: list[Any] = []  # every cached numba function made here, so that a bad cache can be dropped
+CACHE_ERRORS = CACHE_LOAD_ERRORS
 
 
 def njit(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """``numba.njit(**kwargs)`` or the identity."""
-    if _numba_njit is not None:
-        return _numba_njit(*args, **kwargs)
-    return lambda fn: fn
+    if _numba_njit is None:
+        return lambda fn: fn
+
+    def decorate(fn: Callable[..., Any]) -> Any:
+        try:
+            dispatcher = _numba_njit(*args, **kwargs)(fn)
+        except RuntimeError as exc:  # "cannot cache function ...: no locator available"
+            if not kwargs.get("cache") or "cache" not in str(exc):
+                raise
+            warnings.warn(f"no writable numba cache directory ({exc}); the engine is compiled in every process: "
+                          "set NUMBA_CACHE_DIR to a writable directory", EngineCacheWarning, stacklevel=2)
+            dispatcher = _numba_njit(*args, **{**kwargs, "cache": False})(fn)
+        if kwargs.get("cache"):
+            _DISPATCHERS.append(dispatcher)
+        return dispatcher
+
+    return decorate
+
+
+def call(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` for a compiled engine function, whose first call loads it from the cache:
+    a cache file that cannot be loaded is dropped with a warning and the function compiled here
+    (once; an error of the engine itself is raised again by the compiled retry)."""
+    if not HAVE_NUMBA or getattr(fn, "signatures", None):
+        return fn(*args)
+    cached_before = _has_index(fn)
+    try:
+        result = fn(*args)
+    except CACHE_ERRORS as exc:
+        warnings.warn(f"the numba cache of the simulation engine could not be loaded ({type(exc).__name__}: {exc}); "
+                      f"ignoring it and compiling in this process{_where()}", EngineCacheWarning, stacklevel=2)
+        drop_caches()
+        return fn(*args)
+    if cached_before:
+        _warn_if_missed(fn)
+    return result
+
+
+def drop_caches() -> None:
+    """Stop every engine function from reading or writing its on-disk cache (this process only)."""
+    from numba.core.caching import NullCache
+
+    for dispatcher in _DISPATCHERS:
+        dispatcher._cache = NullCache()
+
+
+def _index_path(fn: Any) -> str | None:
+    return getattr(getattr(getattr(fn, "_cache", None), "_cache_file", None), "_index_path", None)
+
+
+def _has_index(fn: Any) -> bool:
+    index = _index_path(fn)
+    return index is not None and os.path.exists(index) and os.path.getsize(index) > 0
+
+
+def _warn_if_missed(fn: Any) -> None:
+    """A cache that was there but not used was built for another CPU, numba version or source."""
+    misses = sum(getattr(getattr(fn, "stats", None), "cache_misses", {}).values())
+    if misses:
+        warnings.warn(f"the numba cache {_index_path(fn)} was built for another CPU, numba version or source; "
+                      "compiled the engine in this process instead (build the cache where it runs, or with "
+                      "NUMBA_CPU_NAME=generic for any CPU)", EngineCacheWarning, stacklevel=3)
+
+
+def _where() -> str:
+    where = os.environ.get("NUMBA_CACHE_DIR")
+    return f" (NUMBA_CACHE_DIR={where})" if where else ""
+
 
 TIME_GRID = 4294967296.0  # 2**32 ticks per second (about 0.23 ns)
 

@@ -1,0 +1,124 @@
+"""How far a model's prediction is from what real runs measure, and the interval that includes it.
+
+A simulation's own interval (batch means, ``core/curve.py``) holds only its sampling noise,
+typically +-1-2 %; the model itself is off by 5-28 % on real multi-worker runs. ``ModelError``
+holds, per regime of W, how far measured throughput fell below and above the prediction on
+runs the fit had not seen: ``benchmarks/model_error.py`` measures it leave-one-job-out over
+``../shared/data/measured`` (the contention constants fitted without job J, J predicted) and
+keeps conformal-style quantiles of the relative residuals r = measured / predicted - 1. The
+package ships them (``advisor/data/model_error.json``, read by ``advisor/importers``).
+
+The interval of a point is then the simulation interval widened by them:
+``low = sim_low * (1 - down)``, ``high = sim_high * (1 + up)``. The shipped widths are
+symmetric, down = up = the regime's conformal quantile of |r| at ``level`` (split conformal's
+usual score; one-sided quantiles of -r and r, each at (1 + level) / 2, are the other option:
+with the five jobs at hand they covered 82 % of the held-out points against 94 %, README).
+With n residuals, the conformal rank is ceil((n + 1) q); when that exceeds n, the largest
+residual is used and the guarantee is below the level (``ErrorRegime.exact`` False): the data
+are few, and the README says so.
+
+Only the model the residuals were measured for is widened (``ModelError.model``); for another,
+``widen`` leaves the interval as it is and the advice says the model error is unknown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from advisor.errors import AdvisorError
+
+
+class ModelErrorDataError(AdvisorError, ValueError):
+    """Model-error data that cannot be used (an empty or overlapping regime, a negative width)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRegime:
+    """Widths for W in [workers_min, workers_max] (None: no upper end)."""
+
+    workers_min: int
+    workers_max: int | None
+    down: float  # measured fell at most this fraction below the prediction (at the quantile)
+    up: float  # measured rose at most this fraction above it
+    n: int  # residuals the quantiles come from
+    exact: bool = True  # the conformal rank was within the n residuals
+
+    def __post_init__(self) -> None:
+        if self.workers_min < 1 or (self.workers_max is not None and self.workers_max < self.workers_min):
+            raise ModelErrorDataError(f"a regime needs 1 <= workers_min <= workers_max, got "
+                                      f"{self.workers_min}..{self.workers_max}")
+        if not (0 <= self.down < 1 and 0 <= self.up and math.isfinite(self.up)):
+            raise ModelErrorDataError(f"widths must be 0 <= down < 1 and up >= 0, got down {self.down}, up {self.up}")
+
+    def holds(self, workers: int) -> bool:
+        return self.workers_min <= workers and (self.workers_max is None or workers <= self.workers_max)
+
+    @property
+    def label(self) -> str:
+        if self.workers_max == self.workers_min:
+            return f"W={self.workers_min}"
+        return f"W>={self.workers_min}" if self.workers_max is None else f"W={self.workers_min}..{self.workers_max}"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelError:
+    """The measured error of ``model``, per regime of W, at ``level`` (e.g. 0.95)."""
+
+    model: str
+    level: float
+    regimes: tuple[ErrorRegime, ...]
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.level < 1:
+            raise ModelErrorDataError(f"level must be in (0, 1), got {self.level}")
+        if not self.regimes:
+            raise ModelErrorDataError("model-error data needs at least one regime")
+        ordered = sorted(self.regimes, key=lambda r: r.workers_min)
+        for a, b in zip(ordered, ordered[1:]):
+            if a.workers_max is None or a.workers_max >= b.workers_min:
+                raise ModelErrorDataError(f"regimes {a.label} and {b.label} overlap")
+
+    def regime(self, workers: int) -> ErrorRegime | None:
+        """The regime ``workers`` falls in; None past the data (no widening is known there)."""
+        return next((r for r in self.regimes if r.holds(workers)), None)
+
+    def widen(self, model: str, workers: int, low: float, high: float) -> tuple[float, float]:
+        """The simulation interval [low, high] widened by the model error (as is for another model)."""
+        regime = self.regime(workers) if model == self.model else None
+        if regime is None:
+            return low, high
+        return low * (1 - regime.down), high * (1 + regime.up)
+
+
+def conformal_quantile(values: Sequence[float], level: float) -> tuple[float, bool]:
+    """The ceil((n + 1) level)-th smallest of ``values`` and True, or the largest and False when
+    that rank exceeds n (split-conformal: a new value from the same distribution is at most
+    this with probability >= level when the rank is within n)."""
+    if not values:
+        raise ModelErrorDataError("no residuals to take a quantile of")
+    ordered = sorted(values)
+    rank = math.ceil((len(ordered) + 1) * level)
+    return (ordered[rank - 1], True) if rank <= len(ordered) else (ordered[-1], False)
+
+
+def regime_widths(residuals: Sequence[tuple[int, float]], bounds: Sequence[tuple[int, int | None]],
+                  level: float, symmetric: bool = True) -> tuple[ErrorRegime, ...]:
+    """Per regime ``(workers_min, workers_max)``, the widths from the residuals ``(W, r)`` in it
+    (r = measured / predicted - 1): symmetric, the conformal quantile of |r| at ``level`` on
+    both sides (split conformal's usual score); else the quantiles of -r and r at
+    (1 + level) / 2 each."""
+    tail = (1 + level) / 2
+    out = []
+    for lo, hi in bounds:
+        rs = [r for w, r in residuals if w >= lo and (hi is None or w <= hi)]
+        if symmetric:
+            width, exact = conformal_quantile([abs(r) for r in rs], level)
+            out.append(ErrorRegime(lo, hi, min(width, 0.99), width, len(rs), exact))
+            continue
+        down, d_exact = conformal_quantile([max(0.0, -r) for r in rs], tail)
+        up, u_exact = conformal_quantile([max(0.0, r) for r in rs], tail)
+        out.append(ErrorRegime(lo, hi, min(down, 0.99), up, len(rs), d_exact and u_exact))
+    return tuple(out)

@@ -1,0 +1,163 @@
+"""The model's error on jobs its fit did not see, leave-one-job-out, shipped as interval widths.
+
+    python -m benchmarks.model_error [--fit-steps 400] [--steps 1000] [--jobs 2] [--write]
+
+Over ``../shared/data/measured`` (real TensorFlow runs, 1 PS, W = 1..8, 100 Mbit/s): a *job* is
+one model under one congestion control and queue (its repeated runs together: they are the same
+job measured twice), five in all. For each job J, ``fit_contention`` fits (share_sigma,
+multi_flow_goodput) to the other jobs' runs, with its default grid, and the default model with
+those constants predicts J's runs (``--steps`` per worker, each run's congestion control and
+queue, as ``benchmarks/accuracy.py``). Each (run, W) gives a residual r = measured / predicted - 1,
+measured being the run's mean at that W.
+
+Widths (``advisor/core/model_error.py``): per regime of W (1; 2; 3 and more), the conformal
+quantile of |r| at 95 %, on both sides (``--one-sided``: the quantiles of -r and r at 97.5 %
+each). Printed: every point; the widths; and
+coverage of the measured values by (a) the simulation-only interval, (b) the widened interval
+with the shipped widths (computed from these same residuals: in-sample), (c) the widened
+interval with widths computed without the job's own residuals (cross-conformal: honest).
+``--write`` stores the widths and this validation in ``advisor/data/model_error.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from advisor.core.model_error import ModelError, regime_widths
+from advisor.core.models.ps_des.fit_contention import DEFAULT_ETAS, DEFAULT_FIT_STEPS, DEFAULT_SIGMAS, FitCase, \
+    Observation, fit_contention
+from advisor.importers.loader import load_profile
+from benchmarks.accuracy import DATA, RUNS, Model, advice_request, measured, predict
+
+MODEL = "li2020-des+contention"
+LEVEL = 0.95
+REGIMES: tuple[tuple[int, int | None], ...] = ((1, 1), (2, 2), (3, None))
+OUT = Path(__file__).resolve().parents[1] / "advisor" / "data" / "model_error.json"
+
+
+def jobs() -> dict[str, list[tuple[str, str, float]]]:
+    """job -> its runs: one model under one congestion control and queue."""
+    found: dict[str, list[tuple[str, str, float]]] = {}
+    for name, cc, queue in RUNS:
+        key = f"{name.split('/')[0]}/{name.split('/')[1].split('_')[0]}"
+        found.setdefault(key, []).append((name, cc, queue))
+    return found
+
+
+def _profile(name: str, cc: str) -> Any:
+    return load_profile(DATA / "condensed" / cc / f"{name.split('/')[1].split('_')[0]}_bw100.json.gz")
+
+
+def _case(name: str, cc: str, queue: float) -> FitCase:
+    observed = tuple(Observation(w, t) for w, ts in sorted(measured(DATA / "measured" / name).items()) for t in ts)
+    return FitCase(name, _profile(name, cc), advice_request([1], 100e6, Model(), 1000, cc, queue), observed)
+
+
+def fold(args: tuple[str, int, int, tuple[float, ...], tuple[float, ...]]) -> dict[str, Any]:
+    """Fit without ``job``, predict its runs: one row per (run, W)."""
+    job, fit_steps, steps, sigmas, etas = args
+    everything = jobs()
+    others = [_case(*run) for key, runs in everything.items() if key != job for run in runs]
+    t0 = time.perf_counter()
+    fit = fit_contention(others, sigmas=sigmas, etas=etas, steps=fit_steps)
+    rows = []
+    for name, cc, queue in everything[job]:
+        meas = measured(DATA / "measured" / name)
+        model = Model(share_sigma=fit.share_sigma, multi_flow_goodput=fit.multi_flow_goodput)
+        advice = predict(_profile(name, cc), sorted(meas), 100e6, model, steps, cc, queue)
+        for w in sorted(meas):
+            p = advice.point(w)
+            m = statistics.mean(meas[w])
+            rows.append({"job": job, "run": name, "workers": w, "measured": m, "predicted": p.throughput,
+                         "sim_low": p.low, "sim_high": p.high, "residual": m / p.throughput - 1})
+    return {"job": job, "share_sigma": fit.share_sigma, "multi_flow_goodput": fit.multi_flow_goodput,
+            "fit_seconds": time.perf_counter() - t0, "rows": rows}
+
+
+def coverage(rows: list[dict[str, Any]], error: ModelError | None) -> float:
+    inside = 0
+    for r in rows:
+        low, high = (r["sim_low"], r["sim_high"]) if error is None else \
+            error.widen(MODEL, r["workers"], r["sim_low"], r["sim_high"])
+        inside += low <= r["measured"] <= high
+    return inside / len(rows)
+
+
+SYMMETRIC = [True]  # --one-sided sets it False
+
+
+def widths(rows: list[dict[str, Any]]) -> ModelError:
+    residuals = [(r["workers"], r["residual"]) for r in rows]
+    return ModelError(MODEL, LEVEL, regime_widths(residuals, REGIMES, LEVEL, SYMMETRIC[0]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fit-steps", type=int, default=DEFAULT_FIT_STEPS, help="fit steps per grid point")
+    parser.add_argument("--steps", type=int, default=1000, help="steps per worker of the held-out predictions")
+    parser.add_argument("--jobs", type=int, default=2, help="folds computed at once (processes)")
+    parser.add_argument("--coarse", action="store_true", help="a 3 x 3 grid (a quick look, not the shipped data)")
+    parser.add_argument("--one-sided", action="store_true", help="one-sided quantiles of -r and r, not of |r|")
+    parser.add_argument("--rows", type=Path, help="reuse the points of an earlier --write (no fit, no simulation)")
+    parser.add_argument("--write", action="store_true", help=f"write {OUT.relative_to(OUT.parents[2])}")
+    args = parser.parse_args()
+    if not DATA.exists():
+        raise SystemExit(f"needs the real measurements at {DATA}")
+    SYMMETRIC[0] = not args.one_sided
+    sigmas, etas = ((0.5, 1.0, 1.5), (0.75, 0.85, 0.95)) if args.coarse else (DEFAULT_SIGMAS, DEFAULT_ETAS)
+    t0 = time.perf_counter()
+    if args.rows:
+        old = json.loads(args.rows.read_text())["validation"]
+        folds = [{**f, "rows": [p for p in old["points"] if p["job"] == f["job"]]} for f in old["folds"]]
+    else:
+        tasks = [(job, args.fit_steps, args.steps, sigmas, etas) for job in jobs()]
+        with ProcessPoolExecutor(args.jobs) as pool:
+            folds = list(pool.map(fold, tasks))
+    rows = [r for f in folds for r in f["rows"]]
+    print(f"{len(folds)} folds, {len(rows)} points, {time.perf_counter() - t0:.0f} s")
+    for f in folds:
+        print(f"  without {f['job']:<18} fitted sigma {f['share_sigma']:g}, eta {f['multi_flow_goodput']:g} "
+              f"({f['fit_seconds']:.0f} s)")
+    print(f"{'run':<30} {'W':>2} {'measured':>9} {'predicted':>9} {'sim interval':>19} {'r':>7}")
+    for r in rows:
+        print(f"{r['run']:<30} {r['workers']:>2} {r['measured']:>9.1f} {r['predicted']:>9.1f} "
+              f"{r['sim_low']:>9.1f}-{r['sim_high']:<9.1f} {r['residual']:>+7.1%}")
+    error = widths(rows)
+    for g in error.regimes:
+        print(f"{g.label:<6} n={g.n:<3} measured within -{g.down:.1%} / +{g.up:.1%} of the prediction"
+              + ("" if g.exact else " (largest residual: too few for the conformal rank)"))
+    nested_inside = 0
+    for f in folds:
+        others = [r for g in folds if g is not f for r in g["rows"]]
+        nested_inside += round(coverage(f["rows"], widths(others)) * len(f["rows"]))
+    cov = {"simulation_only": coverage(rows, None), "shipped_in_sample": coverage(rows, error),
+           "cross_conformal": nested_inside / len(rows), "points": len(rows)}
+    rel = [(r["sim_high"] - r["sim_low"]) / 2 / r["predicted"] for r in rows]
+    wid = [(error.widen(MODEL, r["workers"], r["sim_low"], r["sim_high"])[1]
+            - error.widen(MODEL, r["workers"], r["sim_low"], r["sim_high"])[0]) / 2 / r["predicted"] for r in rows]
+    print(f"coverage of the {len(rows)} measured points: simulation-only {cov['simulation_only']:.0%} "
+          f"(median half-width {statistics.median(rel):.1%}), widened {cov['shipped_in_sample']:.0%} in-sample "
+          f"(median half-width {statistics.median(wid):.1%}), cross-conformal {cov['cross_conformal']:.0%}")
+    if args.write:
+        doc = {"schema": "advisor-model-error/1", "model": MODEL, "level": LEVEL,
+               "source": f"benchmarks/model_error.py: leave-one-job-out over shared/data/measured ({len(folds)} jobs, "
+                         f"{len(rows)} points, fit grid {len(sigmas)}x{len(etas)} at {args.fit_steps} steps, "
+                         f"predictions at {args.steps} steps; "
+                         f"{'one-sided quantiles of -r, r' if args.one_sided else 'conformal quantile of |r|'})",
+               "regimes": [{"workers_min": g.workers_min, "workers_max": g.workers_max, "down": round(g.down, 4),
+                            "up": round(g.up, 4), "n": g.n, "exact": g.exact} for g in error.regimes],
+               "validation": {"coverage": cov, "folds": [{k: v for k, v in f.items() if k != "rows"} for f in folds],
+                              "points": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}
+                                         for r in rows]}}
+        OUT.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
