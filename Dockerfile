@@ -13,7 +13,7 @@
 # asyncio half). The final stage copies only that environment onto the same slim base (so the
 # venv's interpreter path is the same), removes the base's own pip and setuptools, runs as a
 # numeric non-root user and works with a read-only root filesystem: the writable paths are /tmp
-# (numba's compilation cache, temporary files) and the store at /var/lib/advisor, both volumes in
+# (where the shipped read-only numba cache is copied, temporary files) and the store at /var/lib/advisor, both volumes in
 # the Helm chart (helm/advisor/templates/deployment.yaml).
 #
 # Size: see docs/deploy.md "The image" (python -m benchmarks.image_size measures the environment).
@@ -42,7 +42,10 @@ RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation -w /wheels . \
  && /opt/advisor/bin/pip install --no-deps /wheels/advisor-*.whl \
  && /opt/advisor/bin/advisor --help > /dev/null \
  && /opt/advisor/bin/python scripts/slim_venv.py /opt/advisor \
- && /opt/advisor/bin/python -c "import advisor.cli, advisor.controller.main, advisor.controller.app"
+ && /opt/advisor/bin/python -c "import advisor.cli, advisor.controller.main, advisor.controller.app" \
+ && NUMBA_CPU_NAME=generic /opt/advisor/bin/python -m advisor.jit_cache build /opt/advisor/numba-cache
+# ^ the simulation engine compiled once, here, for any x86-64 CPU (NUMBA_CPU_NAME=generic): pods and
+#   prediction Jobs load it read-only (advisor.jit_cache copies it to /tmp) instead of compiling.
 
 FROM python:3.11.13-slim-bookworm
 LABEL org.opencontainers.image.title="advisor" \
@@ -51,7 +54,8 @@ LABEL org.opencontainers.image.title="advisor" \
 ENV PATH=/opt/advisor/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    NUMBA_CACHE_DIR=/tmp/numba-cache \
+    NUMBA_CACHE_DIR=/opt/advisor/numba-cache \
+    NUMBA_CPU_NAME=generic \
     MPLCONFIGDIR=/tmp/matplotlib
 # No installer in the final stage: the base's pip, setuptools and wheel go (the image installs
 # nothing at run time); then the non-root user.

@@ -30,6 +30,7 @@ from advisor.controller.metrics import Metrics
 from advisor.core.advice import AdviceRequest, ModelChoice, advise
 from advisor.core.bandwidth import choose_bandwidth
 from advisor.core.cost import Prices
+from advisor.core.model_error import ModelError
 from advisor.core.curve import CurveSettings
 from advisor.core.profile import parse_profile
 from advisor.core.sim_types import NetworkModel
@@ -121,7 +122,16 @@ def build_request(params: PredictionParams, bandwidth_bps: float | None = None) 
         prices=Prices(params.worker_price, params.ps_price),
         saturation_threshold=params.saturation_threshold,
         model=params.choice(),
+        model_error=_model_error(),
     )
+
+
+def _model_error() -> ModelError | None:
+    """The shipped model-error data (core/model_error.py): the controller's intervals and deadline
+    decisions include the model's measured error, as the CLI's do."""
+    from advisor.importers.model_error_file import load_model_error  # in the prediction worker only
+
+    return load_model_error(None)
 
 
 def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) -> str:
