@@ -72,7 +72,7 @@ def test_the_stored_traces_are_what_the_readme_says() -> None:
 def _curve(profile: Profile, model_name: str, workers: tuple[int, ...], network: NetworkModel,
            parameter_servers: int | None = None, **params: str) -> list[float]:
     model = registry.get(model_name)
-    curve = CurveSettings(workers=workers, steps=300, warmup_steps=30, seed=0)
+    curve = CurveSettings(workers=workers, warmup_steps=50, seed=0, target_rel_halfwidth=0.02)  # as the CLI
     inputs = model_inputs(profile, AdviceRequest(network=network, curve=curve, parameter_servers=parameter_servers))
     return [p.throughput for p in predict_curve(model, inputs, registry.params_for(model, params), curve)]
 
