@@ -65,8 +65,8 @@ def _ns(ns: str, *cmd: str) -> None:
     _run("ip", "netns", "exec", ns, *cmd)
 
 
-def task_names(n_ps: int) -> list[str]:
-    return [f"ps{i}" for i in range(n_ps)] + ["w0"]
+def task_names(n_ps: int, workers: int = 1) -> list[str]:
+    return [f"ps{i}" for i in range(n_ps)] + [f"w{k}" for k in range(workers)]
 
 
 def _tbf(ns: str, dev: str, mbit: float, queue_ms: int) -> None:
@@ -77,7 +77,7 @@ def _tbf(ns: str, dev: str, mbit: float, queue_ms: int) -> None:
         "latency", f"{queue_ms}ms")
 
 
-def setup_network(n_ps: int, mbit: float, queue_ms: int, shape: str) -> dict[str, str]:
+def setup_network(n_ps: int, mbit: float, queue_ms: int, shape: str, workers: int = 1) -> dict[str, str]:
     """Namespaces, bridge, veths, addresses and tbf; returns each task's IP address."""
     teardown_network()
     _run("ip", "netns", "add", BRIDGE_NS)
@@ -85,7 +85,7 @@ def setup_network(n_ps: int, mbit: float, queue_ms: int, shape: str) -> dict[str
     _ns(BRIDGE_NS, "ip", "link", "add", "br0", "type", "bridge")
     _ns(BRIDGE_NS, "ip", "link", "set", "br0", "up")
     addresses = {}
-    for k, name in enumerate(task_names(n_ps)):
+    for k, name in enumerate(task_names(n_ps, workers)):
         ns = f"{PREFIX}-{name}"
         _run("ip", "netns", "add", ns)
         _ns(ns, "ip", "link", "set", "lo", "up")
@@ -212,6 +212,9 @@ def run_task(args: argparse.Namespace) -> None:
                                                       ps_strategy=strategy)
     with tf.compat.v1.device(setter):
         global_step, train_op = build_model(tf, widths, batch, sleep_s)
+    if args.measure_steps:
+        _measure(tf, server, index, global_step, train_op, args.measure_steps, threads, Path(args.out))
+        return
 
     receiver = http.server.HTTPServer(("127.0.0.1", 0), _Store)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
@@ -244,6 +247,40 @@ def run_task(args: argparse.Namespace) -> None:
     print(f"worker: {runs} runs, bundle {len(_Store.body)} bytes -> {args.out}", flush=True)
 
 
+def _measure(tf, server, index: int, global_step, train_op, steps: int, threads: dict, out: Path) -> None:  # type: ignore[no-untyped-def]
+    """Train ``steps`` steps untraced, logging (start, end, global step) of each: the measured runs."""
+    config = tf.compat.v1.ConfigProto(device_filters=["/job:ps", f"/job:worker/task:{index}"], **threads)
+    log = []
+    ready = out.with_name(f"{out.name}.ready")
+    ready.mkdir(exist_ok=True)
+    workers = len(json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"])
+    with tf.compat.v1.train.MonitoredTrainingSession(
+        master=server.target, is_chief=index == 0, config=config, log_step_count_steps=0
+    ) as session:
+        # start together: TF takes seconds to start, and a worker that ran alone first would
+        # leave no window where all run
+        (ready / f"w{index}").touch()
+        while len(list(ready.iterdir())) < workers:
+            time.sleep(0.05)
+        for _ in range(steps):
+            start = time.time()
+            _, step = session.run([train_op, global_step])
+            log.append((start, time.time(), int(step)))
+    out.with_name(f"{out.name}.w{index}").write_text(json.dumps(log))
+
+
+def throughput_window(logs: Sequence[Sequence[tuple[float, float, int]]], batch: int, skip: int = 20) -> float:
+    """Examples/s summed over workers in the window where all run (as shared/data's ``thr_window``):
+    from the latest end of a worker's ``skip``-th step to the earliest end of a worker's last
+    step; each worker's steps that end inside it, times the batch, over its length."""
+    start = max(log[skip - 1][1] for log in logs)
+    end = min(log[-1][1] for log in logs)
+    if end <= start:
+        raise SystemExit("no window where all workers run: train more steps")
+    done = sum(1 for log in logs for (_, e, _) in log if start < e <= end)
+    return done * batch / (end - start)
+
+
 # ---------------------------------------------------------------- orchestration
 
 
@@ -259,32 +296,36 @@ def _processes() -> Iterator[list[subprocess.Popen[bytes]]]:
             proc.wait(timeout=30)
 
 
-def record(args: argparse.Namespace) -> None:
-    out = Path(args.out).resolve()
+def record(args: argparse.Namespace, workers: int = 1, out: Path | None = None) -> None:
+    """One run: trace 1 worker (``--out`` gets the bundle), or measure ``workers`` (``out`` gets
+    each worker's step log, ``<out>.w<k>``)."""
+    out = (out or Path(args.out)).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    names = task_names(args.ps)
+    names = task_names(args.ps, workers)
     if args.no_netns:
         addresses = {name: "127.0.0.1" for name in names}
         ports = {name: PORT + k for k, name in enumerate(names)}
     else:
         try:
-            addresses = setup_network(args.ps, args.mbit, args.queue_ms, args.shape)
+            addresses = setup_network(args.ps, args.mbit, args.queue_ms, args.shape, workers)
         except BaseException:
             teardown_network()
             raise
         ports = {name: PORT for name in names}
     cluster = {
         "ps": [f"{addresses[f'ps{i}']}:{ports[f'ps{i}']}" for i in range(args.ps)],
-        "worker": [f"{addresses['w0']}:{ports['w0']}"],
+        "worker": [f"{addresses[f'w{k}']}:{ports[f'w{k}']}" for k in range(workers)],
     }
     logs = Path(tempfile.mkdtemp(prefix="advrec-logs-"))
     base = [sys.executable, str(Path(__file__).resolve()), "task", "--model", args.model, "--steps", str(args.steps),
             "--warmup", str(args.warmup), "--mbit", str(args.mbit), "--placement", args.placement, "--out", str(out)]
+    if args.measure:
+        base += ["--measure-steps", str(args.measure_steps or 100)]
     repo = str(Path(__file__).resolve().parent.parent)
     try:
         with _processes() as procs:
             for name in names:
-                role, index = ("worker", 0) if name == "w0" else ("ps", int(name[2:]))
+                role, index = ("worker", int(name[1:])) if name.startswith("w") else ("ps", int(name[2:]))
                 env = {**os.environ, "PYTHONPATH": repo, "TF_CPP_MIN_LOG_LEVEL": "2",
                        "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": role, "index": index}})}
                 prefix = [] if args.no_netns else ["ip", "netns", "exec", f"{PREFIX}-{name}"]
@@ -292,19 +333,45 @@ def record(args: argparse.Namespace) -> None:
                     procs.append(subprocess.Popen(prefix + base, env=env, stdout=log, stderr=subprocess.STDOUT))
                 if role == "ps":
                     time.sleep(1.0)
-            worker = procs[-1]
-            try:
-                code = worker.wait(timeout=args.timeout)
-            except subprocess.TimeoutExpired:
-                code = None
-            if code != 0:
-                tail = (logs / "w0.log").read_text(errors="replace")[-4000:]
-                raise SystemExit(f"worker failed ({code}); logs in {logs}:\n{tail}")
+            deadline = time.monotonic() + args.timeout
+            for k, worker in enumerate(procs[args.ps:]):
+                try:
+                    code = worker.wait(timeout=max(deadline - time.monotonic(), 1.0))
+                except subprocess.TimeoutExpired:
+                    code = None
+                if code != 0:
+                    tail = (logs / f"w{k}.log").read_text(errors="replace")[-4000:]
+                    raise SystemExit(f"worker {k} failed ({code}); logs in {logs}:\n{tail}")
     finally:
         if not args.no_netns:
             teardown_network()
-    print(f"recorded {out} ({out.stat().st_size} bytes); logs in {logs}")
+    if not args.measure:
+        print(f"recorded {out} ({out.stat().st_size} bytes)")
     shutil.rmtree(logs, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace) -> None:
+    """Measured throughput with 1 PS or more and each W of ``--measure`` (untraced runs), into
+    ``--out`` as JSON: ``results[]`` with ``W``, ``thr_window`` and each worker's step log."""
+    out = Path(args.out).resolve()
+    batch = MODELS[args.model][1]
+    results = []
+    for workers in args.measure:
+        scratch = out.with_name(f"{out.name}.run")
+        shutil.rmtree(scratch.with_name(f"{scratch.name}.ready"), ignore_errors=True)
+        record(args, workers, scratch)
+        shutil.rmtree(scratch.with_name(f"{scratch.name}.ready"), ignore_errors=True)
+        logs = []
+        for k in range(workers):
+            part = scratch.with_name(f"{scratch.name}.w{k}")
+            logs.append([tuple(x) for x in json.loads(part.read_text())])
+            part.unlink()
+        thr = throughput_window(logs, batch)
+        print(f"W={workers}: {thr:.1f} examples/s", flush=True)
+        results.append({"W": workers, "thr_window": thr, "step_log": logs})
+    meta = {"model": args.model, "batch": batch, "n_ps": args.ps, "placement": args.placement, "bw_mbit": args.mbit,
+            "steps_per_worker": args.measure_steps or 100, "window_skips_steps": 20, "shape": args.shape}
+    out.write_text(json.dumps({"meta": meta, "results": results}))
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -322,6 +389,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--shape", choices=("ps", "all"), default="ps", help="shape the PS links, or every link")
     parser.add_argument("--no-netns", action="store_true", help="plain loopback, no shaping (fallback)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before the worker is given up")
+    parser.add_argument("--measure", type=lambda t: [int(w) for w in t.split(",")], default=None,
+                        help="measure throughput untraced with these worker counts, e.g. 1,2,3,4 (--out gets JSON)")
+    parser.add_argument("--measure-steps", type=int, default=0,
+                        help="steps per worker of a measured run (default 100); in a task: measure, do not trace")
     parser.add_argument("--out", required=True, help="where the upload bundle goes (gzip, as uploaded)")
     return parser.parse_args(argv)
 
@@ -330,6 +401,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     if args.mode == "task":
         run_task(args)
+    elif args.measure:
+        measure(args)
     else:
         record(args)
 
