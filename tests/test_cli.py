@@ -89,7 +89,7 @@ def test_predict_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[st
         (["--workers", "1,8-4"], "argument --workers: the range '8-4' is reversed: write 4-8"),
         (["--workers", "1-x"], "argument --workers: cannot read worker counts '1-x'"),
         (["--price-worker", "-1"], "worker price must be a finite number >= 0"),
-        (["--ps", "2"], "recorded with 1 parameter server"),
+        (["--ps", "2", "--model-param", "ps_placement=random"], "ps_placement"),  # --ps 2 itself is a what-if now
         (["--order", "custom"], "--order custom needs --order-file"),
         (["--deadline", "2"], "a deadline or budget needs the job's size"),
     ],

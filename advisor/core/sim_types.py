@@ -103,6 +103,7 @@ class SimulationResult:
     step_ends_s: tuple[tuple[float, ...], ...]  # per worker, the end time of each step
     events: int  # operation-chunk completions processed
     timeline: tuple[TimelineEvent, ...] | None = field(default=None, repr=False)
+    updates_s: tuple[float, ...] | None = None  # synchronous PS: when each update was applied
 
     def measurement_window(self, warmup_steps: int) -> tuple[float, float]:
         """(start, end] in which every worker is past its warm-up and still running.

@@ -4,10 +4,17 @@ Two registered models share this class: ``li2020-des`` is the paper's model (equ
 link, full capacity), ``li2020-des+contention`` (the product's default) adds the contention rules
 measured on the testbed (``contention.py``). What they read: the prepared profile
 (``ModelInputs.profile``), the link (``ModelInputs.network``: rate, HTTP/2 window, stream order) at
-``ModelInputs.goodput`` of its nominal rate. Parameters: the contention rules' four values, and
+``ModelInputs.goodput`` of its nominal rate. Parameters: the contention rules' four values,
 ``engine``: the compiled engine (default) or the plain reference engine that states the rules
-(slow; for checks). The compiled graph is built once per curve (one profile and network) and
-each W's run is continued, not restarted, when the curve asks for more steps (``simulator.fast``).
+(slow; for checks), and ``ps_placement`` for a PS-count what-if.
+
+Regimes (docs/models-ps-regimes.md): ``ModelInputs.worker_speeds`` and ``worker_bandwidths_bps``
+make workers heterogeneous (all 1.0 is the homogeneous run, bit for bit); a
+``ModelInputs.parameter_servers`` other than the trace's places a one-PS profile's variables on
+that many PS (``placement.py``; the placement is in ``outlook().details``). The synchronous
+models (``sync.py``) are this class with a barrier.
+
+The compiled graph is built once per curve (one profile and network) and each W's run is continued, not restarted, when the curve asks for more steps (``simulator.fast``).
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ class DesParams(ModelParams):
 
     engine: Literal["compiled", "reference"] = Field(
         default="compiled", description="compiled (fast) or reference (the plain statement of the rules; slow)")
+    ps_placement: Literal["round-robin", "greedy-bytes"] = Field(
+        default="round-robin", description="how variables go to PS in a PS-count what-if (TF's default: round-robin)")
 
 
 class ContentionParams(DesParams):
@@ -73,11 +82,13 @@ class PsDes(ModelBase):
         self.Params: type[ModelParams] = ContentionParams if contention else DesParams
         self.description = ("Li et al.'s PS simulation with the testbed's contention rules (default)" if contention
                             else "Li et al.'s PS simulation (Algorithm 3.1), equal link shares")
-        self._compiled: tuple[Profile, NetworkModel, Compiled] | None = None
+        self._compiled: tuple[Any, Compiled] | None = None
+        self._placed: tuple[Profile, int, str, Profile] | None = None
 
     def check(self, inputs: ModelInputs, params: ModelParams) -> None:
-        self._profile(inputs)
+        self._profile(inputs, params)
         self.network(inputs, params)
+        _nics(inputs, self.name)
 
     def network(self, inputs: ModelInputs, params: ModelParams) -> NetworkModel:
         """The link as the simulation sees it: nominal rates x goodput, and the contention rules."""
@@ -92,15 +103,16 @@ class PsDes(ModelBase):
         return params.contention().apply(net) if isinstance(params, ContentionParams) else net
 
     def start(self, inputs: ModelInputs, params: ModelParams, workers: int, seed: int) -> Run:
-        profile, net = self._profile(inputs), self.network(inputs, params)
+        profile, net = self._profile(inputs, params), self.network(inputs, params)
+        regime = worker_regime(inputs, self.name)
         if getattr(params, "engine", "compiled") == "reference":
-            return _ReferenceRun(profile, net, workers, seed)
+            return _ReferenceRun(profile, net, workers, seed, regime)
         from advisor.core.models.ps_des.simulator.fast import FastRun  # loads numba: only when predicting
 
-        return _FastRun(FastRun(self._compile(profile, net), workers, seed))
+        return _FastRun(FastRun(self._compile(profile, net, regime), workers, seed), uneven(regime, net))
 
     def link_bound(self, inputs: ModelInputs, params: ModelParams, workers: int) -> float:
-        return ps_link_bound(self._profile(inputs), self.network(inputs, params).bandwidth_bps)
+        return ps_link_bound(self._profile(inputs, params), self.network(inputs, params).bandwidth_bps)
 
     def outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
         """The contention notes, and at W = 2 the alternating outcome when it is far above the
@@ -108,15 +120,18 @@ class PsDes(ModelBase):
         for W = 2: from W = 3 on the testbed's workers show random phases, never stable alternation."""
         link = worker_link_note(inputs.profile, inputs.network) if inputs.profile and inputs.network else None
         if not isinstance(params, ContentionParams):
-            return Outlook((link,) if link else ())
+            return Outlook((link,) if link else (), details=self._placement_details(inputs, params))
         c = params.contention()
-        details = {"contention": {"congestion_control": c.congestion_control.value, "queue_s": c.queue_s,
-                                  "request_queue_s": c.request_queue_s, "share_sigma": c.share_sigma,
-                                  "multi_flow_goodput": c.multi_flow_goodput}}
+        details: dict[str, Any] = dict(self._placement_details(inputs, params))
+        details["contention"] = {"congestion_control": c.congestion_control.value, "queue_s": c.queue_s,
+                                 "request_queue_s": c.request_queue_s, "share_sigma": c.share_sigma,
+                                 "multi_flow_goodput": c.multi_flow_goodput}
         notes = c.notes() + ((link,) if link else ())
         if 1 not in curve or 2 not in curve:
             return Outlook(notes, details=details)
-        bound = alternating_bound(inputs.recorded or self._profile(inputs), curve[1],
+        if inputs.worker_speeds or inputs.worker_bandwidths_bps or self._what_if(inputs):
+            return Outlook(notes, details=details)  # the alternation bound assumes identical workers and the traced PS
+        bound = alternating_bound(inputs.recorded or self._profile(inputs, params), curve[1],
                                   self.network(inputs, params).bandwidth_bps)
         if bound <= BIMODAL_RATIO * curve[2]:
             return Outlook(notes, details=details)
@@ -128,54 +143,140 @@ class PsDes(ModelBase):
         from advisor.core.models.ps_des.simulator.timeline import to_chrome_trace
 
         settings = SimulationSettings(workers=workers, steps=steps, warmup_steps=0, seed=seed, record_timeline=True)
-        return to_chrome_trace(simulate(self._profile(inputs), self.network(inputs, params), settings))
+        regime = worker_regime(inputs, self.name)
+        return to_chrome_trace(simulate(self._profile(inputs, params), self.network(inputs, params), settings,
+                                        worker_speeds=regime[0], worker_bandwidths_bps=regime[1],
+                                        sync_replicas=self.sync_replicas(params, workers)))
 
-    def _profile(self, inputs: ModelInputs) -> Profile:
+    def sync_replicas(self, params: ModelParams, workers: int) -> int:
+        """Gradients per synchronous update at ``workers`` workers; 0: asynchronous (``sync.py``)."""
+        return 0
+
+    def _profile(self, inputs: ModelInputs, params: ModelParams | None = None) -> Profile:
+        """The profile to simulate: the trace, or a one-PS trace placed on ``parameter_servers`` PS
+        (``placement.py``; built once per curve)."""
         if inputs.profile is None:
             raise ModelInputError(self.name, "needs a one-worker profile (a trace), and none was given")
-        traced = inputs.profile.job.parameter_servers
-        if inputs.parameter_servers not in (None, traced):
+        profile = inputs.profile
+        if not self._what_if(inputs):
+            return profile
+        traced, ps = profile.job.parameter_servers, int(inputs.parameter_servers or 0)
+        if traced != 1:
             raise ModelInputError(self.name, f"parameter_servers: the profile was recorded with {traced} parameter "
-                                             f"server(s); profile the job with the PS count you will run")
-        if inputs.worker_speeds and any(s != 1.0 for s in inputs.worker_speeds):
-            raise ModelInputError(self.name, "worker_speeds: heterogeneous workers are not simulated yet")
-        return inputs.profile
+                                             f"servers; a PS-count what-if starts from a one-PS profile")
+        strategy = getattr(params, "ps_placement", "round-robin")
+        cached = self._placed
+        if cached is not None and cached[0] is profile and cached[1:3] == (ps, strategy):
+            return cached[3]
+        from advisor.core.models.ps_des.placement import with_parameter_servers
 
-    def _compile(self, profile: Profile, net: NetworkModel) -> Compiled:
-        """The merged graph of ``profile`` on ``net``, built once for all the W of a curve."""
+        try:
+            placed = with_parameter_servers(profile, ps, strategy)
+        except ModelInputError as exc:
+            why = str(exc).removeprefix(f"model {exc.model!r}: ")
+            raise ModelInputError(self.name, f"parameter_servers: {why}") from None
+        self._placed = (profile, ps, strategy, placed)
+        return placed
+
+    @staticmethod
+    def _what_if(inputs: ModelInputs) -> bool:
+        return (inputs.profile is not None and inputs.parameter_servers is not None
+                and inputs.parameter_servers != inputs.profile.job.parameter_servers)  # fmt: skip
+
+    def _placement_details(self, inputs: ModelInputs, params: ModelParams) -> dict[str, Any]:
+        """The PS-count what-if's placement ({variable: PS}) and bytes per PS and step, to print."""
+        if not self._what_if(inputs) or inputs.profile is None:
+            return {}
+        from advisor.core.models.ps_des.placement import place, ps_bytes
+
+        strategy = getattr(params, "ps_placement", "round-robin")
+        return {"ps_placement": {"strategy": strategy, "parameter_servers": inputs.parameter_servers,
+                                 "variables": place(inputs.profile, int(inputs.parameter_servers or 1), strategy),
+                                 "bytes_per_ps": ps_bytes(self._profile(inputs, params))}}  # fmt: skip
+
+    def _compile(
+        self, profile: Profile, net: NetworkModel, regime: tuple[tuple[float, ...], ...] = ((), ())
+    ) -> Compiled:
+        """The merged graph of ``profile`` on ``net`` (and the workers' speeds and link rates),
+        built once for all the W of a curve."""
         cached = self._compiled
-        if cached is not None and cached[0] is profile and cached[1] == net:
-            return cached[2]
+        key = (profile, net, regime)
+        if cached is not None and cached[0][0] is profile and cached[0][1:] == key[1:]:
+            return cached[1]
         from advisor.core.models.ps_des.simulator.fast import compile_profile
 
-        compiled = compile_profile(profile, net)
-        self._compiled = (profile, net, compiled)
+        compiled = compile_profile(profile, net, *regime)
+        self._compiled = (key, compiled)
         return compiled
 
 
-class _FastRun:
-    """The compiled engine's continued run, seen through the protocol."""
+def _nics(inputs: ModelInputs, name: str) -> tuple[float, ...]:
+    """The workers' own link rates as the simulation sees them (nominal x goodput)."""
+    for w, rate in enumerate(inputs.worker_bandwidths_bps):
+        if not (math.isfinite(rate) and rate > 0):
+            raise ModelInputError(name, f"worker_bandwidths_bps: worker {w}'s rate {rate!r} must be finite and > 0")
+    return tuple(r * inputs.goodput for r in inputs.worker_bandwidths_bps)
 
-    def __init__(self, run: Any) -> None:
+
+def uneven(regime: tuple[tuple[float, ...], ...], network: NetworkModel) -> bool:
+    """Do the workers differ (a speed other than 1.0, a link rate other than the common one)?"""
+    common = network.worker_bandwidth_bps or network.bandwidth_bps
+    return any(s != 1.0 for s in regime[0]) or any(r != common for r in regime[1])
+
+
+def worker_regime(inputs: ModelInputs, name: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(worker speeds, worker link rates) for the engines; checked here so the error names the model."""
+    for w, speed in enumerate(inputs.worker_speeds):
+        if not (math.isfinite(speed) and speed > 0):
+            raise ModelInputError(name, f"worker_speeds: worker {w}'s speed {speed!r} must be finite and > 0")
+    return tuple(float(s) for s in inputs.worker_speeds), _nics(inputs, name)
+
+
+class _FastRun:
+    """The compiled engine's continued run, seen through the protocol.
+
+    With ``uneven`` workers (speeds or link rates that differ), ``advance(steps)`` goes on until
+    *every* worker has finished ``steps`` steps, not just the first: the curve's window opens
+    when the slowest has finished its warm-up, which a worker ten times slower would not have
+    done when the fastest reached the curve's first look. (Identical workers keep the plain
+    rule, so an all-1.0 run is today's, bit for bit.) At most ``UNEVEN_MAX`` x ``steps`` engine
+    steps: a worker that barely moves leaves the window empty, which the curve reports.
+    """
+
+    UNEVEN_MAX = 64
+
+    def __init__(self, run: Any, uneven: bool = False) -> None:
         self._run = run
+        self._uneven = uneven
+        self._seen: Any = None
 
     def advance(self, steps: int) -> Samples:
-        seen = self._run.advance(steps)
-        return Samples(seen.step_ends_s, seen.until_s, seen.steps, seen.events, seen.batch_size)
+        seen = self._seen if self._seen is not None and self._run.steps >= steps else self._run.advance(steps)
+        while self._uneven and self._run.steps < self.UNEVEN_MAX * steps:
+            slowest = min(len(e) for e in seen.step_ends_s)
+            if slowest >= steps:
+                break
+            grow = math.ceil(self._run.steps * steps / max(slowest, 1) * 1.1)
+            seen = self._run.advance(min(max(grow, self._run.steps + 1), self.UNEVEN_MAX * steps))
+        self._seen = seen
+        return Samples(seen.step_ends_s, seen.until_s, steps, seen.events, seen.batch_size)
 
 
 class _ReferenceRun:
     """The reference engine has no pause: each ``advance`` simulates ``steps`` from the start
     (same seed, so the same steps); the window ends when the first worker finishes its last step."""
 
-    def __init__(self, profile: Profile, network: NetworkModel, workers: int, seed: int) -> None:
+    def __init__(self, profile: Profile, network: NetworkModel, workers: int, seed: int,
+                 regime: tuple[tuple[float, ...], ...] = ((), ())) -> None:  # fmt: skip
         self._args = (profile, network, workers, seed)
+        self._regime = regime
 
     def advance(self, steps: int) -> Samples:
         from advisor.core.models.ps_des.simulator import simulate_reference_engine
 
         profile, network, workers, seed = self._args
-        result = simulate_reference_engine(profile, network, SimulationSettings(workers, steps, 0, seed))
+        result = simulate_reference_engine(profile, network, SimulationSettings(workers, steps, 0, seed),
+                                           worker_speeds=self._regime[0], worker_bandwidths_bps=self._regime[1])
         ends = tuple(np.asarray(e, dtype=np.float64) for e in result.step_ends_s)
         until = min(float(e[-1]) if len(e) else math.inf for e in ends)
         if not math.isfinite(until):

@@ -12,6 +12,8 @@ is tested against.
 
 from __future__ import annotations
 
+from typing import Any
+
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettings
 from advisor.core.models.ps_des.simulator.fast import simulate_fast
@@ -21,13 +23,16 @@ from advisor.core.models.ps_des.simulator.reference import simulate_reference
 __all__ = ["simulate", "simulate_reference_engine"]
 
 
-def simulate(profile: Profile, network: NetworkModel, settings: SimulationSettings) -> SimulationResult:
-    """Simulate ``settings.workers`` workers for ``settings.steps`` steps each (fast engine)."""
-    return simulate_fast(profile, prepare(profile, network, settings), settings.record_timeline)
+def simulate(
+    profile: Profile, network: NetworkModel, settings: SimulationSettings, **regime: Any
+) -> SimulationResult:
+    """Simulate ``settings.workers`` workers for ``settings.steps`` steps each (fast engine).
+    ``regime``: ``worker_speeds``, ``worker_bandwidths_bps``, ``sync_replicas`` (``inputs.prepare``)."""
+    return simulate_fast(profile, prepare(profile, network, settings, **regime), settings.record_timeline)
 
 
 def simulate_reference_engine(
-    profile: Profile, network: NetworkModel, settings: SimulationSettings
+    profile: Profile, network: NetworkModel, settings: SimulationSettings, **regime: Any
 ) -> SimulationResult:
     """The same simulation with the slow reference engine (for tests and comparisons)."""
-    return simulate_reference(profile, prepare(profile, network, settings), settings.record_timeline)
+    return simulate_reference(profile, prepare(profile, network, settings, **regime), settings.record_timeline)

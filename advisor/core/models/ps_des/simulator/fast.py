@@ -16,7 +16,7 @@ import numpy as np
 
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettingsError, TimelineEvent
-from advisor.core.models.ps_des.simulator.inputs import SimInputs, prepare_graph, with_steps
+from advisor.core.models.ps_des.simulator.inputs import SimInputs, check_replicas, prepare_graph, with_steps
 from advisor.core.models.ps_des.simulator.jit import quantize
 from advisor.core.models.ps_des.simulator.kernel import new_links
 from advisor.core.models.ps_des.simulator.loop import EVENTS, LIMIT, PAUSED, RESUMABLE, RESUME, STALLED, TL_LEN, run
@@ -47,6 +47,7 @@ class Observed:
     steps: int
     events: int  # op-events processed since the run began
     batch_size: int
+    updates_s: np.ndarray | None = None  # synchronous PS: every update applied by until_s
 
 
 def simulate_fast(
@@ -57,21 +58,33 @@ def simulate_fast(
     state = _new_state(c, inputs, inputs.steps, record_timeline)
     ctr, tl = state[5], state[6]
     run(_graph(c, inputs), _ipar(c, inputs, inputs.steps, record_timeline), _fpar(inputs), *state)
+    ends = state[0][4]
     return SimulationResult(
         workers=inputs.workers,
         batch_size=profile.job.batch_size,
-        step_ends_s=tuple(tuple(row) for row in state[0][4].tolist()),
+        # NaN: steps a synchronous worker never ran (it waited for an update that never came)
+        step_ends_s=tuple(tuple(row[~np.isnan(row)].tolist()) for row in ends),
         events=int(ctr[EVENTS]),
         timeline=_timeline(profile, inputs, c.plan, tl, int(ctr[TL_LEN])) if record_timeline else None,
+        updates_s=_updates(state, inputs),
     )
+
+
+def _updates(state: tuple, inputs: SimInputs) -> tuple[float, ...] | None:
+    """The synchronous PS's update times so far (None when asynchronous)."""
+    ws = state[0]
+    return tuple(ws[10][: int(ws[9][3])].tolist()) if inputs.sync_replicas else None
 
 
 class FastRun:
     """An endless run of ``workers`` workers that ``advance`` continues (module docstring)."""
 
-    def __init__(self, compiled: Compiled, workers: int, seed: int = 0, start_s: np.ndarray | None = None) -> None:
+    def __init__(
+        self, compiled: Compiled, workers: int, seed: int = 0, start_s: np.ndarray | None = None, sync_replicas: int = 0
+    ) -> None:
         self._c = compiled
-        self._base = replace(compiled.inputs, workers=workers, start_s=start_s)
+        replicas = check_replicas(sync_replicas, workers)
+        self._base = replace(compiled.inputs, workers=workers, start_s=start_s, sync_replicas=replicas)
         self._seed = seed
         self._state: tuple | None = None
         self.steps = 0
@@ -101,6 +114,7 @@ class FastRun:
             steps=steps,
             events=int(ctr[EVENTS]),
             batch_size=self._c.profile.job.batch_size,
+            updates_s=None if not inputs.sync_replicas else ws[10][: int(ws[9][3])].copy(),
         )
 
 
@@ -128,13 +142,23 @@ def _shares(inputs: SimInputs) -> np.ndarray:
 
 
 def _uniform(inputs: SimInputs) -> bool:
-    """One PS and equal weights: every flow of a direction has the same rate (``kernel.py``)."""
-    return inputs.n_ps == 1 and (inputs.share_weights is None or bool((inputs.share_weights == 1.0).all()))
+    """One PS, equal weights and NICs: every flow of a direction has the same rate (``kernel.py``)."""
+    return (
+        inputs.n_ps == 1
+        and not _hetnic(inputs)
+        and (inputs.share_weights is None or bool((inputs.share_weights == 1.0).all()))
+    )
+
+
+def _hetnic(inputs: SimInputs) -> bool:
+    """Do the workers' NIC rates differ from ``nic_bps``?"""
+    return any(inputs.nic_of(w) != inputs.nic_bps for w in range(inputs.workers))
 
 
 def _ipar(c: Compiled, inputs: SimInputs, cap: int, record: bool) -> np.ndarray:
     W, G, R = inputs.workers, len(c.plan.members), inputs.slots_per_worker
-    return np.array([W, R, inputs.n_ps, cap, inputs.random_keys is not None, record, G, cap, 0, 0, _uniform(inputs)], np.int64)
+    return np.array([W, R, inputs.n_ps, cap, inputs.random_keys is not None, record, G, cap, 0, 0, _uniform(inputs),
+                     inputs.sync_replicas, _hetnic(inputs)], np.int64)  # fmt: skip
 
 
 def _fpar(inputs: SimInputs) -> np.ndarray:
@@ -147,7 +171,8 @@ def _new_state(c: Compiled, inputs: SimInputs, cap: int, record: bool) -> tuple:
     W, G, R = inputs.workers, len(c.plan.members), inputs.slots_per_worker
     starts = np.array([inputs.start_of(w) for w in range(W)], np.float64)
     ws = (np.zeros((W, G), np.int64), np.zeros(W, np.int64), np.zeros(W, np.int64), np.zeros((W, G), np.int8),
-          np.full((W, cap), np.nan), starts, np.zeros(1))  # fmt: skip
+          np.full((W, cap), np.nan), starts, np.zeros(1),
+          np.zeros(W, np.int64), np.zeros(W, np.int64), np.zeros(5, np.int64), np.zeros(_update_cap(inputs, W, cap)))  # fmt: skip
     nq = W * R
     ch = (np.zeros(nq, np.int8), np.zeros(nq, np.int64), np.zeros(nq, np.int8), np.zeros(nq, np.int64), np.zeros(nq))
     qcap = int(np.bincount(c.plan.slot, minlength=R).max()) + 1
@@ -158,15 +183,25 @@ def _new_state(c: Compiled, inputs: SimInputs, cap: int, record: bool) -> tuple:
           np.zeros(ecap, np.int64), np.zeros(1, np.int64))  # fmt: skip
     tcap = W * cap * (G + int((c.plan.slot % 3 != 0).sum())) if record else 1
     tl = (np.zeros(tcap, np.int64), np.zeros(tcap, np.int64), np.zeros(tcap, np.int64), np.zeros(tcap), np.zeros(tcap))
-    return ws, ch, qs, ev, new_links(W, R, inputs.n_ps), np.zeros(5, np.int64), tl
+    return ws, ch, qs, ev, new_links(W, R, inputs.n_ps, inputs.nics()), np.zeros(5, np.int64), tl
+
+
+def _update_cap(inputs: SimInputs, workers: int, cap: int) -> int:
+    """Room for the synchronous PS's update times: at most one per step of any worker."""
+    return workers * cap + 1 if inputs.sync_replicas else 1
 
 
 def _grown(state: tuple, cap: int) -> tuple:
     """``state`` with room for ``cap`` step ends per worker (the rest is unchanged)."""
     ws = state[0]
-    ends = np.full((ws[4].shape[0], cap), np.nan)
+    W = ws[4].shape[0]
+    ends = np.full((W, cap), np.nan)
     ends[:, : ws[4].shape[1]] = ws[4]
-    return ((*ws[:4], ends, *ws[5:]), *state[1:])
+    updates = ws[10]
+    if updates.shape[0] > 1:
+        updates = np.zeros(W * cap + 1)
+        updates[: ws[10].shape[0]] = ws[10]
+    return ((*ws[:4], ends, *ws[5:10], updates), *state[1:])
 
 
 def fifo_slots(plan: FastPlan, inputs: SimInputs) -> np.ndarray:
@@ -195,6 +230,12 @@ def _timeline(profile: Profile, inputs: SimInputs, plan: FastPlan, tl: tuple, n:
 
 
 
-def compile_profile(profile: Profile, network: NetworkModel) -> Compiled:
-    """``Compiled`` for ``profile`` on ``network``: build once, then start any ``FastRun``."""
-    return Compiled.build(profile, prepare_graph(profile, network))
+def compile_profile(
+    profile: Profile,
+    network: NetworkModel,
+    worker_speeds: tuple[float, ...] = (),
+    worker_bandwidths_bps: tuple[float, ...] = (),
+) -> Compiled:
+    """``Compiled`` for ``profile`` on ``network`` (and the workers' speeds and link rates, if
+    they differ; ``inputs.py``): build once, then start any ``FastRun``."""
+    return Compiled.build(profile, prepare_graph(profile, network, worker_speeds, worker_bandwidths_bps))

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from advisor.core.profile import Profile, Resource
-from advisor.core.sim_types import NetworkModel, SimulationSettings, StreamOrder
+from advisor.core.sim_types import NetworkModel, SimulationSettings, SimulationSettingsError, StreamOrder
 from advisor.core.models.ps_des.simulator.jit import quantize
 from advisor.core.models.ps_des.simulator.order import stream_priorities
 
@@ -56,10 +56,30 @@ class SimInputs:
     # connection to PS i in direction d gets weight [w, i, d, k % SHARE_DRAWS]; all 1 (and last
     # axis 1) when share_sigma is 0. See share_weights.
     share_weights: np.ndarray | None = None
+    speed_blocks: int = 1  # blocks of recorded steps in durations_s, one per distinct speed
+    worker_block: tuple[int, ...] = ()  # the block of each listed worker (later workers: 0)
+    worker_nic_bps: tuple[float, ...] = ()  # each listed worker's NIC rate (later ones: nic_bps)
+    sync_replicas: int = 0  # R > 0: synchronous PS, an update per R fresh gradients; 0: asynchronous
 
     def start_of(self, worker: int) -> float:
         """When ``worker``'s first step starts (0 unless staggered)."""
         return 0.0 if self.start_s is None else float(self.start_s[worker])
+
+    def block_of(self, worker: int) -> int:
+        """The block of ``durations_s`` that ``worker``'s speed reads (0: as traced)."""
+        return self.worker_block[worker] if worker < len(self.worker_block) else 0
+
+    def nic_of(self, worker: int) -> float:
+        """The rate of ``worker``'s own link (its NIC) in bits/s."""
+        return self.worker_nic_bps[worker] if worker < len(self.worker_nic_bps) else self.nic_bps
+
+    def nics(self) -> np.ndarray:
+        """Every worker's NIC rate (bits/s), float64 per worker."""
+        return np.array([self.nic_of(w) for w in range(self.workers)], dtype=np.float64)
+
+    @property
+    def recorded_steps(self) -> int:
+        return self.durations_s.shape[0] // self.speed_blocks
 
     @property
     def slots_per_worker(self) -> int:
@@ -89,19 +109,46 @@ def slot_of(resource: Resource, ps: int | None) -> int:
     return _SLOT_OFFSET[resource] + SLOTS_PER_PS * int(ps or 0)
 
 
-def prepare(profile: Profile, network: NetworkModel, settings: SimulationSettings) -> SimInputs:
-    """Validate the combination and build the shared arrays."""
-    return for_settings(prepare_graph(profile, network), settings)
+def prepare(
+    profile: Profile,
+    network: NetworkModel,
+    settings: SimulationSettings,
+    worker_speeds: tuple[float, ...] = (),
+    worker_bandwidths_bps: tuple[float, ...] = (),
+    sync_replicas: int = 0,
+) -> SimInputs:
+    """Validate the combination and build the shared arrays (regimes: module docstring)."""
+    graph = prepare_graph(profile, network, worker_speeds, worker_bandwidths_bps)
+    return replace(for_settings(graph, settings), sync_replicas=check_replicas(sync_replicas, settings.workers))
 
 
-def prepare_graph(profile: Profile, network: NetworkModel) -> SimInputs:
+def check_replicas(replicas: int, workers: int) -> int:
+    """``replicas`` if it is a valid ``sync_replicas`` for ``workers`` workers (0: asynchronous)."""
+    if not 0 <= replicas <= workers:
+        raise SimulationSettingsError(f"replicas_to_aggregate {replicas} must be between 1 and the {workers} worker(s)")
+    return replicas
+
+
+def prepare_graph(
+    profile: Profile,
+    network: NetworkModel,
+    worker_speeds: tuple[float, ...] = (),
+    worker_bandwidths_bps: tuple[float, ...] = (),
+) -> SimInputs:
     """The part of the inputs that does not depend on the workers, steps or seed (no
-    workers yet: ``for_settings`` adds them), so that a curve builds it once for every W."""
+    workers yet: ``for_settings`` adds them), so that a curve builds it once for every W.
+    ``worker_speeds`` and ``worker_bandwidths_bps`` describe workers 0, 1, ... (later ones
+    run as traced, on ``network``'s worker link)."""
     ops = profile.ops
     is_transfer = np.array([op.resource.is_transfer for op in ops], dtype=bool)
     transfer_index = np.full(len(ops), -1, dtype=np.int64)
     transfer_index[is_transfer] = np.arange(int(is_transfer.sum()))
     bits = np.array([8.0 * op.bytes for op in ops], dtype=np.float64)
+    durations = np.array([s.duration_us for s in profile.steps], dtype=np.float64) * 1e-6
+    durations, blocks, worker_block = speed_blocks(profile, durations, worker_speeds)
+    for w, rate in enumerate(worker_bandwidths_bps):
+        if not (math.isfinite(rate) and rate > 0):
+            raise SimulationSettingsError(f"worker {w}'s link rate {rate!r} bit/s must be finite and > 0")
     return SimInputs(
         n_ps=profile.job.parameter_servers,
         workers=0,
@@ -109,7 +156,7 @@ def prepare_graph(profile: Profile, network: NetworkModel) -> SimInputs:
         slot=np.array([slot_of(op.resource, op.ps) for op in ops], dtype=np.int64),
         bits=bits,
         instant=is_transfer & (bits == 0),
-        durations_s=np.array([s.duration_us for s in profile.steps], dtype=np.float64) * 1e-6,
+        durations_s=durations,
         sampled=np.zeros((0, 0), dtype=np.int64),
         priority=stream_priorities(profile, network),
         transfer_index=transfer_index,
@@ -120,7 +167,34 @@ def prepare_graph(profile: Profile, network: NetworkModel) -> SimInputs:
         request_queue_s=float(network.request_queue_s),
         multi_flow_goodput=float(network.multi_flow_goodput),
         share_sigma=float(network.share_sigma),
+        speed_blocks=blocks,
+        worker_block=worker_block,
+        worker_nic_bps=tuple(float(r) for r in worker_bandwidths_bps),
     )
+
+
+def speed_blocks(
+    profile: Profile, durations_s: np.ndarray, worker_speeds: tuple[float, ...]
+) -> tuple[np.ndarray, int, tuple[int, ...]]:
+    """``durations_s`` with one block of recorded steps per distinct speed (block 0: 1.0, the
+    trace itself), the number of blocks and each listed worker's block (module docstring)."""
+    speeds: list[float] = [1.0]
+    worker_block: list[int] = []
+    for w, speed in enumerate(worker_speeds):
+        if not (math.isfinite(speed) and speed > 0):
+            raise SimulationSettingsError(f"worker {w}'s speed {speed!r} must be finite and > 0 (1.0 = as traced)")
+        if speed not in speeds:
+            speeds.append(float(speed))
+        worker_block.append(speeds.index(speed))
+    if len(speeds) == 1:
+        return durations_s, 1, tuple(worker_block)
+    compute = np.array([op.resource is Resource.WORKER for op in profile.ops], dtype=bool)
+    blocks = []
+    for speed in speeds:
+        block = durations_s.copy()
+        block[:, compute] = durations_s[:, compute] / speed
+        blocks.append(block)
+    return np.concatenate(blocks, axis=0), len(speeds), tuple(worker_block)
 
 
 def for_settings(graph: SimInputs, settings: SimulationSettings) -> SimInputs:
@@ -139,11 +213,11 @@ def with_steps(inputs: SimInputs, seed: int, steps: int) -> SimInputs:
     or steps: a run can be extended (``fast.FastRun``) exactly, and the points of a curve
     share their random numbers (which also steadies the curve's shape).
     """
-    n_profile = inputs.durations_s.shape[0]
+    n_profile = inputs.recorded_steps
     sampled = np.empty((inputs.workers, steps), dtype=np.int64)
     keys = None if inputs.random_keys is None else np.empty((inputs.workers, steps, inputs.random_keys.shape[2]), np.float32)
     for w in range(inputs.workers):
-        sampled[w] = sample_steps(seed, w, steps, n_profile)
+        sampled[w] = sample_steps(seed, w, steps, n_profile) + inputs.block_of(w) * n_profile
         if keys is not None:
             keys[w] = _stream(seed, w, 1).random((steps, keys.shape[2]), dtype=np.float32)
     weights = draw_share_weights(seed, inputs.workers, inputs.n_ps, inputs.share_sigma)

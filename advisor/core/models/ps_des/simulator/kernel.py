@@ -19,7 +19,8 @@ it (the candidates for an exact tie, broken by seq as always).
 their count, each queue's position and activity, the time the direction was last advanced,
 its next completion (time, seq, queue) with a flag saying it must be recomputed; per queue
 (= per worker connection for a link slot) when its last chunk completed, how many times it
-became active and its current weight; scratch for the water-filling.
+became active and its current weight; scratch for the water-filling; each worker's NIC rate
+(``NIC``, read when the workers' rates differ, ``hetnic``; else ``nic_bps`` is every one's).
 
 Every function here is inlined into the loop (``inline="always"``): numba passes each array
 of a tuple argument as seven or more machine words, so an out-of-line call with the engine's
@@ -40,7 +41,7 @@ _TIE_TICKS = 16.0 / TIME_GRID
 # Indices into ``links``.
 ACT, N, APOS, LAST, REM, RATE, FSEQ, NT, DIRTY, NS, NQ = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 WGT, ISACT, URATE, CONN_LAST, CONN_K, CONN_W = 11, 12, 13, 14, 15, 16
-REM_LINK, REM_NIC, FROZEN = 17, 18, 19
+REM_LINK, REM_NIC, FROZEN, NIC = 17, 18, 19, 20
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -59,7 +60,7 @@ def _advance(links, d, t, uniform):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _rates(links, d, uniform, n_ps, R, W, link_bps, nic_bps, eta):  # type: ignore[no-untyped-def]
+def _rates(links, d, uniform, n_ps, R, W, link_bps, nic_bps, eta, hetnic):  # type: ignore[no-untyped-def]
     """Weighted water-filling as ``sharing.water_fill``; when uniform simply ``min(cap/n, NIC)``."""
     n = links[N][d]
     if uniform:
@@ -77,7 +78,13 @@ def _rates(links, d, uniform, n_ps, R, W, link_bps, nic_bps, eta):  # type: igno
             if wgt[d, j] > wmax:
                 wmax = wgt[d, j]
         level = (link_bps * eta if n >= 2 else link_bps) / total
-        if nic_bps / wmax >= level:  # the reference's first round picks the link: all frozen there
+        nic_level = nic_bps / wmax
+        if hetnic:  # each flow's own NIC, as the reference's first round compares them
+            act, nic = links[ACT], links[NIC]
+            nic_level = np.inf
+            for j in range(n):
+                nic_level = min(nic_level, nic[act[d, j] // R] / wgt[d, j])
+        if nic_level >= level:  # the reference's first round picks the link: all frozen there
             for j in range(n):
                 rate[d, j] = wgt[d, j] * level
             return
@@ -87,7 +94,9 @@ def _rates(links, d, uniform, n_ps, R, W, link_bps, nic_bps, eta):  # type: igno
         for w in range(W):
             count += isact[w * R + 1 + 3 * i + d]
         rem_link[i] = link_bps * eta if count >= 2 else link_bps
-    rem_nic[:] = nic_bps
+    nic = links[NIC]
+    for w in range(W):
+        rem_nic[w] = nic[w]
     frozen[:n] = False
     left = n
     while left > 0:
@@ -218,8 +227,8 @@ def activate(links, q, now, shares):  # type: ignore[no-untyped-def]
     return links[CONN_W][q]
 
 
-def new_links(W: int, R: int, n_ps: int) -> tuple:
-    """Zeroed link state for ``W`` workers with ``R`` slots each (see module docstring)."""
+def new_links(W: int, R: int, n_ps: int, nics: np.ndarray) -> tuple:
+    """Zeroed link state for ``W`` workers with ``R`` slots each, NIC rates ``nics`` (module docstring)."""
     nflow, nq = max(W * n_ps, 1), W * R
     return (
         np.zeros((2, nflow), np.int64), np.zeros(2, np.int64), np.zeros(nq, np.int64), np.zeros(2),  # ACT N APOS LAST
@@ -227,5 +236,5 @@ def new_links(W: int, R: int, n_ps: int) -> tuple:
         np.zeros(2), np.zeros(2, np.int8), np.zeros(2, np.int64), np.zeros(2, np.int64),  # NT DIRTY NS NQ
         np.zeros((2, nflow)), np.zeros(nq, np.int8), np.zeros(2),  # WGT ISACT URATE
         np.full(nq, -np.inf), np.zeros(nq, np.int64), np.ones(nq),  # CONN_LAST CONN_K CONN_W
-        np.zeros(n_ps), np.zeros(W), np.zeros(nflow, np.bool_),  # REM_LINK REM_NIC FROZEN
+        np.zeros(n_ps), np.zeros(W), np.zeros(nflow, np.bool_), nics.astype(np.float64),  # REM_LINK REM_NIC FROZEN NIC
     )  # fmt: skip

@@ -6,11 +6,16 @@ priority, tindex, rand_keys, member_ptr, member_idx, spans, shares)`` over merge
 (``dur`` is per profile step and *profile* operation; a merged operation runs its members
 back to back; ``spans[p, g]`` is ``plan.chain_spans`` for profile step p and group g;
 ``shares[q]`` the sharing weights of queue q's connection, ``inputs.share_weights``);
-``ipar = [W, R, n_ps, cap, use_random, record, G, limit, resumable, resume, uniform]``
-(``cap``: steps per worker the arrays hold; ``uniform``: one PS and equal weights, see
-``kernel.py``);
+``ipar = [W, R, n_ps, cap, use_random, record, G, limit, resumable, resume, uniform, sync, hetnic]``
+(``cap``: steps per worker the arrays hold; ``uniform``: one PS, equal weights and equal NICs,
+see ``kernel.py``; ``sync``: replicas to aggregate, 0 for asynchronous; ``hetnic``: the
+workers' NIC rates differ, ``links[NIC]``);
 ``fpar = [link_bps, nic_bps, win_bits, request_queue_s, multi_flow_goodput]``;
-``ws = (pending, finished, kstep, served, step_ends, start_s, pause_t)`` per worker;
+``ws = (pending, finished, kstep, served, step_ends, start_s, pause_t, round, fifo, sync,
+updates)``: per worker, then the synchronous PS's state (``reference.py`` states the rules):
+each worker's round, the workers waiting for the update in order (then, once it is applied,
+the ones to start), ``sync = [global step, fresh gradients, waiting, updates, to start]`` and
+the update times;
 ``ch = (busy, cop, clast, cseq, cstart)`` per queue ``q = w * R + slot``;
 ``ctr = [seq, events, timeline length, paused, stalled]``; ``tl`` = timeline columns
 (w, step, g, start, end).
@@ -61,7 +66,9 @@ from advisor.core.models.ps_des.simulator.kernel import (
 _START = -2  # event-heap queue marking a worker's first start
 _DEFER = -3  # event-heap queue marking a pull whose request is on its way
 SEQ, EVENTS, TL_LEN, PAUSED, STALLED = 0, 1, 2, 3, 4  # ctr
-LIMIT, RESUMABLE, RESUME, UNIFORM = 7, 8, 9, 10  # ipar, after [W, R, n_ps, cap, use_random, record, G]
+LIMIT, RESUMABLE, RESUME, UNIFORM, SYNC = 7, 8, 9, 10, 11  # ipar, after [W, R, n_ps, cap, use_random, record, G]
+HETNIC = 12  # ipar
+GSTEP, FRESH, NWAIT, NUPD, NSTART = 0, 1, 2, 3, 4  # ws[9], the synchronous PS's counters
 RQ, ETA = 3, 4  # fpar, after [link_bps, nic_bps, win_bits]
 
 
@@ -150,6 +157,7 @@ def _start_step(w, k, now, graph, ipar, fpar, ws, qs, ev, links, ctr):  # type: 
     pending, finished, kstep, served = ws[0], ws[1], ws[2], ws[3]
     n_deps, roots = graph[4], graph[7]
     kstep[w], finished[w] = k, 0
+    ws[7][w] = ws[9][GSTEP]  # the round of this step (synchronous PS)
     for g in range(ipar[6]):
         pending[w, g] = n_deps[g]
         served[w, g] = 0
@@ -165,10 +173,35 @@ def _step_done(w, now, ipar, ws, ctr):  # type: ignore[no-untyped-def]
     if ipar[RESUMABLE] and k + 1 == ipar[LIMIT] and ctr[PAUSED] == 0:
         ctr[PAUSED] = 1
         ws[6][0] = now
-    if k + 1 < ipar[3]:
-        return k + 1
-    if ipar[RESUMABLE]:
-        ctr[STALLED] = 1
+    nxt = k + 1
+    if k + 1 >= ipar[3]:
+        nxt = -1
+        if ipar[RESUMABLE]:
+            ctr[STALLED] = 1
+    if ipar[SYNC] == 0:
+        return nxt
+    return _sync_done(w, nxt, now, ipar, ws)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _sync_done(w, nxt, now, ipar, ws):  # type: ignore[no-untyped-def]
+    """Synchronous PS at ``w``'s step end: ``nxt`` if its stale gradient is dropped, else -1;
+    an update leaves the workers to start in ``fifo[:NSTART]``, ``w`` last (``reference.py``)."""
+    fifo, sc = ws[8], ws[9]
+    if ws[7][w] < sc[GSTEP]:
+        return nxt
+    sc[FRESH] += 1
+    if nxt >= 0:
+        fifo[sc[NWAIT]] = w
+        sc[NWAIT] += 1
+    if sc[FRESH] < ipar[SYNC]:
+        return -1
+    sc[GSTEP] += 1
+    sc[FRESH] = 0
+    ws[10][sc[NUPD]] = now
+    sc[NUPD] += 1
+    sc[NSTART] = sc[NWAIT]
+    sc[NWAIT] = 0
     return -1
 
 
@@ -212,7 +245,7 @@ def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-u
             if dirty[d]:
                 dirty[d] = 0
                 if act_n[d] > 0:
-                    _rates(links, d, uni, n_ps, R, W, fpar[0], fpar[1], fpar[ETA])
+                    _rates(links, d, uni, n_ps, R, W, fpar[0], fpar[1], fpar[ETA], ipar[HETNIC])
                     _next_completion(links, d, uni)
         src, best_t, best_s = -1, np.inf, 0
         if en[0] > 0:
@@ -246,6 +279,16 @@ def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-u
             links[CONN_LAST][q] = now
             busy[q] = 0
             nxt = _complete(w, q, cop[q], clast[q] == 1, cstart[q], now, graph, ipar, fpar, ws, qs, ev, links, ctr, tl)
-        if nxt >= 0:
-            _start_step(w, nxt, now, graph, ipar, fpar, ws, qs, ev, links, ctr)
-        _dispatch(w, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr)
+        # Workers released by a synchronous update (w last, if it goes on), then w itself (a
+        # no-op dispatch if it was released). One call site each: a second inlined copy of
+        # these helpers would grow the loop.
+        n_start = ws[9][NSTART]
+        ws[9][NSTART] = 0
+        for i in range(n_start + 1):
+            x, k = w, nxt
+            if i < n_start:
+                x = ws[8][i]
+                k = ws[2][x] + 1
+            if k >= 0:
+                _start_step(x, k, now, graph, ipar, fpar, ws, qs, ev, links, ctr)
+            _dispatch(x, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr)

@@ -45,6 +45,32 @@ gives the product's defaults and the evidence for them):
   chunks keep it. Rates are weighted max-min fair (``sharing.water_fill``).
 - **Multi-flow goodput** (``multi_flow_goodput``): a PS link direction with two or more flows
   (necessarily of different workers) has capacity ``eta x link_bps``.
+
+Heterogeneous workers (``inputs.py``): a worker's speed only selects which durations it reads;
+its NIC rate (``SimInputs.nic_of``) is its own constraint in the water-filling.
+
+Synchronous PS (``sync_replicas`` = R > 0; TF's ``SyncReplicasOptimizer`` with
+``replicas_to_aggregate`` = R). A worker's step (pulls, compute, pushes and the PS ops that
+take its gradient) is unchanged; what changes is what happens when it ends. The PS keeps a
+global step G (updates applied, 0 at the start) and a count of fresh gradients; a worker's
+step is *of round* G as G was when that step started. When worker w's step ends (step 3
+above, after recording its end):
+
+- if its round is below G, its gradient is stale: dropped (not counted), and w starts its
+  next step at once (TF's accumulator drops a gradient older than the global step; the worker
+  takes a token and goes on);
+- otherwise the count grows by one. If it reaches R, the update is applied at this instant
+  (its time is recorded in ``updates_s``; the traced PS ops of the R-th gradient stand for the
+  apply of the aggregate), G grows by one, the count is reset, and every worker waiting for
+  this update starts its next step, in the order they began waiting, w last. If not, w waits
+  (no next step, nothing dispatched) for the update of its round.
+
+So every pull of step k+1 waits for the update that step k fed; with R = W every worker
+waits for all; with R < W the R first gradients of a round make the update and the W - R
+late ones are dropped. A worker that has run all its steps (plain runs) still feeds its
+last gradient but does not wait; if fewer than R workers are left, the others may wait for
+ever and the run ends with them (both engines alike). With R = W = 1 the update is the one
+worker's step end and nothing waits: the run is the asynchronous one, bit for bit.
 """
 
 from __future__ import annotations
@@ -83,6 +109,7 @@ class _Worker:
     queues: dict[int, list[tuple[int, float, int, int]]] = field(default_factory=dict)
     busy: dict[int, _Chunk] = field(default_factory=dict)
     ends: list[float] = field(default_factory=list)
+    round: int = 0  # sync: the global step when the current step began
 
 
 class ReferenceSimulation:
@@ -108,10 +135,16 @@ class ReferenceSimulation:
         self.conn_activations: dict[tuple[int, int], int] = {}
         self.conn_weight: dict[tuple[int, int], float] = {}
         self.weights = inputs.share_weights  # None: every weight is 1
+        self.nics = [inputs.nic_of(w) for w in range(inputs.workers)]
         self.now = 0.0
         self.seq = 0
         self.events = 0
         self.timeline: list[TimelineEvent] | None = [] if record_timeline else None
+        # Synchronous PS: global step, fresh gradients of this round, workers waiting (in order).
+        self.global_step = 0
+        self.fresh = 0
+        self.waiting: list[int] = []
+        self.updates: list[float] = []
 
     def run(self) -> SimulationResult:
         for start in [s for s in self.starts if s[0] == 0.0]:
@@ -125,6 +158,7 @@ class ReferenceSimulation:
             step_ends_s=tuple(tuple(wk.ends) for wk in self.workers),
             events=self.events,
             timeline=None if self.timeline is None else tuple(self.timeline),
+            updates_s=tuple(self.updates) if self.inp.sync_replicas else None,
         )
 
     # -- time -------------------------------------------------------------------------
@@ -135,7 +169,7 @@ class ReferenceSimulation:
             idx = [j for j, c in enumerate(self.in_service) if self._is_flow(c) and self._dir(c.slot) == direction]
             flows = [(self.in_service[j].worker, self.inp.ps_of(self.in_service[j].slot)) for j in idx]
             weights = [self.in_service[j].weight for j in idx]
-            shares = water_fill(flows, self.inp.link_bps, self.inp.nic_bps, weights, self.inp.multi_flow_goodput)
+            shares = water_fill(flows, self.inp.link_bps, self.nics, weights, self.inp.multi_flow_goodput)
             for j, r in zip(idx, shares):
                 rates[j] = r
         return rates
@@ -181,7 +215,7 @@ class ReferenceSimulation:
 
     def _start_step(self, w: int, k: int) -> None:
         wk = self.workers[w]
-        wk.step, wk.finished = k, 0
+        wk.step, wk.finished, wk.round = k, 0, self.global_step
         wk.pending = [len(ds) for ds in self.deps]
         wk.served = set()
         for op in self.roots:
@@ -268,10 +302,32 @@ class ReferenceSimulation:
                     self._release(w, d)
         if wk.finished == len(self.deps):
             wk.ends.append(self.now)
-            if wk.step + 1 < self.inp.steps:
+            go_on = wk.step + 1 < self.inp.steps
+            if self.inp.sync_replicas:
+                self._sync_step_done(w, go_on)
+            elif go_on:
                 self._start_step(w, wk.step + 1)
         else:
             self._dispatch(w)
+
+    def _sync_step_done(self, w: int, go_on: bool) -> None:
+        """Synchronous PS: count or drop ``w``'s gradient, apply the update, release (docstring)."""
+        wk = self.workers[w]
+        if wk.round < self.global_step:  # stale: dropped
+            if go_on:
+                self._start_step(w, wk.step + 1)
+            return
+        self.fresh += 1
+        if self.fresh < self.inp.sync_replicas:
+            if go_on:
+                self.waiting.append(w)
+            return
+        self.global_step += 1
+        self.fresh = 0
+        self.updates.append(self.now)
+        released, self.waiting = self.waiting + ([w] if go_on else []), []
+        for x in released:
+            self._start_step(x, self.workers[x].step + 1)
 
     def _record(self, c: _Chunk) -> None:
         if self.timeline is None:

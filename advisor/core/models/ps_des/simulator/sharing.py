@@ -37,13 +37,14 @@ from collections.abc import Sequence
 def water_fill(
     flows: Sequence[tuple[int, int]],
     link_bps: float,
-    nic_bps: float,
+    nic_bps: float | Sequence[float],
     weights: Sequence[float] | None = None,
     multi_flow_goodput: float = 1.0,
 ) -> list[float]:
     """Weighted max-min fair rate of each flow ``(worker, ps)`` in one direction, in bits/s.
 
     At most one flow per (worker, ps): a worker has one connection to each server.
+    ``nic_bps`` is every worker's NIC rate, or a sequence of them indexed by worker.
     """
     n = len(flows)
     rates = [0.0] * n
@@ -55,7 +56,7 @@ def water_fill(
     on_link = {i: sorted((w, j) for j, (w, p) in enumerate(flows) if p == i) for i in links}
     on_nic = {w: sorted((p, j) for j, (x, p) in enumerate(flows) if x == w) for w in nics}
     rem_link = {i: link_bps * multi_flow_goodput if len(on_link[i]) >= 2 else link_bps for i in links}
-    rem_nic = {w: nic_bps for w in nics}
+    rem_nic = {w: float(nic_bps) if isinstance(nic_bps, (int, float)) else float(nic_bps[w]) for w in nics}
     frozen = [False] * n
     left = n
     while left:

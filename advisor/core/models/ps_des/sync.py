@@ -1,0 +1,170 @@
+"""Synchronous parameter-server training (TF ``SyncReplicasOptimizer``) in Li et al.'s simulator.
+
+Why a model of its own: the same one-worker trace predicts a different curve when the job
+aggregates gradients. Each worker's step is the traced one; the PS applies an update once
+``replicas_to_aggregate`` = R fresh gradients of the current global step have arrived, drops
+later (stale) ones, and a worker whose gradient was counted waits for that update before it
+pulls again (``simulator/reference.py`` states the rules; both engines keep them).
+
+What is counted: *examples of aggregated gradients*, R x batch per update, at the instant the
+update is applied. That is the training progress a job owner buys: a dropped gradient (a
+backup worker's late one) costs compute and link time but does not move the model. With
+R = W it is every worker's examples, as the asynchronous model counts them; at W = 1 the two
+are the same run. The protocol reports progress per worker (``Samples.step_ends_s``); here
+update j's R gradients are dealt to rows ``(j R + i) mod W`` (i < R), so the rows together
+hold every counted gradient at its update time and advance evenly (a row is not a worker).
+
+Registered as ``li2020-des-sync`` (equal link shares) and ``li2020-des-sync+contention`` (the
+testbed's contention rules), with every input and parameter of the asynchronous models
+(heterogeneous workers, PS-count what-if) plus ``replicas_to_aggregate`` or ``backup_workers``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from advisor.core.models.protocol import ModelInputs, ModelParams, Outlook, Run, Samples
+from advisor.core.models.ps_des.model import ContentionParams, DesParams, PsDes, worker_regime
+from advisor.core.profile import Profile
+from advisor.core.sim_types import NetworkModel, SimulationSettings, SimulationSettingsError
+
+SYNC_EQUAL_SHARES = "li2020-des-sync"
+SYNC_CONTENTION = "li2020-des-sync+contention"
+
+
+def replicas(workers: int, replicas_to_aggregate: int | None, backup_workers: int | None) -> int:
+    """R at ``workers`` workers: ``replicas_to_aggregate`` (at most W), or W minus the backup
+    workers (at least 1), or W."""
+    if replicas_to_aggregate is not None:
+        return min(replicas_to_aggregate, workers)
+    if backup_workers is not None:
+        return max(workers - backup_workers, 1)
+    return workers
+
+
+def update_rows(updates_s: np.ndarray, workers: int, replicas: int) -> tuple[np.ndarray, ...]:
+    """Each counted gradient at its update time, dealt round-robin to ``workers`` rows (module
+    docstring): update j goes to rows (j R + i) mod W for i < R."""
+    n = len(updates_s)
+    rows = (np.arange(n)[:, None] * replicas + np.arange(replicas)[None, :]) % workers
+    return tuple(np.asarray(updates_s, dtype=np.float64)[(rows == w).any(axis=1)] for w in range(workers))
+
+
+def update_samples(updates_s: np.ndarray, workers: int, replicas: int, until_s: float, steps: int, events: int,
+                   batch_size: int) -> Samples:  # fmt: skip
+    """The protocol's ``Samples`` of a synchronous run (what ``curve.py`` measures), up to the
+    last update by ``until_s``: progress comes in whole updates, so a window that ended between
+    two would count the time since the last one without its examples (a bias of half an update
+    interval; at W = 1 the last update is the step end the run paused at, as asynchronous)."""
+    kept = np.asarray(updates_s, dtype=np.float64)
+    kept = kept[kept <= until_s]
+    until = float(kept[-1]) if len(kept) else until_s
+    return Samples(update_rows(kept, workers, replicas), until, steps, events, batch_size)
+
+
+def engine_steps(steps: int, workers: int, replicas: int) -> int:
+    """Engine steps (of the first worker) for rows of about ``steps`` counted gradients: with
+    R < W a row gets R/W of the updates."""
+    return math.ceil(steps * workers / replicas)
+
+
+class SyncFields(ModelParams):
+    """What the synchronous models add to the asynchronous ones' parameters."""
+
+    replicas_to_aggregate: int | None = Field(
+        default=None, ge=1, description="gradients per update (default: every worker's; at W < it, W)")
+    backup_workers: int | None = Field(
+        default=None, ge=0, description="instead of replicas_to_aggregate: W minus this many gradients per update")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> SyncFields:
+        if self.replicas_to_aggregate is not None and self.backup_workers is not None:
+            raise ValueError("give replicas_to_aggregate or backup_workers, not both")
+        return self
+
+    def replicas(self, workers: int) -> int:
+        return replicas(workers, self.replicas_to_aggregate, self.backup_workers)
+
+
+class SyncDesParams(DesParams, SyncFields):
+    """Li et al.'s simulation with a synchronous barrier (equal link shares)."""
+
+
+class SyncContentionParams(ContentionParams, SyncFields):
+    """The synchronous simulation with the testbed's contention rules."""
+
+
+class PsDesSync(PsDes):
+    """The PS simulation with ``SyncReplicasOptimizer``'s barrier (module docstring)."""
+
+    def __init__(self, contention: bool) -> None:
+        super().__init__(contention)
+        self.name = SYNC_CONTENTION if contention else SYNC_EQUAL_SHARES
+        self.Params = SyncContentionParams if contention else SyncDesParams
+        self.description = (
+            "synchronous PS (SyncReplicasOptimizer, backup workers) in Li et al.'s simulation, with contention rules"
+            if contention else "synchronous PS (SyncReplicasOptimizer, backup workers) in Li et al.'s simulation"
+        )  # fmt: skip
+
+    def start(self, inputs: ModelInputs, params: ModelParams, workers: int, seed: int) -> Run:
+        profile, net = self._profile(inputs, params), self.network(inputs, params)
+        regime = worker_regime(inputs, self.name)
+        r = self.sync_replicas(params, workers)
+        if getattr(params, "engine", "compiled") == "reference":
+            return _SyncReferenceRun(profile, net, workers, seed, r, regime)
+        from advisor.core.models.ps_des.simulator.fast import FastRun  # loads numba: only when predicting
+
+        return _SyncRun(FastRun(self._compile(profile, net, regime), workers, seed, sync_replicas=r), workers, r)
+
+    def sync_replicas(self, params: ModelParams, workers: int) -> int:
+        return params.replicas(workers) if isinstance(params, SyncFields) else workers
+
+    def outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
+        """The contention notes and the placement, if any; no alternating outcome (a barrier
+        keeps the workers in step, the regime that bound is about does not arise)."""
+        details: dict[str, Any] = dict(self._placement_details(inputs, params))
+        if isinstance(params, SyncFields):
+            details["sync"] = {"replicas_to_aggregate": params.replicas_to_aggregate,
+                               "backup_workers": params.backup_workers, "counted": "examples of aggregated gradients"}
+        if isinstance(params, ContentionParams):
+            return Outlook(params.contention().notes(), details=details)
+        return Outlook(details=details)
+
+
+class _SyncRun:
+    """The compiled engine's synchronous run: counted gradients at their updates (module docstring)."""
+
+    def __init__(self, run: Any, workers: int, replicas: int) -> None:
+        self._run, self._w, self._r = run, workers, replicas
+
+    def advance(self, steps: int) -> Samples:
+        seen = self._run.advance(engine_steps(steps, self._w, self._r))
+        return update_samples(seen.updates_s, self._w, self._r, seen.until_s, steps, seen.events, seen.batch_size)
+
+
+class _SyncReferenceRun:
+    """The reference engine's synchronous run (no pause: each ``advance`` starts over, same seed)."""
+
+    def __init__(self, profile: Profile, network: NetworkModel, workers: int, seed: int, replicas: int,
+                 regime: tuple[tuple[float, ...], ...]) -> None:  # fmt: skip
+        self._args = (profile, network, workers, seed)
+        self._r, self._regime = replicas, regime
+
+    def advance(self, steps: int) -> Samples:
+        from advisor.core.models.ps_des.simulator import simulate_reference_engine
+
+        profile, network, workers, seed = self._args
+        settings = SimulationSettings(workers, engine_steps(steps, workers, self._r), 0, seed)
+        result = simulate_reference_engine(profile, network, settings, worker_speeds=self._regime[0],
+                                           worker_bandwidths_bps=self._regime[1], sync_replicas=self._r)  # fmt: skip
+        # the window ends when the first worker has run all its steps, as for the asynchronous run
+        until = min((e[-1] for e in result.step_ends_s if len(e)), default=math.inf)
+        if not math.isfinite(until):
+            raise SimulationSettingsError("the measurement window is empty: simulate more steps")
+        return update_samples(np.asarray(result.updates_s or ()), workers, self._r, until, steps, result.events,
+                              result.batch_size)  # fmt: skip

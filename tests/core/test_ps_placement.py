@@ -1,0 +1,145 @@
+"""PS-count what-if: a one-PS profile placed on M PS (advisor/core/models/ps_des/placement.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor.core.profile import Profile, Resource, build_profile
+from advisor.core.sim_types import NetworkModel, SimulationSettings
+from advisor.core.models.ps_des.placement import owners, place, ps_bytes, with_parameter_servers
+from advisor.core.models.ps_des.simulator import simulate
+from advisor.errors import ModelInputError
+from benchmarks.synthetic import tiny_mlp
+from tests.conftest import shared_data
+
+
+def small_profile() -> Profile:
+    """Three variables (400, 100 and 100 bytes), each read, pulled, pushed and applied, plus a
+    learning rate pushed to every update and a counter updated after all of them."""
+    ops: list[dict] = []
+    for v in ("a", "b", "c"):
+        ops.append(dict(name=f"ps:{v}", resource="ps", ps=0, op_type="VarHandleOp"))
+    ops.append(dict(name="ps:step", resource="ps", ps=0, op_type="VarHandleOp"))
+    ops.append(dict(name="lr", resource="worker"))
+    ops.append(dict(name="push:lr", resource="uplink", ps=0, bytes=4, deps=["lr"]))
+    sizes = {"a": 400, "b": 100, "c": 100}
+    for v, size in sizes.items():
+        ops.append(dict(name=f"ps:{v}/read", resource="ps", ps=0, op_type="ReadVariableOp", deps=[f"ps:{v}"]))
+        ops.append(dict(name=f"pull:{v}", resource="downlink", ps=0, bytes=size, deps=[f"ps:{v}/read"]))
+        ops.append(dict(name=f"grad:{v}", resource="worker", deps=[f"pull:{v}"]))
+        ops.append(dict(name=f"push:{v}", resource="uplink", ps=0, bytes=size, deps=[f"grad:{v}"]))
+        ops.append(dict(name=f"ps:{v}/apply", resource="ps", ps=0, deps=[f"ps:{v}", f"push:{v}", "push:lr"]))
+    ops.append(dict(name="ps:gather", resource="ps", ps=0, deps=[f"ps:{v}/apply" for v in sizes]))
+    ops.append(dict(name="ps:step/add", resource="ps", ps=0, deps=["ps:gather", "ps:step"]))
+    n = len(ops)
+    steps = [dict(index=0, start_us=[0.0] * n, duration_us=[float(i + 1) for i in range(n)])]
+    return build_profile(job=dict(batch_size=4, parameter_servers=1), ops=ops, steps=steps)
+
+
+def test_one_ps_is_the_profile_itself() -> None:
+    profile = small_profile()
+    assert with_parameter_servers(profile, 1) is profile
+    assert with_parameter_servers(profile, 1, "greedy-bytes") is profile
+    assert place(profile, 1) == {"ps:a": 0, "ps:b": 0, "ps:c": 0, "ps:step": 0}
+
+
+def test_two_ps_round_robin_by_hand() -> None:
+    # Creation order a, b, c, step -> PS 0, 1, 0, 1 (replica_device_setter's round robin).
+    profile = small_profile()
+    assert place(profile, 2) == {"ps:a": 0, "ps:b": 1, "ps:c": 0, "ps:step": 1}
+    two = with_parameter_servers(profile, 2)
+    ps = {op.name: op.ps for op in two.ops}
+    assert two.job.parameter_servers == 2
+    # Each variable's read, pull, push and apply follow it.
+    for v, p in (("a", 0), ("b", 1), ("c", 0)):
+        assert ps[f"ps:{v}/read"] == ps[f"pull:{v}"] == ps[f"push:{v}"] == ps[f"ps:{v}/apply"] == p
+    # The gather depends on updates on both PS: it follows its dependent, the step counter's
+    # increment, which sits with the step variable on PS 1.
+    assert ps["ps:gather"] == ps["ps:step/add"] == 1
+    # The learning rate feeds updates on PS 0 (a, c) and PS 1 (b): sent once to each.
+    assert ps["push:lr"] == 0 and ps["push:lr@ps1"] == 1
+    deps = {op.name: op.deps for op in two.ops}
+    assert "push:lr" in deps["ps:a/apply"] and "push:lr" in deps["ps:c/apply"]
+    assert "push:lr@ps1" in deps["ps:b/apply"] and "push:lr" not in deps["ps:b/apply"]
+    # Bytes per PS and step: PS 0 = a (400 + 400) + c (100 + 100) + lr 4; PS 1 = b (200) + lr 4.
+    assert ps_bytes(two) == [1004, 204]
+    # The copy keeps the traced timing of the push it copies; worker compute is untouched.
+    dur = dict(zip((op.name for op in two.ops), two.steps[0].duration_us))
+    assert dur["push:lr@ps1"] == dur["push:lr"] == 6.0
+    assert sum(op.resource is Resource.WORKER for op in two.ops) == 4
+
+
+def test_two_ps_greedy_by_bytes_by_hand() -> None:
+    # In creation order, each to the PS with fewest bytes so far (ties: lowest index):
+    # a (400) -> PS 0 [400, 0]; b (100) -> PS 1 [400, 100]; c (100) -> PS 1 [400, 200];
+    # step (0 bytes: nothing pulls it) -> PS 1 [400, 200].
+    profile = small_profile()
+    assert place(profile, 2, "greedy-bytes") == {"ps:a": 0, "ps:b": 1, "ps:c": 1, "ps:step": 1}
+    two = with_parameter_servers(profile, 2, "greedy-bytes")
+    assert ps_bytes(two) == [804, 404]
+    # Three PS, round robin: a, b, c, step -> 0, 1, 2, 0.
+    assert place(profile, 3) == {"ps:a": 0, "ps:b": 1, "ps:c": 2, "ps:step": 0}
+
+
+def test_owners_follow_variables() -> None:
+    profile = small_profile()
+    own = owners(profile)
+    names = [op.name for op in profile.ops]
+    by = {names[i]: (names[o] if o is not None else None) for i, o in enumerate(own)}
+    assert by["ps:b/apply"] == "ps:b" and by["pull:c"] == "ps:c" and by["ps:gather"] == "ps:step"
+    assert by["grad:a"] is None
+
+
+def test_bad_requests_name_the_problem() -> None:
+    with pytest.raises(ModelInputError, match="no variables"):
+        with_parameter_servers(tiny_mlp(), 2)
+    with pytest.raises(ModelInputError, match="ps_placement"):
+        place(small_profile(), 2, "random")
+    two = with_parameter_servers(small_profile(), 2)
+    with pytest.raises(ModelInputError, match="traced with 2 PS"):
+        with_parameter_servers(two, 3)
+    assert with_parameter_servers(two, 2) is two
+    with pytest.raises(ModelInputError, match=">= 1"):
+        place(small_profile(), 0)
+
+
+def test_real_trace_round_robin_and_what_if() -> None:
+    from advisor.importers.loader import load_profile
+
+    profile = load_profile(shared_data("condensed", "cubic", "mlp_bw100.json.gz"), bandwidth_bps=100e6)
+    # Variables in creation order fc0/W, fc0/b, ..., fc3/b, global_step: round robin puts every
+    # weight matrix on PS 0 (the known pitfall of the default strategy), greedy-bytes balances.
+    rr = place(profile, 2)
+    assert [p for _, p in sorted(rr.items())] == [0, 1, 0, 1, 0, 1, 0, 1, 0]
+    rr_bytes = ps_bytes(with_parameter_servers(profile, 2))
+    greedy_bytes = ps_bytes(with_parameter_servers(profile, 2, "greedy-bytes"))
+    assert rr_bytes[1] < 0.01 * rr_bytes[0]
+    assert max(greedy_bytes) < 0.75 * sum(greedy_bytes)
+    assert sum(rr_bytes) >= sum(ps_bytes(profile))  # copies only add (the learning rate)
+    # The link-bound MLP at W = 8: spreading the bytes over 2 PS links raises throughput.
+    net = NetworkModel(bandwidth_bps=100e6)
+    sim = SimulationSettings(workers=8, steps=120, warmup_steps=20, seed=1)
+    one = simulate(profile, net, sim).throughput(20)
+    two = simulate(with_parameter_servers(profile, 2, "greedy-bytes"), net, sim).throughput(20)
+    assert two > 1.2 * one
+
+
+def test_models_what_if_one_ps_is_today_and_two_ps_reports_the_placement() -> None:
+    from advisor.core.curve import CurveSettings
+    from advisor.core.models import registry
+    from tests.core.test_sync_ps import _curve, _inputs
+
+    cfg = CurveSettings(workers=(1, 3), steps=120, warmup_steps=20, seed=1)
+    profile = small_profile()
+    for name in ("li2020-des+contention", "li2020-des-sync"):
+        today = _curve(name, _inputs(profile, 1e6), cfg)
+        assert _curve(name, _inputs(profile, 1e6, parameter_servers=1), cfg) == today
+        two = _inputs(profile, 1e6, parameter_servers=2)
+        _curve(name, two, cfg, ps_placement="greedy-bytes")
+        model = registry.get(name)
+        details = model.outlook(two, registry.params_for(model, {"ps_placement": "greedy-bytes"}), {}).details
+        assert details["ps_placement"]["variables"] == {"ps:a": 0, "ps:b": 1, "ps:c": 1, "ps:step": 1}
+    with pytest.raises(ModelInputError, match="li2020-des.*parameter_servers.*no variables"):
+        _curve("li2020-des", _inputs(tiny_mlp(), 1e8, parameter_servers=2), cfg)
+    with pytest.raises(ModelInputError, match="ps_placement"):
+        registry.params_for(registry.get("li2020-des"), {"ps_placement": "random"})
