@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import http.server
 import json
 import os
@@ -371,7 +372,8 @@ def measure(args: argparse.Namespace) -> None:
         results.append({"W": workers, "thr_window": thr, "step_log": logs})
     meta = {"model": args.model, "batch": batch, "n_ps": args.ps, "placement": args.placement, "bw_mbit": args.mbit,
             "steps_per_worker": args.measure_steps or 100, "window_skips_steps": 20, "shape": args.shape}
-    out.write_text(json.dumps({"meta": meta, "results": results}))
+    body = json.dumps({"meta": meta, "results": results}).encode()
+    out.write_bytes(gzip.compress(body, mtime=0) if out.name.endswith(".gz") else body)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -390,7 +392,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-netns", action="store_true", help="plain loopback, no shaping (fallback)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before the worker is given up")
     parser.add_argument("--measure", type=lambda t: [int(w) for w in t.split(",")], default=None,
-                        help="measure throughput untraced with these worker counts, e.g. 1,2,3,4 (--out gets JSON)")
+                        help="measure throughput untraced with these worker counts, e.g. 1,2,3,4 (--out gets JSON, gzip if .gz)")
     parser.add_argument("--measure-steps", type=int, default=0,
                         help="steps per worker of a measured run (default 100); in a task: measure, do not trace")
     parser.add_argument("--out", required=True, help="where the upload bundle goes (gzip, as uploaded)")

@@ -21,7 +21,6 @@ from advisor.core.curve import CurveSettings, predict_curve
 from advisor.core.models import registry
 from advisor.core.profile import Profile, Resource
 from advisor.core.sim_types import NetworkModel
-from advisor.errors import ModelInputError
 from advisor.importers.loader import load_profile
 from tests.conftest import REPO
 
@@ -87,9 +86,6 @@ def test_one_worker_reproduces_the_traces_own_rate(name: str, model_name: str) -
     assert one == pytest.approx(traced_rate(profile), rel=W1_TOLERANCE)
 
 
-@pytest.mark.xfail(raises=ModelInputError, strict=False,
-                   reason="the PS-count what-if (ModelInputs.parameter_servers other than the trace's, "
-                          "ps_placement) is on branch issue13-regimes; this turns on when it lands")
 @pytest.mark.parametrize("placement", sorted(TWO_PS))
 def test_two_ps_what_if_from_the_one_ps_trace_matches_the_two_ps_trace(placement: str) -> None:
     # The testbed shapes only the PS links; the worker's own link is an unshaped veth. The
