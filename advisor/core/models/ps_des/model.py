@@ -33,6 +33,7 @@ from advisor.core.models.protocol import (
 from advisor.core.models.ps_des.contention import (
     BIMODAL_RATIO, MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention, alternating_bound, bimodal_note,
 )
+from advisor.core.models.ps_des.worker_link import with_traced_worker_link, worker_link_note
 from advisor.core.phases import ps_link_bound
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings, SimulationSettingsError
@@ -97,6 +98,8 @@ class PsDes(ModelBase):
         if inputs.goodput != 1.0:
             worker = net.worker_bandwidth_bps * inputs.goodput if net.worker_bandwidth_bps else None
             net = replace(net, bandwidth_bps=net.bandwidth_bps * inputs.goodput, worker_bandwidth_bps=worker)
+        if inputs.profile is not None:  # a multi-PS trace says whether the worker's own link binds
+            net = with_traced_worker_link(inputs.profile, net)
         return params.contention().apply(net) if isinstance(params, ContentionParams) else net
 
     def start(self, inputs: ModelInputs, params: ModelParams, workers: int, seed: int) -> Run:
@@ -115,14 +118,15 @@ class PsDes(ModelBase):
         """The contention notes, and at W = 2 the alternating outcome when it is far above the
         prediction. Only with the contention rules (which predict the drifting regime) and only
         for W = 2: from W = 3 on the testbed's workers show random phases, never stable alternation."""
+        link = worker_link_note(inputs.profile, inputs.network) if inputs.profile and inputs.network else None
         if not isinstance(params, ContentionParams):
-            return Outlook(details=self._placement_details(inputs, params))
+            return Outlook((link,) if link else (), details=self._placement_details(inputs, params))
         c = params.contention()
         details: dict[str, Any] = dict(self._placement_details(inputs, params))
         details["contention"] = {"congestion_control": c.congestion_control.value, "queue_s": c.queue_s,
                                  "request_queue_s": c.request_queue_s, "share_sigma": c.share_sigma,
                                  "multi_flow_goodput": c.multi_flow_goodput}
-        notes = c.notes()
+        notes = c.notes() + ((link,) if link else ())
         if 1 not in curve or 2 not in curve:
             return Outlook(notes, details=details)
         if inputs.worker_speeds or inputs.worker_bandwidths_bps or self._what_if(inputs):
