@@ -13,7 +13,6 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import asdict
 from enum import Enum
-from typing import Any
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from advisor.cli_args import SEED, ArgumentParser, argument_type, check_output, 
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, ModelChoice, Overhead, advise, model_inputs
 from advisor.core.bandwidth import resolve_bandwidth
 from advisor.core.calibration import calibrate
-from advisor.core.compare import compare, errors
+from advisor.core.compare import compare
 from advisor.core.cost import Constraints, Prices
 from advisor.core.curve import CurveSettings
 from advisor.core.model_error import ModelError

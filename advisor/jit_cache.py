@@ -25,7 +25,7 @@ from collections.abc import MutableMapping, Sequence
 from importlib import metadata
 from pathlib import Path
 
-from advisor.errors import CACHE_LOAD_ERRORS as CACHE_ERRORS, EngineCacheWarning
+from advisor.errors import CACHE_LOAD_ERRORS, EngineCacheWarning
 
 ENV = "NUMBA_CACHE_DIR"
 
@@ -89,14 +89,14 @@ def index_problem(path: Path) -> str | None:
         with path.open("rb") as f:
             version = pickle.load(f)
             rest = f.read()
-    except CACHE_ERRORS as exc:
+    except CACHE_LOAD_ERRORS as exc:
         return f"unreadable ({type(exc).__name__}: {exc})"
     mine = metadata.version("numba")
     if version != mine:
         return f"written by numba {version}, this is numba {mine}"
     try:
         pickle.loads(rest)
-    except CACHE_ERRORS as exc:
+    except CACHE_LOAD_ERRORS as exc:
         return f"corrupt ({type(exc).__name__}: {exc})"
     return None
 

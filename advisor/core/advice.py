@@ -17,7 +17,7 @@ from typing import Any
 from advisor.core.cost import (
     Choice, Constraints, Prices, cost_optimal, cost_per_example, expected_cost_per_example, saturation_point,
 )
-from advisor.core.curve import CurvePoint, CurveSettings, Mapper, Progress, predict_curve
+from advisor.core.curve import CurveSettings, Mapper, Progress, predict_curve
 from advisor.core.model_error import ModelError
 from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs, ModelParams, ThroughputModel

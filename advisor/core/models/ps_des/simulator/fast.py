@@ -229,7 +229,6 @@ def _timeline(profile: Profile, inputs: SimInputs, plan: FastPlan, tl: tuple, n:
     return tuple(out)
 
 
-
 def compile_profile(
     profile: Profile,
     network: NetworkModel,

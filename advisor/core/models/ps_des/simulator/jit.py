@@ -16,7 +16,6 @@ named cause).
 from __future__ import annotations
 
 import os
-import pickle
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -32,7 +31,6 @@ except ImportError:  # pragma: no cover - exercised only where numba is absent
 
 HAVE_NUMBA = _numba_njit is not None
 _DISPATCHERS: list[Any] = []  # every cached numba function made here, so that a bad cache can be dropped
-CACHE_ERRORS = CACHE_LOAD_ERRORS
 
 
 def njit(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -65,7 +63,7 @@ def call(fn: Any, *args: Any) -> Any:
     cached_before = _has_index(fn)
     try:
         result = fn(*args)
-    except CACHE_ERRORS as exc:
+    except CACHE_LOAD_ERRORS as exc:
         warnings.warn(f"the numba cache of the simulation engine could not be loaded ({type(exc).__name__}: {exc}); "
                       f"ignoring it and compiling in this process{_where()}", EngineCacheWarning, stacklevel=2)
         drop_caches()
