@@ -5,6 +5,8 @@ stay independent of one another.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 from advisor.core.models.protocol import Exact, ExactRun, ModelBase, ModelInputs, ModelParams, Need, Run
 from advisor.core.phases import ps_link_bound
 from advisor.core.profile import Profile
@@ -15,7 +17,7 @@ class NoParams(ModelParams):
     """A coarse model has no knobs."""
 
 
-class PhaseModel(ModelBase):
+class PhaseModel(ModelBase, ABC):
     """A closed-form model of a PS step seen as phases: a subclass gives ``name``,
     ``description`` and ``throughput``; the checks, the run and the link ceiling are here."""
 
@@ -25,9 +27,9 @@ class PhaseModel(ModelBase):
     needs = frozenset({Need.PROFILE, Need.BANDWIDTH})
     anchored = False  # phases summed: the overlap a trace shows is not reproduced at W = 1
 
+    @abstractmethod
     def throughput(self, profile: Profile, rate_bps: float, workers: int) -> float:
         """Examples/s of ``workers`` workers on links of ``rate_bps`` payload."""
-        raise NotImplementedError
 
     def check(self, inputs: ModelInputs, params: ModelParams) -> None:
         trace_and_rate(self.name, inputs)
