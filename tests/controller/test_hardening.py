@@ -205,14 +205,19 @@ def test_the_informer_caches_only_what_the_controller_reads() -> None:
     assert "managedFields" in obj["metadata"]  # the event's object itself is left alone
 
 
-def test_a_settings_reload_applies_what_it_can_and_names_what_needs_a_restart(emu, tmp_path, caplog) -> None:
+def _controller_from_file(emu, tmp_path):  # type: ignore[no-untyped-def]
+    """A controller whose settings come from a file the test rewrites: (file, its settings, controller)."""
     config = tmp_path / "advisor.yaml"
     base = settings_for(tmp_path, leader_election=False).model_dump(mode="json")
     base["ingest_key"] = "test-ingest-key-shared-by-replicas"
     config.write_text(yaml.safe_dump(base))
     controller = Controller(load_settings(config), Kube(kubernetes.client.ApiClient(emu.configuration())),
-                            settings_file=config,
-                            lease_timing=FAST_LEASE)
+                            settings_file=config, lease_timing=FAST_LEASE)
+    return config, base, controller
+
+
+def test_a_settings_reload_applies_what_it_can_and_names_what_needs_a_restart(emu, tmp_path, caplog) -> None:
+    config, base, controller = _controller_from_file(emu, tmp_path)
     try:
         controller.reload_settings()  # the same file: nothing changes, nothing said
         config.write_text(yaml.safe_dump({**base, "profiling_steps": 250, "namespaces": ["ml", "other"],
@@ -229,13 +234,7 @@ def test_a_settings_reload_applies_what_it_can_and_names_what_needs_a_restart(em
 
 
 def test_reload_of_only_restart_settings_applies_nothing(emu, tmp_path, caplog) -> None:
-    config = tmp_path / "advisor.yaml"
-    base = settings_for(tmp_path, leader_election=False).model_dump(mode="json")
-    base["ingest_key"] = "test-ingest-key-shared-by-replicas"
-    config.write_text(yaml.safe_dump(base))
-    controller = Controller(load_settings(config), Kube(kubernetes.client.ApiClient(emu.configuration())),
-                            settings_file=config,
-                            lease_timing=FAST_LEASE)
+    config, base, controller = _controller_from_file(emu, tmp_path)
     try:
         config.write_text(yaml.safe_dump({**base, "prediction_processes": 3}))
         with caplog.at_level(logging.INFO, logger="advisor.controller.app"):
