@@ -24,9 +24,10 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from advisor.core.advice import Advice, AdviceRequest, ModelChoice, Overhead, advise
+from advisor.core.advice import Advice, AdviceRequest, Overhead, advise
 from advisor.core.bandwidth import estimate_bandwidth
-from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl
+from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
+from advisor.core.models.ps_des.model import contention_choice
 from advisor.core.cost import Constraints, CostError, Prices, cost_optimal, cost_per_example
 from advisor.core.curve import CurveSettings
 from advisor.core.profile import Profile
@@ -80,9 +81,8 @@ def advice_request(workers: list[int], bandwidth: float, model: Model, steps: in
                    cc: str = "unknown", queue_s: float | None = None) -> AdviceRequest:
     """How this benchmark asks for a prediction: the model's settings, the run's network."""
     return AdviceRequest(
-        model=ModelChoice("li2020-des") if model.equal_shares else ModelChoice("li2020-des+contention", {
-            "congestion_control": CongestionControl(cc).value, "queue_s": queue_s, "share_sigma": model.share_sigma,
-            "multi_flow_goodput": model.multi_flow_goodput}),
+        model=contention_choice(None if model.equal_shares else Contention(
+            CongestionControl(cc), queue_s, model.share_sigma, model.multi_flow_goodput)),
         network=NetworkModel(bandwidth_bps=bandwidth, win_bytes=model.win_bytes),
         curve=CurveSettings(workers=tuple(workers), steps=steps, warmup_steps=50, seed=model.seed),
         overhead=model.overhead,

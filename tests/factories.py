@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.core.profile import Profile, build_profile
+
+if TYPE_CHECKING:
+    from advisor.core.advice import ModelChoice
+    from advisor.core.models.ps_des.contention import Contention
 
 
 def one_layer_doc(*, pull_bytes: int = 1000, push_bytes: int = 1000, steps: int = 2) -> dict[str, Any]:
@@ -42,12 +46,7 @@ def one_layer(**kwargs: Any) -> Profile:
 def des_choice(contention: "Contention | None" = None, *, equal_shares: bool = False) -> "ModelChoice":
     """The model choice that means the PS simulation with ``contention`` (the default rules when
     None), or Li et al.'s equal shares."""
-    from advisor.core.advice import ModelChoice
     from advisor.core.models.ps_des.contention import Contention
+    from advisor.core.models.ps_des.model import contention_choice
 
-    if equal_shares:
-        return ModelChoice("li2020-des")
-    c = contention or Contention()
-    return ModelChoice("li2020-des+contention", {"congestion_control": c.congestion_control.value,
-                                                 "queue_s": c.queue_s, "share_sigma": c.share_sigma,
-                                                 "multi_flow_goodput": c.multi_flow_goodput})
+    return contention_choice(None if equal_shares else contention or Contention())

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import Field
 
+from advisor.core.advice import ModelChoice
 from advisor.core.models.protocol import (
     ModelBase, ModelInputs, ModelParams, Need, Outlook, Run, Samples,
 )
@@ -69,6 +70,16 @@ class ContentionParams(DesParams):
 
     def contention(self) -> Contention:
         return Contention(self.congestion_control, self.queue_s, self.share_sigma, self.multi_flow_goodput)
+
+
+def contention_choice(contention: Contention | None) -> ModelChoice:
+    """The choice that means this simulation with the rules ``contention``; None: Li et al.'s
+    equal shares (``li2020-des``)."""
+    if contention is None:
+        return ModelChoice(EQUAL_SHARES)
+    return ModelChoice(CONTENTION, {"congestion_control": contention.congestion_control.value,
+                                    "queue_s": contention.queue_s, "share_sigma": contention.share_sigma,
+                                    "multi_flow_goodput": contention.multi_flow_goodput})
 
 
 class PsDes(ModelBase):
