@@ -539,8 +539,8 @@ def _model_name(args: argparse.Namespace) -> str:
     return str(args.model or ("li2020-des" if args.equal_shares else registry.DEFAULT_MODEL))
 
 
-# the contention flags and the model parameter each one sets, in models whose Params have it
-CONTENTION_FLAGS = {"congestion": "congestion_control", "queue": "queue_s", "share_sigma": "share_sigma",
+# the flags that set a model parameter (of the models whose Params have it), and that parameter
+MODEL_PARAM_FLAGS = {"congestion": "congestion_control", "queue": "queue_s", "share_sigma": "share_sigma",
                     "multi_flow_goodput": "multi_flow_goodput", "ps_placement": "ps_placement"}
 
 
@@ -551,7 +551,7 @@ def _model_choice(args: argparse.Namespace) -> ModelChoice:
     name = _model_name(args)
     model = registry.get(name)
     params: dict[str, str | float | None] = {}
-    for flag, field in CONTENTION_FLAGS.items():
+    for flag, field in MODEL_PARAM_FLAGS.items():
         value = getattr(args, flag, None)
         if value is None or (args.equal_shares and name == "li2020-des"):
             continue  # --equal-shares ignores the contention flags, as it always did

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from advisor.core.advice import AdviceRequest, ModelChoice, model_inputs
-from advisor.core.curve import CurvePoint, Progress, predict_curve
+from advisor.core.curve import CurvePoint, CurveSettings, Progress, predict_curve
 from advisor.core.models import registry
+from advisor.core.models.protocol import ModelInputs
 from advisor.core.profile import Profile
 from advisor.errors import AdvisorError
 
@@ -50,24 +51,31 @@ class ModelErrors:
 def compare(profile: Profile | None, request: AdviceRequest, names: Sequence[str] | None = None,
             progress: Progress | None = None) -> tuple[ModelCurve, ...]:
     """The curve of each model in ``names`` (default: every registered one) with its default
-    parameters, except the request's own model, which keeps the parameters asked for."""
+    parameters, except the request's own model, which keeps the parameters asked for. The
+    inputs (the prepared profile above all) are built once and shared by every model."""
+    try:
+        inputs: ModelInputs | None = model_inputs(profile, request)
+        problem = None
+    except AdvisorError as exc:  # every model then says so in its column
+        inputs, problem = None, str(exc)
     curves = []
     chosen = list(names) if names is not None else list(registry.names())
     for i, name in enumerate(chosen):
         choice = request.model if name == request.model.name else ModelChoice(name)
-        curves.append(_one(profile, replace(request, model=choice)))
+        curves.append(_one(choice, inputs, problem, request.curve))
         if progress is not None:
             progress(i + 1, len(chosen))
     return tuple(curves)
 
 
-def _one(profile: Profile | None, request: AdviceRequest) -> ModelCurve:
-    model = registry.get(request.model.name)
+def _one(choice: ModelChoice, inputs: ModelInputs | None, problem: str | None, cfg: CurveSettings) -> ModelCurve:
+    model = registry.get(choice.name)
     try:
-        _, params = request.model.resolve()
-        inputs = model_inputs(profile, request)
+        _, params = choice.resolve()
+        if inputs is None:
+            return ModelCurve(model.name, model.description, why_not=problem)
         model.check(inputs, params)
-        points = predict_curve(model, inputs, params, request.curve)
+        points = predict_curve(model, inputs, params, cfg)
     except AdvisorError as exc:  # this model cannot predict this job: say why, in its column
         return ModelCurve(model.name, model.description, why_not=str(exc))
     return ModelCurve(model.name, model.description, points)
