@@ -511,7 +511,7 @@ def _advice_request(args: argparse.Namespace, profile: Profile | None, bandwidth
         constraints=Constraints(args.max_workers, args.examples, args.deadline, args.budget),
         saturation_threshold=args.saturation_threshold,
         goodput=args.goodput,
-        model=_model_choice(args),
+        model=_model_choice(args, profile),
         worker_speeds=args.worker_speed or (),
         worker_bandwidths_bps=args.worker_bandwidth or (),
         parameter_servers=args.ps,
@@ -535,8 +535,10 @@ def _model_error(args: argparse.Namespace) -> ModelError | None:
     return load_model_error(Path(given) if given else None)
 
 
-def _model_name(args: argparse.Namespace) -> str:
-    return str(args.model or ("li2020-des" if args.equal_shares else registry.DEFAULT_MODEL))
+def _model_name(args: argparse.Namespace, profile: Profile | None = None) -> str:
+    """--model, else the default for the profile's kind (the ring for an all-reduce program's trace)."""
+    allreduce = profile is not None and profile.job.kind.allreduce
+    return str(args.model or ("li2020-des" if args.equal_shares else registry.default_model_for(allreduce)))
 
 
 # the flags that set a model parameter (of the models whose Params have it), and that parameter
@@ -544,11 +546,11 @@ MODEL_PARAM_FLAGS = {"congestion": "congestion_control", "queue": "queue_s", "sh
                     "multi_flow_goodput": "multi_flow_goodput", "ps_placement": "ps_placement"}
 
 
-def _model_choice(args: argparse.Namespace) -> ModelChoice:
+def _model_choice(args: argparse.Namespace, profile: Profile | None = None) -> ModelChoice:
     """--model (or --equal-shares), --model-param k=v and the contention flags, as one choice."""
     if args.equal_shares and args.model not in (None, "li2020-des"):
         raise SimulationSettingsError(f"--equal-shares means --model li2020-des, not --model {args.model}: drop one")
-    name = _model_name(args)
+    name = _model_name(args, profile)
     model = registry.get(name)
     params: dict[str, str | float | None] = {}
     for flag, field in MODEL_PARAM_FLAGS.items():

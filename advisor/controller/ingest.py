@@ -23,8 +23,7 @@ from advisor.controller.records import ProfileRecords, ProfileTooLarge
 from advisor.controller.store import TOKEN_STATES
 from advisor.controller.tokens import token_matches
 from advisor.importers.profile_file import profile_to_json
-from advisor.importers.tf_profile import build_profile_from_trace
-from advisor.importers.trace_upload import read_trace_upload
+from advisor.importers.uploads import profile_from_upload
 from advisor.errors import KubeError, ProfileError, TraceImportError
 
 Key = tuple[str, str]
@@ -74,7 +73,7 @@ class Ingest:
             return IngestResult(404, {"message": f"no profiling run for TFJob {namespace}/{name} generation {generation}"})
         origin = f"upload for {namespace}/{name} generation {generation}"
         try:
-            profile = build_profile_from_trace(read_trace_upload(document, origin=origin))
+            profile = profile_from_upload(document, origin=origin)
         except (TraceImportError, ProfileError) as exc:
             return IngestResult(400, {"message": str(exc)})
         profile_json = json.dumps(profile_to_json(profile), sort_keys=True, separators=(",", ":"))

@@ -140,7 +140,8 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
     outlook = model.outlook(inputs, params, {p.workers: p.throughput for p in curve})
     others = side_by_side(inputs, request)
     batch = profile.job.batch_size if profile is not None else int(outlook.details.get("batch_size", 0))
-    ps = request.parameter_servers or (profile.job.parameter_servers if profile is not None else 0)
+    # an all-reduce program runs no parameter servers: none to pay for
+    ps = request.parameter_servers or (profile.job.parameter_servers if profile is not None and not profile.job.kind.allreduce else 0)
     error = request.model_error
     widened = error is not None and error.model == model.name
     bounds = [error.widen(model.name, p.workers, p.low, p.high) if error is not None else (p.low, p.high)

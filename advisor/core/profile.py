@@ -39,6 +39,22 @@ class Resource(StrEnum):
         return self in (Resource.DOWNLINK, Resource.UPLINK)
 
 
+class ProgramKind(StrEnum):
+    """What kind of training program was traced: it decides which models can predict it and which
+    job kinds may upload it. PS traces hold parameter pulls and gradient pushes (DOWNLINK/UPLINK
+    with a ps index); all-reduce traces hold compute and, per gradient, one UPLINK transfer of its
+    bytes (ps index 0, unused) that becomes ready when backward produces it (docs/profile-format.md)."""
+
+    TF_PS = "tf-ps"  # TensorFlow with parameter servers (a tf.compat.v1 session, AdvisorProfilingHook)
+    TF_MWMS = "tf-mwms"  # TensorFlow 2 Keras with MultiWorkerMirroredStrategy (collective all-reduce)
+    PYTORCH_DDP = "pytorch-ddp"  # PyTorch DistributedDataParallel
+
+    @property
+    def allreduce(self) -> bool:
+        """Synchronous data parallelism with all-reduce (no parameter servers)."""
+        return self is not ProgramKind.TF_PS
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -116,6 +132,12 @@ class JobInfo(_Frozen):
     )
     source: str | None = Field(default=None, description="where the profile came from, for people")
     skipped_steps: int = Field(default=0, ge=0, description="recorded steps dropped as incomplete")
+    kind: ProgramKind = Field(default=ProgramKind.TF_PS, description="the traced program's kind (ProgramKind)")
+    buckets: tuple[tuple[str, ...], ...] | None = Field(
+        default=None,
+        description="all-reduce only: the gradients (UPLINK op names) of each bucket, in the order the "
+        "framework reduces them, as the framework laid them out (e.g. DDP's reducer); None if not recorded",
+    )
 
 
 class Profile(_Frozen):
@@ -146,6 +168,10 @@ class Profile(_Frozen):
                 )
         if not any(op.resource.is_transfer for op in self.ops):
             raise ValueError("the profile has no transfers: nothing to share between workers")
+        if self.job.kind.allreduce:
+            self._check_allreduce()
+        elif self.job.buckets is not None:
+            raise ValueError(f"job.buckets is for all-reduce programs; this profile's kind is {self.job.kind.value}")
         _topological_order(self.ops)  # raises on a cycle
         for step in self.steps:
             if len(step.duration_us) != len(self.ops):
@@ -153,6 +179,34 @@ class Profile(_Frozen):
                     f"step {step.index} times {len(step.duration_us)} operations, the graph has {len(self.ops)}"
                 )
         return self
+
+    def _check_allreduce(self) -> None:
+        kind = self.job.kind.value
+        if self.job.parameter_servers != 1:
+            raise ValueError(f"a {kind} profile has no parameter servers; job.parameter_servers must stay 1")
+        for op in self.ops:
+            if op.resource in (Resource.DOWNLINK, Resource.PS):
+                raise ValueError(
+                    f"operation {op.name!r} runs on {op.resource.value}, which a {kind} (all-reduce) profile "
+                    "does not have: it holds worker compute and one uplink transfer per gradient"
+                )
+        if self.job.buckets is None:
+            return
+        by_name = {op.name: op for op in self.ops}
+        placed: set[str] = set()
+        for b, bucket in enumerate(self.job.buckets):
+            if not bucket:
+                raise ValueError(f"job.buckets[{b}] is empty")
+            for name in bucket:
+                found = by_name.get(name)
+                if found is None or found.resource is not Resource.UPLINK or found.bytes <= 0:
+                    raise ValueError(f"job.buckets[{b}] names {name!r}, which is not a gradient (uplink with bytes)")
+                if name in placed:
+                    raise ValueError(f"job.buckets places gradient {name!r} twice")
+                placed.add(name)
+        missing = [op.name for op in self.ops if op.resource is Resource.UPLINK and op.bytes > 0 and op.name not in placed]
+        if missing:
+            raise ValueError(f"job.buckets leaves out {len(missing)} gradient(s), e.g. {missing[0]!r}")
 
     @cached_property
     def index(self) -> dict[str, int]:

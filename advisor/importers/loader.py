@@ -1,7 +1,8 @@
 """One entry point that turns any supported file into a profile, detecting its form by content.
 
 Forms: the project's own profile (JSON, ``format: advisor-profile``); the upload bundle a
-profiling run sends to the controller (JSON, ``format: advisor-trace-upload``); the condensed
+profiling run sends to the controller (JSON, ``format: advisor-trace-upload``, or
+``advisor-allreduce-upload`` from a PyTorch DDP or Keras MultiWorkerMirroredStrategy program); the condensed
 per-step dump; TensorFlow ``RunMetadata`` as protobuf-JSON lines (a ``.jsonl[.gz]`` file or a directory
 holding ``runmetadata.jsonl.gz``); binary ``RunMetadata`` (``.pb`` files, or a directory of
 them). A Chrome-trace timeline is recognised and refused with the reason.
@@ -20,6 +21,7 @@ from advisor.importers.json_files import GZIP_MAGIC, read_json_document
 from advisor.importers.tf_condensed import condensed_records, looks_condensed
 from advisor.importers.tf_profile import build_profile_from_trace
 from advisor.importers.tf_records import TraceRecords
+from advisor.profiling.allreduce_bundle import FORMAT as ALLREDUCE_FORMAT
 from advisor.profiling.bundle import FORMAT as UPLOAD_FORMAT
 
 BUNDLED_EXAMPLE = Path(__file__).resolve().parent.parent / "data" / "example-mlp.profile.json.gz"
@@ -62,6 +64,10 @@ def _trace_records(path: Path) -> TraceRecords | Profile:
     doc = read_json_document(path)
     if isinstance(doc, Mapping) and doc.get("format") == UPLOAD_FORMAT:
         return _upload(doc, path)
+    if isinstance(doc, Mapping) and doc.get("format") == ALLREDUCE_FORMAT:
+        from advisor.importers.allreduce_upload import read_allreduce_upload
+
+        return read_allreduce_upload(doc, origin=str(path), source=path.name)
     if isinstance(doc, Mapping) and doc.get("format") is not None:
         return _own_profile(doc, path)
     if looks_condensed(doc):

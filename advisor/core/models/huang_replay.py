@@ -23,7 +23,8 @@ from pydantic import Field
 from advisor.core.huang.opdb import OpDatabase, OpEstimateError, build_database
 from advisor.core.huang.replay import Replay, ReplayGraph
 from advisor.core.huang.timing import timed_graph
-from advisor.core.models.protocol import DEVICE_DB, ModelBase, ModelInputs, ModelParams, Need, Samples
+from advisor.core.models.protocol import (DEVICE_DB, ModelBase, ModelInputs, ModelParams, Need, Samples,
+                                          require_ps_profile)
 from advisor.core.profile import Profile
 from advisor.errors import ModelInputError
 
@@ -101,7 +102,7 @@ class HuangReplay(ModelBase):
     def _profile(self, inputs: ModelInputs) -> Profile:
         if inputs.profile is None:
             raise ModelInputError(NAME, "needs a profile (a one-worker trace)")
-        return inputs.profile
+        return require_ps_profile(NAME, inputs.profile)
 
     def _link_bps(self, inputs: ModelInputs) -> float:
         if inputs.network is None:

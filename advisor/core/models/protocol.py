@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from advisor.errors import ModelInputError
+
 if TYPE_CHECKING:
     from advisor.core.profile import Profile
     from advisor.core.sim_types import NetworkModel
@@ -166,3 +168,14 @@ class ModelBase:
 
     def outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
         return Outlook()
+
+
+def require_ps_profile(model: str, profile: Profile) -> Profile:
+    """``profile`` when it was traced from a parameter-server program; a model of PS traffic
+    cannot read an all-reduce trace (it has no pulls and no PS), so that is a ``ModelInputError``."""
+    if profile.job.kind.allreduce:
+        raise ModelInputError(
+            model, f"predicts parameter-server jobs, but the profile was traced from a {profile.job.kind.value} "
+            "(all-reduce) program; use ring-allreduce or ring-allreduce-hierarchical"
+        )
+    return profile

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from advisor.core.models.protocol import Exact, ExactRun, ModelBase, ModelInputs, ModelParams, Need, Run
+from advisor.core.models.protocol import (Exact, ExactRun, ModelBase, ModelInputs, ModelParams, Need, Run,
+                                          require_ps_profile)
 from advisor.core.phases import ps_link_bound
 from advisor.core.profile import Profile
 from advisor.errors import ModelInputError
@@ -48,6 +49,7 @@ def trace_and_rate(name: str, inputs: ModelInputs) -> tuple[Profile, float]:
     profile = inputs.recorded or inputs.profile
     if profile is None:
         raise ModelInputError(name, "needs a one-worker profile (a trace), and none was given")
+    require_ps_profile(name, profile)
     if inputs.network is None:
         raise ModelInputError(name, "needs the link bandwidth (network.bandwidth_bps), and none was given")
     if inputs.parameter_servers not in (None, profile.job.parameter_servers):

@@ -28,6 +28,13 @@ MODULES: tuple[str, ...] = (
     "advisor.core.models.huang_replay",
 )
 DEFAULT_MODEL = "li2020-des+contention"
+DEFAULT_ALLREDUCE_MODEL = "ring-allreduce"  # for a profile traced from an all-reduce program
+
+
+def default_model_for(allreduce: bool) -> str:
+    """The model a prediction uses when none is named: the PS simulation for a parameter-server
+    trace, the ring for a trace of an all-reduce program (DDP, MultiWorkerMirroredStrategy)."""
+    return DEFAULT_ALLREDUCE_MODEL if allreduce else DEFAULT_MODEL
 
 
 @cache

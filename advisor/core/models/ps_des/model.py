@@ -29,7 +29,7 @@ from pydantic import Field
 
 from advisor.core.advice import ModelChoice
 from advisor.core.models.protocol import (
-    ModelBase, ModelInputs, ModelParams, Need, Outlook, Run, Samples,
+    ModelBase, ModelInputs, ModelParams, Need, Outlook, Run, Samples, require_ps_profile,
 )
 from advisor.core.models.ps_des.contention import (
     BIMODAL_RATIO, MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention, alternating_bound, bimodal_note,
@@ -168,7 +168,7 @@ class PsDes(ModelBase):
         (``placement.py``; built once per curve)."""
         if inputs.profile is None:
             raise ModelInputError(self.name, "needs a one-worker profile (a trace), and none was given")
-        profile = inputs.profile
+        profile = require_ps_profile(self.name, inputs.profile)
         if not self._what_if(inputs):
             return profile
         traced, ps = profile.job.parameter_servers, int(inputs.parameter_servers or 0)

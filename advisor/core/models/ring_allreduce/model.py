@@ -34,7 +34,9 @@ import numpy as np
 from pydantic import Field
 
 from advisor.core.models.protocol import ModelBase, ModelInputs, ModelParams, Need, Samples
-from advisor.core.models.ring_allreduce.trace import MIB, BucketPlan, StepCosts, bucket_plan, step_costs
+from advisor.core.models.ring_allreduce.trace import (
+    MIB, BucketPlan, StepCosts, bucket_plan, recorded_bucket_plan, step_costs,
+)
 from advisor.core.profile import Profile
 from advisor.errors import ModelInputError
 
@@ -118,7 +120,9 @@ def _setup(model: str, inputs: ModelInputs, params: ModelParams) -> _Setup:
     for i, speed in enumerate(inputs.worker_speeds):
         if not (math.isfinite(speed) and speed > 0):
             raise ModelInputError(model, f"worker_speeds[{i}] must be > 0, got {speed!r}")
-    costs, plan = _read_trace(profile, params.bucket_mb * MIB)
+    # The framework's own bucket layout, when the trace recorded it, unless bucket_mb asks otherwise.
+    recorded = profile.job.buckets if "bucket_mb" not in params.model_fields_set else None
+    costs, plan = _read_trace(profile, params.bucket_mb * MIB, recorded)
     if len(costs.grad_bytes) == 0:
         raise ModelInputError(
             model, "profile.ops has no gradients: no UPLINK transfer with bytes > 0 (a trace's pushes are its gradients)"
@@ -126,20 +130,22 @@ def _setup(model: str, inputs: ModelInputs, params: ModelParams) -> _Setup:
     return _Setup(profile=profile, costs=costs, plan=plan, base_rate_bps=rate)
 
 
-_last_read: tuple[Profile, float, StepCosts, BucketPlan] | None = None
+_last_read: tuple[Profile, float | None, StepCosts, BucketPlan] | None = None
 
 
-def _read_trace(profile: Profile, bucket_bytes: float) -> tuple[StepCosts, BucketPlan]:
+def _read_trace(profile: Profile, bucket_bytes: float,
+                recorded: tuple[tuple[str, ...], ...] | None = None) -> tuple[StepCosts, BucketPlan]:
     """``step_costs`` and ``bucket_plan``, remembered for the last profile: a curve starts one
     run per W from the same profile, and reading a 2,600-op trace costs about as much as a
     whole point. The profile itself is kept (compared by identity), so its id cannot be reused."""
     global _last_read
     last = _last_read
-    if last is not None and last[0] is profile and last[1] == bucket_bytes:
+    key = None if recorded is not None else bucket_bytes
+    if last is not None and last[0] is profile and last[1] == key:
         return last[2], last[3]
     costs = step_costs(profile)
-    plan = bucket_plan(costs, bucket_bytes)
-    _last_read = (profile, bucket_bytes, costs, plan)
+    plan = recorded_bucket_plan(costs, recorded) if recorded is not None else bucket_plan(costs, bucket_bytes)
+    _last_read = (profile, key, costs, plan)
     return costs, plan
 
 
@@ -210,7 +216,10 @@ class RingAllReduce(ModelBase):
     description: str
     Params: type[ModelParams]
     needs: frozenset[Need] = frozenset({Need.PROFILE, Need.BANDWIDTH, Need.GRADIENTS})
-    anchored: bool = False  # against a PS trace; tests/core/test_ring_allreduce.py checks the compute rate
+    # against a PS trace (the contract suite's traces) its W = 1 is the compute rate, by design
+    # (tests/core/test_ring_allreduce.py); against an all-reduce trace it is the trace's own rate
+    # (tests/core/test_allreduce_profiles.py)
+    anchored: bool = False
 
     def check(self, inputs: ModelInputs, params: ModelParams) -> None:
         _setup(self.name, inputs, self._own(params))

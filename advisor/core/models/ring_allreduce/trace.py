@@ -144,3 +144,14 @@ def bucket_plan(costs: StepCosts, bucket_bytes: float) -> BucketPlan:
     ready = np.stack([costs.ready_s[:, m].max(axis=1) for m in members], axis=1) if members else np.zeros(
         (len(costs.compute_s), 0))
     return BucketPlan(members=tuple(members), bytes=sizes, ready_s=ready)
+
+
+def recorded_bucket_plan(costs: StepCosts, buckets: tuple[tuple[str, ...], ...]) -> BucketPlan:
+    """The buckets as the framework laid them out (``JobInfo.buckets``: gradient names per bucket,
+    in reduce order), e.g. read off DDP's reducer by the profiling hook. The profile's validation
+    has checked that every gradient is placed exactly once."""
+    position = {name: i for i, name in enumerate(costs.grad_names)}
+    members = tuple(np.array([position[name] for name in bucket], dtype=np.int64) for bucket in buckets)
+    sizes = np.array([costs.grad_bytes[m].sum() for m in members], dtype=np.float64)
+    ready = np.stack([costs.ready_s[:, m].max(axis=1) for m in members], axis=1)
+    return BucketPlan(members=members, bytes=sizes, ready_s=ready)

@@ -1,0 +1,87 @@
+"""The upload bundle of an all-reduce program's profiling run (PyTorch DDP, TF2 Keras with
+MultiWorkerMirroredStrategy): one versioned JSON document, written by the hooks in the training
+program and read by ``advisor.importers.allreduce_upload``.
+
+A parameter-server trace needs every ``RecvTensor`` record; an all-reduce job needs much less.
+The ring model (``advisor.core.models.ring_allreduce``) replays, per step: the compute before
+backward, the moment each gradient becomes ready during backward, each gradient's size, how the
+framework groups gradients into buckets, and the work after the last bucket (the optimizer
+step and whatever the program does before its next step). So that is all a bundle holds; it is
+the same for both frameworks, and only the hooks that fill it differ::
+
+    {"format": "advisor-allreduce-upload", "version": 1,
+     "kind": "pytorch-ddp" | "tf-mwms",
+     "meta": {"batch_size": 64, "model": "resnet18", "world_size": 1,
+              "framework": "torch 2.13.0", "bucket_cap_bytes": 26214400},
+     "gradients": [{"name": "fc.weight", "bytes": 2052000}, ...],
+     "buckets": [[11, 10], [9, 8, 7], ...] | null,
+     "steps": [{"index": 3, "wall_us": 41250.0, "backward_start_us": 15010.0,
+                "backward_end_us": 36200.0, "grad_ready_us": [..one per gradient..],
+                "optimizer_us": [36900.0, 2100.0]}, ...]}
+
+Times are microseconds relative to the step's start (the moment the previous step ended, or
+the first traced step began); ``wall_us`` is the step as the training loop saw it, start to
+the next step's start, so everything the loop does between steps (data loading, logging)
+counts. ``gradients`` lists the trainable parameters in registration order; ``buckets`` lists
+gradient positions per bucket in the order the framework reduces them (DDP's reducer), or null
+when the framework does not expose them. ``meta.world_size`` must be 1: the profile is of one
+worker alone, with no communication to measure. The encoded form is gzip (zero timestamp) of
+compact JSON: the same trace always gives the same bytes.
+
+This module needs only the standard library: it runs inside the user's training image.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+FORMAT = "advisor-allreduce-upload"
+VERSION = 1
+KINDS = ("pytorch-ddp", "tf-mwms")
+FIELDS = frozenset({"format", "version", "kind", "meta", "gradients", "buckets", "steps"})
+STEP_FIELDS = frozenset({"index", "wall_us", "backward_start_us", "backward_end_us", "grad_ready_us", "optimizer_us"})
+
+
+def build_allreduce_bundle(
+    kind: str,
+    meta: Mapping[str, Any],
+    gradients: Sequence[tuple[str, int]],
+    steps: Sequence[Mapping[str, Any]],
+    buckets: Sequence[Sequence[int]] | None = None,
+) -> dict[str, Any]:
+    """The bundle of ``steps`` (dicts with ``STEP_FIELDS``) for ``gradients`` (name, bytes).
+
+    Raises ``ValueError`` on a shape the importer would refuse, so that a hook fails in the
+    training program, where the user sees it, rather than at the controller.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r} is not one of {KINDS}")
+    if not gradients:
+        raise ValueError("a bundle needs at least one gradient (a trainable parameter)")
+    if not steps:
+        raise ValueError("a bundle needs at least one traced step")
+    for i, step in enumerate(steps):
+        missing = sorted(STEP_FIELDS - set(step))
+        if missing:
+            raise ValueError(f"step {i} lacks {missing}")
+        if len(step["grad_ready_us"]) != len(gradients):
+            raise ValueError(f"step {i} has {len(step['grad_ready_us'])} gradient ready times for "
+                             f"{len(gradients)} gradients")
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "kind": kind,
+        "meta": dict(meta),
+        "gradients": [{"name": str(name), "bytes": int(size)} for name, size in gradients],
+        "buckets": None if buckets is None else [[int(g) for g in bucket] for bucket in buckets],
+        "steps": [{key: step[key] for key in sorted(STEP_FIELDS)} for step in steps],
+    }
+
+
+def encode_allreduce_bundle(bundle: Mapping[str, Any]) -> bytes:
+    """The request body: gzip (zero timestamp) of the bundle's compact JSON."""
+    text = json.dumps(bundle, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    return gzip.compress(text.encode(), mtime=0)
