@@ -77,7 +77,8 @@ class Controller:
         # one informer per watched job resource (TFJobs; PyTorchJobs when served and enabled),
         # read through one cache; ``informer`` is the TFJobs'
         informers = [Informer(InformerSource(kube, res), settings.namespaces or None, self._on_event,
-                              on_restart=lambda reason: self.metrics.watch_restarts.labels(reason).inc())
+                              on_restart=lambda reason: self.metrics.watch_restarts.labels(reason).inc(),
+                              what=res.kind)
                      for res in watched_resources(kube, watch_pytorchjobs=settings.watch_pytorchjobs)]
         self.informer = informers[0]
         self.jobs = JobCache(informers)

@@ -28,7 +28,7 @@ from advisor.controller.tfjob import (
     resize_patch as _resize_patch,
 )
 from advisor.controller import tfjob as _tf
-from advisor.errors import TFJobError
+from advisor.errors import JobKindError, TFJobError
 
 KIND, PLURAL = "PyTorchJob", "pytorchjobs"
 FIELD = "pytorchReplicaSpecs"
@@ -109,7 +109,7 @@ def _one_process_per_pod(spec: Mapping[str, Any], where: str) -> None:
         except ValueError:
             raise TFJobError(f"{where}: {path} must be auto, cpu, gpu or an integer, found {value!r}") from None
         if count != 1:
-            raise TFJobError(f"{where}: {path} is {count}: the advisor predicts one training process per pod "
+            raise JobKindError(f"{where}: {path} is {count}: the advisor predicts one training process per pod "
                              "(unsupported job shape)")
 
 
