@@ -225,3 +225,18 @@ def test_an_elastic_policy_narrows_the_worker_limits() -> None:
 def test_opt_in_reads_the_same_annotation_on_every_kind() -> None:
     assert jk.parse_job(with_uid(pytorchjob())).annotations[OPT_IN] == "true"
     assert not jk.parse_job(with_uid(pytorchjob(opted_in=False))).opted_in()
+
+
+def test_a_prediction_of_an_all_reduce_job_has_no_ps_and_is_valid() -> None:
+    """advise() writes parameter_servers 0 for an all-reduce profile; a prediction Job's answer
+    saying so must pass the controller's check (it refused anything below 1 before)."""
+    from advisor.controller.predictions import PredictionResultError, validate_prediction
+    from tests.controller.harness import canned_prediction
+
+    doc = json.loads(canned_prediction({}, {}))
+    doc["job"]["parameter_servers"] = 0
+    validate_prediction(doc, max_workers=4)
+    for bad in (-1, True, 1.0):
+        doc["job"]["parameter_servers"] = bad
+        with pytest.raises(PredictionResultError, match="parameter_servers"):
+            validate_prediction(doc, max_workers=4)
