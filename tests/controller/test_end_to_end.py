@@ -40,7 +40,8 @@ def test_whole_flow_with_the_real_predictor(emu: KubeEmulator, body: bytes, tmp_
         create_tfjob(emu, tfjob("mlp", workers=2))
         pj = wait_for("the profiling run", lambda: profiling_jobs(emu))[0]
         assert pj["metadata"]["name"] == "mlp-prof-g1"
-        assert phase(emu, "mlp") == "Profiling"
+        # the phase patch follows the run's creation: under load the run can be seen first
+        wait_for("Profiling", lambda: phase(emu, "mlp") == "Profiling")
         result = upload_as_profiling_pod(emu, pj, body)
         assert result.ok and result.status == 202, result.message
         wait_for("Predicted", lambda: phase(emu, "mlp") == "Predicted", timeout_s=180)
