@@ -73,7 +73,7 @@ class Ingest:
         obj = self.cache(namespace, name)
         uid = ((obj or {}).get("metadata") or {}).get("uid")
         if not isinstance(uid, str) or not self._live(namespace, name, uid, generation):
-            return IngestResult(404, {"message": f"no profiling run for TFJob {namespace}/{name} generation {generation}"})
+            return IngestResult(404, {"message": f"no profiling run for job {namespace}/{name} generation {generation}"})
         origin = f"upload for {namespace}/{name} generation {generation}"
         try:
             profile = profile_from_upload(document, origin=origin)

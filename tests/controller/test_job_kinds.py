@@ -240,3 +240,52 @@ def test_a_prediction_of_an_all_reduce_job_has_no_ps_and_is_valid() -> None:
         doc["job"]["parameter_servers"] = bad
         with pytest.raises(PredictionResultError, match="parameter_servers"):
             validate_prediction(doc, max_workers=4)
+
+
+def test_garbage_collection_deletes_an_orphaned_profiling_run_through_its_own_kind() -> None:
+    """A profiling PyTorchJob whose job is gone is deleted with delete_pytorchjob, a TFJob's with
+    delete_tfjob (each resource has its own RBAC grant and path)."""
+    from advisor.controller.gc import collect_garbage
+    from advisor.controller.job_api import JobCache
+    from advisor.controller.metrics import Metrics
+
+    def orphan(kind: str, name: str) -> dict[str, Any]:
+        return {"apiVersion": "kubeflow.org/v1", "kind": kind,
+                "metadata": {"name": name, "namespace": "ml", "uid": f"u-{name}",
+                             "labels": {"training-advisor.io/role": "profiling",
+                                        "training-advisor.io/profiling-for": "gone",
+                                        "training-advisor.io/generation": "1"},
+                             "annotations": {"training-advisor.io/profiling-for-uid": "u-gone"}}}
+
+    class Cache:
+        def __init__(self, objs: list[dict[str, Any]]) -> None:
+            self.objs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objs}
+
+        def get(self, ns: str, name: str) -> dict[str, Any] | None:
+            return self.objs.get((ns, name))
+
+        def keys(self) -> list[tuple[str, str]]:
+            return sorted(self.objs)
+
+        def has_synced(self) -> bool:
+            return True
+
+    class Kube:
+        deleted: list[tuple[str, str]] = []
+
+        def delete_tfjob(self, ns: str, name: str, *, uid: str | None = None) -> None:
+            self.deleted.append(("TFJob", name))
+
+        def delete_pytorchjob(self, ns: str, name: str, *, uid: str | None = None) -> None:
+            self.deleted.append(("PyTorchJob", name))
+
+        create_tfjob = patch_tfjob = create_pytorchjob = patch_pytorchjob = None
+
+    class Store:
+        def runs_updated_before(self, t: float) -> list[Any]:
+            return []
+
+    kube = Kube()
+    cache = JobCache([Cache([orphan("TFJob", "a-prof-g1")]), Cache([orphan("PyTorchJob", "b-prof-g1")])])
+    assert collect_garbage(kube, cache, Store(), Metrics(), now=1e9, max_age_s=60) == 2
+    assert sorted(kube.deleted) == [("PyTorchJob", "b-prof-g1"), ("TFJob", "a-prof-g1")]
