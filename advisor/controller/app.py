@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from advisor.controller.store import Store
 from advisor.controller.tokens import load_key
 from advisor.controller.tfjob import opted_in
 from advisor.controller.workqueue import WorkQueue
-from advisor.errors import StoreError
+from advisor.errors import KubeError, StoreError
 from advisor.importers.trace_upload import STEPS_FIELD
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ class Controller:
                                      records=records, requeue=self.queue.add_rate_limited, forget=self.queue.forget)
         self.ingest = Ingest(cache=self.jobs.get, store=self.store, metrics=self.metrics,
                              enqueue=self.queue.add, clock=clock, ingest_key=key, records=records,
-                             warn=lambda obj, reason, message: self.reconciler._emit(obj, "Warning", reason, message))
+                             warn=self._warn)
         duration, renew, retry = lease_timing  # client-go's defaults: 15 s lease, renew within 10 s, retry 2 s
         self.elector = LeaderElector(kube, settings.lease_namespace, settings.lease_name, settings.identity,
                                      lease_duration_s=duration, renew_deadline_s=renew, retry_period_s=retry,
@@ -204,6 +204,13 @@ class Controller:
         ns, name = meta.get("namespace"), meta.get("name")
         if isinstance(ns, str) and isinstance(name, str):
             self.queue.add((ns, name))
+
+    def _warn(self, obj: Mapping[str, Any], reason: str, message: str) -> None:
+        """A Warning event on a job (ingest's refusals); losing one is logged, never fatal."""
+        try:
+            self.kube.emit_event(obj, "Warning", reason, message)
+        except KubeError as exc:
+            log.info("event %s not recorded: %s", reason, exc)
 
     def _work(self) -> None:
         """A reconcile worker. It starts once the TFJob cache has synced: a reconcile reads the
