@@ -60,6 +60,10 @@ class TFJobError(AdvisorError, ValueError):
     """A TFJob (or its advisor annotations) is not what the API and the advisor accept."""
 
 
+class JobKindError(TFJobError):
+    """An object of a kind (or a job of a shape) the controller does not handle."""
+
+
 # --- Kubernetes -------------------------------------------------------------------------------
 # Raised only by advisor/controller/kube.py, which translates every client and urllib3 error
 # once; the rest of the controller catches these and never the client's own exceptions.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from advisor.controller.gc import collect_garbage, collect_prediction_jobs
 from advisor.controller.http_api import HttpApi
 from advisor.controller.informer import Informer
 from advisor.controller.ingest import Ingest
+from advisor.controller.job_api import InformerSource, JobCache, watched_resources
 from advisor.controller.job_predictor import SELECTOR as PREDICTION_JOBS, JobPredictor
 from advisor.controller.kube import Kube
 from advisor.controller.leader import LeaderElector
@@ -39,7 +40,7 @@ from advisor.controller.store import Store
 from advisor.controller.tokens import load_key
 from advisor.controller.tfjob import opted_in
 from advisor.controller.workqueue import WorkQueue
-from advisor.errors import StoreError
+from advisor.errors import KubeError, StoreError
 from advisor.importers.trace_upload import STEPS_FIELD
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ RESTART_ONLY = frozenset({
     "prediction_backend", "prediction_processes", "prediction_job_image", "prediction_job_image_pull_secrets",
     "prediction_job_timeout_s", "prediction_job_start_timeout_s", "prediction_job_resources",
     "prediction_job_node_selector", "prediction_job_tolerations", "prediction_job_priority_class_name",
-    "prediction_job_run_as_user", "prediction_job_run_as_group",
+    "prediction_job_run_as_user", "prediction_job_run_as_group", "watch_pytorchjobs",
 })
 
 
@@ -73,19 +74,26 @@ class Controller:
         self._threads: list[threading.Thread] = []
         self._settings_file = settings_file
         self._pending_restart: dict[str, str] = {}  # restart-only settings changed in the file, as last said
-        self.informer = Informer(kube, settings.namespaces or None, self._on_event,
-                                 on_restart=lambda reason: self.metrics.watch_restarts.labels(reason).inc())
+        # one informer per watched job resource (TFJobs; PyTorchJobs when served and enabled),
+        # read through one cache; ``informer`` is the TFJobs'
+        informers = [Informer(InformerSource(kube, res), settings.namespaces or None, self._on_event,
+                              on_restart=lambda reason: self.metrics.watch_restarts.labels(reason).inc(),
+                              what=res.kind)
+                     for res in watched_resources(kube, watch_pytorchjobs=settings.watch_pytorchjobs)]
+        self.informer = informers[0]
+        self.jobs = JobCache(informers)
         # the predictor calls back into the reconciler, made just after it
         self.predictor = predictor or self._make_predictor(
             lambda key, result, error: self.reconciler.prediction_done(key, result, error), job_poll_s)
         key = load_key(settings)
         records = ProfileRecords(kube)
-        self.reconciler = Reconciler(settings=settings, kube=kube, cache=self.informer.get, store=self.store,
+        self.reconciler = Reconciler(settings=settings, kube=kube, cache=self.jobs.get, store=self.store,
                                      predictor=self.predictor, metrics=self.metrics,
                                      enqueue_after=self.queue.add_after, clock=clock, ingest_key=key,
                                      records=records, requeue=self.queue.add_rate_limited, forget=self.queue.forget)
-        self.ingest = Ingest(cache=self.informer.get, store=self.store, metrics=self.metrics,
-                             enqueue=self.queue.add, clock=clock, ingest_key=key, records=records)
+        self.ingest = Ingest(cache=self.jobs.get, store=self.store, metrics=self.metrics,
+                             enqueue=self.queue.add, clock=clock, ingest_key=key, records=records,
+                             warn=self._warn)
         duration, renew, retry = lease_timing  # client-go's defaults: 15 s lease, renew within 10 s, retry 2 s
         self.elector = LeaderElector(kube, settings.lease_namespace, settings.lease_name, settings.identity,
                                      lease_duration_s=duration, renew_deadline_s=renew, retry_period_s=retry,
@@ -121,7 +129,8 @@ class Controller:
 
     def start(self) -> None:
         self.http.start()
-        self._spawn("informer", self.informer.run, self._stop)
+        for informer in self.jobs.informers:
+            self._spawn("informer" if informer is self.informer else "informer-pytorchjobs", informer.run, self._stop)
         if self.elector is not None:
             self._spawn("leader", self.elector.run, self._stop)
         else:
@@ -180,8 +189,8 @@ class Controller:
         """Ready = able to serve (a synced cache, a working store), leading or not: a standby
         serves trace uploads too (ingest records them in the cluster, where the leader finds
         them), so ``helm install --wait`` with two replicas completes and a failover loses no upload."""
-        if not self.informer.has_synced():
-            return False, "TFJob cache not synced yet"
+        if not self.jobs.has_synced():
+            return False, "job cache not synced yet"
         try:
             self.store.ping()
         except StoreError as exc:
@@ -196,10 +205,17 @@ class Controller:
         if isinstance(ns, str) and isinstance(name, str):
             self.queue.add((ns, name))
 
+    def _warn(self, obj: Mapping[str, Any], reason: str, message: str) -> None:
+        """A Warning event on a job (ingest's refusals); losing one is logged, never fatal."""
+        try:
+            self.kube.emit_event(obj, "Warning", reason, message)
+        except KubeError as exc:
+            log.info("event %s not recorded: %s", reason, exc)
+
     def _work(self) -> None:
         """A reconcile worker. It starts once the TFJob cache has synced: a reconcile reads the
         cache (a profiling run or a job not listed yet looks missing); the queue keeps the keys."""
-        while not self.informer.has_synced():
+        while not self.jobs.has_synced():
             if self._stop.wait(0.1):
                 return
         while not self._stop.is_set():
@@ -215,17 +231,17 @@ class Controller:
                 self.queue.done(key)
 
     def resync(self) -> None:
-        for key in self.informer.keys():
+        for key in self.jobs.keys():
             self.queue.add(key)
         self.metrics.watched_jobs.set(len(self._opted_in_keys()))
 
     def collect_garbage(self) -> None:
         """One sweep, by the leader only, and only once the TFJob cache has synced: before that,
         a missing job is not a gone one, and no reconcile has yet claimed the prediction Jobs."""
-        if not self.leading or not self.informer.has_synced():
+        if not self.leading or not self.jobs.has_synced():
             return
         s, now = self.settings, self.clock()
-        collect_garbage(self.kube, self.informer, self.store, self.metrics, now=now, max_age_s=s.gc_period_s,
+        collect_garbage(self.kube, self.jobs, self.store, self.metrics, now=now, max_age_s=s.gc_period_s,
                         namespaces=s.namespaces)
         if isinstance(self.predictor, JobPredictor):
             collect_prediction_jobs(self.kube, self.store, namespace=self.predictor.spec.namespace, now=now,
@@ -270,8 +286,8 @@ class Controller:
 
     def _opted_in_keys(self) -> list[Key]:
         keys = []
-        for key in self.informer.keys():
-            meta = (self.informer.get(*key) or {}).get("metadata") or {}
+        for key in self.jobs.keys():
+            meta = (self.jobs.get(*key) or {}).get("metadata") or {}
             if opted_in(meta.get("labels") or {}, meta.get("annotations") or {}, self.settings.opt_in):
                 keys.append(key)
         return keys

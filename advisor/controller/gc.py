@@ -17,6 +17,7 @@ from typing import Any
 
 from advisor.controller.metrics import Metrics
 from advisor.controller.prediction_job import parse_time
+from advisor.controller.job_api import verbs_for
 from advisor.controller.tfjob import GENERATION_LABEL, PREFIX, PROFILING_FOR_LABEL, ROLE_LABEL
 from advisor.errors import KubeError, KubeNotFound
 
@@ -43,7 +44,8 @@ def collect_garbage(kube: Any, informer: Any, store: Any, metrics: Metrics, *, n
         if obj is None or (obj.get("metadata", {}).get("labels") or {}).get(ROLE_LABEL) != "profiling":
             continue
         if _stale_profiling_run(obj, informer, store, now, max_age_s):
-            deleted += _delete(kube.delete_tfjob, ns, name)
+            deleted += _delete(verbs_for(kube, "PyTorchJob" if obj.get("kind") == "PyTorchJob" else "TFJob").delete,
+                               ns, name)
     live_uids = {(informer.get(*k) or {}).get("metadata", {}).get("uid") for k in informer.keys()}
     for run in store.runs_updated_before(now - max_age_s):
         if run.uid not in live_uids:

@@ -134,11 +134,12 @@ class Informer:
                  *, label_selector: str | None = None, watch_timeout_s: float = 300.0,
                  backoff: Backoff = Backoff(), sleep: Callable[[float], None] | None = None,
                  clock: Callable[[], float] = time.monotonic, rng: random.Random | None = None,
-                 on_restart: Callable[[str], None] | None = None) -> None:
+                 on_restart: Callable[[str], None] | None = None, what: str = "TFJob") -> None:
         if namespaces is not None and not namespaces:
             raise ValueError("namespaces must be None (all namespaces) or name at least one namespace")
         self._kube, self._on_event = kube, on_event
         self._on_restart = on_restart
+        self._what = what  # the kind, in log lines
         self._selector, self._watch_timeout_s = label_selector, watch_timeout_s
         self._backoff, self._sleep, self._clock = backoff, sleep, clock
         self._rng = rng or random.Random()
@@ -194,7 +195,7 @@ class Informer:
                     self._relist(scope)
                 self._watch(scope)
             except KubeGone as exc:
-                log.info("%s: %s; listing again", _where(scope), exc)
+                log.info("%s: %s; listing again", _where(scope, self._what), exc)
                 self._count("relists_after_gone")
                 self._restarted("expired")
                 scope.rv = None
@@ -203,7 +204,7 @@ class Informer:
                 self._count("errors")
                 self._restarted("error")
                 delay = max(self._backoff.delay(scope.failures, self._rng), exc.retry_after_s or 0.0)
-                log.warning("%s: %s; retrying in %.1f s", _where(scope), exc, delay)
+                log.warning("%s: %s; retrying in %.1f s", _where(scope, self._what), exc, delay)
                 self._pause(delay)
 
     def _relist(self, scope: _Scope) -> None:
@@ -282,7 +283,7 @@ class Informer:
                 self._on_event(type_, obj)
             except Exception:  # the consumer's bug must not stop the informer: log, count, go on
                 self._count("callback_errors")
-                log.exception("TFJob %s/%s: the %s handler failed; event skipped", key[0], key[1], type_)
+                log.exception("%s %s/%s: the %s handler failed; event skipped", self._what, key[0], key[1], type_)
 
     def _count(self, name: str) -> None:
         with self._shared.lock:
@@ -297,7 +298,7 @@ class Informer:
 
     def _malformed(self, scope: _Scope, what: str, obj: Any) -> None:
         self._count("malformed")
-        log.warning("%s: skipped a malformed %s (%s): %.200r", _where(scope), what, _describe(obj), obj)
+        log.warning("%s: skipped a malformed %s (%s): %.200r", _where(scope, self._what), what, _describe(obj), obj)
 
     def _pause(self, seconds: float) -> None:
         if self._sleep is not None:
@@ -334,5 +335,5 @@ def _describe(obj: Any) -> str:
     return "no metadata"
 
 
-def _where(scope: _Scope) -> str:
-    return f"TFJob informer ({scope.namespace or 'all namespaces'})"
+def _where(scope: _Scope, what: str = "TFJob") -> str:
+    return f"{what} informer ({scope.namespace or 'all namespaces'})"

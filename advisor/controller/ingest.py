@@ -18,13 +18,14 @@ from typing import Any
 
 from advisor.controller import annotations as ann
 from advisor.controller.http_api import IngestResult
+from advisor.controller.job_kinds import parse_job, trace_mismatch
 from advisor.controller.metrics import Metrics
 from advisor.controller.records import ProfileRecords, ProfileTooLarge
 from advisor.controller.store import TOKEN_STATES
 from advisor.controller.tokens import token_matches
 from advisor.importers.profile_file import profile_to_json
 from advisor.importers.uploads import profile_from_upload
-from advisor.errors import KubeError, ProfileError, TraceImportError
+from advisor.errors import KubeError, ProfileError, TFJobError, TraceImportError
 
 Key = tuple[str, str]
 
@@ -43,6 +44,8 @@ class Ingest:
     clock: Callable[[], float] = time.time
     ingest_key: bytes = b""
     records: ProfileRecords | None = None
+    # a Warning event on a job (object, reason, message): why its upload was refused
+    warn: Callable[[Mapping[str, Any], str, str], None] | None = None
 
     def verify_token(self, namespace: str, name: str, generation: int, token: str) -> bool:
         """The token must be the one derived for the job now known by that name (its uid) and
@@ -70,18 +73,27 @@ class Ingest:
         obj = self.cache(namespace, name)
         uid = ((obj or {}).get("metadata") or {}).get("uid")
         if not isinstance(uid, str) or not self._live(namespace, name, uid, generation):
-            return IngestResult(404, {"message": f"no profiling run for TFJob {namespace}/{name} generation {generation}"})
+            return IngestResult(404, {"message": f"no profiling run for job {namespace}/{name} generation {generation}"})
         origin = f"upload for {namespace}/{name} generation {generation}"
         try:
             profile = profile_from_upload(document, origin=origin)
         except (TraceImportError, ProfileError) as exc:
             return IngestResult(400, {"message": str(exc)})
+        try:  # the trace must be of the job's own kind of program (a DDP trace cannot be a TFJob's)
+            view = parse_job(obj or {})
+        except TFJobError as exc:
+            return IngestResult(400, {"message": f"{origin}: the job cannot be read: {exc}"})
+        mismatch = trace_mismatch(view, profile.job.kind)
+        if mismatch is not None:
+            if self.warn is not None and obj is not None:
+                self.warn(obj, "TraceKindMismatch", f"upload for generation {generation} refused: {mismatch}")
+            return IngestResult(400, {"message": f"{origin}: {mismatch}"})
         profile_json = json.dumps(profile_to_json(profile), sort_keys=True, separators=(",", ":"))
         sha = hashlib.sha256(profile_json.encode()).hexdigest()
         outcome: str = "stored"
         if self.records is not None:  # the durable record first: a new leader finishes from it
             try:
-                outcome = self.records.put(namespace, name, uid, generation, profile_json)
+                outcome = self.records.put(namespace, name, uid, generation, profile_json, view.kind)
             except ProfileTooLarge as exc:
                 return IngestResult(413, {"message": str(exc)}, reason="too_large")
             except KubeError as exc:

@@ -20,6 +20,7 @@ from advisor.controller.settings import ControllerSettings, Mode
 from advisor.controller.tfjob import PREFIX, TFJobView
 from advisor.core.advice import ModelChoice
 from advisor.core.cost import Constraints, CostError, Prices, cost_optimal, cost_per_example
+from advisor.core.models.registry import default_model_for
 from advisor.errors import ModelInputError, TFJobError
 
 BOUND_TOLERANCE = 0.05
@@ -50,7 +51,7 @@ class Recommendation:
 def job_prices(settings: ControllerSettings, view: TFJobView) -> Prices:
     """Prices for this job: its Worker and PS node types' prices where configured, else the defaults."""
     p = settings.prices
-    worker_type = view.node_types.get("Worker") or view.node_types.get("Chief")
+    worker_type = view.node_types.get("Worker") or view.node_types.get("Chief") or view.node_types.get("Master")
     worker = p.node_types[worker_type].worker_per_hour if worker_type in p.node_types else p.worker_per_hour
     ps_type = view.node_types.get("PS")
     ps = p.node_types[ps_type].ps_per_hour if ps_type in p.node_types else p.ps_per_hour
@@ -63,8 +64,14 @@ def job_prices(settings: ControllerSettings, view: TFJobView) -> Prices:
 def job_model(settings: ControllerSettings, view: TFJobView) -> ModelChoice:
     """The model for this job: the settings' choice, or the job's ``predict-model`` annotation
     with its ``predict-model-params`` (a JSON object). The settings' parameters carry over only
-    when the job names the same model. Problems are ``TFJobError`` naming the annotation."""
+    when the job names the same model. Problems are ``TFJobError`` naming the annotation.
+
+    The settings' model is the parameter-server jobs' model; a job whose program is all-reduce
+    (TFJob without PS, PyTorchJob) defaults to ``default_model_for(allreduce=True)`` (the ring):
+    a PS model cannot read its trace."""
     default = settings.model_choice()
+    if view.program != "tf-ps":
+        default = ModelChoice(default_model_for(True))
     name = view.annotations.get(PREDICT_MODEL, default.name).strip()
     text = view.annotations.get(PREDICT_MODEL_PARAMS)
     try:
@@ -98,6 +105,11 @@ def job_limits(settings: ControllerSettings, view: TFJobView, prices: Prices) ->
             raise TFJobError(f"TFJob {view.namespace}/{view.name}: the hourly budget {settings.budget_per_hour:g} "
                              f"affords {max(affordable, 0)} workers, fewer than the minimum {low}")
         high = min(high, affordable)
+    if view.worker_range is not None:  # the job's own bounds (a PyTorchJob's elasticPolicy)
+        low, high = max(low, view.worker_range[0]), min(high, view.worker_range[1])
+        if low > high:
+            raise TFJobError(f"{view.kind} {view.namespace}/{view.name}: the job allows {view.worker_range[0]}.."
+                             f"{view.worker_range[1]} workers, none inside the advisor's limits")
     mode_text = view.annotations.get(MODE, settings.mode.value)
     try:
         mode = Mode(mode_text)

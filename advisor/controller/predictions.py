@@ -161,8 +161,9 @@ def validate_prediction(doc: Mapping[str, Any], max_workers: int) -> None:
     if not isinstance(doc.get("model"), str):
         raise PredictionResultError("model must be a string")
     job = doc.get("job")
-    if not isinstance(job, Mapping) or not _count(job.get("parameter_servers")):
-        raise PredictionResultError("job.parameter_servers must be a positive integer")
+    ps = job.get("parameter_servers") if isinstance(job, Mapping) else None
+    if not (_count(ps) or (ps == 0 and type(ps) is int)):  # 0: an all-reduce job (no PS)
+        raise PredictionResultError("job.parameter_servers must be an integer >= 0")
     if not _count(doc.get("saturation_workers")):
         raise PredictionResultError("saturation_workers must be a positive integer")
     curve = doc.get("curve")

@@ -1,4 +1,8 @@
-"""The level-triggered reconcile of one opted-in TFJob: read the state, do the next step, write what changed.
+"""The level-triggered reconcile of one opted-in job: read the state, do the next step, write what changed.
+
+Every kind (TFJob with or without PS, PyTorchJob) goes through the same steps; what differs
+(its JSON, its profiling run, its resize patch, its API calls) is behind ``job_kinds`` and
+``job_api``.
 
 States of a job (annotation ``phase``): Pending -> Profiling (a profiling TFJob runs) ->
 Predicting (the trace is stored; a prediction runs off this thread) -> Predicted (annotations
@@ -27,14 +31,18 @@ from advisor.controller.policy import (
 from advisor.controller.predictions import PredictionParams, prediction_key, prediction_params
 from advisor.controller.settings import ControllerSettings, Mode
 from advisor.controller.records import ProfileRecords
+from advisor.controller.job_api import verbs_for
+from advisor.controller.job_kinds import kind_of_view, parse_job
 from advisor.controller.tfjob import (
-    PROFILING_FOR_LABEL, ProfilingSpec, TFJobView, build_profiling_tfjob, finished_reason, finished_state, opted_in,
-    parse_tfjob, profiling_job_name, profiling_run_owner, release_patch, resize_patch, suspend_patch,
+    KIND as TFJOB, PROFILING_FOR_LABEL, ProfilingSpec, TFJobView, finished_reason, finished_state, opted_in,
+    profiling_job_name, profiling_run_owner, release_patch, suspend_patch,
 )
 from advisor.controller.tokens import run_token
 from advisor.core.cost import Prices
 from advisor.core.profile import parse_profile
-from advisor.errors import AdvisorError, KubeAlreadyExists, KubeConflict, KubeError, KubeNotFound, StoreError, TFJobError
+from advisor.errors import (
+    AdvisorError, JobKindError, KubeAlreadyExists, KubeConflict, KubeError, KubeNotFound, StoreError, TFJobError,
+)
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]
@@ -145,9 +153,9 @@ class Reconciler:
             self._forget(namespace, name)
             return
         try:
-            view = parse_tfjob(obj, node_type_label=self.settings.prices.node_type_label)
-        except TFJobError as exc:
-            self._invalid(obj, str(exc))
+            view = parse_job(obj, node_type_label=self.settings.prices.node_type_label)
+        except TFJobError as exc:  # JobKindError among them: a kind or shape the advisor does not handle
+            self._invalid(obj, str(exc), "UnsupportedJob" if isinstance(exc, JobKindError) else "InvalidSpec")
             return
         if view.is_profiling_run:
             owner = view.labels.get(PROFILING_FOR_LABEL)
@@ -230,9 +238,9 @@ class Reconciler:
                              (s.bandwidth_bps() or 0) / 1e6 or None, token=token, attempt=run.attempt,
                              labels=tuple(s.profiling_propagate_labels),
                              annotations=tuple(s.profiling_propagate_annotations))
-        body = build_profiling_tfjob(obj, view, spec, generation)
+        body = kind_of_view(view).build_profiling_run(obj, view, spec, generation)
         try:
-            self.kube.create_tfjob(view.namespace, body)
+            verbs_for(self.kube, view.kind).create(view.namespace, body)
         except KubeAlreadyExists:
             self._replace_foreign_profiling_run(view, body)
         if created:
@@ -309,10 +317,10 @@ class Reconciler:
             return
         log.info("profiling run %s/%s belongs to an earlier job of that name; replacing it", view.namespace, name)
         try:
-            self.kube.delete_tfjob(view.namespace, name, uid=existing["metadata"]["uid"])
+            verbs_for(self.kube, view.kind).delete(view.namespace, name, uid=existing["metadata"]["uid"])
         except KubeNotFound:
             pass
-        self.kube.create_tfjob(view.namespace, body)
+        verbs_for(self.kube, view.kind).create(view.namespace, body)
 
     def _watch_profiling(self, view: TFJobView, run: Any) -> None:
         now = self.clock()
@@ -479,7 +487,7 @@ class Reconciler:
             workers = None  # a Chief-only job: nothing to resize
         patch = release_patch()
         if workers is not None:
-            patch["spec"].update(resize_patch(view, workers)["spec"])
+            patch["spec"].update(kind_of_view(view).resize_patch(view, workers)["spec"])
         self._patch(view, patch)
         if workers is not None:
             self.metrics.resizes.labels("initial").inc()
@@ -494,7 +502,7 @@ class Reconciler:
                                now=now, min_gain=self.settings.auto_min_gain, cooldown_s=self.settings.auto_cooldown_s)
         if target is None:
             return
-        patch = resize_patch(view, clamp(target, limits))
+        patch = kind_of_view(view).resize_patch(view, clamp(target, limits))
         patch["metadata"] = {"annotations": {ann.LAST_RESIZE: ann.rfc3339(now)}}
         self._patch(view, patch)
         self.store.record_resize(view.uid, target, now)
@@ -525,17 +533,17 @@ class Reconciler:
         anyone else fails with 409 instead of being overwritten; ``reconcile`` then retries on
         the re-read object with backoff."""
         rv = self._rv.get(view.key) or view.resource_version or None
-        answer = self.kube.patch_tfjob(view.namespace, view.name, patch, resource_version=rv)
+        answer = verbs_for(self.kube, view.kind).patch(view.namespace, view.name, patch, resource_version=rv)
         new_rv = ((answer or {}).get("metadata") or {}).get("resourceVersion") if isinstance(answer, Mapping) else None
         if new_rv:
             self._rv[view.key] = str(new_rv)
 
-    def _invalid(self, obj: Mapping[str, Any], message: str) -> None:
-        """A TFJob we cannot read: if it opted in, say so on it (once), never crash.
+    def _invalid(self, obj: Mapping[str, Any], message: str, reason_code: str = "InvalidSpec") -> None:
+        """A job we cannot read or handle: if it opted in, say so on it (once), never crash.
 
         Only a job that opted in is ours to report, and it is reported once per distinct
         problem (annotation, event and ``reconcile_errors{invalid_object}`` together). Why: any
-        other TFJob in a watched namespace, e.g. a MultiWorkerMirrored job without PS replicas,
+        other job in a watched namespace, e.g. one of a shape the advisor cannot handle,
         is simply not for us; counting it, or counting a reported one again on every resync,
         kept ``AdvisorReconcileErrors`` firing for good while the controller was fine.
         """
@@ -543,31 +551,32 @@ class Reconciler:
         notes = _mapping_or_empty(meta.get("annotations"))
         labels = _mapping_or_empty(meta.get("labels"))
         ns, name = meta.get("namespace"), meta.get("name")
+        patch_job = verbs_for(self.kube, "PyTorchJob" if obj.get("kind") == "PyTorchJob" else TFJOB).patch
         if notes.get(ann.SUSPENDED_BY_ADVISOR) == "true" and isinstance(ns, str) and isinstance(name, str):
             # held, then edited into a job we cannot read: the advisor will not act on it, so it
             # must not keep holding it (as in _fail)
             rv = meta.get("resourceVersion")
-            answer = self.kube.patch_tfjob(ns, name, release_patch(), resource_version=str(rv) if rv else None)
+            answer = patch_job(ns, name, release_patch(), resource_version=str(rv) if rv else None)
             meta = {**meta, "resourceVersion": ((answer or {}).get("metadata") or {}).get("resourceVersion", rv)}
             self._emit(obj, "Normal", "Resumed", "resumed the job unchanged: the advisor cannot read it")
         if not opted_in(labels, notes, self.settings.opt_in):
             return
         if not (isinstance(ns, str) and isinstance(name, str)):
             self.metrics.reconcile_errors.labels("invalid_object").inc()
-            log.warning("skipping a TFJob without namespace/name: %s", message)
+            log.warning("skipping a job without namespace/name: %s", message)
             return
-        reason = f"InvalidSpec: {message}"[:1024]
+        reason = f"{reason_code}: {message}"[:1024]
         if notes.get(ann.REASON) == reason:
             return
         rv = meta.get("resourceVersion")
-        self.kube.patch_tfjob(ns, name, {"metadata": {"annotations": {ann.PHASE: "Failed", ann.REASON: reason}}},
-                              resource_version=str(rv) if rv else None)
+        patch_job(ns, name, {"metadata": {"annotations": {ann.PHASE: "Failed", ann.REASON: reason}}},
+                  resource_version=str(rv) if rv else None)
         self.metrics.reconcile_errors.labels("invalid_object").inc()
-        self.kube.emit_event(obj, "Warning", "InvalidSpec", message)
+        self.kube.emit_event(obj, "Warning", reason_code, message)
         self.metrics.set_phase(ns, name, "Failed")
 
     def _event(self, view: TFJobView, type_: str, reason: str, message: str) -> None:
-        self._emit({"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+        self._emit({"apiVersion": "kubeflow.org/v1", "kind": view.kind,
                     "metadata": {"name": view.name, "namespace": view.namespace, "uid": view.uid,
                                  "resourceVersion": view.resource_version}}, type_, reason, message)
 

@@ -67,9 +67,11 @@ class ProfileRecords:
 
     kube: Any
 
-    def put(self, namespace: str, name: str, uid: str, generation: int, profile_json: str) -> PutOutcome:
+    def put(self, namespace: str, name: str, uid: str, generation: int, profile_json: str,
+            kind: str = "TFJob") -> PutOutcome:
         """Keep the profile: ``stored``, ``duplicate`` (the same one is there) or ``conflict`` (a
-        different one is). A record left by an earlier job of the same name is replaced."""
+        different one is). A record left by an earlier job of the same name is replaced.
+        ``kind`` is the job's (its owner reference names it)."""
         sha = hashlib.sha256(profile_json.encode()).hexdigest()
         packed = gzip.compress(profile_json.encode(), mtime=0)
         if len(packed) * 4 // 3 + _HEADROOM > MAX_OBJECT_BYTES:
@@ -81,7 +83,7 @@ class ProfileRecords:
                 "name": cm_name, "namespace": namespace,
                 "labels": {ROLE_LABEL: "profile", PROFILING_FOR_LABEL: name[:63], GENERATION_LABEL: str(generation)},
                 "annotations": {PROFILING_FOR_UID: uid, PROFILE_SHA: sha},
-                "ownerReferences": [owner_ref(name, uid)],
+                "ownerReferences": [owner_ref(name, uid, kind)],
             },
             "binaryData": {PROFILE_KEY: base64.b64encode(packed).decode()},
         }

@@ -149,6 +149,8 @@ class ControllerSettings(BaseSettings):
     # What to watch and what to do.
     namespaces: list[str] = Field(default_factory=list, description="namespaces to watch; empty: all")
     opt_in: str = Field(default="annotation", pattern="^(annotation|all)$")
+    # PyTorchJobs are watched when this is on AND the API serves their CRD (checked at start).
+    watch_pytorchjobs: bool = True
     mode: Mode = Mode.ADVISE
     # Economics and policy.
     prices: PriceSettings = Field(default_factory=PriceSettings)

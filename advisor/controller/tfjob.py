@@ -66,6 +66,12 @@ class TFJobView:
     template_hash: str  # identity of what a profile depends on: the pod templates, not the counts
     node_types: Mapping[str, str]  # replica type -> node type from its nodeSelector, where given
     spec_keys: Mapping[str, str]  # canonical replica type -> the key as the job spells it
+    # The job's API kind and the program kind its trace must be (advisor.controller.job_kinds):
+    # TFJob with PS replicas (tf-ps), TFJob without (tf-mwms), PyTorchJob (pytorch-ddp).
+    kind: str = KIND
+    program: str = "tf-ps"
+    # workers the job itself allows (a PyTorchJob's elasticPolicy min/max replicas, plus its Master)
+    worker_range: tuple[int, int] | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -98,13 +104,17 @@ def opted_in(labels: Mapping[str, Any], annotations: Mapping[str, Any], rule: st
     return rule == "all" or str(annotations.get(OPT_IN, "")).lower() == "true"
 
 
-def parse_tfjob(obj: Mapping[str, Any], *, node_type_label: str = "node.kubernetes.io/instance-type") -> TFJobView:
-    """The typed view of a TFJob; ``TFJobError`` names the first field that is not as the API defines it."""
+def parse_tfjob(obj: Mapping[str, Any], *, node_type_label: str = "node.kubernetes.io/instance-type",
+                require_ps: bool = True) -> TFJobView:
+    """The typed view of a TFJob; ``TFJobError`` names the first field that is not as the API defines it.
+
+    ``require_ps=False`` reads a TFJob without PS replicas too (MultiWorkerMirroredStrategy:
+    Worker and Chief replicas); its view's ``program`` is then ``tf-mwms``."""
     meta = _mapping(obj.get("metadata"), "metadata")
     name, namespace = _text(meta.get("name"), "metadata.name"), _text(meta.get("namespace"), "metadata.namespace")
     where = f"TFJob {namespace}/{name}"
     spec = _mapping(obj.get("spec"), f"{where}: spec")
-    specs = _replica_specs(spec, where)
+    specs = _replica_specs(spec, where, require_ps=require_ps)
     run_policy = _mapping(spec.get("runPolicy", {}), f"{where}: spec.runPolicy")
     status = _mapping(obj.get("status") or {}, f"{where}: status")
     finished, message = finished_state(status)
@@ -126,10 +136,11 @@ def parse_tfjob(obj: Mapping[str, Any], *, node_type_label: str = "node.kubernet
                     for kind, s in specs.items()
                     if s["template"].get("spec", {}).get("nodeSelector", {}).get(node_type_label)},
         spec_keys={_REPLICA_TYPES[str(k).lower()]: str(k) for k in spec["tfReplicaSpecs"]},
+        program="tf-ps" if "PS" in specs else "tf-mwms",
     )
 
 
-def _replica_specs(spec: Mapping[str, Any], where: str) -> dict[str, dict[str, Any]]:
+def _replica_specs(spec: Mapping[str, Any], where: str, *, require_ps: bool = True) -> dict[str, dict[str, Any]]:
     raw = _mapping(spec.get("tfReplicaSpecs"), f"{where}: spec.tfReplicaSpecs")
     specs: dict[str, dict[str, Any]] = {}
     for key, value in raw.items():
@@ -145,7 +156,7 @@ def _replica_specs(spec: Mapping[str, Any], where: str) -> dict[str, dict[str, A
         if not isinstance(containers, list) or not containers:
             raise TFJobError(f"{where}: spec.tfReplicaSpecs.{key}.template.spec.containers must list a container")
         specs[kind] = dict(s)
-    if "PS" not in specs:
+    if "PS" not in specs and require_ps:
         raise TFJobError(f"{where}: no PS replicas: the advisor models parameter-server training only")
     if not any(k in specs for k in ("Worker", "Chief", "Master")):
         raise TFJobError(f"{where}: no Worker (or Chief) replicas to profile")
@@ -231,24 +242,46 @@ def build_profiling_tfjob(
     ``runPolicy.schedulingPolicy`` sized for the run's two pods) is copied from the job.
     """
     generation = view.generation if generation is None else generation
-    name = profiling_job_name(view.name, generation, spec.attempt)
     source = _replica_specs(obj["spec"], f"TFJob {view.namespace}/{view.name}")
     worker_kind = "Worker" if "Worker" in source else ("Chief" if "Chief" in source else "Master")
     env = _profiling_env(view, spec, generation)
     replicas = {"PS": _profiling_replica(source["PS"], env, spec.token),
                 "Worker": _profiling_replica(source[worker_kind], env, spec.token)}
+    return profiling_object(obj, view, spec, generation, {"tfReplicaSpecs": replicas}, pods=2)
+
+
+def build_profiling_mwms_tfjob(
+    obj: Mapping[str, Any], view: TFJobView, spec: ProfilingSpec, generation: int | None = None
+) -> dict[str, Any]:
+    """The profiling TFJob of a job without PS (MultiWorkerMirroredStrategy): ONE Worker, cloned
+    from the job's Worker template (else its Chief's or Master's), and nothing else. The training
+    operator sets no TF_CONFIG for a job of one replica, so the strategy runs alone (one worker,
+    no collective peers), which is the trace the ring model needs."""
+    generation = view.generation if generation is None else generation
+    source = _replica_specs(obj["spec"], f"TFJob {view.namespace}/{view.name}", require_ps=False)
+    worker_kind = "Worker" if "Worker" in source else ("Chief" if "Chief" in source else "Master")
+    env = _profiling_env(view, spec, generation)
+    replicas = {"Worker": _profiling_replica(source[worker_kind], env, spec.token)}
+    return profiling_object(obj, view, spec, generation, {"tfReplicaSpecs": replicas}, pods=1)
+
+
+def profiling_object(obj: Mapping[str, Any], view: TFJobView, spec: ProfilingSpec, generation: int,
+                     job_spec: Mapping[str, Any], *, pods: int) -> dict[str, Any]:
+    """The profiling run of any job kind around its replica specs (``job_spec``): named, labelled
+    and owned as every kind's run is, with the job's queueing labels and a run policy for ``pods``."""
+    name = profiling_job_name(view.name, generation, spec.attempt)
     labels = {k: view.labels[k] for k in (*PROPAGATED_LABELS, *spec.labels) if k in view.labels}
     notes = {k: view.annotations[k] for k in (*PROPAGATED_ANNOTATIONS, *spec.annotations) if k in view.annotations}
     run_policy: dict[str, Any] = {"activeDeadlineSeconds": spec.timeout_s, "backoffLimit": 0,
                                   "cleanPodPolicy": "Running", "suspend": False}
     policy = (obj["spec"].get("runPolicy") or {}).get("schedulingPolicy")
     if isinstance(policy, Mapping):
-        # the job's queue and priority, for a gang of the run's 2 pods (not the job's size)
+        # the job's queue and priority, for a gang of the run's pods (not the job's size)
         run_policy["schedulingPolicy"] = {**{k: v for k, v in policy.items() if k != "minResources"},
-                                          "minAvailable": 2}
+                                          "minAvailable": pods}
     return {
         "apiVersion": API_VERSION,
-        "kind": KIND,
+        "kind": view.kind,
         "metadata": {
             "name": name,
             "namespace": view.namespace,
@@ -257,7 +290,7 @@ def build_profiling_tfjob(
             "annotations": {**notes, PROFILING_FOR_UID: view.uid},
             "ownerReferences": [owner_reference(view)],
         },
-        "spec": {"runPolicy": run_policy, "tfReplicaSpecs": replicas},
+        "spec": {"runPolicy": run_policy, **job_spec},
     }
 
 
@@ -269,11 +302,11 @@ def owner_reference(view: TFJobView) -> dict[str, Any]:
     a right the controller has no other use for; without it a foreground deletion of the job
     simply does not wait for the profiling run.
     """
-    return owner_ref(view.name, view.uid)
+    return owner_ref(view.name, view.uid, view.kind)
 
 
-def owner_ref(name: str, uid: str) -> dict[str, Any]:
-    return {"apiVersion": API_VERSION, "kind": KIND, "name": name, "uid": uid, "controller": False}
+def owner_ref(name: str, uid: str, kind: str = KIND) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": kind, "name": name, "uid": uid, "controller": False}
 
 
 def _profiling_env(view: TFJobView, spec: ProfilingSpec, generation: int) -> list[dict[str, str]]:
@@ -292,6 +325,16 @@ def _profiling_env(view: TFJobView, spec: ProfilingSpec, generation: int) -> lis
     if spec.bandwidth_mbit:
         env.append({"name": "ADVISOR_BANDWIDTH_MBIT", "value": f"{spec.bandwidth_mbit:g}"})
     return env
+
+
+def profiling_env(view: TFJobView, spec: ProfilingSpec, generation: int) -> list[dict[str, str]]:
+    """The environment every kind's profiling pod gets (ADVISOR_PROFILE=1, where to upload...)."""
+    return _profiling_env(view, spec, generation)
+
+
+def profiling_replica(source: Mapping[str, Any], env: list[dict[str, str]], token: str) -> dict[str, Any]:
+    """One replica of a profiling run of any kind (see ``_profiling_replica``)."""
+    return _profiling_replica(source, env, token)
 
 
 def _profiling_replica(source: Mapping[str, Any], env: list[dict[str, str]], token: str) -> dict[str, Any]:
@@ -317,13 +360,17 @@ def _profiling_replica(source: Mapping[str, Any], env: list[dict[str, str]], tok
     return replica
 
 
-def resize_patch(view: TFJobView, workers: int, *, resume: bool = False) -> dict[str, Any]:
-    """Merge patch setting the Worker replicas so that Worker + Chief = ``workers`` (and resuming)."""
+def resize_patch(view: TFJobView, workers: int, *, resume: bool = False,
+                 field: str = "tfReplicaSpecs") -> dict[str, Any]:
+    """Merge patch setting the Worker replicas so that Worker + Chief = ``workers`` (and resuming).
+
+    ``field`` is where the kind keeps its replica specs (a PyTorchJob's ``pytorchReplicaSpecs``,
+    whose Master is a worker too, as TF's Chief is)."""
     if "Worker" not in view.spec_keys:
-        raise TFJobError(f"TFJob {view.namespace}/{view.name} has no Worker replicas to resize")
+        raise TFJobError(f"{view.kind} {view.namespace}/{view.name} has no Worker replicas to resize")
     chiefs = view.replicas.get("Chief", 0) + view.replicas.get("Master", 0)
     key = view.spec_keys["Worker"]
-    patch: dict[str, Any] = {"spec": {"tfReplicaSpecs": {key: {"replicas": max(workers - chiefs, 0)}}}}
+    patch: dict[str, Any] = {"spec": {field: {key: {"replicas": max(workers - chiefs, 0)}}}}
     if resume:
         patch["spec"]["runPolicy"] = {"suspend": False}
     return patch

@@ -25,6 +25,7 @@ from advisor.controller.kube import Kube
 from advisor.controller.predictions import ProcessPredictor
 from advisor.controller.settings import ControllerSettings, PredictionBackend, load_settings
 from advisor.controller.tfjob import PREFIX
+from advisor.profiling.allreduce_bundle import build_allreduce_bundle, encode_allreduce_bundle
 from advisor.profiling.bundle import build_bundle, encode_bundle
 from advisor.profiling.upload import RetryPolicy, UploadResult, upload_bundle
 from tests.conftest import shared_data
@@ -98,17 +99,31 @@ def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 20.0) -> An
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
-def annotations(emu: KubeEmulator, name: str) -> dict[str, str]:
-    obj = emu.get("tfjobs", NS, name) or {}
+def annotations(emu: KubeEmulator, name: str, resource: str = "tfjobs") -> dict[str, str]:
+    obj = emu.get(resource, NS, name) or {}
     return dict(obj.get("metadata", {}).get("annotations") or {})
 
 
-def phase(emu: KubeEmulator, name: str) -> str | None:
-    return annotations(emu, name).get(PREFIX + "phase")
+def phase(emu: KubeEmulator, name: str, resource: str = "tfjobs") -> str | None:
+    return annotations(emu, name, resource).get(PREFIX + "phase")
 
 
-def profiling_jobs(emu: KubeEmulator) -> list[dict[str, Any]]:
-    return emu.list("tfjobs", NS, label_selector=f"{PREFIX}role=profiling")
+def profiling_jobs(emu: KubeEmulator, resource: str = "tfjobs") -> list[dict[str, Any]]:
+    return emu.list(resource, NS, label_selector=f"{PREFIX}role=profiling")
+
+
+def create_job(emu: KubeEmulator, body: Mapping[str, Any], resource: str) -> dict[str, Any]:
+    """Any job kind (``tfjobs``, ``pytorchjobs``) through the official client, as kubectl would."""
+    api = kubernetes.client.CustomObjectsApi(kubernetes.client.ApiClient(emu.configuration()))
+    return api.create_namespaced_custom_object("kubeflow.org", "v1", NS, resource, dict(body))
+
+
+def profiled_replica(profiling_job: Mapping[str, Any]) -> dict[str, Any]:
+    """The one traced replica of a profiling run of any kind: a TFJob's Worker, a PyTorchJob's Master."""
+    spec = profiling_job["spec"]
+    if "pytorchReplicaSpecs" in spec:
+        return dict(spec["pytorchReplicaSpecs"]["Master"])
+    return dict(spec["tfReplicaSpecs"]["Worker"])
 
 
 def create_tfjob(emu: KubeEmulator, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -129,7 +144,7 @@ def trace_body(run: str = "mlp_bw100") -> bytes:
 def pod_token(profiling_job: Mapping[str, Any]) -> str:
     """The token file the kubelet projects into the profiling pod: the downwardAPI volume's
     item, read from the pod template's annotation it names."""
-    template = profiling_job["spec"]["tfReplicaSpecs"]["Worker"]["template"]
+    template = profiled_replica(profiling_job)["template"]
     volume = next(v for v in template["spec"]["volumes"] if v["name"] == "advisor-token")
     if "secret" in volume:  # a controller older than issue 15 (e.g. an installed console script): a Secret
         raise LookupError(f"the token is in Secret {volume['secret']['secretName']}, not the pod template")
@@ -141,7 +156,7 @@ def pod_token(profiling_job: Mapping[str, Any]) -> str:
 def upload_as_profiling_pod(emu: KubeEmulator, profiling_job: Mapping[str, Any], body: bytes,
                             token: str | None = None, port: int | None = None) -> UploadResult:
     """Do what the profiling pod does: read the env and the mounted token, POST the bundle."""
-    container = profiling_job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container = profiled_replica(profiling_job)["template"]["spec"]["containers"][0]
     env = {e["name"]: e["value"] for e in container["env"]}
     if token is None:
         try:
@@ -154,3 +169,22 @@ def upload_as_profiling_pod(emu: KubeEmulator, profiling_job: Mapping[str, Any],
     if port is not None:  # the Service would route to whichever replica is ready
         url = url.replace(url.split("/")[2], f"127.0.0.1:{port}")
     return upload_bundle(url, body, token, policy=RetryPolicy(attempts=1))
+
+
+def allreduce_trace_body(kind: str) -> bytes:
+    """What an all-reduce program's profiling hook uploads (``kind``: ``pytorch-ddp`` or ``tf-mwms``).
+
+    The ONE place the end-to-end tests of the synchronous job kinds get their trace. For now a
+    small hand-built bundle (the step of tests/importers/test_allreduce_upload.py, scaled up):
+    3 gradients a (4 MB), b (2 MB), c (1 MB); forward 0..10 ms, backward 10..25 ms with c ready at
+    13, b at 18, a at 24 ms, optimizer 26..28 ms, a 30 ms step; batch 32. Swap in a recorded
+    trace (tests/data/allreduce/<cfg>/) here when one is committed.
+    """
+    step = {"wall_us": 30_000.0, "backward_start_us": 10_000.0, "backward_end_us": 25_000.0,
+            "grad_ready_us": [24_000.0, 18_000.0, 13_000.0], "optimizer_us": [26_000.0, 2_000.0]}
+    steps = [{**step, "index": i, "wall_us": 30_000.0 + 100.0 * (i % 3)} for i in range(20)]
+    bundle = build_allreduce_bundle(kind, {"batch_size": 32, "model": "toy", "world_size": 1},
+                                    [("a", 4_000_000), ("b", 2_000_000), ("c", 1_000_000)], steps,
+                                    buckets=[[2, 1], [0]] if kind == "pytorch-ddp" else None)
+    return encode_allreduce_bundle(bundle)
+

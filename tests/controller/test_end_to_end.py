@@ -40,7 +40,8 @@ def test_whole_flow_with_the_real_predictor(emu: KubeEmulator, body: bytes, tmp_
         create_tfjob(emu, tfjob("mlp", workers=2))
         pj = wait_for("the profiling run", lambda: profiling_jobs(emu))[0]
         assert pj["metadata"]["name"] == "mlp-prof-g1"
-        assert phase(emu, "mlp") == "Profiling"
+        # the phase patch follows the run's creation: under load the run can be seen first
+        wait_for("Profiling", lambda: phase(emu, "mlp") == "Profiling")
         result = upload_as_profiling_pod(emu, pj, body)
         assert result.ok and result.status == 202, result.message
         wait_for("Predicted", lambda: phase(emu, "mlp") == "Predicted", timeout_s=180)
@@ -180,7 +181,8 @@ def test_conflicts_and_server_errors_are_retried(emu, body, tmp_path) -> None:
 
 
 def test_watch_expiry_relists_and_the_flow_goes_on(emu, body, tmp_path) -> None:
-    controller = start_controller(emu, settings_for(tmp_path, leader_election=False))
+    controller = start_controller(emu, settings_for(tmp_path, leader_election=False,
+                                                         watch_pytorchjobs=False))  # the TFJobs' watch only
     try:
         wait_for("synced", controller.informer.has_synced)
         wait_for("the TFJob watch", lambda: emu.open_watches("tfjobs") == 1)  # synced comes before the watch opens
@@ -199,15 +201,15 @@ def test_watch_expiry_relists_and_the_flow_goes_on(emu, body, tmp_path) -> None:
 def test_malformed_jobs_and_annotations_get_a_status_and_an_event_and_nothing_stops(emu, body, tmp_path) -> None:
     controller = start_controller(emu, settings_for(tmp_path, leader_election=False))
     try:
-        no_ps = tfjob("no-ps")
-        del no_ps["spec"]["tfReplicaSpecs"]["PS"]
+        no_ps = tfjob("no-ps")  # PS replicas and nothing to profile (a PS-less job is MWMS: supported)
+        del no_ps["spec"]["tfReplicaSpecs"]["Worker"]
         create_tfjob(emu, no_ps)
         create_tfjob(emu, tfjob("bad-note", annotations={PREFIX + "max-workers": "lots"}))
         emu.inject_raw_event("tfjobs", b'{"type":"ADDED","object":{"kind":"TFJob","metadata":7}}', namespace=NS)
         create_tfjob(emu, tfjob("good"))
         wait_for("InvalidSpec", lambda: phase(emu, "no-ps") == "Failed")
         assert annotations(emu, "no-ps")[PREFIX + "reason"].startswith("InvalidSpec: ")
-        assert "no PS replicas" in annotations(emu, "no-ps")[PREFIX + "reason"]
+        assert "no Worker (or Chief) replicas" in annotations(emu, "no-ps")[PREFIX + "reason"]
         wait_for("InvalidPolicy", lambda: phase(emu, "bad-note") == "Failed")
         assert "not an integer" in annotations(emu, "bad-note")[PREFIX + "reason"]
         wait_for("a Warning event on each", lambda: ("Warning", "InvalidSpec") in events(emu, "no-ps")
@@ -251,7 +253,7 @@ def test_a_job_that_did_not_opt_in_is_no_reconcile_error_however_often_it_is_res
         del mirrored["spec"]["tfReplicaSpecs"]["PS"]
         create_tfjob(emu, mirrored)
         broken = tfjob("broken")
-        del broken["spec"]["tfReplicaSpecs"]["PS"]
+        del broken["spec"]["tfReplicaSpecs"]["Worker"]
         create_tfjob(emu, broken)
         wait_for("InvalidSpec", lambda: phase(emu, "broken") == "Failed")
         for _ in range(3):  # resyncs reconcile every TFJob, opted in or not

@@ -117,7 +117,9 @@ def test_opting_out_while_held_resumes_the_job(emu, tmp_path) -> None:
 
 @pytest.mark.parametrize(("name", "edit", "reason"), [
     ("bad-policy", lambda job: job["metadata"]["annotations"].update({PREFIX + "max-workers": "lots"}), "InvalidPolicy"),
-    ("no-ps", lambda job: job["spec"]["tfReplicaSpecs"].pop("PS"), "InvalidSpec"),
+    # a PS template without containers (a job without PS is MWMS now, which is supported)
+    ("no-containers", lambda job: job["spec"]["tfReplicaSpecs"]["PS"]["template"]["spec"].update(containers=[]),
+     "InvalidSpec"),
 ])
 def test_a_job_created_held_that_the_advisor_cannot_use_is_resumed(emu, tmp_path, name, edit, reason) -> None:
     """As docs/controller.md advises, the user creates the job suspended with the hold mark."""

@@ -21,7 +21,8 @@ What happens, in order, and what it leaves on /metrics:
    predicted from a second trace (the prediction histogram rises, so its rate and quantiles
    have values), then resized to its recommendation and resumed
    (``advisor_resizes_total{mode="initial"}``); four more forged uploads (more than three in 30
-   minutes). ``no-ps`` lacks PS replicas: every resync (5 s) counts a reconcile error. Then two
+   minutes). ``no-workers`` has PS but no Worker replicas (nothing to profile): every resync (5 s)
+   counts a reconcile error. Then two
    more scrapes.
 
 Throughout, one worker of ``mlp-50``'s real training run counts its examples with
@@ -75,7 +76,7 @@ class FlowJob:
     workers: int
     phase: str  # where the flow leaves it
     annotations: tuple[tuple[str, str], ...] = ()
-    ps: bool = True
+    valid: bool = True  # False: PS replicas only, a job the advisor cannot read (InvalidSpec)
     suspended: bool = False  # created with spec.runPolicy.suspend: true
 
 
@@ -86,7 +87,7 @@ JOBS = (
             annotations=((PREFIX + "mode", "initial"), (PREFIX + "suspended-by-advisor", "true"))),
     FlowJob("cnn", 2, "Failed"),
     FlowJob("resnet", 2, "Failed"),
-    FlowJob("no-ps", 2, "Failed", ps=False),
+    FlowJob("no-workers", 2, "Failed", valid=False),  # (a job without PS is MWMS: supported)
 )
 
 
@@ -162,7 +163,7 @@ def run(flow: Flow) -> None:
     emu.patch("leases", NS, LEASE, {"spec": {"holderIdentity": "", "leaseDurationSeconds": 1}})  # a clean release
     controller.wait_for_probe("/readyz", timeout_s=30)
     runs = {job.name: wait_for(f"{job.name}'s profiling run", lambda j=job: emu.get("tfjobs", NS, f"{j.name}-prof-g1"))
-            for job in JOBS if job.ps}
+            for job in JOBS if job.valid}
 
     _api_server_restart(emu)
     _fail(emu, runs["cnn"])
@@ -189,8 +190,8 @@ def _resumed(emu: KubeEmulator, name: str) -> bool:
 
 def _tfjob(job: FlowJob) -> dict[str, Any]:
     obj = tfjob(job.name, workers=job.workers, annotations=dict(job.annotations), suspend=job.suspended or None)
-    if not job.ps:
-        del obj["spec"]["tfReplicaSpecs"]["PS"]
+    if not job.valid:
+        del obj["spec"]["tfReplicaSpecs"]["Worker"]
     return obj
 
 

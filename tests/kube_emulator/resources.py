@@ -54,6 +54,10 @@ RESOURCES: tuple[ResourceType, ...] = (
         "kubeflow.org", "v1", "tfjobs", "TFJob", status_subresource=True, generation=True,
         unconditional_update=False, custom=True, short_names=("tfjob",),
     ),
+    ResourceType(  # training-operator v1.9's CRD: like a TFJob's (status subresource, generation)
+        "kubeflow.org", "v1", "pytorchjobs", "PyTorchJob", status_subresource=True, generation=True,
+        unconditional_update=False, custom=True, short_names=("pytorchjob",),
+    ),
     ResourceType("", "v1", "namespaces", "Namespace", namespaced=False, status_subresource=True,
                  return_deleted_object=True, short_names=("ns",)),
     ResourceType("", "v1", "secrets", "Secret"),
@@ -102,8 +106,10 @@ def api_group(group: str) -> dict[str, Any]:
             "preferredVersion": entries[0]}
 
 
-def resource_list(group: str, version: str) -> dict[str, Any] | None:
-    rows = [r for r in RESOURCES if (r.group, r.version) == (group, version)]
+def resource_list(group: str, version: str, absent: frozenset[str] = frozenset()) -> dict[str, Any] | None:
+    """The group version's resources; ``absent`` (qualified names) are left out, as if their CRD
+    were not installed."""
+    rows = [r for r in RESOURCES if (r.group, r.version) == (group, version) and r.qualified not in absent]
     if not rows:
         return None
     resources: list[dict[str, Any]] = []

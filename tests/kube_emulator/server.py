@@ -102,8 +102,12 @@ class KubeEmulator:
     """Start with ``with KubeEmulator() as emu`` (or ``start()``/``stop()``); thread-safe controls."""
 
     def __init__(self, *, namespaces: tuple[str, ...] | list[str] = ("default",), history_limit: int = 10_000,
-                 bookmark_interval_s: float = 1.0, default_watch_timeout_s: float = 1800.0) -> None:
+                 bookmark_interval_s: float = 1.0, default_watch_timeout_s: float = 1800.0,
+                 absent: tuple[str, ...] = ()) -> None:
+        """``absent``: resources (``pytorchjobs.kubeflow.org``) not served, as without their CRD:
+        discovery leaves them out and every request for them is a 404."""
         self.store = Store(history_limit=history_limit)
+        self.absent = frozenset(absent)
         self.bookmark_interval_s = bookmark_interval_s
         self.default_watch_timeout_s = default_watch_timeout_s
         self._rules: list[_Rule] = []
@@ -271,11 +275,13 @@ class KubeEmulator:
     def handle(self, h: _Handler) -> None:
         split = urlsplit(h.path)
         query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
-        doc = _discovery(split.path)
+        doc = _discovery(split.path, self.absent)
         if doc is not None and h.command == "GET":
             self._log(Call("get", "", "", "", None, None, 200, split.path))
             return _send(h, 200, doc)
         route = _route(split.path)
+        if route is not None and route.res.qualified in self.absent:
+            route = None
         verb = _verb(h.command, route, query)
         call = Call(verb, route.res.group if route else "", route.res.plural if route else "",
                     route.sub if route else "", route.namespace if route else None,
@@ -483,7 +489,7 @@ def _verb(method: str, route: _Route | None, query: dict[str, str]) -> str:
             "DELETE": "delete" if named else "deletecollection"}.get(method, method.lower())
 
 
-def _discovery(path: str) -> Any:
+def _discovery(path: str, absent: frozenset[str] = frozenset()) -> Any:
     path = path.rstrip("/") or "/"
     if path == "/version":
         return rs.version_document()
@@ -497,7 +503,7 @@ def _discovery(path: str) -> Any:
     if parts[0] == "apis" and len(parts) == 2 and any(r.group == parts[1] for r in rs.RESOURCES):
         return rs.api_group(parts[1])
     if parts[0] == "apis" and len(parts) == 3:
-        return rs.resource_list(parts[1], parts[2])
+        return rs.resource_list(parts[1], parts[2], absent)
     return None
 
 

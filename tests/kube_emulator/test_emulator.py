@@ -72,9 +72,19 @@ def test_discovery_is_enough_for_the_client(api: client.ApiClient) -> None:
     groups = {g.name for g in client.ApisApi(api).get_api_versions().groups}
     assert {"kubeflow.org", "batch", "coordination.k8s.io", "events.k8s.io"} <= groups
     names = {r.name for r in client.CustomObjectsApi(api).get_api_resources(G, V).resources}
-    assert names == {"tfjobs", "tfjobs/status"}
+    assert names == {"tfjobs", "tfjobs/status", "pytorchjobs", "pytorchjobs/status"}
     core = {r.name: r.namespaced for r in client.CoreV1Api(api).get_api_resources().resources}
     assert core["namespaces"] is False and core["pods/log"] is True
+
+
+def test_an_absent_crd_is_neither_discovered_nor_served() -> None:
+    with KubeEmulator(absent=("pytorchjobs.kubeflow.org",)) as emu:
+        api = client.ApiClient(emu.configuration())
+        names = {r.name for r in client.CustomObjectsApi(api).get_api_resources(G, V).resources}
+        assert names == {"tfjobs", "tfjobs/status"}
+        with pytest.raises(client.ApiException) as err:
+            client.CustomObjectsApi(api).list_namespaced_custom_object(G, V, "default", "pytorchjobs")
+        assert err.value.status == 404
 
 
 # --- metadata -------------------------------------------------------------------------------
