@@ -34,6 +34,7 @@ from advisor.controller.prediction_job import PredictionJobSpec
 from advisor.controller.predictions import Done, ProcessPredictor
 from advisor.controller.records import ProfileRecords
 from advisor.controller.reconcile import Key, Reconciler
+from advisor.controller.refit import Refitter
 from advisor.controller.settings import ControllerSettings, PredictionBackend, SettingsError, load_settings
 from advisor.controller.store import Store
 from advisor.controller.tokens import load_key
@@ -84,6 +85,9 @@ class Controller:
                                      predictor=self.predictor, metrics=self.metrics,
                                      enqueue_after=self.queue.add_after, clock=clock, ingest_key=key,
                                      records=records, requeue=self.queue.add_rate_limited, forget=self.queue.forget)
+        self.reconciler.refits = Refitter(settings=lambda: self.reconciler.settings, store=self.store,
+                                          running=lambda key: self.reconciler.predictor.running(key),
+                                          metrics=self.metrics, enqueue_after=self.queue.add_after, clock=clock)
         self.ingest = Ingest(cache=self.informer.get, store=self.store, metrics=self.metrics,
                              enqueue=self.queue.add, clock=clock, ingest_key=key, records=records)
         duration, renew, retry = lease_timing  # client-go's defaults: 15 s lease, renew within 10 s, retry 2 s
