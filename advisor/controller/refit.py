@@ -303,12 +303,12 @@ class Refitter:
         section = (json.loads(stored).get("refit") or {})
         outcome = "refitted" if section.get("outcome") == "refitted" else "unchanged"
         self._metrics.refits.labels(outcome).inc()
-        sigma, eta = section.get("share_sigma") or {}, section.get("multi_flow_goodput") or {}
-        change = (f"share_sigma {sigma.get('before')} -> {sigma.get('after')}, multi_flow_goodput "
-                  f"{eta.get('before')} -> {eta.get('after')}")
+        moved = [f"{name} {c.get('before')} -> {c.get('after')}" for name in ("share_sigma", "multi_flow_goodput")
+                 if isinstance(c := section.get(name), dict) and c.get("before") != c.get("after")]
+        change = ", ".join(moved) or "contention constants kept"
         notes = "; ".join(section.get("notes") or [])
         self._say(view, job, event, "Normal", "Refitted" if outcome == "refitted" else "RefitUnchanged",
-                  (change if outcome == "refitted" else "contention constants kept") + f" from {_points_text(job.points)}"
+                  f"{change} from {_points_text(job.points)}"
                   + (f" ({notes})" if notes else ""))
 
     def _due(self, view: JobView, job: _Job, cfg: RefitConfig, now: float) -> bool:

@@ -136,7 +136,8 @@ def test_observed_20_percent_below_adds_the_point_and_counts_the_refit(tmp_path,
     rig.predictions[key] = json.dumps({**json.loads(prediction((100.0, 152.0, 200.0))), "refit": section})
     assert rig.params(job) == refit
     assert rig.outcomes() == {"refitted": 1.0}
-    assert rig.events[-1][:2] == ("Normal", "Refitted") and "multi_flow_goodput 0.85 -> 0.7" in rig.events[-1][2]
+    assert rig.events[-1][:2] == ("Normal", "Refitted") and rig.events[-1][2].startswith(
+        "share_sigma 1.0 -> 0.5, multi_flow_goodput 0.85 -> 0.7 from W=2 at 152 examples/s")
     # it now agrees (152 observed, 152 predicted): nothing more to refit
     rig.now += INTERVAL
     assert rig.params(job) == refit and rig.outcomes() == {"refitted": 1.0, "agrees": 1.0}
@@ -219,3 +220,34 @@ def test_a_restart_finds_the_points_in_the_annotation(tmp_path, prom) -> None:
     assert Rig(tmp_path / "b", prom).params(other) == rig.base
     # the restored refit is re-predicted if the store lost it; its failure falls back, uncounted
     assert rig.params(job) == rig.base and rig.outcomes() == {}
+
+
+# --- in the prediction worker --------------------------------------------------------------------------
+
+
+def test_points_that_cannot_inform_a_fit_keep_the_constants_and_say_why(tmp_path, prom) -> None:
+    from advisor.controller.predictions import build_request
+    from advisor.controller.refit import refit_request
+    from tests.factories import one_layer
+
+    request = build_request(Rig(tmp_path, prom).base)
+    one_worker = points_json([{"workers": 1, "observed": 50.0, "predicted": 60.0, "window_s": 600.0,
+                               "samples": 40, "at": "2026-01-01T01:00:00Z"}])
+    same, section = refit_request(one_layer(), request, one_worker)
+    assert same == request
+    assert section["outcome"] == "unchanged" and section["share_sigma"] == {"before": 1.0, "after": 1.0}
+    assert "no observation can inform the fit" in section["notes"][0]
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ('{"points": []}', "no observed points"),
+    ('{"points": [3]}', "a point must be an object"),
+    ('{"points": [{"workers": 0, "observed": 5}]}', "workers must be an integer >= 1"),
+    ('{"points": [{"workers": 2, "observed": -5}]}', "observed examples/s must be a number > 0"),
+    ('{"points": [{"workers": 2, "observed": "fast"}]}', "observed examples/s must be a number > 0"),
+])
+def test_unreadable_points_are_refused_with_the_reason(text: str, problem: str) -> None:
+    from advisor.controller.refit import read_points
+
+    with pytest.raises(ValueError, match=problem):
+        read_points(text, "here")
