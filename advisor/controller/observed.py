@@ -18,6 +18,7 @@ or answers something that is not a vector. No retries here: the refit asks again
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import urllib.error
@@ -73,7 +74,8 @@ class PrometheusClient:
             body = exc.read(MAX_ANSWER_BYTES + 1) if exc.fp is not None else b""
             raise ObservedQueryError(f"Prometheus at {self.base_url} answered {exc.code}: "
                                      f"{_error_text(body) or exc.reason}") from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:  # refused, DNS, timeout, a malformed URL
+        # refused, DNS, timeout, a malformed URL, a connection dropped mid-answer
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", None) or exc
             raise ObservedQueryError(f"Prometheus at {self.base_url} cannot be reached: {reason}") from None
         if len(body) > MAX_ANSWER_BYTES:

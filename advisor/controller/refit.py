@@ -223,7 +223,8 @@ class Refitter:
         self._client = client or (lambda cfg: PrometheusClient(cfg.prometheus_url, timeout_s=cfg.query_timeout_s))
         self._lock = threading.Lock()
         self._jobs: dict[Key, _Job] = {}
-        self._config_of: tuple[int, RefitConfig | None, str] | None = None  # (id(settings), config, problem)
+        # (the settings object, its refit config, the problem that turns refit off): checked once per settings
+        self._config_of: tuple[ControllerSettings, RefitConfig | None, str] | None = None
         self._setting_said: dict[Key, tuple[str, str]] = {}  # job -> (uid, the settings problem evented)
         self._pruned = 0.0
 
@@ -236,7 +237,7 @@ class Refitter:
             return base
         now = self._clock()
         with self._lock:
-            job = self._job(view, sha, base, now)
+            job = self._job(view, sha, now)
         if job.pending:
             self._settle(view, job, sha, base, cfg, event, now)
         current = with_points(base, job.points)
@@ -251,20 +252,20 @@ class Refitter:
 
     def _config(self, view: JobView, event: Event) -> RefitConfig | None:
         settings = self._settings()
-        if self._config_of is None or self._config_of[0] != id(settings):
+        if self._config_of is None or self._config_of[0] is not settings:
             try:
                 config, problem = refit_config(settings), ""
             except RefitSettingsError as exc:
                 config, problem = None, str(exc)
                 log.warning("online refit is off: %s", problem)
-            self._config_of = (id(settings), config, problem)
+            self._config_of = (settings, config, problem)
         _, config, problem = self._config_of
         if problem and self._setting_said.get(view.key) != (view.uid, problem):
             self._setting_said[view.key] = (view.uid, problem)
             event(view, "Warning", "RefitSettingsInvalid", f"online refit is off: {problem}")
         return config
 
-    def _job(self, view: JobView, sha: str, base: PredictionParams, now: float) -> _Job:
+    def _job(self, view: JobView, sha: str, now: float) -> _Job:
         """This job's state (under the lock): new for a new job or profile, then restored from
         the ``refit`` annotation a previous leader wrote."""
         self._prune(now)
@@ -371,7 +372,7 @@ class Refitter:
         if job.said.get(reason) == message:
             return
         job.said[reason] = message
-        event(view, type_, reason, message)
+        event(view, type_, reason, message[:1000])
 
     def _prune(self, now: float) -> None:
         if now - self._pruned < 3600:
