@@ -153,3 +153,15 @@ def test_a_refit_setting_that_cannot_work_loads_but_names_the_problem(tmp_path, 
     settings = settings_for(tmp_path, refit_enabled=True, **{"refit_prometheus_url": "http://prom:9090", **overrides})
     with pytest.raises(RefitSettingsError, match=problem):
         refit_config(settings)
+
+
+def test_check_config_names_a_refit_setting_that_cannot_work_and_exits_2(tmp_path, capsys) -> None:
+    from advisor.cli import main
+
+    config = tmp_path / "config.yaml"
+    config.write_text("refit_enabled: true\nrefit_prometheus_url: http://prom:9090\nrefit_interval_s: -1\n")
+    assert main(["controller", "--config", str(config), "--check-config"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "refit_interval_s must be a duration of at least 1 s" in err[0]
+    config.write_text("refit_enabled: true\nrefit_prometheus_url: http://prom:9090\n")
+    assert main(["controller", "--config", str(config), "--check-config"]) == 0
