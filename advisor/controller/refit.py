@@ -42,9 +42,7 @@ from advisor.controller.policy import throughput_at
 from advisor.controller.predictions import PredictionParams, prediction_key
 from advisor.controller.settings import ControllerSettings, SettingsError
 from advisor.core.advice import AdviceRequest
-from advisor.core.models.ps_des.fit_contention import Observation
-from advisor.core.models.ps_des.model import CONTENTION
-from advisor.core.models.ps_des.refit import refit_contention
+from advisor.core.online_refit import refit_model, refittable
 from advisor.core.profile import Profile
 from advisor.core.sim_types import SimulationSettingsError
 from advisor.core.units import UnitError, parse_duration
@@ -151,22 +149,18 @@ def refit_request(profile: Profile, request: AdviceRequest, refit: str) -> tuple
     refit did (the prediction's ``refit`` section). Points that cannot inform a fit keep the
     constants (``outcome: unchanged``, with the reason); other errors propagate."""
     points = read_points(refit, "the refit's points")
-    observed = tuple(Observation(int(p["workers"]), float(p["observed"])) for p in points)
-    _, before = request.model.resolve()
     section: dict[str, Any] = {"points": list(points)}
     try:
-        result = refit_contention(profile, request, observed)
+        result = refit_model(profile, request, [(int(p["workers"]), float(p["observed"])) for p in points])
     except SimulationSettingsError as exc:
-        constants = {k: getattr(before, k, None) for k in ("share_sigma", "multi_flow_goodput")}
+        _, params = request.model.resolve()
+        constants = {k: getattr(params, k, None) for k in ("share_sigma", "multi_flow_goodput")}
         return request, {**section, "outcome": "unchanged", "notes": [str(exc)[:NOTE_LIMIT]],
                          **{k: {"before": v, "after": v} for k, v in constants.items()}}
-    section.update(
-        outcome="refitted" if result.changed else "unchanged",
-        share_sigma={"before": result.before.share_sigma, "after": result.params.share_sigma},
-        multi_flow_goodput={"before": result.before.multi_flow_goodput, "after": result.params.multi_flow_goodput},
-        error_before=round(result.error_before, 4), error_after=round(result.error_after, 4),
-        notes=[n[:NOTE_LIMIT] for n in result.notes])
-    return replace(request, model=result.choice()), section
+    section.update({name: {"before": result.before[name], "after": result.after[name]} for name in result.before})
+    section.update(outcome="refitted" if result.changed else "unchanged", error_before=round(result.error_before, 4),
+                   error_after=round(result.error_after, 4), notes=[n[:NOTE_LIMIT] for n in result.notes])
+    return replace(request, model=result.choice), section
 
 
 # --- in the controller ----------------------------------------------------------------------------------
@@ -233,7 +227,7 @@ class Refitter:
         when it has one. Looks at its observed throughput when that is due; never raises for a
         refit's sake (an API error of an event is the event function's to handle)."""
         cfg = self._config(view, event)
-        if cfg is None or base.model != CONTENTION:
+        if cfg is None or not refittable(base.model):
             return base
         now = self._clock()
         with self._lock:
