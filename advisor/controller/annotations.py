@@ -39,6 +39,8 @@ PROFILING_STARTED = PREFIX + "profiling-started"  # RFC 3339: when the current p
 PROFILING_ATTEMPTS = PREFIX + "profiling-attempts"  # JSON [{"attempt", "run", "reason"}]: tries that ended
 SUSPENDED_BY_ADVISOR = PREFIX + "suspended-by-advisor"
 LAST_RESIZE = PREFIX + "last-resize"
+CURVE_SOURCE = PREFIX + "curve-source"  # profile | refit (controller/refit.py)
+REFIT = PREFIX + "refit"  # the online refit behind the curve: points used, constants before and after
 PHASES = ("Pending", "Profiling", "Predicting", "Predicted", "Failed")
 
 
@@ -104,6 +106,12 @@ def prediction_annotations(
         TEMPLATE_HASH: view.template_hash,
         PREDICTED_AT: rfc3339(predicted_at),
     }
+    refit = prediction.get("refit")
+    out[CURVE_SOURCE] = "refit" if isinstance(refit, Mapping) else "profile"
+    if isinstance(refit, Mapping):
+        out[REFIT] = compact({**refit, "profile": f"sha256:{profile_sha}"})
+    elif REFIT in view.annotations:
+        out[REFIT] = "null"  # a curve from the profile alone again (refit turned off, a new profile)
     network = prediction.get("network")
     if isinstance(network, Mapping) and network.get("bandwidth_bps"):
         out[BANDWIDTH] = compact({"bps": _r(network["bandwidth_bps"]),

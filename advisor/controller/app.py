@@ -35,6 +35,7 @@ from advisor.controller.prediction_job import PredictionJobSpec
 from advisor.controller.predictions import Done, ProcessPredictor
 from advisor.controller.records import ProfileRecords
 from advisor.controller.reconcile import Key, Reconciler
+from advisor.controller.refit import Refitter
 from advisor.controller.settings import ControllerSettings, PredictionBackend, SettingsError, load_settings
 from advisor.controller.store import Store
 from advisor.controller.tokens import load_key
@@ -91,6 +92,9 @@ class Controller:
                                      predictor=self.predictor, metrics=self.metrics,
                                      enqueue_after=self.queue.add_after, clock=clock, ingest_key=key,
                                      records=records, requeue=self.queue.add_rate_limited, forget=self.queue.forget)
+        self.reconciler.refits = Refitter(settings=lambda: self.reconciler.settings, store=self.store,
+                                          running=lambda key: self.reconciler.predictor.running(key),
+                                          metrics=self.metrics, enqueue_after=self.queue.add_after, clock=clock)
         self.ingest = Ingest(cache=self.jobs.get, store=self.store, metrics=self.metrics,
                              enqueue=self.queue.add, clock=clock, ingest_key=key, records=records,
                              warn=self._warn)

@@ -21,6 +21,9 @@ def run_controller(*, config: Path | None, kubeconfig: Path | None, context: str
         overrides["kube_context"] = context
     settings = load_settings(config, **overrides)
     if check_only:
+        from advisor.controller.refit import refit_config
+
+        refit_config(settings)  # a refit setting that cannot work: one line, exit 2 (a running controller warns)
         print(json.dumps(settings.model_dump(mode="json"), indent=2, sort_keys=True))
         return 0
     logging.basicConfig(level=settings.log_level, stream=sys.stderr,

@@ -27,6 +27,10 @@ PREDICTION_OUTCOMES = ("succeeded", "failed", "retried")  # retried: its worker 
 PROFILING_OUTCOMES = ("started", "succeeded", "failed", "timed_out", "superseded")  # superseded: by a new generation
 RECONCILE_ERROR_REASONS = ("conflict", "api", "internal", "invalid_object")
 RESIZE_MODES = ("initial", "auto")
+# refitted: new constants applied; unchanged: fitted, the constants kept; agrees: observed within
+# tolerance of the prediction, nothing to refit; failed: the refit's prediction failed; no_data:
+# Prometheus has no series of the job; unavailable: Prometheus unreachable or its answer unusable
+REFIT_OUTCOMES = ("refitted", "unchanged", "agrees", "failed", "no_data", "unavailable")
 WATCH_RESTART_REASONS = RESTART_REASONS  # the informer reports them
 
 
@@ -82,6 +86,9 @@ class Metrics:
             ("reason",), registry=r)
         self.resizes = Counter(
             "advisor_resizes_total", "Worker-count changes the controller made, by mode.", ("mode",), registry=r)
+        self.refits = Counter(
+            "advisor_refits_total", "Online refits to observed throughput and observations of jobs, by outcome "
+            "(refitted, unchanged, agrees, failed, no_data, unavailable).", ("outcome",), registry=r)
         self.watched_jobs = Gauge(
             "advisor_watched_tfjobs", "Opted-in TFJobs the controller currently tracks.", registry=r)
         self.watch_restarts = Counter(
@@ -94,7 +101,7 @@ class Metrics:
         # increase() in Prometheus, so the first failure or prediction would be invisible.
         for counter, values in ((self.predictions, PREDICTION_OUTCOMES), (self.profiling_runs, PROFILING_OUTCOMES),
                                 (self.reconcile_errors, RECONCILE_ERROR_REASONS), (self.resizes, RESIZE_MODES),
-                                (self.watch_restarts, WATCH_RESTART_REASONS)):
+                                (self.watch_restarts, WATCH_RESTART_REASONS), (self.refits, REFIT_OUTCOMES)):
             for value in values:
                 counter.labels(value)
 

@@ -73,6 +73,9 @@ class PredictionParams:
     bandwidth_source: str = "given"  # given (the controller's setting), recorded (with the profile), measured
     model: str = ""  # the model's registry name; "" in parameters stored before (the fields above say which)
     model_params: str = "{}"  # its parameters, as canonical JSON (sorted keys)
+    # The observed points to refit the model's contention constants to first (controller/refit.py),
+    # as canonical JSON; "" for a prediction from the profile alone (and then left out of the key).
+    refit: str = ""
 
     def choice(self) -> ModelChoice:
         """The model and its parameters (older stored parameters: the PS simulation they meant)."""
@@ -85,7 +88,8 @@ class PredictionParams:
             "share_sigma": self.share_sigma, "multi_flow_goodput": self.multi_flow_goodput})
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__}
+        """The fields; ``refit`` only when set, so the keys of predictions from before it stay the same."""
+        return {k: getattr(self, k) for k in self.__slots__ if k != "refit" or self.refit}
 
 
 def prediction_params(
@@ -144,8 +148,15 @@ def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) ->
     measured = None if p.bandwidth_bps is not None else estimate_bandwidth(profile)  # BandwidthNotMeasurable: failed
     request = build_request(p, measured.bps if measured else None)
     assert measured is None or measured.goodput == request.goodput, "measured and replayed at the same goodput"
+    refit = None
+    if p.refit:  # fit the job's contention constants to its observed points first (online refit)
+        from advisor.controller.refit import refit_request
+
+        request, refit = refit_request(profile, request, p.refit)
     advice = advise(profile, request)  # the model loads its engine (numba) here, in the child
     doc = advice_to_json(profile, request, advice, bandwidth_source=p.bandwidth_source)
+    if refit is not None:
+        doc["refit"] = refit
     if measured is not None:
         doc["notes"].append(bandwidth_note(measured))
     return json.dumps(doc, separators=(",", ":"))

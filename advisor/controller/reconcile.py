@@ -88,6 +88,7 @@ class Reconciler:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _curve_workers: dict[Key, tuple[int, ...]] = field(default_factory=dict)
     _bandwidth_of: dict[str, float | None] = field(default_factory=dict)  # profile sha -> recorded bandwidth
+    refits: Any = None  # advisor.controller.refit.Refitter: the online refit, when the app wires it
     # job -> (uid, the reason annotation this replica last wrote): the informer's cache can still
     # show the one before, and must not make the same transition emit its event twice
     _reason_written: dict[Key, tuple[str, str]] = field(default_factory=dict)
@@ -408,6 +409,8 @@ class Reconciler:
         except AdvisorError as exc:  # PredictionInputError among others
             self._fail(view, "PredictionImpossible", str(exc))
             return
+        if self.refits is not None:  # online refit (controller/refit.py): the job's observed points join the params
+            params = self.refits.params(view, sha, params, self._event)
         pkey = prediction_key(sha, params)
         stored = self.store.prediction(sha, pkey)
         if stored is None:

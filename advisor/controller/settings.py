@@ -177,6 +177,19 @@ class ControllerSettings(BaseSettings):
     saturation_threshold: float = Field(default=0.05, gt=0, lt=1)
     auto_min_gain: float = Field(default=0.10, gt=0, description="auto mode: least relative saving in cost per example to resize")
     auto_cooldown_s: int = Field(default=1800, ge=0)
+    # Online refit to observed throughput (docs/controller.md, "Online refit"; controller/refit.py).
+    # Loosely typed on purpose: a value that cannot work (a bad URL, a duration <= 0) is reported
+    # by a Warning event on the jobs and a log line, and refit stays off; it never stops the controller.
+    refit_enabled: bool = Field(default=False, description="refit a job's contention constants to its observed "
+                                                          "throughput (needs Prometheus and ADVISOR_METRICS_PORT)")
+    refit_prometheus_url: str = Field(default="", description="Prometheus' base URL, e.g. "
+                                                             "http://prometheus-operated.monitoring.svc:9090")
+    refit_min_observation_s: float | str = Field(default=900, description="time a job must run at one worker count "
+                                                 "before it is observed; also the query's window (seconds)")
+    refit_interval_s: float | str = Field(default=1800, description="least time between two observations of a job")
+    refit_tolerance: float | str = Field(default=0.1, description="refit when observed and predicted throughput "
+                                                                   "differ by more than this fraction")
+    refit_query_timeout_s: float | str = Field(default=10, description="timeout of one Prometheus query (seconds)")
     # Profiling runs.
     profiling_steps: int = Field(default=100, ge=10, le=10_000)
     profiling_warmup_steps: int = Field(default=5, ge=0)

@@ -1,0 +1,253 @@
+"""The controller's online refit (controller/refit.py) without a cluster: the decisions it makes.
+
+A ``Refitter`` with a hand-driven clock, an in-memory store of predictions, a recorder of
+events and a real HTTP stand-in for Prometheus (fake_prometheus.py). The prediction it is
+compared with is hand-made: 100 and 190 examples/s at W = 1 and 2, 260 at W = 3. What must
+hold: a bad setting or a Prometheus that cannot answer changes nothing but says so; a job is
+looked at only after it trained long enough at one W >= 2; a gap beyond the tolerance adds the
+point to the parameters (a new prediction key); the outcome is counted; a failed refit falls
+back to the curve before it; a restart finds the points again in the annotation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from advisor.controller import annotations as ann
+from advisor.controller.metrics import Metrics
+from advisor.controller.predictions import PredictionParams, prediction_key, prediction_params
+from advisor.controller.refit import Refitter, points_json
+from advisor.controller.tfjob import TFJobView, parse_tfjob
+from advisor.core.advice import ModelChoice
+from advisor.core.cost import Prices
+from tests.controller.fake_prometheus import FakePrometheus, Pod
+from tests.controller.harness import settings_for
+from tests.controller.tfjobs import tfjob, with_uid
+
+SHA = "ab" * 32
+MIN_OBSERVATION, INTERVAL = 600.0, 1800.0
+
+
+def prediction(thr: tuple[float, ...] = (100.0, 190.0, 260.0)) -> str:
+    curve = [{"workers": w, "throughput": t, "low": t * 0.98, "high": t * 1.02, "cost_per_example": 1.0}
+             for w, t in enumerate(thr, 1)]
+    return json.dumps({"schema": "advisor-prediction/1", "model": "li2020-des+contention",
+                       "job": {"parameter_servers": 1}, "curve": curve, "saturation_workers": 3})
+
+
+class Rig:
+    """A Refitter and everything it talks to; ``now`` is the clock."""
+
+    def __init__(self, tmp_path: Any, prom: FakePrometheus, **settings: Any) -> None:
+        self.now = 1_000_000.0
+        self.settings = settings_for(tmp_path, refit_enabled=True, refit_prometheus_url=prom.url,
+                                     refit_min_observation_s=MIN_OBSERVATION, refit_interval_s=INTERVAL,
+                                     refit_tolerance=0.1, **settings)
+        self.predictions: dict[str, str] = {}
+        self.running: set[str] = set()
+        self.events: list[tuple[str, str, str]] = []
+        self.wakes: list[float] = []
+        self.metrics = Metrics()
+        self.refitter = Refitter(settings=lambda: self.settings, store=self, running=self.running.__contains__,
+                                 metrics=self.metrics, enqueue_after=lambda key, delay: self.wakes.append(delay),
+                                 clock=lambda: self.now)
+        self.base = prediction_params(1e8, Prices(1.0, 1.0), bandwidth_bps=None, max_workers=3, target=0.05,
+                                      seed=0, saturation_threshold=0.05, model=ModelChoice("li2020-des+contention"))
+        self.predictions[prediction_key(SHA, self.base)] = prediction()
+
+    def prediction(self, sha: str, key: str) -> str | None:  # the store's one method the refit reads
+        assert sha == SHA
+        return self.predictions.get(key)
+
+    def params(self, view: TFJobView, base: PredictionParams | None = None) -> PredictionParams:
+        return self.refitter.params(view, SHA, base or self.base, self.event)
+
+    def event(self, view: TFJobView, type_: str, reason: str, message: str) -> None:
+        self.events.append((type_, reason, message))
+
+    def outcomes(self) -> dict[str, float]:
+        return {s.labels["outcome"]: s.value for s in self.metrics.refits.collect()[0].samples
+                if s.name.endswith("_total") and s.value}
+
+
+def running_job(workers: int = 2, annotations: dict[str, str] | None = None) -> TFJobView:
+    obj = with_uid(tfjob("mnist", workers=workers, annotations=annotations))
+    obj["status"] = {"startTime": "2026-01-01T00:00:00Z",
+                     "conditions": [{"type": "Running", "status": "True"}]}
+    return parse_tfjob(obj)
+
+
+@pytest.fixture
+def prom() -> Iterator[FakePrometheus]:
+    with FakePrometheus() as p:
+        yield p
+
+
+def observed(prom: FakePrometheus, *rates: float) -> None:
+    prom.jobs[("ml", "mnist")] = [Pod(f"mnist-worker-{i}", r, 40) for i, r in enumerate(rates)]
+
+
+def test_nothing_is_asked_before_the_job_trained_long_enough_at_one_worker_count(tmp_path, prom) -> None:
+    rig, job = Rig(tmp_path, prom), running_job(2)
+    observed(prom, 76.0, 76.0)
+    assert rig.params(job) == rig.base
+    assert prom.queries == [] and rig.wakes == [MIN_OBSERVATION]  # it asks to be woken when it is due
+    rig.now += MIN_OBSERVATION - 1
+    assert rig.params(job) == rig.base and prom.queries == []
+    resized = running_job(3)  # the worker count changed: the clock starts again
+    rig.now += 10
+    assert rig.params(resized) == rig.base and prom.queries == []
+
+
+def test_a_one_worker_job_and_a_job_not_running_are_never_observed(tmp_path, prom) -> None:
+    rig = Rig(tmp_path, prom)
+    not_started = parse_tfjob(with_uid(tfjob("mnist", workers=2)))
+    for view in (running_job(1), not_started):
+        rig.params(view)
+        rig.now += 10 * INTERVAL
+        assert rig.params(view) == rig.base
+    assert prom.queries == []
+
+
+def test_observed_20_percent_below_adds_the_point_and_counts_the_refit(tmp_path, prom) -> None:
+    rig, job = Rig(tmp_path, prom), running_job(2)
+    observed(prom, 76.0, 76.0)  # 152 examples/s where 190 were predicted: 20 % below, beyond 10 %
+    rig.params(job)
+    rig.now += MIN_OBSERVATION
+    refit = rig.params(job)
+    assert refit != rig.base and refit.refit
+    points = json.loads(refit.refit)["points"]
+    assert points == [{"workers": 2, "observed": 152.0, "predicted": 190.0, "window_s": MIN_OBSERVATION,
+                       "samples": 80, "at": ann.rfc3339(rig.now)}]
+    assert refit.model == rig.base.model and refit.model_params == rig.base.model_params
+    key = prediction_key(SHA, refit)
+    assert key != prediction_key(SHA, rig.base)  # a prediction of its own
+    assert rig.events[-1][:2] == ("Normal", "Refitting") and "(-20%)" in rig.events[-1][2]
+    rig.running.add(key)  # the reconcile submitted it; while it runs the same parameters are given
+    rig.now += 5
+    assert rig.params(job) == refit
+    rig.running.discard(key)
+    section = {"outcome": "refitted", "points": points, "share_sigma": {"before": 1.0, "after": 0.5},
+               "multi_flow_goodput": {"before": 0.85, "after": 0.7}, "notes": []}
+    rig.predictions[key] = json.dumps({**json.loads(prediction((100.0, 152.0, 200.0))), "refit": section})
+    assert rig.params(job) == refit
+    assert rig.outcomes() == {"refitted": 1.0}
+    assert rig.events[-1][:2] == ("Normal", "Refitted") and rig.events[-1][2].startswith(
+        "share_sigma 1.0 -> 0.5, multi_flow_goodput 0.85 -> 0.7 from W=2 at 152 examples/s")
+    # it now agrees (152 observed, 152 predicted): nothing more to refit
+    rig.now += INTERVAL
+    assert rig.params(job) == refit and rig.outcomes() == {"refitted": 1.0, "agrees": 1.0}
+
+
+def test_within_tolerance_nothing_changes(tmp_path, prom) -> None:
+    rig, job = Rig(tmp_path, prom), running_job(2)
+    observed(prom, 90.0, 90.0)  # 180 where 190 were predicted: 5 % below, within 10 %
+    rig.params(job)
+    rig.now += MIN_OBSERVATION
+    assert rig.params(job) == rig.base
+    assert rig.outcomes() == {"agrees": 1.0} and rig.events == []
+    rig.now += INTERVAL - 1  # looked at again only after the interval
+    rig.params(job)
+    assert len(prom.queries) == 2
+
+
+def test_a_failed_refit_falls_back_to_the_curve_before_it(tmp_path, prom) -> None:
+    rig, job = Rig(tmp_path, prom), running_job(2)
+    observed(prom, 76.0, 76.0)
+    rig.params(job)
+    rig.now += MIN_OBSERVATION
+    assert rig.params(job).refit
+    # the prediction ended without a result (neither stored nor running): back to the profile's curve
+    assert rig.params(job) == rig.base
+    assert rig.outcomes() == {"failed": 1.0}
+    assert rig.events[-1][:2] == ("Warning", "RefitFailed")
+
+
+def test_prometheus_unreachable_or_empty_changes_nothing_and_is_asked_again_later(tmp_path, prom) -> None:
+    rig, job = Rig(tmp_path, prom), running_job(2)
+    prom.status = 503
+    rig.params(job)
+    rig.now += MIN_OBSERVATION
+    assert rig.params(job) == rig.base
+    assert rig.outcomes() == {"unavailable": 1.0}
+    assert rig.events == [("Warning", "ObservedThroughputUnavailable",
+                           f"Prometheus at {prom.url} answered 503: the fake is down; asked again in 1800 s")]
+    assert rig.wakes[-1] == INTERVAL
+    prom.status = 200  # up again, but without the job's series
+    rig.now += INTERVAL
+    assert rig.params(job) == rig.base
+    assert rig.outcomes() == {"unavailable": 1.0, "no_data": 1.0}
+    assert rig.events[-1][:2] == ("Normal", "NoObservedThroughput") and "ADVISOR_METRICS_PORT" in rig.events[-1][2]
+
+
+@pytest.mark.parametrize("bad", [{"refit_prometheus_url": "prometheus:9090"}, {"refit_min_observation_s": 0},
+                                 {"refit_interval_s": "soon"}])
+def test_a_setting_that_cannot_work_warns_once_per_job_and_keeps_the_previous_behaviour(tmp_path, prom, bad) -> None:
+    rig, job = Rig(tmp_path, prom), running_job(2)
+    rig.settings = rig.settings.model_copy(update=bad)
+    observed(prom, 76.0, 76.0)
+    for _ in range(3):
+        assert rig.params(job) == rig.base
+        rig.now += 10 * INTERVAL
+    assert prom.queries == []
+    assert [(t, r) for t, r, _ in rig.events] == [("Warning", "RefitSettingsInvalid")]
+    assert rig.events[0][2].startswith("online refit is off: ") and next(iter(bad)) in rig.events[0][2]
+
+
+def test_other_models_are_not_refitted(tmp_path, prom) -> None:
+    rig, job = Rig(tmp_path, prom), running_job(2)
+    equal = prediction_params(1e8, Prices(1.0, 1.0), bandwidth_bps=None, max_workers=3, target=0.05, seed=0,
+                              saturation_threshold=0.05, model=ModelChoice("li2020-des"))
+    rig.params(job, equal)
+    rig.now += MIN_OBSERVATION
+    assert rig.params(job, equal) == equal and prom.queries == []
+
+
+def test_a_restart_finds_the_points_in_the_annotation(tmp_path, prom) -> None:
+    points = [{"workers": 2, "observed": 152.0, "predicted": 190.0, "window_s": 600.0, "samples": 80,
+               "at": "2026-01-01T01:00:00Z"}]
+    section = {"outcome": "refitted", "points": points, "profile": f"sha256:{SHA}"}
+    rig = Rig(tmp_path, prom)
+    job = running_job(2, {ann.REFIT: ann.compact(section)})
+    restored = rig.params(job)
+    assert restored.refit == points_json(points)  # the same parameters, so the same stored prediction
+    # a refit annotation of another profile is not this one's
+    other = running_job(2, {ann.REFIT: ann.compact({**section, "profile": "sha256:" + "cd" * 32})})
+    assert Rig(tmp_path / "b", prom).params(other) == rig.base
+    # the restored refit is re-predicted if the store lost it; its failure falls back, uncounted
+    assert rig.params(job) == rig.base and rig.outcomes() == {}
+
+
+# --- in the prediction worker --------------------------------------------------------------------------
+
+
+def test_points_that_cannot_inform_a_fit_keep_the_constants_and_say_why(tmp_path, prom) -> None:
+    from advisor.controller.predictions import build_request
+    from advisor.controller.refit import refit_request
+    from tests.factories import one_layer
+
+    request = build_request(Rig(tmp_path, prom).base)
+    one_worker = points_json([{"workers": 1, "observed": 50.0, "predicted": 60.0, "window_s": 600.0,
+                               "samples": 40, "at": "2026-01-01T01:00:00Z"}])
+    same, section = refit_request(one_layer(), request, one_worker)
+    assert same == request
+    assert section["outcome"] == "unchanged" and section["share_sigma"] == {"before": 1.0, "after": 1.0}
+    assert "no observation can inform the fit" in section["notes"][0]
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ('{"points": []}', "no observed points"),
+    ('{"points": [3]}', "a point must be an object"),
+    ('{"points": [{"workers": 0, "observed": 5}]}', "workers must be an integer >= 1"),
+    ('{"points": [{"workers": 2, "observed": -5}]}', "observed examples/s must be a number > 0"),
+    ('{"points": [{"workers": 2, "observed": "fast"}]}', "observed examples/s must be a number > 0"),
+])
+def test_unreadable_points_are_refused_with_the_reason(text: str, problem: str) -> None:
+    from advisor.controller.refit import read_points
+
+    with pytest.raises(ValueError, match=problem):
+        read_points(text, "here")
