@@ -20,6 +20,12 @@ whose gradient (zeros) it returns from backward. So per-layer order, gradient si
 overlap of backward with DDP's bucketed all-reduce are those of a DNN on an accelerator, while
 the 2 CPU cores stay nearly idle (sleeps do not contend). Data loading is a random batch.
 
+The machine is shared (other jobs keep its 2 cores busy), and a sleeping worker that wakes up
+behind them would stretch its emulated compute by however long the run queue is. So workers run
+with a real-time round-robin priority (``chrt --rr 10``; ``--rt-priority 0`` turns it off): they
+wake on time, as an accelerator's kernels would end on time. They use little CPU (sleeps, gloo's
+TCP, small copies), and the kernel's RT throttling (95 %) keeps the rest of the machine going.
+
 Run as root with a Python that has torch and advisor (a venv: never the main one):
 
     /tmp/torchvenv/bin/python scripts/record_allreduce_ddp.py --config ddp-overlap --repeats 2
@@ -277,12 +283,13 @@ def run(args: argparse.Namespace, workers: int, out: Path, *, profile: bool, ste
             "--master", addresses[0], "--steps", str(steps), "--warmup", str(args.warmup), "--out", str(out)]
     if profile:
         base.append("--profile")
+    rt = ["chrt", "--rr", str(args.rt_priority)] if args.rt_priority else []
     try:
         with _processes() as procs:
             for k in range(workers):
                 env = {**os.environ, "PYTHONPATH": str(REPO), "GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}
                 with (logs / f"w{k}.log").open("wb") as log:
-                    procs.append(subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}-w{k}", *base, "--rank", str(k)],
+                    procs.append(subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}-w{k}", *rt, *base, "--rank", str(k)],
                                                   env=env, stdout=log, stderr=subprocess.STDOUT))
             deadline = time.monotonic() + args.timeout
             for k, proc in enumerate(procs):
@@ -359,6 +366,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile-steps", type=int, default=60, help="traced steps of the one-worker profile")
     parser.add_argument("--measure-steps", type=int, default=300, help="steps per worker after warm-up")
     parser.add_argument("--skip-profile", action="store_true", help="keep the profile, measure only")
+    parser.add_argument("--rt-priority", type=int, default=10,
+                        help="run workers with this SCHED_RR priority (0: normal scheduling), see the docstring")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds before a run is given up")
     parser.add_argument("--out", help="folder (default tests/data/allreduce/<config>); in a task: the output file")
     # task-only
