@@ -332,6 +332,25 @@ def describe(name: str, cfg: Config, args: argparse.Namespace) -> str:
             f"scripts/record_allreduce_ddp.py --config {name}.")
 
 
+def readme(name: str, cfg: Config, measured: dict) -> str:
+    """The folder's README: what the files are, how they were taken, the measured points."""
+    rows = "\n".join(f"| {p['workers']} | {p['examples_per_s']:.1f} | {p['spread'][0]:.1f} - {p['spread'][1]:.1f} | "
+                     f"{p['repeats']} | {p['steps']} |" for p in measured["points"])
+    return (f"# {name}: PyTorch DDP over gloo, measured on this machine\n\n"
+            f"{cfg.note.capitalize()}.\n\n"
+            "- `profile.json.gz`: the all-reduce upload bundle (`advisor-allreduce-upload`, kind `pytorch-ddp`) "
+            "that `advisor.profiling.torch.profile_ddp` uploaded from a one-worker run of the program; "
+            "`advisor predict profile.json.gz --bandwidth ...` reads it.\n"
+            "- `measured.json`: examples/s summed over workers at W = 1..4 (`points`), the link rate "
+            "(`bandwidth_bps`, each direction of every worker link), added delay, batch per worker, and how.\n\n"
+            f"How: {measured['how']}\n\n"
+            "Workers ran with a real-time round-robin priority (`chrt --rr 10`) so that the shared machine's run "
+            "queue did not stretch the emulated compute (without it, W = 1 varied by 40 % between runs).\n\n"
+            "| W | examples/s (median) | spread | repeats | steps per worker |\n|---|---|---|---|---|\n"
+            f"{rows}\n\n"
+            "Predictions against these: `python3 -m benchmarks.allreduce_accuracy`.\n")
+
+
 def record(args: argparse.Namespace) -> None:
     cfg = CONFIGS[args.config]
     folder = (Path(args.out) if args.out else OUT / args.config).resolve()
@@ -341,6 +360,9 @@ def record(args: argparse.Namespace) -> None:
         run(args, 1, folder / "profile.json.gz", profile=True, steps=args.profile_steps)
         print(f"profile -> {folder / 'profile.json.gz'}", flush=True)
     points = []
+    old = folder / "measured.json"
+    if args.merge and old.is_file():  # keep the points of the worker counts not measured now
+        points = [p for p in json.loads(old.read_text())["points"] if p["workers"] not in args.workers]
     for workers in args.workers:
         rates, steps = [], 0
         for rep in range(args.repeats):
@@ -349,9 +371,11 @@ def record(args: argparse.Namespace) -> None:
             print(f"{args.config} W={workers} repeat {rep}: {rate:.2f} examples/s ({steps} steps)", flush=True)
         points.append({"workers": workers, "examples_per_s": round(statistics.median(rates), 3), "steps": steps,
                        "repeats": len(rates), "spread": [round(min(rates), 3), round(max(rates), 3)]})
+    points.sort(key=lambda p: p["workers"])
     measured = {"kind": "pytorch-ddp", "bandwidth_bps": cfg.mbit * 1e6, "delay_ms": cfg.delay_ms,
                 "batch_size": cfg.batch, "how": describe(args.config, cfg, args), "points": points}
     (folder / "measured.json").write_text(json.dumps(measured, indent=1) + "\n")
+    (folder / "README.md").write_text(readme(args.config, cfg, measured))
     print(json.dumps(points), flush=True)
 
 
@@ -366,6 +390,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile-steps", type=int, default=60, help="traced steps of the one-worker profile")
     parser.add_argument("--measure-steps", type=int, default=300, help="steps per worker after warm-up")
     parser.add_argument("--skip-profile", action="store_true", help="keep the profile, measure only")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep measured.json's points for worker counts not in --workers")
     parser.add_argument("--rt-priority", type=int, default=10,
                         help="run workers with this SCHED_RR priority (0: normal scheduling), see the docstring")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds before a run is given up")
