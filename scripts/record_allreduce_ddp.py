@@ -10,7 +10,8 @@ worker is its own process in its own Linux network namespace (``ddp-w<k>``); the
 joined by a bridge in a namespace of its own (``ddp-br``), so nothing is added to the host's
 namespace. Every worker link is shaped with ``tc tbf`` in both directions (the qdisc on the
 worker's end of its veth shapes worker -> bridge, the one on the bridge's end bridge -> worker),
-optionally with ``netem`` delay on both ends; TCP congestion control is cubic (a route
+optionally with ``netem`` delay on both ends (where the kernel has ``sch_netem``; this
+machine's does not, so the recorded configurations add no delay); TCP congestion control is cubic (a route
 attribute). Workers run ``torch.distributed`` with the gloo backend over these links
 (``GLOO_SOCKET_IFNAME=eth0``), rank 0 serving the TCP store.
 
@@ -86,6 +87,9 @@ CONFIGS = {
     # 8 MiB of gradients in 4 layers, 24 ms of emulated compute: the links set the pace.
     "ddp-comm": Config((3.0, 3.0, 1.0, 1.0), 0.002, 0.004, 16, 200.0, 0.0, 20,
                        "communication-bound: the all-reduce dominates the step"),
+    # 3 MiB in 6 layers, 54 ms of compute, on links 2.5 times faster: another rate, same regime mix.
+    "ddp-fast": Config((0.5, 0.5, 0.5, 0.5, 0.5, 0.5), 0.003, 0.006, 16, 500.0, 0.0, 20,
+                       "a faster link (500 Mbit/s): compute and communication of the same order"),
 }
 
 
