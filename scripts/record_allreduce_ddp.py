@@ -246,6 +246,28 @@ def run_task(args: argparse.Namespace) -> None:
     dist.destroy_process_group()
 
 
+def run_probe_task(args: argparse.Namespace) -> None:
+    """One worker of ``probe``: times lone gloo all-reduces of 1 and 8 MiB (rank 0 prints them)."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://{args.master}:{PORT}", rank=args.rank,
+                            world_size=args.world)
+    for mib in (1, 8):
+        tensor = torch.zeros(int(mib * MIB) // 4)
+        dist.all_reduce(tensor)
+        times = []
+        for _ in range(10):
+            dist.barrier()
+            start = time.perf_counter()
+            dist.all_reduce(tensor)
+            times.append(time.perf_counter() - start)
+        if args.rank == 0:
+            print(json.dumps({"workers": args.world, "mib": mib, "median_s": statistics.median(times),
+                              "min_s": min(times)}), flush=True)
+    dist.destroy_process_group()
+
+
 def throughput_window(logs: Sequence[Sequence[tuple[float, float]]], batch: int, skip: int) -> tuple[float, int]:
     """Examples/s summed over workers in the window where all run (as shared/data's
     ``thr_window``): from the latest end of a worker's ``skip``-th step to the earliest end of a
@@ -287,6 +309,8 @@ def run(args: argparse.Namespace, workers: int, out: Path, *, profile: bool, ste
             "--master", addresses[0], "--steps", str(steps), "--warmup", str(args.warmup), "--out", str(out)]
     if profile:
         base.append("--profile")
+    if args.mode == "probe":
+        base[2] = "probe-task"
     rt = ["chrt", "--rr", str(args.rt_priority)] if args.rt_priority else []
     try:
         with _processes() as procs:
@@ -304,6 +328,10 @@ def run(args: argparse.Namespace, workers: int, out: Path, *, profile: bool, ste
                 if code != 0:
                     tail = (logs / f"w{k}.log").read_text(errors="replace")[-4000:]
                     raise SystemExit(f"worker {k} of {workers} failed ({code}); logs in {logs}:\n{tail}")
+            if args.mode == "probe":
+                found = [line for line in (logs / "w0.log").read_text(errors="replace").splitlines()
+                         if line.startswith("{")]
+                print("\n".join(found), flush=True)
     finally:
         teardown_network()
     shutil.rmtree(logs, ignore_errors=True)
@@ -385,8 +413,9 @@ def record(args: argparse.Namespace) -> None:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("mode", nargs="?", choices=("record", "task"), default="record",
-                        help="record (default) sets up and runs everything; task is one worker of it")
+    parser.add_argument("mode", nargs="?", choices=("record", "task", "probe", "probe-task"), default="record",
+                        help="record (default) sets up and runs everything; task is one worker of it; probe "
+                             "times lone gloo all-reduces of 1 and 8 MiB at each --workers over the shaped links")
     parser.add_argument("--config", choices=sorted(CONFIGS), required=True)
     parser.add_argument("--workers", type=lambda t: [int(w) for w in t.split(",")], default=[1, 2, 3, 4])
     parser.add_argument("--repeats", type=int, default=2)
@@ -413,6 +442,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     if args.mode == "task":
         run_task(args)
+    elif args.mode == "probe-task":
+        run_probe_task(args)
+    elif args.mode == "probe":
+        scratch = Path(tempfile.mkdtemp(prefix="ddp-probe-")) / "probe"
+        for workers in args.workers:
+            if workers > 1:
+                run(args, workers, scratch, profile=False, steps=0)
     else:
         record(args)
 
