@@ -1,7 +1,8 @@
 """The ring model against real all-reduce runs measured here (``tests/data/allreduce/*/``,
 ``benchmarks/allreduce_accuracy.py``): at W = 1 the prediction from the one-worker profile is
-the separately measured one-worker rate within 3 % (the two are different runs of the same
-program, so this checks the hook's bookkeeping and the importer, not the model), and the
+the separately measured one-worker rate within 3 % or the measured run-to-run spread (the two
+are different runs of the same program, so this checks the hook's bookkeeping and the
+importer, not the model), and the
 accuracy table keeps its invariants. The error figures themselves are the benchmark's to print."""
 
 from __future__ import annotations
@@ -23,10 +24,14 @@ def _rows() -> tuple[Row, ...]:
 
 
 def test_w1_predictions_are_the_measured_one_worker_rate() -> None:
+    """3 %, or the measured W = 1 repeats' own spread (max - min over the median) where that is
+    wider: the profile is one more run of the same program, and no check can be stricter than
+    the machine's run-to-run noise (ddp-comm, memory-heavy on a shared 2-core machine: 9 %)."""
     ones = [r for r in _rows() if r.workers == 1]
     assert ones, "every configuration measures W = 1"
     for row in ones:
-        assert row.predicted == pytest.approx(row.measured, rel=0.03), row
+        noise = (row.spread[1] - row.spread[0]) / row.measured
+        assert row.predicted == pytest.approx(row.measured, rel=max(0.03, noise)), row
 
 
 def test_every_configuration_is_measured_at_w1_to_4_with_a_consistent_spread() -> None:
