@@ -26,7 +26,7 @@ Once, when building the bundle: the gradient sizes (``numel * element_size`` in 
 order, which is registration order) and DDP's bucket layout, read from
 ``DistributedDataParallel._get_ddp_logging_data()["rebuilt_per_bucket_param_indices"]``: the
 buckets DDP rebuilt after its first backward in gradient-ready order, in the order its reducer
-all-reduces them (torch >= 1.10 logs them). Without a rebuild (``find_unused_parameters=True``
+all-reduces them (read with torch 2.13). Without a rebuild (``find_unused_parameters=True``
 and no static graph) the bundle's buckets are null and the ring model groups gradients by
 ``bucket_cap_bytes`` itself. ``torch.profiler`` is not used: its per-operator trace has no
 place in the bundle (the ring model replays ready times, not kernels) and costs far more than
