@@ -145,7 +145,7 @@ def _reducer_parameters(ddp: DistributedDataParallel) -> list[tuple[str, torch.n
     """The trainable parameters in the reducer's order (DDP's ``_build_params_for_reducer``:
     modules in ``named_modules`` order, each module's own parameters, shared ones once, ignored
     ones left out), with their qualified names; this is the index space of the bucket layout."""
-    ignored = getattr(ddp, "parameters_to_ignore", set())
+    ignored: set[str] = set(getattr(ddp, "parameters_to_ignore", ()))
     seen: set[int] = set()
     found = []
     for module_name, module in ddp.module.named_modules():
