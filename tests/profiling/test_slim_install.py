@@ -18,8 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 import build_profiling_wheel  # noqa: E402
 
-# What a TensorFlow image already provides to the hook's lazily imported modules.
-FROM_TENSORFLOW = {"tensorflow", "google", "keras"}
+# What a TensorFlow image already provides to the hook's lazily imported modules, and what a
+# PyTorch image provides to the DDP hook (advisor.profiling.torch, imported only by its user).
+FROM_TENSORFLOW = {"tensorflow", "google", "keras", "torch"}
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,462 @@
+r"""Record ground truth for the ring all-reduce model: real PyTorch DDP (gloo) runs with W = 1..4
+workers over shaped links, and the one-worker profile the advisor's DDP hook uploads.
+
+Why: the ring model (advisor/core/models/ring_allreduce) predicts a synchronous all-reduce job
+from one worker's trace; this measures what such a job really does on this machine, beside the
+trace the hook records (issue 17, part 3).
+
+Testbed (as ``shared/data/README.md`` and ``scripts/record_ps_traces.py`` take PS traces): each
+worker is its own process in its own Linux network namespace (``ddp-w<k>``); the namespaces are
+joined by a bridge in a namespace of its own (``ddp-br``), so nothing is added to the host's
+namespace. Every worker link is shaped with ``tc tbf`` in both directions (the qdisc on the
+worker's end of its veth shapes worker -> bridge, the one on the bridge's end bridge -> worker),
+optionally with ``netem`` delay on both ends (where the kernel has ``sch_netem``; this
+machine's does not, so the recorded configurations add no delay); TCP congestion control is cubic (a route
+attribute). Workers run ``torch.distributed`` with the gloo backend over these links
+(``GLOO_SOCKET_IFNAME=eth0``), rank 0 serving the TCP store.
+
+Accelerator compute is emulated: the model is a chain of layers, each an autograd Function that
+sleeps a fixed time in forward and in backward and owns one parameter tensor of a chosen size,
+whose gradient (zeros) it returns from backward. So per-layer order, gradient sizes and the
+overlap of backward with DDP's bucketed all-reduce are those of a DNN on an accelerator, while
+the 2 CPU cores stay nearly idle (sleeps do not contend). Data loading is a random batch.
+
+The machine is shared (other jobs keep its 2 cores busy), and a sleeping worker that wakes up
+behind them would stretch its emulated compute by however long the run queue is. So workers run
+with a real-time round-robin priority (``chrt --rr 10``; ``--rt-priority 0`` turns it off): they
+wake on time, as an accelerator's kernels would end on time. They use little CPU (sleeps, gloo's
+TCP, small copies), and the kernel's RT throttling (95 %) keeps the rest of the machine going.
+
+Run as root with a Python that has torch and advisor (a venv: never the main one):
+
+    /tmp/torchvenv/bin/python scripts/record_allreduce_ddp.py --config ddp-overlap --repeats 2
+    /tmp/torchvenv/bin/python scripts/record_allreduce_ddp.py --config ddp-comm --repeats 2
+
+Each writes ``tests/data/allreduce/<config>/``: ``profile.json.gz`` (the bundle the hook uploaded
+from a one-worker run), ``measured.json`` (examples/s at W = 1..4) and ``README.md``. The
+namespaces are deleted when a run ends, also on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.server
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PREFIX = "ddp"
+BRIDGE_NS = f"{PREFIX}-br"
+SUBNET = "10.217.17"
+PORT = 29517
+BURST = "4kb"
+REPO = Path(__file__).resolve().parent.parent
+OUT = REPO / "tests" / "data" / "allreduce"
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Config:
+    """One measured configuration: the emulated model, the batch and the links."""
+
+    layers_mib: tuple[float, ...]  # parameter (gradient) size of each layer, input to output
+    forward_s: float  # sleep per layer in forward
+    backward_s: float  # sleep per layer in backward
+    batch: int
+    mbit: float  # tbf rate of every worker link, each direction
+    delay_ms: float  # netem delay on each end of every link (0: none)
+    queue_ms: int  # tbf queue
+    note: str
+
+
+CONFIGS = {
+    # 2 MiB of gradients in 8 layers, 96 ms of emulated compute: backward mostly hides the
+    # all-reduce at W = 2 and not quite at W = 4.
+    "ddp-overlap": Config((0.125, 0.25, 0.25, 0.5, 0.5, 0.25, 0.125, 0.0625), 0.004, 0.008, 32, 200.0, 0.0, 20,
+                          "compute and communication of the same order, overlapped"),
+    # 8 MiB of gradients in 4 layers, 24 ms of emulated compute: the links set the pace.
+    "ddp-comm": Config((3.0, 3.0, 1.0, 1.0), 0.002, 0.004, 16, 200.0, 0.0, 20,
+                       "communication-bound: the all-reduce dominates the step"),
+    # 3 MiB in 6 layers, 54 ms of compute, on a slower link: another rate.
+    "ddp-slow": Config((0.5, 0.5, 0.5, 0.5, 0.5, 0.5), 0.003, 0.006, 16, 100.0, 0.0, 20,
+                       "a slower link (100 Mbit/s): communication-bound from W = 2"),
+    # The same at 500 Mbit/s. Not a valid configuration on this machine: at W >= 3 the kernel's
+    # bridge and tbf cannot forward 500 Mbit/s per link on 2 busy cores (``probe``: a lone 8 MiB
+    # all-reduce takes 1.9x the ring's time at W = 3, 4, against 1.0-1.02x at 200 Mbit/s).
+    "ddp-fast": Config((0.5, 0.5, 0.5, 0.5, 0.5, 0.5), 0.003, 0.006, 16, 500.0, 0.0, 20,
+                       "a faster link (500 Mbit/s): compute and communication of the same order"),
+}
+
+
+# ---------------------------------------------------------------- network namespaces and tc
+
+
+def _run(*cmd: str) -> None:
+    subprocess.run(cmd, check=True)
+
+
+def _ns(ns: str, *cmd: str) -> None:
+    _run("ip", "netns", "exec", ns, *cmd)
+
+
+def _shape(ns: str, dev: str, cfg: Config) -> None:
+    # A burst of a few frames: tbf splits every larger GSO packet into wire-size frames, each
+    # paying its headers (about 95 % TCP goodput, as shared/data measured).
+    tbf = ["tbf", "rate", f"{cfg.mbit}mbit", "burst", BURST, "latency", f"{cfg.queue_ms}ms"]
+    if cfg.delay_ms > 0:
+        _ns(ns, "tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "delay", f"{cfg.delay_ms}ms")
+        _ns(ns, "tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", *tbf)
+    else:
+        _ns(ns, "tc", "qdisc", "add", "dev", dev, "root", *tbf)
+
+
+def setup_network(workers: int, cfg: Config) -> list[str]:
+    """Namespaces, bridge, veths, addresses and shaping; returns each worker's address."""
+    teardown_network()
+    _run("ip", "netns", "add", BRIDGE_NS)
+    _ns(BRIDGE_NS, "ip", "link", "set", "lo", "up")
+    _ns(BRIDGE_NS, "ip", "link", "add", "br0", "type", "bridge")
+    _ns(BRIDGE_NS, "ip", "link", "set", "br0", "up")
+    addresses = []
+    for k in range(workers):
+        ns, peer = f"{PREFIX}-w{k}", f"b-w{k}"
+        _run("ip", "netns", "add", ns)
+        _ns(ns, "ip", "link", "set", "lo", "up")
+        _ns(BRIDGE_NS, "ip", "link", "add", peer, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        _ns(BRIDGE_NS, "ip", "link", "set", peer, "master", "br0")
+        _ns(BRIDGE_NS, "ip", "link", "set", peer, "up")
+        address = f"{SUBNET}.{k + 1}"
+        _ns(ns, "ip", "addr", "add", f"{address}/24", "dev", "eth0")
+        _ns(ns, "ip", "link", "set", "eth0", "up")
+        _ns(ns, "ip", "route", "replace", f"{SUBNET}.0/24", "dev", "eth0", "congctl", "lock", "cubic")
+        _shape(ns, "eth0", cfg)  # worker -> bridge
+        _shape(BRIDGE_NS, peer, cfg)  # bridge -> worker
+        addresses.append(address)
+    return addresses
+
+
+def teardown_network() -> None:
+    """Delete every namespace this script creates (deleting one removes its veths too)."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    for line in listed.splitlines():
+        name = line.split()[0] if line.strip() else ""
+        if name.startswith(f"{PREFIX}-"):
+            subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+# ---------------------------------------------------------------- the training program
+
+
+def build_model(torch, cfg: Config):  # type: ignore[no-untyped-def]
+    """The chain of sleeping layers (module docstring) as an ``nn.Module``."""
+
+    class SleepLayer(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight, forward_s, backward_s):  # type: ignore[no-untyped-def]
+            time.sleep(forward_s)
+            ctx.backward_s = backward_s
+            ctx.shape = weight.shape
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):  # type: ignore[no-untyped-def]
+            time.sleep(ctx.backward_s)
+            return grad, torch.zeros(ctx.shape), None, None
+
+    class Emulated(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = torch.nn.ParameterList(
+                torch.nn.Parameter(torch.zeros(int(mib * MIB) // 4)) for mib in cfg.layers_mib)
+
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            for weight in self.layers:
+                x = SleepLayer.apply(x, weight, cfg.forward_s, cfg.backward_s)
+            return x
+
+    return Emulated()
+
+
+class _Store(http.server.BaseHTTPRequestHandler):
+    """Stands in for the controller's ingest endpoint: keeps the last uploaded body."""
+
+    body: bytes | None = None
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        length = int(self.headers.get("content-length", "0"))
+        type(self).body = self.rfile.read(length)
+        reply = b'{"profile": "stored"}'
+        self.send_response(202)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+def run_task(args: argparse.Namespace) -> None:
+    """One worker (inside its namespace): trains ``--steps`` steps, logging each; with
+    ``--profile`` (W = 1 only) the advisor hook traces and uploads instead."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    cfg = CONFIGS[args.config]
+    dist.init_process_group("gloo", init_method=f"tcp://{args.master}:{PORT}", rank=args.rank,
+                            world_size=args.world)
+    model = torch.nn.parallel.DistributedDataParallel(build_model(torch, cfg))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    out = Path(args.out)
+    if args.profile:
+        receiver = http.server.HTTPServer(("127.0.0.1", 0), _Store)
+        threading.Thread(target=receiver.serve_forever, daemon=True).start()
+        token = Path(tempfile.mkdtemp()) / "token"
+        token.write_text("record\n")
+        env = {"ADVISOR_PROFILE": "1", "ADVISOR_INGEST_URL": f"http://127.0.0.1:{receiver.server_port}/ingest",
+               "ADVISOR_TOKEN_FILE": str(token), "ADVISOR_PROFILE_STEPS": str(args.steps),
+               "ADVISOR_PROFILE_WARMUP": str(args.warmup), "ADVISOR_STOP_AFTER_UPLOAD": "0",
+               "WORLD_SIZE": "1"}
+        from advisor.profiling.torch import profile_ddp
+
+        profile_ddp(model, optimizer, batch_size=cfg.batch, model_name=args.config, environ=env)
+    log = []
+    dist.barrier()  # start together
+    for _ in range(args.warmup + args.steps + 1):
+        start = time.time()
+        x = torch.randn(cfg.batch, 16)
+        loss = model(x).sum()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        log.append((start, time.time()))
+    if args.profile:
+        receiver.shutdown()
+        if _Store.body is None:
+            raise SystemExit("the hook uploaded nothing")
+        out.write_bytes(_Store.body)  # already gzip (advisor.profiling.allreduce_bundle)
+    else:
+        out.with_name(f"{out.name}.w{args.rank}").write_text(json.dumps(log))
+    dist.destroy_process_group()
+
+
+def run_probe_task(args: argparse.Namespace) -> None:
+    """One worker of ``probe``: times lone gloo all-reduces of 1 and 8 MiB (rank 0 prints them)."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://{args.master}:{PORT}", rank=args.rank,
+                            world_size=args.world)
+    for mib in (1, 8):
+        tensor = torch.zeros(int(mib * MIB) // 4)
+        dist.all_reduce(tensor)
+        times = []
+        for _ in range(10):
+            dist.barrier()
+            start = time.perf_counter()
+            dist.all_reduce(tensor)
+            times.append(time.perf_counter() - start)
+        if args.rank == 0:
+            print(json.dumps({"workers": args.world, "mib": mib, "median_s": statistics.median(times),
+                              "min_s": min(times)}), flush=True)
+    dist.destroy_process_group()
+
+
+def throughput_window(logs: Sequence[Sequence[tuple[float, float]]], batch: int, skip: int) -> tuple[float, int]:
+    """Examples/s summed over workers in the window where all run (as shared/data's
+    ``thr_window``): from the latest end of a worker's ``skip``-th step to the earliest end of a
+    worker's last step; each worker's steps that end inside it, times the batch, over its
+    length. Also the steps per worker in the window."""
+    start = max(log[skip - 1][1] for log in logs)
+    end = min(log[-1][1] for log in logs)
+    if end <= start:
+        raise SystemExit("no window where all workers run: train more steps")
+    done = sum(1 for log in logs for (_, e) in log if start < e <= end)
+    return done * batch / (end - start), done // len(logs)
+
+
+# ---------------------------------------------------------------- orchestration
+
+
+@contextlib.contextmanager
+def _processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        yield started
+    finally:
+        for proc in started:  # only the processes this script started, by their handle
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=30)
+
+
+def run(args: argparse.Namespace, workers: int, out: Path, *, profile: bool, steps: int) -> None:
+    """One run of ``workers`` processes, each in its namespace."""
+    cfg = CONFIGS[args.config]
+    try:
+        addresses = setup_network(workers, cfg)
+    except BaseException:
+        teardown_network()
+        raise
+    logs = Path(tempfile.mkdtemp(prefix="ddp-logs-"))
+    base = [sys.executable, str(Path(__file__).resolve()), "task", "--config", args.config, "--world", str(workers),
+            "--master", addresses[0], "--steps", str(steps), "--warmup", str(args.warmup), "--out", str(out)]
+    if profile:
+        base.append("--profile")
+    if args.mode == "probe":
+        base[2] = "probe-task"
+    rt = ["chrt", "--rr", str(args.rt_priority)] if args.rt_priority else []
+    try:
+        with _processes() as procs:
+            for k in range(workers):
+                env = {**os.environ, "PYTHONPATH": str(REPO), "GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}
+                with (logs / f"w{k}.log").open("wb") as log:
+                    procs.append(subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}-w{k}", *rt, *base, "--rank", str(k)],
+                                                  env=env, stdout=log, stderr=subprocess.STDOUT))
+            deadline = time.monotonic() + args.timeout
+            for k, proc in enumerate(procs):
+                try:
+                    code = proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
+                except subprocess.TimeoutExpired:
+                    code = None
+                if code != 0:
+                    tail = (logs / f"w{k}.log").read_text(errors="replace")[-4000:]
+                    raise SystemExit(f"worker {k} of {workers} failed ({code}); logs in {logs}:\n{tail}")
+            if args.mode == "probe":
+                found = [line for line in (logs / "w0.log").read_text(errors="replace").splitlines()
+                         if line.startswith("{")]
+                print("\n".join(found), flush=True)
+    finally:
+        teardown_network()
+    shutil.rmtree(logs, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, workers: int, scratch: Path) -> tuple[float, int]:
+    run(args, workers, scratch, profile=False, steps=args.measure_steps)
+    logs = []
+    for k in range(workers):
+        part = scratch.with_name(f"{scratch.name}.w{k}")
+        logs.append([tuple(x) for x in json.loads(part.read_text())])
+        part.unlink()
+    return throughput_window(logs, CONFIGS[args.config].batch, args.warmup)
+
+
+def describe(name: str, cfg: Config, args: argparse.Namespace) -> str:
+    return (f"PyTorch DDP (gloo) with W = 1..4 worker processes on one 2-core machine, each in its own network "
+            f"namespace joined by a bridge; every worker link shaped with tc tbf at {cfg.mbit:g} Mbit/s each "
+            f"direction (burst {BURST}, {cfg.queue_ms} ms queue"
+            + (f", netem {cfg.delay_ms:g} ms delay on each end" if cfg.delay_ms else ", no added delay")
+            + f"), TCP cubic. Emulated accelerator compute: {len(cfg.layers_mib)} layers, each sleeping "
+            f"{cfg.forward_s * 1e3:g} ms in forward and {cfg.backward_s * 1e3:g} ms in backward and owning a "
+            f"float32 parameter of {', '.join(f'{m:g}' for m in cfg.layers_mib)} MiB "
+            f"({sum(cfg.layers_mib):g} MiB of gradients), DDP defaults (25 MiB buckets, 1 MiB first bucket), "
+            f"SGD, batch {cfg.batch} per worker. examples_per_s: examples summed over workers per second in the "
+            f"window where all workers run, after {args.warmup} warm-up steps, {args.measure_steps} steps per "
+            f"worker; median of the repeats, spread = [min, max]. profile.json.gz: the bundle "
+            f"advisor.profiling.torch uploaded from a one-worker run of the same program "
+            f"({args.warmup} warm-up steps, {args.profile_steps} traced). Recorded with "
+            f"scripts/record_allreduce_ddp.py --config {name}.")
+
+
+def readme(name: str, cfg: Config, measured: dict) -> str:
+    """The folder's README: what the files are, how they were taken, the measured points."""
+    rows = "\n".join(f"| {p['workers']} | {p['examples_per_s']:.1f} | {p['spread'][0]:.1f} - {p['spread'][1]:.1f} | "
+                     f"{p['repeats']} | {p['steps']} |" for p in measured["points"])
+    return (f"# {name}: PyTorch DDP over gloo, measured on this machine\n\n"
+            f"{cfg.note.capitalize()}.\n\n"
+            "- `profile.json.gz`: the all-reduce upload bundle (`advisor-allreduce-upload`, kind `pytorch-ddp`) "
+            "that `advisor.profiling.torch.profile_ddp` uploaded from a one-worker run of the program; "
+            "`advisor predict profile.json.gz --bandwidth ...` reads it.\n"
+            "- `measured.json`: examples/s summed over workers at W = 1..4 (`points`), the link rate "
+            "(`bandwidth_bps`, each direction of every worker link), added delay, batch per worker, and how.\n\n"
+            f"How: {measured['how']}\n\n"
+            "Workers ran with a real-time round-robin priority (`chrt --rr 10`) so that the shared machine's run "
+            "queue did not stretch the emulated compute (without it, W = 1 varied by 40 % between runs).\n\n"
+            "| W | examples/s (median) | spread | repeats | steps per worker |\n|---|---|---|---|---|\n"
+            f"{rows}\n\n"
+            "Predictions against these: `python3 -m benchmarks.allreduce_accuracy`.\n")
+
+
+def record(args: argparse.Namespace) -> None:
+    cfg = CONFIGS[args.config]
+    folder = (Path(args.out) if args.out else OUT / args.config).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="ddp-run-")) / "run"
+    if not args.skip_profile:
+        run(args, 1, folder / "profile.json.gz", profile=True, steps=args.profile_steps)
+        print(f"profile -> {folder / 'profile.json.gz'}", flush=True)
+    points = []
+    old = folder / "measured.json"
+    if args.merge and old.is_file():  # keep the points of the worker counts not measured now
+        points = [p for p in json.loads(old.read_text())["points"] if p["workers"] not in args.workers]
+    for workers in args.workers:
+        rates, steps = [], 0
+        for rep in range(args.repeats):
+            rate, steps = measure(args, workers, scratch)
+            rates.append(rate)
+            print(f"{args.config} W={workers} repeat {rep}: {rate:.2f} examples/s ({steps} steps)", flush=True)
+        points.append({"workers": workers, "examples_per_s": round(statistics.median(rates), 3), "steps": steps,
+                       "repeats": len(rates), "spread": [round(min(rates), 3), round(max(rates), 3)]})
+    points.sort(key=lambda p: p["workers"])
+    measured = {"kind": "pytorch-ddp", "bandwidth_bps": cfg.mbit * 1e6, "delay_ms": cfg.delay_ms,
+                "batch_size": cfg.batch, "how": describe(args.config, cfg, args), "points": points}
+    (folder / "measured.json").write_text(json.dumps(measured, indent=1) + "\n")
+    (folder / "README.md").write_text(readme(args.config, cfg, measured))
+    print(json.dumps(points), flush=True)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("mode", nargs="?", choices=("record", "task", "probe", "probe-task"), default="record",
+                        help="record (default) sets up and runs everything; task is one worker of it; probe "
+                             "times lone gloo all-reduces of 1 and 8 MiB at each --workers over the shaped links")
+    parser.add_argument("--config", choices=sorted(CONFIGS), required=True)
+    parser.add_argument("--workers", type=lambda t: [int(w) for w in t.split(",")], default=[1, 2, 3, 4])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=20, help="steps before tracing / before the window")
+    parser.add_argument("--profile-steps", type=int, default=60, help="traced steps of the one-worker profile")
+    parser.add_argument("--measure-steps", type=int, default=300, help="steps per worker after warm-up")
+    parser.add_argument("--skip-profile", action="store_true", help="keep the profile, measure only")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep measured.json's points for worker counts not in --workers")
+    parser.add_argument("--rt-priority", type=int, default=10,
+                        help="run workers with this SCHED_RR priority (0: normal scheduling), see the docstring")
+    parser.add_argument("--timeout", type=float, default=1200.0, help="seconds before a run is given up")
+    parser.add_argument("--out", help="folder (default tests/data/allreduce/<config>); in a task: the output file")
+    # task-only
+    parser.add_argument("--rank", type=int, default=0)
+    parser.add_argument("--world", type=int, default=1)
+    parser.add_argument("--master", default="127.0.0.1")
+    parser.add_argument("--steps", type=int, default=0)
+    parser.add_argument("--profile", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.mode == "task":
+        run_task(args)
+    elif args.mode == "probe-task":
+        run_probe_task(args)
+    elif args.mode == "probe":
+        scratch = Path(tempfile.mkdtemp(prefix="ddp-probe-")) / "probe"
+        for workers in args.workers:
+            if workers > 1:
+                run(args, workers, scratch, profile=False, steps=0)
+    else:
+        record(args)
+
+
+if __name__ == "__main__":
+    main()
