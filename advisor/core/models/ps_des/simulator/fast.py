@@ -17,6 +17,7 @@ import numpy as np
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettingsError, TimelineEvent
 from advisor.core.models.ps_des.simulator.inputs import SimInputs, check_replicas, prepare_graph, with_steps
+from advisor.core.models.ps_des.simulator.heaps import E_OP_BITS, E_Q_BITS, E_Q_OFFSET, E_W_BITS
 from advisor.core.models.ps_des.simulator.jit import call, quantize
 from advisor.core.models.ps_des.simulator.kernel import GENERAL, PROPORTIONAL, UNIFORM, new_links
 from advisor.core.models.ps_des.simulator.loop import EVENTS, LIMIT, PAUSED, RESUMABLE, RESUME, STALLED, TL_LEN, run
@@ -182,8 +183,10 @@ def _new_state(c: Compiled, inputs: SimInputs, cap: int, record: bool) -> tuple:
     qs = (np.zeros((nq, qcap), np.int8), np.zeros((nq, qcap)), np.zeros((nq, qcap), np.int64),
           np.zeros((nq, qcap), np.int64), np.zeros(nq, np.int64), np.zeros(nq, np.int64), np.tile(c.fifo, W))  # fmt: skip
     ecap = nq + W * G + W + 1  # compute queues, zero-byte ops or deferred pulls, starts
-    ev = (np.zeros(ecap), np.zeros(ecap, np.int64), np.zeros(ecap, np.int64), np.zeros(ecap, np.int64),
-          np.zeros(ecap, np.int64), np.zeros(1, np.int64))  # fmt: skip
+    if G >= 1 << E_OP_BITS or W >= 1 << E_W_BITS or nq + E_Q_OFFSET >= 1 << E_Q_BITS:
+        raise SimulationSettingsError(f"too large for the engine's event heap: {G} merged operations, {W} workers, "
+                                      f"{nq} queues (at most {1 << E_OP_BITS}, {1 << E_W_BITS}, {(1 << E_Q_BITS) - 5})")
+    ev = (np.zeros(ecap), np.zeros(ecap, np.int64), np.zeros(ecap, np.int64), np.zeros(1, np.int64))
     tcap = W * cap * (G + int((c.plan.slot % 3 != 0).sum())) if record else 1
     tl = (np.zeros(tcap, np.int64), np.zeros(tcap, np.int64), np.zeros(tcap, np.int64), np.zeros(tcap), np.zeros(tcap))
     return ws, ch, qs, ev, new_links(W, R, inputs.n_ps, inputs.nics()), np.zeros(5, np.int64), tl

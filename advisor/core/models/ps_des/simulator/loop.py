@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from advisor.core.models.ps_des.simulator.heaps import e_pop, e_push, q_pop, q_push
+from advisor.core.models.ps_des.simulator.heaps import e_pop, e_push, e_top, q_pop, q_push
 from advisor.core.models.ps_des.simulator.jit import njit, quantize
 from advisor.core.models.ps_des.simulator.kernel import (
     CONN_LAST,
@@ -236,7 +236,7 @@ def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-u
     W, R, n_ps, uni = ipar[0], ipar[1], ipar[2], ipar[UNIFORM]
     d_nt, dirty, d_ns, d_nq, act_n = links[NT], links[DIRTY], links[NS], links[NQ], links[N]
     busy, cop, clast, cstart = ch[0], ch[1], ch[2], ch[4]
-    et, es, eq, ew, eo, en = ev
+    et, es, en = ev[0], ev[1], ev[3]
     if ipar[RESUME] == 0:
         for w in range(W):
             e_push(ev, ws[5][w], w - W, _START, w, 0)
@@ -258,7 +258,7 @@ def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-u
         now = best_t
         nxt = -1
         if src == 2:
-            q, w, g = eq[0], ew[0], eo[0]
+            q, w, g = e_top(ev)
             e_pop(ev)
             if q == _START:
                 nxt = 0
