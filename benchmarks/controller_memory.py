@@ -166,8 +166,11 @@ def _profile_doc(which: str) -> dict[str, Any]:
 
 def worker_memory(which: str) -> None:
     """The prediction worker's memory (module docstring), in a pool started as the controller starts it."""
+    import importlib
     import multiprocessing
 
+    for module in CONTROLLER_IMPORTS.removeprefix("import ").split(", "):  # map what the controller maps
+        importlib.import_module(module)
     from advisor.controller.predictions import PredictionParams, run_prediction
     from advisor.core.cost import Prices
 
