@@ -189,12 +189,14 @@ def worker_memory(which: str) -> None:
             took = time.perf_counter() - start
             rows.append((f"{label} ({took:.1f} s)", smaps_rollup(pid), added_to_pod(pid, os.getpid())))
     print(f"prediction worker (spawned, {which} profile, W = 1..32 at +-2 %), MB:")
-    print(f"  {'':34s} {'RSS':>6s} {'PSS':>6s} {'USS':>6s} {'anon':>6s} {'peak RSS':>9s} {'adds to pod':>12s}")
+    print(f"  {'':34s} {'RSS':>6s} {'PSS':>6s} {'USS':>6s} {'anon':>6s} {'peak RSS':>9s} {'adds to pod':>12s} "
+          f"{'at peak':>8s}")
     for label, m, added in rows:
         print(f"  {label:34s} {m['rss']:6.0f} {m['pss']:6.0f} {m['uss']:6.0f} {m['anon']:6.0f} {m['hwm']:9.0f} "
-              f"{added:12.0f}")
-    print("  (adds to pod: its anonymous memory and the resident pages of files this process does not map;\n"
-          "   USS counts pages no other process on this machine maps, so it drops when others run numba)")
+              f"{added:12.0f} {m['hwm'] - (m['rss'] - added):8.0f}")
+    print("  (adds to pod: its anonymous memory and the resident pages of files this process does not map; at peak:\n"
+          "   the same at the peak of RSS, taking the pages shared with this process as now; USS counts pages no\n"
+          "   other process on this machine maps, so it drops when others run numba)")
 
 
 def main() -> None:
