@@ -65,13 +65,28 @@ def resolve_jobs(jobs: int, root: Path = CGROUP, affinity: int | None = None) ->
     return jobs or available_cpus(root, affinity)
 
 
+# (fn, tasks) of the ``_run`` whose fresh pool is forked: its processes read them from the memory
+# they inherit instead of unpickling each task (a W point carries the whole profile, about 1 MB
+# for a 2,600-op step: pickling and unpickling it for every point cost more CPU than the W = 1 point)
+_INHERITED: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
+
+
+def _call_inherited(i: int) -> Any:
+    """The ``i``-th task of the inherited ``_run`` (in a forked pool process)."""
+    if _INHERITED is None:
+        raise ParallelError("a pool process found no inherited tasks (was it forked by this run?)")
+    fn, tasks = _INHERITED
+    return fn(tasks[i])
+
+
 class PointPool:
     """A ``map`` over ``jobs`` processes (``with PointPool(n) as pool: pool(fn, tasks)``); one
     process computes in place. ``fn`` and the tasks must be picklable; results keep the tasks'
     order. ``cost`` orders the hand-out (largest first; default the task's ``workers``). With
     ``fork`` (Linux), the cheapest task runs here first: it loads the compiled engine (from
     numba's cache, or compiles it when cold), and the pool's processes, forked after it,
-    inherit it instead of each loading or compiling it again."""
+    inherit it instead of each loading or compiling it again; they also inherit the tasks, and
+    receive only their index (``_INHERITED``)."""
 
     def __init__(self, jobs: int, start_method: str | None = None,
                  cost: Callable[[Any], float] | None = None) -> None:
@@ -102,16 +117,29 @@ class PointPool:
         return self._executor
 
     def _run(self, fn: Callable[[T], R], tasks: list[T]) -> list[R]:
+        global _INHERITED
         results: dict[int, R] = {}
         order = sorted(range(len(tasks)), key=lambda i: -self._cost(tasks[i]))
-        if self._method == "fork" and self._executor is None:
+        inherit = self._method == "fork" and self._executor is None  # this run forks its pool's processes
+        if inherit:
             results[order[-1]] = fn(tasks[order[-1]])
+            _INHERITED = (fn, tasks)
+        try:
+            return self._attempts(fn, tasks, order, results, inherit)
+        finally:
+            if inherit:
+                _INHERITED = None
+
+    def _attempts(self, fn: Callable[[T], R], tasks: list[T], order: list[int], results: dict[int, R],
+                  inherit: bool) -> list[R]:
+        """Submit the tasks not in ``results``; once more in a new pool if a process died."""
         for attempt in (1, 2):
             pending = [i for i in order if i not in results]
             if not pending:
                 break
             pool = self._pool(min(self.jobs, len(pending)))
-            futures: dict[int, Future[R]] = {i: pool.submit(fn, tasks[i]) for i in pending}
+            futures: dict[int, Future[R]] = {
+                i: pool.submit(_call_inherited, i) if inherit else pool.submit(fn, tasks[i]) for i in pending}
             broken: BrokenProcessPool | None = None
             for i, future in futures.items():
                 try:

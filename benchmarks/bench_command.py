@@ -1,6 +1,6 @@
 """Whole-command times of ``advisor predict PROFILE --workers 1-32 --json`` (issue 14's figure).
 
-    python -m benchmarks.bench_command [--repeat 3] [--jobs 0]
+    python -m benchmarks.bench_command [--repeat 3] [--jobs 0] [--versus OTHER_CHECKOUT]
 
 The profile is the synthetic Inception-scale step (``benchmarks/synthetic.py``, 2,600 ops) at
 10 Gbit/s, written to a temporary file. Each row is a fresh process, timed from start to exit
@@ -15,6 +15,8 @@ allows). Then the like-for-like case of the issue: W = 4, 120 steps per worker, 
 equal shares, compiled engine against the plain transcription of Algorithm 3.1
 (``--model-param engine=reference``), as whole commands and in process.
 The machine may be shared: the CPU column tells how much of the wall time was this command's.
+``--versus DIR`` instead times warm whole commands of this checkout and of another version of
+the code in DIR, alternately (to compare two versions under the same load).
 """
 
 from __future__ import annotations
@@ -42,14 +44,42 @@ def command(profile: Path, jobs: int, extra: tuple[str, ...] = ()) -> list[str]:
             "--jobs", str(jobs), *extra]
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+def timed(cmd: list[str], env: dict[str, str], cwd: Path = REPO) -> tuple[float, float]:
     """(wall s, CPU s of the process and its children)."""
+    wall, user, sys_s = timed_split(cmd, env, cwd)
+    return wall, user + sys_s
+
+
+def timed_split(cmd: list[str], env: dict[str, str], cwd: Path = REPO) -> tuple[float, float, float]:
+    """(wall s, user CPU s, system CPU s of the process and its children)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(cmd, env=env, cwd=REPO, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(cmd, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+
+
+def versus(other: Path, repeat: int, jobs: int) -> None:
+    """Warm whole commands (W = 1..32) of this checkout and of ``other`` (another version of the
+    code), one after the other ``repeat`` times, so that both see the same load; each with its
+    own numba cache, warmed by a first run. User and system CPU apart: on a loaded machine the
+    system time follows the load more than the code."""
+    work = Path(tempfile.mkdtemp(prefix="bench-versus-"))
+    profile = work / "inception.json.gz"
+    write_profile(inception_like(), profile)
+    sides = {"this checkout": REPO, f"{other}": other.resolve()}
+    envs = {name: {**os.environ, "PYTHONPATH": str(root), "NUMBA_CACHE_DIR": str(work / f"cache-{i}")}
+            for i, (name, root) in enumerate(sides.items())}
+    cmd = command(profile, jobs, ("--workers", "1-32"))
+    for name, root in sides.items():
+        timed_split(cmd, envs[name], root)  # warm its numba cache
+    for _ in range(repeat):
+        for name, root in sides.items():
+            wall, user, sys_s = timed_split(cmd, envs[name], root)
+            print(f"warm W=1..32 --jobs {jobs} {name:<40} {wall:7.2f} s wall {user:6.2f} s user {sys_s:6.2f} s sys "
+                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def row(name: str, runs: list[tuple[float, float]]) -> None:
@@ -66,7 +96,12 @@ def main() -> None:
     parser.add_argument("--skip-cold", action="store_true")
     parser.add_argument("--only-in-process", action="store_true", help="only the in-process like-for-like ratio")
     parser.add_argument("--overlap", action="store_true", help="only: how busy each process of the pool is")
+    parser.add_argument("--versus", type=Path, metavar="CHECKOUT",
+                        help="only: warm whole commands of this checkout and CHECKOUT, alternately")
     args = parser.parse_args()
+    if args.versus:
+        versus(args.versus, args.repeat, args.jobs)
+        return
     if args.only_in_process:
         in_process(args.repeat)
         return

@@ -23,10 +23,9 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor import __version__
-from advisor.controller.metrics import Metrics
 from advisor.core.advice import AdviceRequest, ModelChoice, advise
 from advisor.core.bandwidth import choose_bandwidth
 from advisor.core.cost import Prices
@@ -35,6 +34,9 @@ from advisor.core.curve import CurveSettings
 from advisor.core.profile import parse_profile
 from advisor.core.sim_types import NetworkModel
 from advisor.errors import AdvisorError
+
+if TYPE_CHECKING:  # the prediction worker imports this module: prometheus_client stays out of it
+    from advisor.controller.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +142,7 @@ def _model_error() -> ModelError | None:
 
 def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) -> str:
     """Predict and return the ``advisor-prediction/1`` JSON text (runs in a worker process)."""
+    from advisor.controller.memory import release_free_heap, release_library_pages
     from advisor.core.bandwidth import bandwidth_note, estimate_bandwidth
     from advisor.report import advice_to_json
 
@@ -159,7 +162,11 @@ def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) ->
         doc["refit"] = refit
     if measured is not None:
         doc["notes"].append(bandwidth_note(measured))
-    return json.dumps(doc, separators=(",", ":"))
+    text = json.dumps(doc, separators=(",", ":"))
+    del advice, doc, profile
+    release_free_heap()  # the worker lives on between predictions: give back what this one freed,
+    release_library_pages()  # and the LLVM code only numba's start-up ran (controller/memory.py)
+    return text
 
 
 def validate_prediction(doc: Mapping[str, Any], max_workers: int) -> None:

@@ -17,8 +17,9 @@ import numpy as np
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationResult, SimulationSettingsError, TimelineEvent
 from advisor.core.models.ps_des.simulator.inputs import SimInputs, check_replicas, prepare_graph, with_steps
+from advisor.core.models.ps_des.simulator.heaps import E_OP_BITS, E_Q_BITS, E_Q_OFFSET, E_W_BITS
 from advisor.core.models.ps_des.simulator.jit import call, quantize
-from advisor.core.models.ps_des.simulator.kernel import new_links
+from advisor.core.models.ps_des.simulator.kernel import GENERAL, PROPORTIONAL, UNIFORM, new_links
 from advisor.core.models.ps_des.simulator.loop import EVENTS, LIMIT, PAUSED, RESUMABLE, RESUME, STALLED, TL_LEN, run
 from advisor.core.models.ps_des.simulator.plan import FastPlan, build_plan
 
@@ -141,13 +142,16 @@ def _shares(inputs: SimInputs) -> np.ndarray:
     return out
 
 
-def _uniform(inputs: SimInputs) -> bool:
-    """One PS, equal weights and NICs: every flow of a direction has the same rate (``kernel.py``)."""
-    return (
-        inputs.n_ps == 1
-        and not _hetnic(inputs)
-        and (inputs.share_weights is None or bool((inputs.share_weights == 1.0).all()))
-    )
+def _rate_mode(inputs: SimInputs) -> int:
+    """How the engine keeps link rates (``kernel.py``): ``UNIFORM`` with one PS, equal weights
+    and NICs (every flow of a direction has the same rate); ``PROPORTIONAL`` with one PS, NICs
+    no slower than the link and any weights (no NIC can bind: each flow's rate is its weight
+    times the direction's level); else ``GENERAL`` (water-filling)."""
+    if inputs.n_ps != 1 or _hetnic(inputs):
+        return GENERAL
+    if inputs.share_weights is None or bool((inputs.share_weights == 1.0).all()):
+        return UNIFORM
+    return PROPORTIONAL if inputs.nic_bps >= inputs.link_bps else GENERAL
 
 
 def _hetnic(inputs: SimInputs) -> bool:
@@ -157,7 +161,7 @@ def _hetnic(inputs: SimInputs) -> bool:
 
 def _ipar(c: Compiled, inputs: SimInputs, cap: int, record: bool) -> np.ndarray:
     W, G, R = inputs.workers, len(c.plan.members), inputs.slots_per_worker
-    return np.array([W, R, inputs.n_ps, cap, inputs.random_keys is not None, record, G, cap, 0, 0, _uniform(inputs),
+    return np.array([W, R, inputs.n_ps, cap, inputs.random_keys is not None, record, G, cap, 0, 0, _rate_mode(inputs),
                      inputs.sync_replicas, _hetnic(inputs)], np.int64)  # fmt: skip
 
 
@@ -179,8 +183,10 @@ def _new_state(c: Compiled, inputs: SimInputs, cap: int, record: bool) -> tuple:
     qs = (np.zeros((nq, qcap), np.int8), np.zeros((nq, qcap)), np.zeros((nq, qcap), np.int64),
           np.zeros((nq, qcap), np.int64), np.zeros(nq, np.int64), np.zeros(nq, np.int64), np.tile(c.fifo, W))  # fmt: skip
     ecap = nq + W * G + W + 1  # compute queues, zero-byte ops or deferred pulls, starts
-    ev = (np.zeros(ecap), np.zeros(ecap, np.int64), np.zeros(ecap, np.int64), np.zeros(ecap, np.int64),
-          np.zeros(ecap, np.int64), np.zeros(1, np.int64))  # fmt: skip
+    if G >= 1 << E_OP_BITS or W >= 1 << E_W_BITS or nq + E_Q_OFFSET >= 1 << E_Q_BITS:
+        raise SimulationSettingsError(f"too large for the engine's event heap: {G} merged operations, {W} workers, "
+                                      f"{nq} queues (at most {1 << E_OP_BITS}, {1 << E_W_BITS}, {(1 << E_Q_BITS) - 5})")
+    ev = (np.zeros(ecap), np.zeros(ecap, np.int64), np.zeros(ecap, np.int64), np.zeros(1, np.int64))
     tcap = W * cap * (G + int((c.plan.slot % 3 != 0).sum())) if record else 1
     tl = (np.zeros(tcap, np.int64), np.zeros(tcap, np.int64), np.zeros(tcap, np.int64), np.zeros(tcap), np.zeros(tcap))
     return ws, ch, qs, ev, new_links(W, R, inputs.n_ps, inputs.nics()), np.zeros(5, np.int64), tl

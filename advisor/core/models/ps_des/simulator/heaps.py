@@ -10,9 +10,9 @@ Two kinds, both min-heaps with lexicographic keys and no allocation after setup:
   with O(1) operations instead of O(log n). (With a step's 200 pulls released at once, heap
   pops took a fifth of the engine's time.) The row is empty, and ``head`` back at 0, at
   every step's start, so it never holds more than the slot's operations of one step;
-- the event heap of computation and zero-byte completions: key ``(time, seq)``, values
-  ``(queue, worker, op)``; bundled as ``(t, seq, q, w, op, size)`` with ``size`` an array of
-  length 1.
+- the event heap of computation and zero-byte completions: key ``(time, seq)``, value
+  ``(queue, worker, op)`` packed into one int64 (``e_top`` unpacks it); bundled as
+  ``(t, seq, payload, size)`` with ``size`` an array of length 1.
 
 Written in the subset of Python that numba compiles; without numba they run as plain
 (slow) Python.
@@ -80,6 +80,11 @@ def q_pop(qs, q):  # type: ignore[no-untyped-def]
     return top
 
 
+# An event's (queue, worker, op), packed into one int64: fewer arrays to move per heap level.
+E_OP_BITS, E_W_BITS, E_Q_BITS = 24, 20, 19
+E_Q_OFFSET = 4  # queues are >= -3 (loop.py's markers)
+
+
 @njit(cache=True, _nrt=False, inline="always")
 def _e_less(t1, s1, t2, s2):  # type: ignore[no-untyped-def]
     return t1 < t2 or (t1 == t2 and s1 < s2)
@@ -87,37 +92,53 @@ def _e_less(t1, s1, t2, s2):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, _nrt=False, inline="always")
 def e_push(ev, t, seq, q, w, op):  # type: ignore[no-untyped-def]
-    et, es, eq, ew, eo, en = ev
+    et, es, ep, en = ev
+    p = (((q + E_Q_OFFSET) << E_W_BITS | w) << E_OP_BITS) | op
     i = en[0]
     en[0] = i + 1
     while i > 0:
         parent = (i - 1) >> 1
         if not _e_less(t, seq, et[parent], es[parent]):
             break
-        et[i], es[i], eq[i], ew[i], eo[i] = et[parent], es[parent], eq[parent], ew[parent], eo[parent]
+        et[i], es[i], ep[i] = et[parent], es[parent], ep[parent]
         i = parent
-    et[i], es[i], eq[i], ew[i], eo[i] = t, seq, q, w, op
+    et[i], es[i], ep[i] = t, seq, p
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def e_top(ev):  # type: ignore[no-untyped-def]
+    """The top entry's ``(queue, worker, op)``."""
+    p = ev[2][0]
+    return (p >> (E_W_BITS + E_OP_BITS)) - E_Q_OFFSET, (p >> E_OP_BITS) & ((1 << E_W_BITS) - 1), p & ((1 << E_OP_BITS) - 1)
 
 
 @njit(cache=True, _nrt=False, inline="always")
 def e_pop(ev):  # type: ignore[no-untyped-def]
-    """Remove the top entry; read it (index 0) before calling."""
-    et, es, eq, ew, eo, en = ev
+    """Remove the top entry (read it first). Floyd's order: the hole at the top goes down to a
+    leaf along the smaller children (chosen without a branch), then the last entry rises from
+    there; it usually belongs near the bottom, so this takes fewer unpredictable comparisons.
+    The keys ``(time, seq)`` are distinct, so the order of pops is the same as any heap's."""
+    et, es, ep, en = ev
     n = en[0] - 1
     en[0] = n
     if n == 0:
         return
-    t, seq, q, w, op = et[n], es[n], eq[n], ew[n], eo[n]
+    t, seq, p = et[n], es[n], ep[n]
     i = 0
     while True:
         child = 2 * i + 1
         if child >= n:
             break
         right = child + 1
-        if right < n and _e_less(et[right], es[right], et[child], es[child]):
-            child = right
-        if not _e_less(et[child], es[child], t, seq):
-            break
-        et[i], es[i], eq[i], ew[i], eo[i] = et[child], es[child], eq[child], ew[child], eo[child]
+        if right < n:
+            tr, tc = et[right], et[child]
+            child += (tr < tc) | ((tr == tc) & (es[right] < es[child]))
+        et[i], es[i], ep[i] = et[child], es[child], ep[child]
         i = child
-    et[i], es[i], eq[i], ew[i], eo[i] = t, seq, q, w, op
+    while i > 0:
+        parent = (i - 1) >> 1
+        if not _e_less(t, seq, et[parent], es[parent]):
+            break
+        et[i], es[i], ep[i] = et[parent], es[parent], ep[parent]
+        i = parent
+    et[i], es[i], ep[i] = t, seq, p

@@ -16,6 +16,7 @@ named cause).
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -24,10 +25,30 @@ import numpy as np
 
 from advisor.errors import CACHE_LOAD_ERRORS, EngineCacheWarning
 
-try:
-    from numba import njit as _numba_njit
-except ImportError:  # pragma: no cover - exercised only where numba is absent
-    _numba_njit = None  # type: ignore[assignment]  # the check below tells the two apart
+# numba imports scipy when it is imported (a version check) and scipy.linalg's BLAS when it loads
+# its function registries (for np.dot and the like, which the engine does not use): some 15 MB
+# and 0.2-0.4 s in every process that runs the engine (the prediction worker too). Both are kept
+# out unless scipy is already loaded; a later ``import scipy`` works as usual.
+_NOT_FOR_NUMBA = ("scipy", "scipy.linalg.cython_blas")
+
+
+def _import_numba() -> Any:
+    """``numba.njit``, imported without scipy (above); None without numba."""
+    blocked = [name for name in _NOT_FOR_NUMBA if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]  # "import name" raises ImportError
+    try:
+        from numba import njit as numba_njit
+        import numba.np.arraymath  # noqa: F401  # its BLAS check runs now, while scipy is kept out
+    except ImportError:  # pragma: no cover - exercised only where numba is absent
+        return None
+    finally:
+        for name in blocked:
+            sys.modules.pop(name, None)
+    return numba_njit
+
+
+_numba_njit = _import_numba()
 
 HAVE_NUMBA = _numba_njit is not None
 _DISPATCHERS: list[Any] = []  # every cached numba function made here, so that a bad cache can be dropped

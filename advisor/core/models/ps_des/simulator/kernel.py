@@ -15,6 +15,19 @@ weights (``uniform``) every flow of a direction has the same rate ``min(cap/n, N
 a minimum over ``rem`` and exact times are computed only for flows within a few grid ticks of
 it (the candidates for an exact tie, broken by seq as always).
 
+With one PS, NICs no slower than the link and unequal weights (the contention rules' shares,
+``PROPORTIONAL``) no NIC can bind, so every flow's rate is its weight times the direction's
+*level* ``cap / total weight``: all flows drain ``rem / weight`` at the same pace. The engine
+then keeps a virtual time ``VT`` (the integral of the level) and, in ``REM``, each flow's
+virtual finish ``VT at its start + bits / weight`` (as in weighted fair queueing): a change
+of the flow set costs O(1) (the total weight, exact in any order on its 2**-20 grid) instead
+of updating every flow's ``rem`` and rate, and the next completion is the smallest virtual
+finish (the same candidate rule as above). A flow's bits left are ``(finish - VT) x weight``.
+``VT`` is re-based to 0 when it exceeds a second of the current level and restarts when the
+direction goes idle, so its float error stays far below a grid tick; the results equal the
+reference's within the equivalence tests' tolerance (on the Inception-scale step, W = 1..32,
+they were bit-identical to the per-flow arithmetic's).
+
 ``links`` is a tuple of arrays indexed by the constants below: per direction the flows and
 their count, each queue's position and activity, the time the direction was last advanced,
 its next completion (time, seq, queue) with a flag saying it must be recomputed; per queue
@@ -42,14 +55,23 @@ _TIE_TICKS = 16.0 / TIME_GRID
 ACT, N, APOS, LAST, REM, RATE, FSEQ, NT, DIRTY, NS, NQ = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 WGT, ISACT, URATE, CONN_LAST, CONN_K, CONN_W = 11, 12, 13, 14, 15, 16
 REM_LINK, REM_NIC, FROZEN, NIC = 17, 18, 19, 20
+VT, LEVEL, TOTW = 21, 22, 23  # proportional mode, per direction (module docstring)
+
+# ``mode`` (ipar[UNIFORM] in loop.py): how a direction's rates are kept
+GENERAL, UNIFORM, PROPORTIONAL = 0, 1, 2
+# Proportional mode re-bases its virtual time once it has run this many seconds at the current
+# level (module docstring): the float error of a completion time stays below 1e-13 s.
+_REBASE_S = 1.0
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _advance(links, d, t, uniform):  # type: ignore[no-untyped-def]
+def _advance(links, d, t, mode):  # type: ignore[no-untyped-def]
     n, last, rem, rate = links[N], links[LAST], links[REM], links[RATE]
     dt = t - last[d]
     if dt > 0.0:
-        if uniform:
+        if mode == PROPORTIONAL:
+            links[VT][d] += links[LEVEL][d] * dt
+        elif mode == UNIFORM:
             step = links[URATE][d] * dt
             for j in range(n[d]):
                 rem[d, j] -= step
@@ -60,10 +82,21 @@ def _advance(links, d, t, uniform):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _rates(links, d, uniform, n_ps, R, W, link_bps, nic_bps, eta, hetnic):  # type: ignore[no-untyped-def]
-    """Weighted water-filling as ``sharing.water_fill``; when uniform simply ``min(cap/n, NIC)``."""
+def _rates(links, d, mode, n_ps, R, W, link_bps, nic_bps, eta, hetnic):  # type: ignore[no-untyped-def]
+    """Weighted water-filling as ``sharing.water_fill``; when uniform simply ``min(cap/n, NIC)``;
+    when proportional the level ``cap / total weight`` (and a re-base of the virtual time)."""
     n = links[N][d]
-    if uniform:
+    if mode == PROPORTIONAL:
+        level = (link_bps * eta if n >= 2 else link_bps) / links[TOTW][d]
+        links[LEVEL][d] = level
+        vt = links[VT][d]
+        if vt > level * _REBASE_S:
+            fin = links[REM]
+            for j in range(n):
+                fin[d, j] -= vt
+            links[VT][d] = 0.0
+        return
+    if mode == UNIFORM:
         cap = link_bps * eta if n >= 2 else link_bps
         r = cap / n
         if nic_bps < r:
@@ -150,11 +183,23 @@ def _flow_end(last, rem, rate):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _next_completion(links, d, uniform):  # type: ignore[no-untyped-def]
+def _next_completion(links, d, mode):  # type: ignore[no-untyped-def]
     """The direction's next completion by ``(time, seq)``."""
     act, n, last, rem, rate, fseq = links[ACT], links[N], links[LAST], links[REM], links[RATE], links[FSEQ]
     best_t, best_s, best_j = np.inf, _BIG, -1
-    if uniform:
+    if mode == PROPORTIONAL:  # rem holds virtual finish times: the earliest ends first
+        level, vt = links[LEVEL][d], links[VT][d]
+        low = np.inf
+        for j in range(n[d]):
+            if rem[d, j] < low:
+                low = rem[d, j]
+        bound = max(low, vt) + level * _TIE_TICKS + (abs(low) + abs(vt)) * 1e-15
+        for j in range(n[d]):
+            if rem[d, j] <= bound:
+                t = _flow_end(last[d], rem[d, j] - vt, level)
+                if t < best_t or (t == best_t and fseq[d, j] < best_s):
+                    best_t, best_s, best_j = t, fseq[d, j], j
+    elif mode == UNIFORM:
         r = links[URATE][d]
         low = np.inf
         for j in range(n[d]):
@@ -177,10 +222,14 @@ def _next_completion(links, d, uniform):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _add_flow(links, d, q, now, bits, seq, weight, uniform):  # type: ignore[no-untyped-def]
+def _add_flow(links, d, q, now, bits, seq, weight, mode):  # type: ignore[no-untyped-def]
     act, n = links[ACT], links[N]
-    _advance(links, d, now, uniform)
+    _advance(links, d, now, mode)
     j = n[d]
+    if mode == PROPORTIONAL:  # its virtual finish time; the sums are exact (weights on a grid)
+        fin = links[VT][d] + bits / weight
+        links[TOTW][d] += weight
+        bits = fin
     act[d, j], links[REM][d, j], links[FSEQ][d, j], links[WGT][d, j] = q, bits, seq, weight
     links[APOS][q] = j
     n[d] = j + 1
@@ -189,10 +238,15 @@ def _add_flow(links, d, q, now, bits, seq, weight, uniform):  # type: ignore[no-
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _remove_flow(links, d, q):  # type: ignore[no-untyped-def]
+def _remove_flow(links, d, q, mode):  # type: ignore[no-untyped-def]
     act, n, apos, rem, rate, fseq, wgt = links[ACT], links[N], links[APOS], links[REM], links[RATE], links[FSEQ], links[WGT]
     links[ISACT][q] = 0
     j, k = apos[q], n[d] - 1
+    if mode == PROPORTIONAL:
+        if k == 0:  # idle: start the virtual time afresh
+            links[VT][d], links[TOTW][d], links[LEVEL][d] = 0.0, 0.0, 0.0
+        else:
+            links[TOTW][d] -= wgt[d, j]
     moved = act[d, k]
     act[d, j], rem[d, j], rate[d, j], fseq[d, j], wgt[d, j] = moved, rem[d, k], rate[d, k], fseq[d, k], wgt[d, k]
     apos[moved] = j
@@ -201,19 +255,27 @@ def _remove_flow(links, d, q):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def queued_push_bits(links, w, ps, now, R, W, uniform):  # type: ignore[no-untyped-def]
+def queued_push_bits(links, w, ps, now, R, W, mode):  # type: ignore[no-untyped-def]
     """Bits the other workers' active pushes to ``ps`` still have to send at ``now`` (the
     uplink is advanced lazily, so from ``LAST``). Added in another order than the reference's
     and from differently advanced ``rem``: the two may differ in the last bits, which the wait's
     rounding to the time grid absorbs (the equivalence tests check it)."""
     isact, apos, rem, rate = links[ISACT], links[APOS], links[REM], links[RATE]
     dt = now - links[LAST][1]
+    if mode == PROPORTIONAL:  # one PS: (fin - vt) x weight over the uplink's flows but w's own
+        vt = links[VT][1] + links[LEVEL][1] * dt
+        act, wgt, own = links[ACT], links[WGT], w * R + 2
+        total = 0.0
+        for j in range(links[N][1]):
+            if act[1, j] != own:
+                total += (rem[1, j] - vt) * wgt[1, j]
+        return total
     total = 0.0
     for x in range(W):
         q = x * R + 2 + 3 * ps
         if x != w and isact[q]:
             j = apos[q]
-            total += rem[1, j] - (links[URATE][1] if uniform else rate[1, j]) * dt
+            total += rem[1, j] - (links[URATE][1] if mode == UNIFORM else rate[1, j]) * dt
     return total
 
 
@@ -237,4 +299,5 @@ def new_links(W: int, R: int, n_ps: int, nics: np.ndarray) -> tuple:
         np.zeros((2, nflow)), np.zeros(nq, np.int8), np.zeros(2),  # WGT ISACT URATE
         np.full(nq, -np.inf), np.zeros(nq, np.int64), np.ones(nq),  # CONN_LAST CONN_K CONN_W
         np.zeros(n_ps), np.zeros(W), np.zeros(nflow, np.bool_), nics.astype(np.float64),  # REM_LINK REM_NIC FROZEN NIC
+        np.zeros(2), np.zeros(2), np.zeros(2),  # VT LEVEL TOTW
     )  # fmt: skip

@@ -6,9 +6,9 @@ priority, tindex, rand_keys, member_ptr, member_idx, spans, shares)`` over merge
 (``dur`` is per profile step and *profile* operation; a merged operation runs its members
 back to back; ``spans[p, g]`` is ``plan.chain_spans`` for profile step p and group g;
 ``shares[q]`` the sharing weights of queue q's connection, ``inputs.share_weights``);
-``ipar = [W, R, n_ps, cap, use_random, record, G, limit, resumable, resume, uniform, sync, hetnic]``
-(``cap``: steps per worker the arrays hold; ``uniform``: one PS, equal weights and equal NICs,
-see ``kernel.py``; ``sync``: replicas to aggregate, 0 for asynchronous; ``hetnic``: the
+``ipar = [W, R, n_ps, cap, use_random, record, G, limit, resumable, resume, mode, sync, hetnic]``
+(``cap``: steps per worker the arrays hold; ``mode``: how link rates are kept, general,
+uniform or proportional, see ``kernel.py``; ``sync``: replicas to aggregate, 0 for asynchronous; ``hetnic``: the
 workers' NIC rates differ, ``links[NIC]``);
 ``fpar = [link_bps, nic_bps, win_bits, request_queue_s, multi_flow_goodput]``;
 ``ws = (pending, finished, kstep, served, step_ends, start_s, pause_t, round, fifo, sync,
@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from advisor.core.models.ps_des.simulator.heaps import e_pop, e_push, q_pop, q_push
+from advisor.core.models.ps_des.simulator.heaps import e_pop, e_push, e_top, q_pop, q_push
 from advisor.core.models.ps_des.simulator.jit import njit, quantize
 from advisor.core.models.ps_des.simulator.kernel import (
     CONN_LAST,
@@ -66,7 +66,7 @@ from advisor.core.models.ps_des.simulator.kernel import (
 _START = -2  # event-heap queue marking a worker's first start
 _DEFER = -3  # event-heap queue marking a pull whose request is on its way
 SEQ, EVENTS, TL_LEN, PAUSED, STALLED = 0, 1, 2, 3, 4  # ctr
-LIMIT, RESUMABLE, RESUME, UNIFORM, SYNC = 7, 8, 9, 10, 11  # ipar, after [W, R, n_ps, cap, use_random, record, G]
+LIMIT, RESUMABLE, RESUME, UNIFORM, SYNC = 7, 8, 9, 10, 11  # ipar (UNIFORM: the rate mode, kernel.py), after [W, R, n_ps, cap, use_random, record, G]
 HETNIC = 12  # ipar
 GSTEP, FRESH, NWAIT, NUPD, NSTART = 0, 1, 2, 3, 4  # ws[9], the synchronous PS's counters
 RQ, ETA = 3, 4  # fpar, after [link_bps, nic_bps, win_bits]
@@ -236,7 +236,7 @@ def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-u
     W, R, n_ps, uni = ipar[0], ipar[1], ipar[2], ipar[UNIFORM]
     d_nt, dirty, d_ns, d_nq, act_n = links[NT], links[DIRTY], links[NS], links[NQ], links[N]
     busy, cop, clast, cstart = ch[0], ch[1], ch[2], ch[4]
-    et, es, eq, ew, eo, en = ev
+    et, es, en = ev[0], ev[1], ev[3]
     if ipar[RESUME] == 0:
         for w in range(W):
             e_push(ev, ws[5][w], w - W, _START, w, 0)
@@ -258,7 +258,7 @@ def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-u
         now = best_t
         nxt = -1
         if src == 2:
-            q, w, g = eq[0], ew[0], eo[0]
+            q, w, g = e_top(ev)
             e_pop(ev)
             if q == _START:
                 nxt = 0
@@ -275,7 +275,7 @@ def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-u
             q = d_nq[src]
             w = q // R
             _advance(links, src, now, uni)
-            _remove_flow(links, src, q)
+            _remove_flow(links, src, q, uni)
             links[CONN_LAST][q] = now
             busy[q] = 0
             nxt = _complete(w, q, cop[q], clast[q] == 1, cstart[q], now, graph, ipar, fpar, ws, qs, ev, links, ctr, tl)
