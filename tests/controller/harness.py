@@ -171,15 +171,25 @@ def upload_as_profiling_pod(emu: KubeEmulator, profiling_job: Mapping[str, Any],
     return upload_bundle(url, body, token, policy=RetryPolicy(attempts=1))
 
 
+RECORDED_ALLREDUCE = {  # kind -> a one-worker bundle its hook recorded (tests/data/allreduce/<cfg>/README.md)
+    "pytorch-ddp": Path(__file__).resolve().parent.parent / "data" / "allreduce" / "ddp-comm" / "profile.json.gz",
+}
+
+
 def allreduce_trace_body(kind: str) -> bytes:
     """What an all-reduce program's profiling hook uploads (``kind``: ``pytorch-ddp`` or ``tf-mwms``).
 
-    The ONE place the end-to-end tests of the synchronous job kinds get their trace. For now a
-    small hand-built bundle (the step of tests/importers/test_allreduce_upload.py, scaled up):
-    3 gradients a (4 MB), b (2 MB), c (1 MB); forward 0..10 ms, backward 10..25 ms with c ready at
-    13, b at 18, a at 24 ms, optimizer 26..28 ms, a 30 ms step; batch 32. Swap in a recorded
-    trace (tests/data/allreduce/<cfg>/) here when one is committed.
+    The ONE place the end-to-end tests of the synchronous job kinds get their trace: the bundle
+    the real hook recorded (``RECORDED_ALLREDUCE``: advisor.profiling.torch in a real DDP program,
+    advisor.profiling.keras_mwms in real Keras), exactly as it was uploaded. A kind with no
+    recording falls back to a small hand-built bundle (the step of
+    tests/importers/test_allreduce_upload.py): 3 gradients a (4 MB), b (2 MB), c (1 MB); forward
+    0..10 ms, backward 10..25 ms with c ready at 13, b at 18, a at 24 ms, optimizer 26..28 ms, a
+    30 ms step; batch 32.
     """
+    recorded = RECORDED_ALLREDUCE.get(kind)
+    if recorded is not None:
+        return recorded.read_bytes()
     step = {"wall_us": 30_000.0, "backward_start_us": 10_000.0, "backward_end_us": 25_000.0,
             "grad_ready_us": [24_000.0, 18_000.0, 13_000.0], "optimizer_us": [26_000.0, 2_000.0]}
     steps = [{**step, "index": i, "wall_us": 30_000.0 + 100.0 * (i % 3)} for i in range(20)]
