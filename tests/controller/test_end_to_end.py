@@ -117,9 +117,12 @@ def test_restart_mid_profiling_neither_duplicates_the_run_nor_loses_the_trace(em
     first = start_controller(emu, settings)
     create_tfjob(emu, tfjob("r"))
     pj = wait_for("the profiling run", lambda: profiling_jobs(emu))[0]
-    first.stop()
+    first.stop()  # maybe between creating the run and writing the job's Profiling phase
     second = start_controller(emu, settings)
     try:
+        # the second adopts the run (or finds it announced) before it accepts the run's upload; a pod
+        # that uploads earlier gets 403 (a restart's window, tests/profiling covers the uploader)
+        wait_for("Profiling", lambda: phase(emu, "r") == "Profiling")
         assert upload_as_profiling_pod(emu, pj, body).ok  # the token issued by the first still works
         wait_for("Predicted", lambda: phase(emu, "r") == "Predicted")
         assert len(profiling_jobs(emu)) == 1
