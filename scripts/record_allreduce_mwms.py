@@ -301,7 +301,14 @@ def measure(args: argparse.Namespace, folder: Path) -> None:
     for _ in range(args.repeats):
         for workers in args.workers:
             scratch = folder / "run"
-            launch(args, workers, scratch, profile=False)
+            for attempt in (1, 2):  # on this shared machine a worker is now and then lost: run it again
+                try:
+                    launch(args, workers, scratch, profile=False)
+                    break
+                except SystemExit as exc:
+                    print(f"W={workers}: run {attempt} failed: {str(exc)[:300]}", flush=True)
+                    if attempt == 2:
+                        raise
             ends = []
             for k in range(workers):
                 part = scratch.with_name(f"run.w{k}")
