@@ -225,14 +225,52 @@ def run_task(args: argparse.Namespace) -> None:
         print(f"worker: bundle {len(_Store.body)} bytes -> {out}", flush=True)
         return
     ends: list[float] = []
+    begins: list[int] = []
+    logdir = tempfile.mkdtemp(prefix="mwms-diag-")
 
     class StepLog(keras.callbacks.Callback):  # type: ignore[misc]
+        def on_train_batch_begin(self, batch_index, logs=None):  # type: ignore[no-untyped-def]
+            if args.diag and batch_index == args.skip:
+                tf.profiler.experimental.start(logdir)
+            if args.diag and args.skip <= batch_index <= args.skip + 10:
+                begins.append(time.time_ns())
+            if args.diag and batch_index == args.skip + 10:
+                tf.profiler.experimental.stop()
+
         def on_train_batch_end(self, batch_index, logs=None):  # type: ignore[no-untyped-def]
             ends.append(time.time())
 
     model.fit(dataset, steps_per_epoch=args.skip + args.measure_steps, epochs=1, verbose=0, callbacks=[StepLog()])
     index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
     out.with_name(f"{out.name}.w{index}").write_text(json.dumps(ends))
+    if args.diag and index == 0:
+        _diagnose(Path(logdir), begins, out.with_name(f"{out.name}.diag.json"))
+
+
+def _diagnose(logdir: Path, begins: Sequence[int], out: Path) -> None:
+    """Where a multi-worker step's time goes (worker 0, 10 traced steps): backward's end, each
+    collective op's start and end, in ms from the step's begin."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    from advisor.profiling.mwms_trace import events_from_xspace
+
+    ops = []
+    for path in logdir.glob("plugins/profile/*/*.xplane.pb"):
+        space = xplane_pb2.XSpace()
+        space.ParseFromString(path.read_bytes())
+        ops.extend(events_from_xspace(space))
+    steps = []
+    for start, end in zip(begins, begins[1:]):
+        mine = [op for op in ops if start <= op.start_ns < end]
+        grads = [op.end_ns for op in mine if "gradient_tape" in op.name.split("/")]
+        steps.append({
+            "wall_ms": (end - start) / 1e6,
+            "backward_end_ms": (max(grads) - start) / 1e6 if grads else None,
+            "collectives": [[op.name, round((op.start_ns - start) / 1e6, 2), round((op.end_ns - start) / 1e6, 2)]
+                            for op in mine if "Collective" in op.name or "collective" in op.name],
+            "after_backward_ms": sorted(((op.end_ns - start) / 1e6, op.name) for op in mine)[-3:],
+        })
+    out.write_text(json.dumps(steps, indent=1))
 
 
 def examples_per_s(ends: Sequence[Sequence[float]], batch: int, skip: int) -> float:
@@ -269,6 +307,8 @@ def launch(args: argparse.Namespace, workers: int, out: Path, *, profile: bool) 
             "--skip", str(args.skip), "--measure-steps", str(args.measure_steps)]
     if profile:
         base.append("--profile")
+    if args.diag:
+        base.append("--diag")
     try:
         with _processes() as procs:
             for k in range(workers):
@@ -358,6 +398,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--measure-steps", type=int, default=200, help="measured runs: steps in the window")
     parser.add_argument("--no-netns", action="store_true", help="plain loopback, no shaping (fallback)")
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--diag", action="store_true", help="measured runs: trace 10 steps of worker 0 (where the time goes)")
     parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", default="", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
