@@ -16,8 +16,8 @@ are real (4.2 MB of float32 per step, see ``MODELS``).
 
 Run as root with the TensorFlow venv (never the main Python):
 
-    /tmp/tfvenv/bin/python scripts/record_allreduce_mwms.py --mbit 200 --config mwms-mlp4m-bw200
-    /tmp/tfvenv/bin/python scripts/record_allreduce_mwms.py --mbit 500 --config mwms-mlp4m-bw500
+    /tmp/tfvenv/bin/python scripts/record_allreduce_mwms.py --mbit 100 --config mwms-mlp4m-bw100
+    /tmp/tfvenv/bin/python scripts/record_allreduce_mwms.py --mbit 50 --config mwms-mlp4m-bw50
 
 writes ``tests/data/allreduce/<config>/profile.json.gz`` (the bundle the callback uploads, from a
 one-worker run in the same testbed) and ``measured.json`` (examples/s per W, repeats and their
@@ -47,7 +47,7 @@ BRIDGE_NS = f"{PREFIX}-br"
 SUBNET = "10.213.79"
 PORT = 2223
 BURST = "4kb"
-QUEUE_MS = 100
+QUEUE_MS = 20  # tbf queue: shallow, as a switch port (a 100 ms queue inflates the RTT of the ring's two-way flows)
 REPO = Path(__file__).resolve().parent.parent
 MODELS = {
     # widths (input to classes), batch per worker, sleep per layer forward, backward (s)
@@ -394,8 +394,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=1, help="measured runs per W (more add to measured.json)")
     parser.add_argument("--steps", type=int, default=30, help="traced steps of the profile")
     parser.add_argument("--warmup", type=int, default=10, help="untraced steps before tracing")
-    parser.add_argument("--skip", type=int, default=20, help="measured runs: steps before the window")
-    parser.add_argument("--measure-steps", type=int, default=200, help="measured runs: steps in the window")
+    parser.add_argument("--skip", type=int, default=10, help="measured runs: steps before the window")
+    parser.add_argument("--measure-steps", type=int, default=100, help="measured runs: steps in the window")
     parser.add_argument("--no-netns", action="store_true", help="plain loopback, no shaping (fallback)")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--diag", action="store_true", help="measured runs: trace 10 steps of worker 0 (where the time goes)")
