@@ -42,9 +42,9 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-PREFIX = "mwms"
+PREFIX = os.environ.get("MWMS_NS_PREFIX", "mwms")  # another prefix (mwmsd) lets a diagnostic run beside a sweep
 BRIDGE_NS = f"{PREFIX}-br"
-SUBNET = "10.213.79"
+SUBNET = os.environ.get("MWMS_SUBNET", "10.213.79")
 PORT = 2223
 BURST = "4kb"
 QUEUE_MS = 20  # tbf queue: shallow, as a switch port (a 100 ms queue inflates the RTT of the ring's two-way flows)
