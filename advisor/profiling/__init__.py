@@ -24,12 +24,14 @@ from advisor.profiling.upload import RetryPolicy, UploadResult, upload_bundle
 
 if TYPE_CHECKING:
     from advisor.profiling.keras_callback import AdvisorKerasCallback
+    from advisor.profiling.keras_mwms import AdvisorMwmsCallback
     from advisor.profiling.session_hook import AdvisorProfilingHook
 
 __all__ = [
     "FORMAT",
     "VERSION",
     "AdvisorKerasCallback",
+    "AdvisorMwmsCallback",
     "AdvisorProfilingHook",
     "ProfilingConfig",
     "ProfilingConfigError",
@@ -51,6 +53,7 @@ __all__ = [
 _NEEDS_TENSORFLOW = {
     "AdvisorProfilingHook": "advisor.profiling.session_hook",
     "AdvisorKerasCallback": "advisor.profiling.keras_callback",
+    "AdvisorMwmsCallback": "advisor.profiling.keras_mwms",
 }
 
 

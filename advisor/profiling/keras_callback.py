@@ -19,8 +19,11 @@ and with ``tf.distribute.ParameterServerStrategy`` schedules them through a
 traces without partition graphs or tensor names. Recording that would mean pretending.
 
 So when a profiling run switches recording on (``ADVISOR_PROFILE``), the callback raises
-``ProfilingUnsupportedError`` at construction, before any training, with what to do instead: a
-tf.compat.v1 training loop with ``AdvisorProfilingHook``. Without it and without a metrics port
+``ProfilingUnsupportedError`` at construction, before any training, with what to do instead:
+for MultiWorkerMirroredStrategy (no parameter servers, all-reduce) ``AdvisorMwmsCallback``
+(``keras_mwms``), which records the all-reduce profile the ring model needs from
+``tf.profiler``; for ParameterServerStrategy a tf.compat.v1 training loop with
+``AdvisorProfilingHook``. Without it and without a metrics port
 it does nothing (a program may keep it in its callbacks).
 """
 
@@ -37,11 +40,13 @@ from advisor.profiling.errors import ProfilingUnsupportedError
 from advisor.profiling.throughput import BatchEndSteps, StepCounter, step_counter_from_env
 
 UNSUPPORTED = (
-    "advisor profiling cannot record Keras training: Keras in TensorFlow 2 runs steps as "
-    "tf.functions, and with ParameterServerStrategy through a ClusterCoordinator, which yields no "
-    "per-step RunMetadata (step stats with transfer records and partition graphs). Profile a "
-    "tf.compat.v1 training loop instead: MonitoredTrainingSession(hooks=[AdvisorProfilingHook("
-    "batch_size=...)]); see docs/profiling.md"
+    "AdvisorKerasCallback cannot record a profile. For Keras with MultiWorkerMirroredStrategy "
+    "(synchronous all-reduce) use advisor.profiling.AdvisorMwmsCallback(batch_size=...) instead: it "
+    "traces one worker with tf.profiler. Keras with ParameterServerStrategy cannot be recorded: Keras in "
+    "TensorFlow 2 runs steps as tf.functions through a ClusterCoordinator, which yields no per-step "
+    "RunMetadata (step stats with transfer records and partition graphs); profile a tf.compat.v1 "
+    "training loop instead: MonitoredTrainingSession(hooks=[AdvisorProfilingHook(batch_size=...)]); "
+    "see docs/profiling.md"
 )
 
 

@@ -1,0 +1,424 @@
+r"""Ground truth for the ring model on TF2 Keras with MultiWorkerMirroredStrategy: the one-worker
+bundle recorded by ``advisor.profiling.keras_mwms.AdvisorMwmsCallback`` and measured examples/s
+with W = 1..4 real workers (issue 17, part 3).
+
+Testbed (as ``shared/data/README.md`` and ``scripts/record_ps_traces.py`` do it for PS): every
+worker is its own process in its own Linux network namespace (``mwms-w<k>``); the namespaces are
+joined by a bridge in a namespace of its own (``mwms-br``), nothing is added to the host's. Every
+worker's link is shaped with ``tc tbf`` in both directions (the qdisc on the worker's end of its
+veth shapes worker -> bridge, the one on the bridge's end bridge -> worker), TCP congestion
+control ``cubic`` (a route attribute). Workers run Keras ``model.fit`` under
+``MultiWorkerMirroredStrategy`` with ``CommunicationImplementation.RING`` (TF's ring collectives,
+gRPC between workers), intra-op 1 thread, inter-op 2 threads. Accelerator compute is emulated:
+after every dense layer a ``tf.numpy_function`` sleeps in the forward pass and a matching one in
+the backward pass (custom gradient), so 4 workers do not contend for the 2 cores; the gradients
+are real (4.2 MB of float32 per step, see ``MODELS``).
+
+Run as root with the TensorFlow venv (never the main Python):
+
+    /tmp/tfvenv/bin/python scripts/record_allreduce_mwms.py --mbit 100 --config mwms-mlp4m-bw100
+    /tmp/tfvenv/bin/python scripts/record_allreduce_mwms.py --mbit 50 --config mwms-mlp4m-bw50
+
+writes ``tests/data/allreduce/<config>/profile.json.gz`` (the bundle the callback uploads, from a
+one-worker run in the same testbed) and ``measured.json`` (examples/s per W, repeats and their
+spread). ``--only profile`` / ``--only measure`` does one half. Namespaces are deleted at the
+end, also on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.server
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+PREFIX = os.environ.get("MWMS_NS_PREFIX", "mwms")  # another prefix (mwmsd) lets a diagnostic run beside a sweep
+BRIDGE_NS = f"{PREFIX}-br"
+SUBNET = os.environ.get("MWMS_SUBNET", "10.213.79")
+PORT = 2223
+BURST = "4kb"
+QUEUE_MS = 20  # tbf queue: shallow, as a switch port (a 100 ms queue inflates the RTT of the ring's two-way flows)
+REPO = Path(__file__).resolve().parent.parent
+MODELS = {
+    # widths (input to classes), batch per worker, sleep per layer forward, backward (s)
+    # parameters: 256x1024+1024 + 1024x512+512 + 512x512+512 + 512x10+10 = 1,055,754 float32 = 4,223,016 bytes
+    "mlp4m": ((256, 1024, 512, 512, 10), 32, 0.005, 0.010),
+}
+
+
+# ---------------------------------------------------------------- network namespaces and tc
+
+
+def _run(*cmd: str) -> None:
+    subprocess.run(cmd, check=True)
+
+
+def _ns(ns: str, *cmd: str) -> None:
+    _run("ip", "netns", "exec", ns, *cmd)
+
+
+def _tbf(ns: str, dev: str, mbit: float) -> None:
+    # a burst of a few frames, as record_ps_traces.py: tbf splits GSO packets into wire-size
+    # frames, each paying its headers (about 95 % TCP goodput)
+    _ns(ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit", "burst", BURST,
+        "latency", f"{QUEUE_MS}ms")
+
+
+def setup_network(workers: int, mbit: float) -> list[str]:
+    """Namespaces, bridge, veths, addresses and tbf on every worker link; the workers' addresses."""
+    teardown_network()
+    _run("ip", "netns", "add", BRIDGE_NS)
+    _ns(BRIDGE_NS, "ip", "link", "set", "lo", "up")
+    _ns(BRIDGE_NS, "ip", "link", "add", "br0", "type", "bridge")
+    _ns(BRIDGE_NS, "ip", "link", "set", "br0", "up")
+    addresses = []
+    for k in range(workers):
+        name, ns = f"w{k}", f"{PREFIX}-w{k}"
+        _run("ip", "netns", "add", ns)
+        _ns(ns, "ip", "link", "set", "lo", "up")
+        _ns(BRIDGE_NS, "ip", "link", "add", f"b-{name}", "type", "veth", "peer", "name", "eth0", "netns", ns)
+        _ns(BRIDGE_NS, "ip", "link", "set", f"b-{name}", "master", "br0")
+        _ns(BRIDGE_NS, "ip", "link", "set", f"b-{name}", "up")
+        address = f"{SUBNET}.{k + 1}"
+        _ns(ns, "ip", "addr", "add", f"{address}/24", "dev", "eth0")
+        _ns(ns, "ip", "link", "set", "eth0", "up")
+        _ns(ns, "ip", "route", "replace", f"{SUBNET}.0/24", "dev", "eth0", "congctl", "lock", "cubic")
+        _tbf(ns, "eth0", mbit)  # worker -> bridge
+        _tbf(BRIDGE_NS, f"b-{name}", mbit)  # bridge -> worker
+        addresses.append(address)
+    return addresses
+
+
+def teardown_network() -> None:
+    """Delete every namespace this script creates (deleting one removes its veths too)."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    for line in listed.splitlines():
+        name = line.split()[0] if line.strip() else ""
+        if name.startswith(f"{PREFIX}-"):
+            subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+# ---------------------------------------------------------------- the training program
+
+
+def build_model(tf, keras, widths: Sequence[int], fwd_s: float, bwd_s: float):  # type: ignore[no-untyped-def]
+    """Dense layers with a sleep after each in both passes (emulated accelerator compute)."""
+
+    def sleeper(seconds: float):  # type: ignore[no-untyped-def]
+        def sleep(x):  # type: ignore[no-untyped-def]
+            time.sleep(seconds)
+            return x
+        return sleep
+
+    class Compute(keras.layers.Layer):  # type: ignore[misc]
+        def call(self, x):  # type: ignore[no-untyped-def]
+            @tf.custom_gradient
+            def compute(x):  # type: ignore[no-untyped-def]
+                y = tf.numpy_function(sleeper(fwd_s), [x], tf.float32, name="compute_fwd")
+                y.set_shape(x.shape)
+
+                def grad(dy):  # type: ignore[no-untyped-def]
+                    g = tf.numpy_function(sleeper(bwd_s), [dy], tf.float32, name="compute_bwd")
+                    g.set_shape(dy.shape)
+                    return g
+                return y, grad
+            return compute(x)
+
+    inputs = keras.Input((widths[0],))
+    h = inputs
+    for i, width in enumerate(widths[1:]):
+        h = keras.layers.Dense(width, activation="relu" if i < len(widths) - 2 else None, name=f"fc{i}")(h)
+        h = Compute(name=f"compute{i}")(h)
+    model = keras.Model(inputs, h, name="mlp")
+    model.compile(optimizer=keras.optimizers.SGD(0.001),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+class _Store(http.server.BaseHTTPRequestHandler):
+    """Stands in for the controller's ingest endpoint: keeps the last uploaded body."""
+
+    body: bytes | None = None
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        length = int(self.headers.get("content-length", "0"))
+        type(self).body = self.rfile.read(length)
+        reply = b'{"profile": "stored"}'
+        self.send_response(202)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+def run_task(args: argparse.Namespace) -> None:
+    """One worker (inside its namespace): trains with MWMS; logs step ends, or records the bundle."""
+    import numpy as np
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING))
+    import keras
+
+    keras.config.disable_traceback_filtering()  # whole tracebacks when a worker fails
+
+    widths, batch, fwd_s, bwd_s = MODELS[args.model]
+    workers = strategy.num_replicas_in_sync
+    with strategy.scope():
+        model = build_model(tf, keras, widths, fwd_s, bwd_s)
+    rng = np.random.default_rng(0)
+    x = rng.random((batch * workers * 8, widths[0]), dtype=np.float32)
+    y = rng.integers(0, widths[-1], len(x))
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch * workers).repeat()  # global batch
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    dataset = dataset.with_options(options)
+    # Keras 3.15's fit first "symbolically builds" the model from strategy.reduce("MEAN", batch) of
+    # a (x, y) tuple of PerReplica, which fails with more than one worker (it reduces a tuple).
+    # Build everything from a plain batch up front and skip that step: the same variables result.
+    with strategy.scope():
+        model._symbolic_build(data_batch=(tf.constant(x[:batch]), tf.constant(y[:batch])))
+    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
+    # And its step reduces each logged metric with strategy.reduce("MEAN", v, axis=0), which fails on
+    # a scalar with more than one worker: log the loss as a 1-element vector instead.
+    model.compute_metrics = lambda *a, **k: {"loss": tf.reshape(model._loss_tracker.result(), [1])}
+    out = Path(args.out)
+    if args.profile:
+        receiver = http.server.HTTPServer(("127.0.0.1", 0), _Store)
+        threading.Thread(target=receiver.serve_forever, daemon=True).start()
+        token = Path(tempfile.mkdtemp()) / "token"
+        token.write_text("record\n")
+        env = {
+            "TF_CONFIG": os.environ["TF_CONFIG"],
+            "ADVISOR_PROFILE": "1",
+            "ADVISOR_INGEST_URL": f"http://127.0.0.1:{receiver.server_port}/ingest",
+            "ADVISOR_TOKEN_FILE": str(token),
+            "ADVISOR_PROFILE_STEPS": str(args.steps),
+            "ADVISOR_PROFILE_WARMUP": str(args.warmup),
+            "ADVISOR_BANDWIDTH_MBIT": str(args.mbit),
+            "ADVISOR_STOP_AFTER_UPLOAD": "1",
+        }
+        from advisor.profiling.keras_mwms import AdvisorMwmsCallback
+
+        callback = AdvisorMwmsCallback(batch_size=batch, model_name=args.model, environ=env)
+        model.fit(dataset, steps_per_epoch=args.warmup + args.steps + 20, epochs=1, verbose=0, callbacks=[callback])
+        receiver.shutdown()
+        if _Store.body is None:
+            raise SystemExit("the callback uploaded nothing")
+        out.write_bytes(_Store.body)  # already gzip (allreduce_bundle.encode_allreduce_bundle)
+        print(f"worker: bundle {len(_Store.body)} bytes -> {out}", flush=True)
+        return
+    ends: list[float] = []
+    begins: list[int] = []
+    logdir = tempfile.mkdtemp(prefix="mwms-diag-")
+
+    class StepLog(keras.callbacks.Callback):  # type: ignore[misc]
+        def on_train_batch_begin(self, batch_index, logs=None):  # type: ignore[no-untyped-def]
+            if args.diag and batch_index == args.skip:
+                tf.profiler.experimental.start(logdir)
+            if args.diag and args.skip <= batch_index <= args.skip + 10:
+                begins.append(time.time_ns())
+            if args.diag and batch_index == args.skip + 10:
+                tf.profiler.experimental.stop()
+
+        def on_train_batch_end(self, batch_index, logs=None):  # type: ignore[no-untyped-def]
+            ends.append(time.time())
+
+    model.fit(dataset, steps_per_epoch=args.skip + args.measure_steps, epochs=1, verbose=0, callbacks=[StepLog()])
+    index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+    out.with_name(f"{out.name}.w{index}").write_text(json.dumps(ends))
+    if args.diag and index == 0:
+        _diagnose(Path(logdir), begins, out.with_name(f"{out.name}.diag.json"))
+
+
+def _diagnose(logdir: Path, begins: Sequence[int], out: Path) -> None:
+    """Where a multi-worker step's time goes (worker 0, 10 traced steps): backward's end, each
+    collective op's start and end, in ms from the step's begin."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    from advisor.profiling.mwms_trace import events_from_xspace
+
+    ops = []
+    for path in logdir.glob("plugins/profile/*/*.xplane.pb"):
+        space = xplane_pb2.XSpace()
+        space.ParseFromString(path.read_bytes())
+        ops.extend(events_from_xspace(space))
+    steps = []
+    for start, end in zip(begins, begins[1:]):
+        mine = [op for op in ops if start <= op.start_ns < end]
+        grads = [op.end_ns for op in mine if "gradient_tape" in op.name.split("/")]
+        steps.append({
+            "wall_ms": (end - start) / 1e6,
+            "backward_end_ms": (max(grads) - start) / 1e6 if grads else None,
+            "collectives": [[op.name, round((op.start_ns - start) / 1e6, 2), round((op.end_ns - start) / 1e6, 2)]
+                            for op in mine if "Collective" in op.name or "collective" in op.name],
+            "after_backward_ms": sorted(((op.end_ns - start) / 1e6, op.name) for op in mine)[-3:],
+        })
+    out.write_text(json.dumps(steps, indent=1))
+
+
+def examples_per_s(ends: Sequence[Sequence[float]], batch: int, skip: int) -> float:
+    """Examples/s of all workers: synchronous steps, so W x batch per step over worker 0's
+    step period between its ``skip``-th step end and its last (the workers move in lockstep)."""
+    log = ends[0]
+    steps = len(log) - skip
+    return len(ends) * batch * steps / (log[-1] - log[skip - 1])
+
+
+# ---------------------------------------------------------------- orchestration
+
+
+@contextlib.contextmanager
+def _processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        yield started
+    finally:
+        for proc in started:  # only the processes this script started, by their handle
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=30)
+
+
+def launch(args: argparse.Namespace, workers: int, out: Path, *, profile: bool) -> None:
+    """One run of ``workers`` workers in their namespaces (``out``: bundle, or step logs ``<out>.w<k>``)."""
+    addresses = setup_network(workers, args.mbit) if not args.no_netns else ["127.0.0.1"] * workers
+    ports = [PORT] * workers if not args.no_netns else [PORT + k for k in range(workers)]
+    cluster = {"worker": [f"{a}:{p}" for a, p in zip(addresses, ports)]}
+    logs = Path(tempfile.mkdtemp(prefix="mwms-logs-"))
+    base = [sys.executable, str(Path(__file__).resolve()), "task", "--model", args.model, "--mbit", str(args.mbit),
+            "--out", str(out), "--steps", str(args.steps), "--warmup", str(args.warmup),
+            "--skip", str(args.skip), "--measure-steps", str(args.measure_steps)]
+    if profile:
+        base.append("--profile")
+    if args.diag:
+        base.append("--diag")
+    try:
+        with _processes() as procs:
+            for k in range(workers):
+                env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2",
+                       "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": k}})}
+                prefix = [] if args.no_netns else ["ip", "netns", "exec", f"{PREFIX}-w{k}"]
+                with (logs / f"w{k}.log").open("wb") as log:
+                    procs.append(subprocess.Popen(prefix + base, env=env, stdout=log, stderr=subprocess.STDOUT))
+            deadline = time.monotonic() + args.timeout
+            for k, proc in enumerate(procs):
+                try:
+                    code = proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
+                except subprocess.TimeoutExpired:
+                    code = None
+                if code != 0:
+                    tail = (logs / f"w{k}.log").read_text(errors="replace")[-4000:]
+                    raise SystemExit(f"worker {k} failed ({code}); logs in {logs}:\n{tail}")
+    finally:
+        if not args.no_netns:
+            teardown_network()
+    shutil.rmtree(logs, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, folder: Path) -> None:
+    """Measured examples/s per W into ``measured.json`` (merged with what is there: repeats add up)."""
+    batch = MODELS[args.model][1]
+    path = folder / "measured.json"
+    old = json.loads(path.read_text()) if path.exists() else {}
+    runs: dict[int, list[float]] = {int(k): v for k, v in old.get("runs", {}).items()}
+    for _ in range(args.repeats):
+        for workers in args.workers:
+            scratch = folder / "run"
+            for attempt in (1, 2):  # on this shared machine a worker is now and then lost: run it again
+                try:
+                    launch(args, workers, scratch, profile=False)
+                    break
+                except SystemExit as exc:
+                    print(f"W={workers}: run {attempt} failed: {str(exc)[:300]}", flush=True)
+                    if attempt == 2:
+                        raise
+            ends = []
+            for k in range(workers):
+                part = scratch.with_name(f"run.w{k}")
+                ends.append(json.loads(part.read_text()))
+                part.unlink()
+            rate = examples_per_s(ends, batch, args.skip)
+            runs.setdefault(workers, []).append(rate)
+            print(f"W={workers}: {rate:.1f} examples/s", flush=True)
+            _write_measured(args, path, runs)
+
+
+def _write_measured(args: argparse.Namespace, path: Path, runs: dict[int, list[float]]) -> None:
+    widths, batch, fwd_s, bwd_s = MODELS[args.model]
+    how = (f"Keras 3 model.fit under tf.distribute.MultiWorkerMirroredStrategy with CommunicationImplementation.RING "
+           f"(TensorFlow 2.21 CPU, gRPC between workers), one process per worker, each in its own network namespace "
+           f"joined by a bridge; every worker link shaped with tc tbf at {args.mbit:g} Mbit/s in both directions "
+           f"(burst {BURST}, queue {QUEUE_MS} ms, TCP cubic). Model: dense {'-'.join(map(str, widths))} "
+           f"({args.model}, 4,223,016 gradient bytes per step in one all-reduce pack, TF's default bytes_per_pack=0) "
+           f"with emulated accelerator compute: a {fwd_s * 1e3:g} ms sleep after every layer forward and "
+           f"{bwd_s * 1e3:g} ms backward (tf.numpy_function), batch {batch} per worker. examples/s = W x batch x "
+           f"steps / (worker 0's time from the end of step {args.skip} to the end of its last step); "
+           f"each repeat is a fresh run; spread is [min, max] over repeats; the value is their median.")
+    points = []
+    for workers in sorted(runs):
+        rates = runs[workers]
+        points.append({"workers": workers, "examples_per_s": round(statistics.median(rates), 2),
+                       "steps": args.measure_steps, "repeats": len(rates),
+                       "spread": [round(min(rates), 2), round(max(rates), 2)]})
+    doc = {"kind": "tf-mwms", "bandwidth_bps": args.mbit * 1e6, "delay_ms": 0.0, "batch_size": batch, "how": how,
+           "points": points, "runs": {str(w): [round(r, 3) for r in runs[w]] for w in sorted(runs)}}
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("mode", nargs="?", choices=("record", "task"), default="record",
+                        help="record (default) sets up and runs everything; task is one worker of it")
+    parser.add_argument("--model", choices=sorted(MODELS), default="mlp4m")
+    parser.add_argument("--mbit", type=float, default=200.0, help="tbf rate of each worker link direction")
+    parser.add_argument("--config", help="name under tests/data/allreduce/ (record mode)")
+    parser.add_argument("--only", choices=("profile", "measure"), help="do one half only")
+    parser.add_argument("--workers", type=lambda t: [int(w) for w in t.split(",")], default=[1, 2, 3, 4])
+    parser.add_argument("--repeats", type=int, default=1, help="measured runs per W (more add to measured.json)")
+    parser.add_argument("--steps", type=int, default=30, help="traced steps of the profile")
+    parser.add_argument("--warmup", type=int, default=10, help="untraced steps before tracing")
+    parser.add_argument("--skip", type=int, default=10, help="measured runs: steps before the window")
+    parser.add_argument("--measure-steps", type=int, default=100, help="measured runs: steps in the window")
+    parser.add_argument("--no-netns", action="store_true", help="plain loopback, no shaping (fallback)")
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--diag", action="store_true", help="measured runs: trace 10 steps of worker 0 (where the time goes)")
+    parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", default="", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.mode == "task":
+        run_task(args)
+        return
+    if not args.config or not args.config.startswith("mwms-"):
+        raise SystemExit("--config NAME is required and starts with mwms-")
+    folder = REPO / "tests" / "data" / "allreduce" / args.config
+    folder.mkdir(parents=True, exist_ok=True)
+    if args.only in (None, "profile"):
+        launch(args, 1, folder / "profile.json.gz", profile=True)
+        print(f"recorded {folder / 'profile.json.gz'}", flush=True)
+    if args.only in (None, "measure"):
+        measure(args, folder)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""``AdvisorMwmsCallback`` inside real Keras MultiWorkerMirroredStrategy training, uploading to a
+local receiver; the bundle imports into a profile whose W = 1 ring prediction matches the
+measured rate; the shapes it cannot trace fail loudly.
+
+Run (TensorFlow lives in its own venv, never the main environment):
+
+    /tmp/tfvenv/bin/pip install --no-deps -e .
+    /tmp/tfvenv/bin/python -m pytest -m heavy tests/heavy/test_keras_mwms.py
+
+Independent truths: the gradient bytes derived by hand from the layer widths (float32, 4 bytes
+per weight and bias); TF's pack layout for the default ``bytes_per_pack=0`` (one pack, the
+variable list reversed: ``cross_device_ops.CollectiveAllReduce._all_reduce``); the measured
+examples/s of the untraced steps after the profile, timed by the program itself.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from advisor.importers.allreduce_upload import read_allreduce_upload
+from advisor.profiling import ProfilingUnsupportedError
+from tests.conftest import REPO
+from tests.profiling import Receiver
+
+pytestmark = pytest.mark.heavy
+
+PROGRAM = Path(__file__).with_name("mwms_program.py")
+BATCH = 16
+WARMUP, STEPS = 10, 30
+# (64, 256, 128, 10) dense layers, float32: kernel in x out x 4 bytes, bias out x 4 bytes
+GRADIENTS = {"fc0/kernel": 64 * 256 * 4, "fc0/bias": 256 * 4, "fc1/kernel": 256 * 128 * 4, "fc1/bias": 128 * 4,
+             "fc2/kernel": 128 * 10 * 4, "fc2/bias": 10 * 4}
+
+
+@pytest.fixture(scope="module")
+def tf() -> Any:
+    """TensorFlow, imported here (not at collection) so the default run does not even mention it."""
+    return pytest.importorskip("tensorflow", reason="the heavy suite needs tensorflow-cpu (see the module docstring)")
+
+
+def _run(mode: str, url: str, tmp_path: Path, **extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    token = tmp_path / "token"
+    token.write_text("t0k3n\n")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG" and not k.startswith("ADVISOR_")}
+    env.update({"ADVISOR_PROFILE": "1", "ADVISOR_INGEST_URL": url, "ADVISOR_TOKEN_FILE": str(token),
+                "ADVISOR_PROFILE_WARMUP": str(WARMUP), "ADVISOR_PROFILE_STEPS": str(STEPS),
+                "ADVISOR_STOP_AFTER_UPLOAD": "0", "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", **extra})
+    out = tmp_path / "out.json"
+    proc = subprocess.run([sys.executable, str(PROGRAM), mode, str(out)], env=env, capture_output=True, text=True,
+                          timeout=600, cwd=REPO)
+    return proc, out
+
+
+def test_one_worker_profile_uploads_and_predicts_its_own_rate(tf: Any, tmp_path: Path) -> None:
+    with Receiver() as rx:
+        proc, out = _run("train", rx.url, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(rx.requests) == 1
+    request = rx.requests[0]
+    assert request.headers["authorization"] == "Bearer t0k3n"
+    bundle = request.bundle()
+    assert (bundle["format"], bundle["kind"], bundle["meta"]["world_size"]) == ("advisor-allreduce-upload", "tf-mwms", 1)
+    assert {g["name"]: g["bytes"] for g in bundle["gradients"]} == GRADIENTS
+    assert bundle["buckets"] == [[5, 4, 3, 2, 1, 0]]  # one pack, last variable first
+    assert len(bundle["steps"]) == STEPS
+    assert [s["index"] for s in bundle["steps"]] == list(range(WARMUP, WARMUP + STEPS))
+    for step in bundle["steps"]:
+        ready = step["grad_ready_us"]
+        assert step["backward_start_us"] < ready[4] <= ready[2] <= ready[0] == step["backward_end_us"]  # backward order
+    profile = read_allreduce_upload(bundle, origin="upload")
+    assert profile.job.kind.value == "tf-mwms"
+
+    # measured: the untraced steps after the profile (the first few after it pay for reading the trace)
+    ends = json.loads(out.read_text())["ends"]
+    tail = ends[WARMUP + STEPS + 5:]
+    measured = BATCH * (len(tail) - 1) / (tail[-1] - tail[0])
+    path = tmp_path / "profile.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(bundle).encode()))
+    cli = subprocess.run([sys.executable, "-m", "advisor.cli", "predict", str(path), "--bandwidth", "1e9",
+                          "--workers", "1", "--json", "--quiet"], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert cli.returncode == 0, cli.stderr[-2000:]
+    predicted = json.loads(cli.stdout)["curve"][0]["throughput"]
+    assert predicted == pytest.approx(measured, rel=0.03), (predicted, measured)
+
+
+def test_steps_per_execution_above_one_is_refused(tf: Any, tmp_path: Path) -> None:
+    with Receiver() as rx:
+        proc, _ = _run("spe2", rx.url, tmp_path)
+    assert proc.returncode != 0
+    assert "steps_per_execution=2" in proc.stderr and "ProfilingUnsupportedError" in proc.stderr
+    assert rx.requests == []
+
+
+def test_another_strategy_is_refused(tf: Any, tmp_path: Path) -> None:
+    with Receiver() as rx:
+        proc, _ = _run("mirrored", rx.url, tmp_path)
+    assert proc.returncode != 0
+    assert "MirroredStrategy" in proc.stderr and "MultiWorkerMirroredStrategy().scope()" in proc.stderr
+    assert rx.requests == []
+
+
+def test_more_than_one_worker_is_refused_at_construction(tf: Any, tmp_path: Path) -> None:
+    from advisor.profiling.keras_mwms import AdvisorMwmsCallback
+
+    tf_config = {"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 0}}
+    env = {"ADVISOR_PROFILE": "1", "ADVISOR_INGEST_URL": "http://127.0.0.1:9/x", "TF_CONFIG": json.dumps(tf_config)}
+    with pytest.raises(ProfilingUnsupportedError, match="2 worker"):
+        AdvisorMwmsCallback(batch_size=BATCH, environ=env)
+    assert not AdvisorMwmsCallback(batch_size=BATCH, environ={}).active
+
+
+def test_the_ps_keras_callback_points_mwms_users_here(tf: Any) -> None:
+    from advisor.profiling import AdvisorKerasCallback
+
+    with pytest.raises(ProfilingUnsupportedError, match="AdvisorMwmsCallback") as info:
+        AdvisorKerasCallback(batch_size=BATCH, environ={"ADVISOR_PROFILE": "1"})
+    assert "ParameterServerStrategy cannot be recorded" in str(info.value)
