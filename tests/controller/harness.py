@@ -173,6 +173,7 @@ def upload_as_profiling_pod(emu: KubeEmulator, profiling_job: Mapping[str, Any],
 
 RECORDED_ALLREDUCE = {  # kind -> a one-worker bundle its hook recorded (tests/data/allreduce/<cfg>/README.md)
     "pytorch-ddp": Path(__file__).resolve().parent.parent / "data" / "allreduce" / "ddp-comm" / "profile.json.gz",
+    "tf-mwms": Path(__file__).resolve().parent.parent / "data" / "allreduce" / "mwms-mlp4m-bw50" / "profile.json.gz",
 }
 
 

@@ -23,9 +23,9 @@ from tests.deploy.helm_render import render_objects
 from tests.deploy.rbac_check import assert_rbac_covers
 from tests.kube_emulator import KubeEmulator
 
-# 100 Mbit/s: the traces all-reduce 7-8 MB per step (the recorded DDP one 8 MiB per ~31 ms step), which
-# takes 0.6-0.8 s at W = 2..4 against ~30 ms of compute, so every added worker costs more per example
-# than it adds: within limits 2..4 the cheapest is 2
+# 100 Mbit/s: the recorded traces all-reduce 8 MiB per ~31 ms step (DDP) and 4.2 MB per ~70 ms step
+# (Keras MWMS), which takes 0.3-0.7 s at W = 2..4, so every added worker costs more per example than
+# it adds: within limits 2..4 the cheapest is 2
 AUTO = dict(leader_election=False, mode="auto", bandwidth="100Mbit", max_workers=4)
 
 
