@@ -184,12 +184,12 @@ class ControllerSettings(BaseSettings):
                                                           "throughput (needs Prometheus and ADVISOR_METRICS_PORT)")
     refit_prometheus_url: str = Field(default="", description="Prometheus' base URL, e.g. "
                                                              "http://prometheus-operated.monitoring.svc:9090")
-    refit_min_observation_s: float | str = Field(default=900, description="time a job must run at one worker count "
+    refit_min_observation_s: float | str = Field(default=900.0, description="time a job must run at one worker count "
                                                  "before it is observed; also the query's window (seconds)")
-    refit_interval_s: float | str = Field(default=1800, description="least time between two observations of a job")
+    refit_interval_s: float | str = Field(default=1800.0, description="least time between two observations of a job")
     refit_tolerance: float | str = Field(default=0.1, description="refit when observed and predicted throughput "
                                                                    "differ by more than this fraction")
-    refit_query_timeout_s: float | str = Field(default=10, description="timeout of one Prometheus query (seconds)")
+    refit_query_timeout_s: float | str = Field(default=10.0, description="timeout of one Prometheus query (seconds)")
     # Profiling runs.
     profiling_steps: int = Field(default=100, ge=10, le=10_000)
     profiling_warmup_steps: int = Field(default=5, ge=0)

@@ -131,7 +131,7 @@ def test_restart_mid_profiling_neither_duplicates_the_run_nor_loses_the_trace(em
         second.stop()
     third = start_controller(emu, settings)  # a third start re-applies the stored prediction, predicts nothing
     try:
-        wait_for("resync", lambda: third.informer.has_synced())
+        wait_for("resync", lambda: third.jobs.has_synced())
         wait_for("reconciled", lambda: reconciles(third) >= 1)
         assert third.metrics.predictions.labels("succeeded")._value.get() == 0
         assert phase(emu, "r") == "Predicted"
@@ -151,7 +151,7 @@ def test_two_replicas_only_the_leader_acts_and_the_standby_takes_over(emu, body,
         env = {e["name"]: e["value"]
                for e in pj["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]}
         assert env["ADVISOR_INGEST_URL"].startswith(leader.settings.ingest_url)  # the leader made it
-        wait_for("standby synced", standby.informer.has_synced)
+        wait_for("standby synced", standby.jobs.has_synced)
         # readiness is "able to serve", not "leading": the standby takes uploads too
         assert standby.ready() == (True, "ok (standing by: another replica holds the leader lease)")
         assert leader.ready()[0] is True
@@ -187,7 +187,7 @@ def test_watch_expiry_relists_and_the_flow_goes_on(emu, body, tmp_path) -> None:
     controller = start_controller(emu, settings_for(tmp_path, leader_election=False,
                                                          watch_pytorchjobs=False))  # the TFJobs' watch only
     try:
-        wait_for("synced", controller.informer.has_synced)
+        wait_for("synced", controller.jobs.has_synced)
         wait_for("the TFJob watch", lambda: emu.open_watches("tfjobs") == 1)  # synced comes before the watch opens
         emu.close_watches()  # the watch drops; the informer backs off (>= 0.8 s) before it resumes,
         create_tfjob(emu, tfjob("after-410"))  # so it misses this job's ADDED event

@@ -54,7 +54,7 @@ def test_a_sweep_before_the_tfjob_list_succeeds_deletes_nothing(tmp_path) -> Non
             assert emu.get("tfjobs", NS, pj["metadata"]["name"]) is not None
             assert emu.list("tfjobs", NS, label_selector=f"{PREFIX}role=profiling")
             assert reconciles(second) == 0
-            wait_for("the cache to sync", second.informer.has_synced, timeout_s=60)
+            wait_for("the cache to sync", second.jobs.has_synced, timeout_s=60)
             # the job goes on with its one profiling run: the first controller's token still works
             assert upload_as_profiling_pod(emu, pj, trace_body()).ok
             wait_for("Predicted", lambda: phase(emu, "live") == "Predicted", timeout_s=60)

@@ -289,7 +289,7 @@ def test_garbage_collection_deletes_prediction_jobs_no_prediction_needs(emu: Kub
     emu.seed(job("advisor-predict-young-1", "2999-01-01T00:00:00Z"))  # too young to judge
     controller = start_controller(emu, job_settings_for(tmp_path, gc_period_s=60))
     try:
-        wait_for("synced", controller.informer.has_synced)  # no sweep before the cache has synced
+        wait_for("synced", controller.jobs.has_synced)  # no sweep before the cache has synced
         controller.collect_garbage()
         assert [j["metadata"]["name"] for j in prediction_jobs(emu)] == ["advisor-predict-young-1"]
     finally:

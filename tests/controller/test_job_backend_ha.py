@@ -128,7 +128,7 @@ def test_the_standby_adopts_the_leaders_running_prediction_job(emu: KubeEmulator
         try:
             wait_for("a leader", lambda: a.leading != b.leading)
             leader, standby = (a, b) if a.leading else (b, a)
-            wait_for("the standby's cache", standby.informer.has_synced)
+            wait_for("the standby's cache", standby.jobs.has_synced)
             service.hold_results()
             create_tfjob(emu, tfjob("ha", workers=2))
             pj = wait_for("the profiling run", lambda: profiling_jobs(emu))[0]
