@@ -40,7 +40,6 @@ namespaces are deleted when a run ends, also on failure.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import http.server
 import json
 import os
@@ -51,15 +50,15 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import netns_testbed as testbed  # scripts/netns_testbed.py, beside this script
+
 PREFIX = "ddp"
-BRIDGE_NS = f"{PREFIX}-br"
 SUBNET = "10.217.17"
 PORT = 29517
-BURST = "4kb"
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "tests" / "data" / "allreduce"
 MIB = 1024 * 1024
@@ -101,57 +100,16 @@ CONFIGS = {
 # ---------------------------------------------------------------- network namespaces and tc
 
 
-def _run(*cmd: str) -> None:
-    subprocess.run(cmd, check=True)
-
-
-def _ns(ns: str, *cmd: str) -> None:
-    _run("ip", "netns", "exec", ns, *cmd)
-
-
-def _shape(ns: str, dev: str, cfg: Config) -> None:
-    # A burst of a few frames: tbf splits every larger GSO packet into wire-size frames, each
-    # paying its headers (about 95 % TCP goodput, as shared/data measured).
-    tbf = ["tbf", "rate", f"{cfg.mbit}mbit", "burst", BURST, "latency", f"{cfg.queue_ms}ms"]
-    if cfg.delay_ms > 0:
-        _ns(ns, "tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "delay", f"{cfg.delay_ms}ms")
-        _ns(ns, "tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", *tbf)
-    else:
-        _ns(ns, "tc", "qdisc", "add", "dev", dev, "root", *tbf)
-
-
 def setup_network(workers: int, cfg: Config) -> list[str]:
-    """Namespaces, bridge, veths, addresses and shaping; returns each worker's address."""
-    teardown_network()
-    _run("ip", "netns", "add", BRIDGE_NS)
-    _ns(BRIDGE_NS, "ip", "link", "set", "lo", "up")
-    _ns(BRIDGE_NS, "ip", "link", "add", "br0", "type", "bridge")
-    _ns(BRIDGE_NS, "ip", "link", "set", "br0", "up")
-    addresses = []
-    for k in range(workers):
-        ns, peer = f"{PREFIX}-w{k}", f"b-w{k}"
-        _run("ip", "netns", "add", ns)
-        _ns(ns, "ip", "link", "set", "lo", "up")
-        _ns(BRIDGE_NS, "ip", "link", "add", peer, "type", "veth", "peer", "name", "eth0", "netns", ns)
-        _ns(BRIDGE_NS, "ip", "link", "set", peer, "master", "br0")
-        _ns(BRIDGE_NS, "ip", "link", "set", peer, "up")
-        address = f"{SUBNET}.{k + 1}"
-        _ns(ns, "ip", "addr", "add", f"{address}/24", "dev", "eth0")
-        _ns(ns, "ip", "link", "set", "eth0", "up")
-        _ns(ns, "ip", "route", "replace", f"{SUBNET}.0/24", "dev", "eth0", "congctl", "lock", "cubic")
-        _shape(ns, "eth0", cfg)  # worker -> bridge
-        _shape(BRIDGE_NS, peer, cfg)  # bridge -> worker
-        addresses.append(address)
-    return addresses
+    """The testbed (netns_testbed.py), every worker link shaped as ``cfg`` says; each worker's address."""
+    names = [f"w{k}" for k in range(workers)]
+    return list(testbed.setup_network(PREFIX, SUBNET, names, mbit=cfg.mbit, queue_ms=cfg.queue_ms,
+                                      delay_ms=cfg.delay_ms).values())
 
 
 def teardown_network() -> None:
-    """Delete every namespace this script creates (deleting one removes its veths too)."""
-    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    for line in listed.splitlines():
-        name = line.split()[0] if line.strip() else ""
-        if name.startswith(f"{PREFIX}-"):
-            subprocess.run(["ip", "netns", "del", name], check=False)
+    """Delete every namespace this script creates."""
+    testbed.teardown_network(PREFIX)
 
 
 # ---------------------------------------------------------------- the training program
@@ -187,25 +145,6 @@ def build_model(torch, cfg: Config):  # type: ignore[no-untyped-def]
     return Emulated()
 
 
-class _Store(http.server.BaseHTTPRequestHandler):
-    """Stands in for the controller's ingest endpoint: keeps the last uploaded body."""
-
-    body: bytes | None = None
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        length = int(self.headers.get("content-length", "0"))
-        type(self).body = self.rfile.read(length)
-        reply = b'{"profile": "stored"}'
-        self.send_response(202)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
-
-
 def run_task(args: argparse.Namespace) -> None:
     """One worker (inside its namespace): trains ``--steps`` steps, logging each; with
     ``--profile`` (W = 1 only) the advisor hook traces and uploads instead."""
@@ -220,7 +159,7 @@ def run_task(args: argparse.Namespace) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     out = Path(args.out)
     if args.profile:
-        receiver = http.server.HTTPServer(("127.0.0.1", 0), _Store)
+        receiver = http.server.HTTPServer(("127.0.0.1", 0), testbed.IngestStub)
         threading.Thread(target=receiver.serve_forever, daemon=True).start()
         token = Path(tempfile.mkdtemp()) / "token"
         token.write_text("record\n")
@@ -243,9 +182,9 @@ def run_task(args: argparse.Namespace) -> None:
         log.append((start, time.time()))
     if args.profile:
         receiver.shutdown()
-        if _Store.body is None:
+        if testbed.IngestStub.body is None:
             raise SystemExit("the hook uploaded nothing")
-        out.write_bytes(_Store.body)  # already gzip (advisor.profiling.allreduce_bundle)
+        out.write_bytes(testbed.IngestStub.body)  # already gzip (advisor.profiling.allreduce_bundle)
     else:
         out.with_name(f"{out.name}.w{args.rank}").write_text(json.dumps(log))
     dist.destroy_process_group()
@@ -289,18 +228,6 @@ def throughput_window(logs: Sequence[Sequence[tuple[float, float]]], batch: int,
 # ---------------------------------------------------------------- orchestration
 
 
-@contextlib.contextmanager
-def _processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    try:
-        yield started
-    finally:
-        for proc in started:  # only the processes this script started, by their handle
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(timeout=30)
-
-
 def run(args: argparse.Namespace, workers: int, out: Path, *, profile: bool, steps: int) -> None:
     """One run of ``workers`` processes, each in its namespace."""
     cfg = CONFIGS[args.config]
@@ -318,7 +245,7 @@ def run(args: argparse.Namespace, workers: int, out: Path, *, profile: bool, ste
         base[2] = "probe-task"
     rt = ["chrt", "--rr", str(args.rt_priority)] if args.rt_priority else []
     try:
-        with _processes() as procs:
+        with testbed.processes() as procs:
             for k in range(workers):
                 env = {**os.environ, "PYTHONPATH": str(REPO), "GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}
                 with (logs / f"w{k}.log").open("wb") as log:
@@ -355,7 +282,7 @@ def measure(args: argparse.Namespace, workers: int, scratch: Path) -> tuple[floa
 def describe(name: str, cfg: Config, args: argparse.Namespace) -> str:
     return (f"PyTorch DDP (gloo) with W = 1..4 worker processes on one 2-core machine, each in its own network "
             f"namespace joined by a bridge; every worker link shaped with tc tbf at {cfg.mbit:g} Mbit/s each "
-            f"direction (burst {BURST}, {cfg.queue_ms} ms queue"
+            f"direction (burst {testbed.BURST}, {cfg.queue_ms} ms queue"
             + (f", netem {cfg.delay_ms:g} ms delay on each end" if cfg.delay_ms else ", no added delay")
             + f"), TCP cubic. Emulated accelerator compute: {len(cfg.layers_mib)} layers, each sleeping "
             f"{cfg.forward_s * 1e3:g} ms in forward and {cfg.backward_s * 1e3:g} ms in backward and owning a "

@@ -28,7 +28,6 @@ end, also on failure.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import http.server
 import json
 import os
@@ -39,14 +38,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
+import netns_testbed as testbed  # scripts/netns_testbed.py, beside this script
+
 PREFIX = os.environ.get("MWMS_NS_PREFIX", "mwms")  # another prefix (mwmsd) lets a diagnostic run beside a sweep
-BRIDGE_NS = f"{PREFIX}-br"
 SUBNET = os.environ.get("MWMS_SUBNET", "10.213.79")
 PORT = 2223
-BURST = "4kb"
 QUEUE_MS = 20  # tbf queue: shallow, as a switch port (a 100 ms queue inflates the RTT of the ring's two-way flows)
 REPO = Path(__file__).resolve().parent.parent
 MODELS = {
@@ -59,53 +58,15 @@ MODELS = {
 # ---------------------------------------------------------------- network namespaces and tc
 
 
-def _run(*cmd: str) -> None:
-    subprocess.run(cmd, check=True)
-
-
-def _ns(ns: str, *cmd: str) -> None:
-    _run("ip", "netns", "exec", ns, *cmd)
-
-
-def _tbf(ns: str, dev: str, mbit: float) -> None:
-    # a burst of a few frames, as record_ps_traces.py: tbf splits GSO packets into wire-size
-    # frames, each paying its headers (about 95 % TCP goodput)
-    _ns(ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit", "burst", BURST,
-        "latency", f"{QUEUE_MS}ms")
-
-
 def setup_network(workers: int, mbit: float) -> list[str]:
-    """Namespaces, bridge, veths, addresses and tbf on every worker link; the workers' addresses."""
-    teardown_network()
-    _run("ip", "netns", "add", BRIDGE_NS)
-    _ns(BRIDGE_NS, "ip", "link", "set", "lo", "up")
-    _ns(BRIDGE_NS, "ip", "link", "add", "br0", "type", "bridge")
-    _ns(BRIDGE_NS, "ip", "link", "set", "br0", "up")
-    addresses = []
-    for k in range(workers):
-        name, ns = f"w{k}", f"{PREFIX}-w{k}"
-        _run("ip", "netns", "add", ns)
-        _ns(ns, "ip", "link", "set", "lo", "up")
-        _ns(BRIDGE_NS, "ip", "link", "add", f"b-{name}", "type", "veth", "peer", "name", "eth0", "netns", ns)
-        _ns(BRIDGE_NS, "ip", "link", "set", f"b-{name}", "master", "br0")
-        _ns(BRIDGE_NS, "ip", "link", "set", f"b-{name}", "up")
-        address = f"{SUBNET}.{k + 1}"
-        _ns(ns, "ip", "addr", "add", f"{address}/24", "dev", "eth0")
-        _ns(ns, "ip", "link", "set", "eth0", "up")
-        _ns(ns, "ip", "route", "replace", f"{SUBNET}.0/24", "dev", "eth0", "congctl", "lock", "cubic")
-        _tbf(ns, "eth0", mbit)  # worker -> bridge
-        _tbf(BRIDGE_NS, f"b-{name}", mbit)  # bridge -> worker
-        addresses.append(address)
-    return addresses
+    """The testbed (netns_testbed.py), tbf on every worker link; the workers' addresses."""
+    names = [f"w{k}" for k in range(workers)]
+    return list(testbed.setup_network(PREFIX, SUBNET, names, mbit=mbit, queue_ms=QUEUE_MS).values())
 
 
 def teardown_network() -> None:
-    """Delete every namespace this script creates (deleting one removes its veths too)."""
-    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    for line in listed.splitlines():
-        name = line.split()[0] if line.strip() else ""
-        if name.startswith(f"{PREFIX}-"):
-            subprocess.run(["ip", "netns", "del", name], check=False)
+    """Delete every namespace this script creates."""
+    testbed.teardown_network(PREFIX)
 
 
 # ---------------------------------------------------------------- the training program
@@ -145,25 +106,6 @@ def build_model(tf, keras, widths: Sequence[int], fwd_s: float, bwd_s: float):  
     return model
 
 
-class _Store(http.server.BaseHTTPRequestHandler):
-    """Stands in for the controller's ingest endpoint: keeps the last uploaded body."""
-
-    body: bytes | None = None
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        length = int(self.headers.get("content-length", "0"))
-        type(self).body = self.rfile.read(length)
-        reply = b'{"profile": "stored"}'
-        self.send_response(202)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
-
-
 def run_task(args: argparse.Namespace) -> None:
     """One worker (inside its namespace): trains with MWMS; logs step ends, or records the bundle."""
     import numpy as np
@@ -200,7 +142,7 @@ def run_task(args: argparse.Namespace) -> None:
     model.compute_metrics = lambda *a, **k: {"loss": tf.reshape(model._loss_tracker.result(), [1])}
     out = Path(args.out)
     if args.profile:
-        receiver = http.server.HTTPServer(("127.0.0.1", 0), _Store)
+        receiver = http.server.HTTPServer(("127.0.0.1", 0), testbed.IngestStub)
         threading.Thread(target=receiver.serve_forever, daemon=True).start()
         token = Path(tempfile.mkdtemp()) / "token"
         token.write_text("record\n")
@@ -219,10 +161,10 @@ def run_task(args: argparse.Namespace) -> None:
         callback = AdvisorMwmsCallback(batch_size=batch, model_name=args.model, environ=env)
         model.fit(dataset, steps_per_epoch=args.warmup + args.steps + 20, epochs=1, verbose=0, callbacks=[callback])
         receiver.shutdown()
-        if _Store.body is None:
+        if testbed.IngestStub.body is None:
             raise SystemExit("the callback uploaded nothing")
-        out.write_bytes(_Store.body)  # already gzip (allreduce_bundle.encode_allreduce_bundle)
-        print(f"worker: bundle {len(_Store.body)} bytes -> {out}", flush=True)
+        out.write_bytes(testbed.IngestStub.body)  # already gzip (allreduce_bundle.encode_allreduce_bundle)
+        print(f"worker: bundle {len(testbed.IngestStub.body)} bytes -> {out}", flush=True)
         return
     ends: list[float] = []
     begins: list[int] = []
@@ -284,18 +226,6 @@ def examples_per_s(ends: Sequence[Sequence[float]], batch: int, skip: int) -> fl
 # ---------------------------------------------------------------- orchestration
 
 
-@contextlib.contextmanager
-def _processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    try:
-        yield started
-    finally:
-        for proc in started:  # only the processes this script started, by their handle
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(timeout=30)
-
-
 def launch(args: argparse.Namespace, workers: int, out: Path, *, profile: bool) -> None:
     """One run of ``workers`` workers in their namespaces (``out``: bundle, or step logs ``<out>.w<k>``)."""
     addresses = setup_network(workers, args.mbit) if not args.no_netns else ["127.0.0.1"] * workers
@@ -310,7 +240,7 @@ def launch(args: argparse.Namespace, workers: int, out: Path, *, profile: bool) 
     if args.diag:
         base.append("--diag")
     try:
-        with _processes() as procs:
+        with testbed.processes() as procs:
             for k in range(workers):
                 env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2",
                        "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": k}})}
@@ -365,7 +295,7 @@ def _write_measured(args: argparse.Namespace, path: Path, runs: dict[int, list[f
     how = (f"Keras 3 model.fit under tf.distribute.MultiWorkerMirroredStrategy with CommunicationImplementation.RING "
            f"(TensorFlow 2.21 CPU, gRPC between workers), one process per worker, each in its own network namespace "
            f"joined by a bridge; every worker link shaped with tc tbf at {args.mbit:g} Mbit/s in both directions "
-           f"(burst {BURST}, queue {QUEUE_MS} ms, TCP cubic). Model: dense {'-'.join(map(str, widths))} "
+           f"(burst {testbed.BURST}, queue {QUEUE_MS} ms, TCP cubic). Model: dense {'-'.join(map(str, widths))} "
            f"({args.model}, 4,223,016 gradient bytes per step in one all-reduce pack, TF's default bytes_per_pack=0) "
            f"with emulated accelerator compute: a {fwd_s * 1e3:g} ms sleep after every layer forward and "
            f"{bwd_s * 1e3:g} ms backward (tf.numpy_function), batch {batch} per worker. examples/s = W x batch x "

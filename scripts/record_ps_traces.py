@@ -29,7 +29,6 @@ The namespaces (``advrec-*``) are deleted when the run ends, also on failure.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gzip
 import http.server
 import json
@@ -40,14 +39,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
+import netns_testbed as testbed  # scripts/netns_testbed.py, beside this script
+
 PREFIX = "advrec"
-BRIDGE_NS = f"{PREFIX}-br"
 SUBNET = "10.213.77"
 PORT = 2222
-BURST = "4kb"
 MODELS = {
     # widths (input to classes), batch, emulated compute per layer and pass in seconds
     # (4 layers x 2 passes x 3 ms = 24 ms, about the 25 ms of shared/data's mlp)
@@ -58,62 +57,20 @@ MODELS = {
 # ---------------------------------------------------------------- network namespaces and tc
 
 
-def _run(*cmd: str) -> None:
-    subprocess.run(cmd, check=True)
-
-
-def _ns(ns: str, *cmd: str) -> None:
-    _run("ip", "netns", "exec", ns, *cmd)
-
-
 def task_names(n_ps: int, workers: int = 1) -> list[str]:
     return [f"ps{i}" for i in range(n_ps)] + [f"w{k}" for k in range(workers)]
 
 
-def _tbf(ns: str, dev: str, mbit: float, queue_ms: int) -> None:
-    # A burst of a few frames: tbf then splits every larger GSO packet into wire-size frames, each
-    # paying its headers, as on a real link (about 95 % TCP goodput, as shared/data measured);
-    # a 64 KB burst let whole GSO packets through on one header (99 %).
-    _ns(ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit", "burst", BURST,
-        "latency", f"{queue_ms}ms")
-
-
 def setup_network(n_ps: int, mbit: float, queue_ms: int, shape: str, workers: int = 1) -> dict[str, str]:
-    """Namespaces, bridge, veths, addresses and tbf; returns each task's IP address."""
-    teardown_network()
-    _run("ip", "netns", "add", BRIDGE_NS)
-    _ns(BRIDGE_NS, "ip", "link", "set", "lo", "up")
-    _ns(BRIDGE_NS, "ip", "link", "add", "br0", "type", "bridge")
-    _ns(BRIDGE_NS, "ip", "link", "set", "br0", "up")
-    addresses = {}
-    for k, name in enumerate(task_names(n_ps, workers)):
-        ns = f"{PREFIX}-{name}"
-        _run("ip", "netns", "add", ns)
-        _ns(ns, "ip", "link", "set", "lo", "up")
-        # both ends created inside the namespaces: nothing touches the host's own
-        _ns(BRIDGE_NS, "ip", "link", "add", f"b-{name}", "type", "veth", "peer", "name", "eth0", "netns", ns)
-        _ns(BRIDGE_NS, "ip", "link", "set", f"b-{name}", "master", "br0")
-        _ns(BRIDGE_NS, "ip", "link", "set", f"b-{name}", "up")
-        address = f"{SUBNET}.{k + 1}"
-        _ns(ns, "ip", "addr", "add", f"{address}/24", "dev", "eth0")
-        _ns(ns, "ip", "link", "set", "eth0", "up")
-        # the namespace's sysctl default is the host's (bbr here) and read-only: a route attribute
-        # sets cubic for every connection on the subnet instead
-        _ns(ns, "ip", "route", "replace", f"{SUBNET}.0/24", "dev", "eth0", "congctl", "lock", "cubic")
-        if name.startswith("ps") or shape == "all":
-            _tbf(ns, "eth0", mbit, queue_ms)  # task -> bridge
-            _tbf(BRIDGE_NS, f"b-{name}", mbit, queue_ms)  # bridge -> task
-        addresses[name] = address
-    return addresses
+    """The testbed (netns_testbed.py), the PS links shaped (all links with ``shape == "all"``);
+    returns each task's IP address."""
+    return testbed.setup_network(PREFIX, SUBNET, task_names(n_ps, workers), mbit=mbit, queue_ms=queue_ms,
+                                 shaped=lambda name: name.startswith("ps") or shape == "all")
 
 
 def teardown_network() -> None:
-    """Delete every namespace this script creates (deleting one removes its veths too)."""
-    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    for line in listed.splitlines():
-        name = line.split()[0] if line.strip() else ""
-        if name.startswith(f"{PREFIX}-"):
-            subprocess.run(["ip", "netns", "del", name], check=False)
+    """Delete every namespace this script creates."""
+    testbed.teardown_network(PREFIX)
 
 
 # ---------------------------------------------------------------- the training program
@@ -175,25 +132,6 @@ class GreedyByBytes:
         return ps
 
 
-class _Store(http.server.BaseHTTPRequestHandler):
-    """Stands in for the controller's ingest endpoint: keeps the last uploaded body."""
-
-    body: bytes | None = None
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-        length = int(self.headers.get("content-length", "0"))
-        type(self).body = self.rfile.read(length)
-        reply = b'{"profile": "stored"}'
-        self.send_response(202)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
-
-
 def run_task(args: argparse.Namespace) -> None:
     """One task of the cluster (inside its namespace): a PS serves; the worker trains and records."""
     import tensorflow as tf
@@ -217,7 +155,7 @@ def run_task(args: argparse.Namespace) -> None:
         _measure(tf, server, index, global_step, train_op, args.measure_steps, threads, Path(args.out))
         return
 
-    receiver = http.server.HTTPServer(("127.0.0.1", 0), _Store)
+    receiver = http.server.HTTPServer(("127.0.0.1", 0), testbed.IngestStub)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
     token = Path(tempfile.mkdtemp()) / "token"
     token.write_text("record\n")
@@ -242,10 +180,10 @@ def run_task(args: argparse.Namespace) -> None:
             session.run([train_op, global_step])
             runs += 1
     receiver.shutdown()
-    if _Store.body is None:
+    if testbed.IngestStub.body is None:
         raise SystemExit("the hook uploaded nothing")
-    Path(args.out).write_bytes(_Store.body)  # already gzip (advisor.profiling.bundle)
-    print(f"worker: {runs} runs, bundle {len(_Store.body)} bytes -> {args.out}", flush=True)
+    Path(args.out).write_bytes(testbed.IngestStub.body)  # already gzip (advisor.profiling.bundle)
+    print(f"worker: {runs} runs, bundle {len(testbed.IngestStub.body)} bytes -> {args.out}", flush=True)
 
 
 def _measure(tf, server, index: int, global_step, train_op, steps: int, threads: dict, out: Path) -> None:  # type: ignore[no-untyped-def]
@@ -285,18 +223,6 @@ def throughput_window(logs: Sequence[Sequence[tuple[float, float, int]]], batch:
 # ---------------------------------------------------------------- orchestration
 
 
-@contextlib.contextmanager
-def _processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    try:
-        yield started
-    finally:
-        for proc in started:  # only the processes this script started, by their handle
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(timeout=30)
-
-
 def record(args: argparse.Namespace, workers: int = 1, out: Path | None = None) -> None:
     """One run: trace 1 worker (``--out`` gets the bundle), or measure ``workers`` (``out`` gets
     each worker's step log, ``<out>.w<k>``)."""
@@ -324,7 +250,7 @@ def record(args: argparse.Namespace, workers: int = 1, out: Path | None = None) 
         base += ["--measure-steps", str(args.measure_steps or 100)]
     repo = str(Path(__file__).resolve().parent.parent)
     try:
-        with _processes() as procs:
+        with testbed.processes() as procs:
             for name in names:
                 role, index = ("worker", int(name[1:])) if name.startswith("w") else ("ps", int(name[2:]))
                 env = {**os.environ, "PYTHONPATH": repo, "TF_CPP_MIN_LOG_LEVEL": "2",

@@ -1,0 +1,110 @@
+"""The namespace testbed the recorders share (record_ps_traces.py, record_allreduce_ddp.py,
+record_allreduce_mwms.py): every task a network namespace on one bridge, its link shaped with
+``tc tbf`` both ways, as ``shared/data/README.md`` describes the testbed the measured runs came
+from; plus the stand-in for the controller's ingest endpoint and the process reaper they use.
+
+Each recorder names its own namespace prefix and subnet, so that two can run side by side.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import subprocess
+from collections.abc import Callable, Iterator, Sequence
+
+# A burst of a few frames: tbf then splits every larger GSO packet into wire-size frames, each
+# paying its headers, as on a real link (about 95 % TCP goodput, as shared/data measured); a
+# 64 KB burst let whole GSO packets through on one header (99 %).
+BURST = "4kb"
+
+
+def run(*cmd: str) -> None:
+    subprocess.run(cmd, check=True)
+
+
+def ns_exec(ns: str, *cmd: str) -> None:
+    run("ip", "netns", "exec", ns, *cmd)
+
+
+def shape(ns: str, dev: str, mbit: float, queue_ms: float, delay_ms: float = 0.0) -> None:
+    """tbf at ``mbit`` with a ``queue_ms`` queue on ``dev``, behind a netem delay when one is asked."""
+    tbf = ["tbf", "rate", f"{mbit}mbit", "burst", BURST, "latency", f"{queue_ms}ms"]
+    if delay_ms > 0:
+        ns_exec(ns, "tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "delay", f"{delay_ms}ms")
+        ns_exec(ns, "tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", *tbf)
+    else:
+        ns_exec(ns, "tc", "qdisc", "add", "dev", dev, "root", *tbf)
+
+
+def setup_network(prefix: str, subnet: str, names: Sequence[str], *, mbit: float, queue_ms: float,
+                  delay_ms: float = 0.0, shaped: Callable[[str], bool] = lambda name: True) -> dict[str, str]:
+    """Namespaces ``<prefix>-<name>`` on a bridge in ``<prefix>-br``, addresses ``<subnet>.1..``,
+    TCP cubic, and each ``shaped`` task's link shaped both ways; returns each task's address."""
+    teardown_network(prefix)
+    bridge = f"{prefix}-br"
+    run("ip", "netns", "add", bridge)
+    ns_exec(bridge, "ip", "link", "set", "lo", "up")
+    ns_exec(bridge, "ip", "link", "add", "br0", "type", "bridge")
+    ns_exec(bridge, "ip", "link", "set", "br0", "up")
+    addresses = {}
+    for k, name in enumerate(names):
+        ns, peer = f"{prefix}-{name}", f"b-{name}"
+        run("ip", "netns", "add", ns)
+        ns_exec(ns, "ip", "link", "set", "lo", "up")
+        # both ends created inside the namespaces: nothing touches the host's own
+        ns_exec(bridge, "ip", "link", "add", peer, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        ns_exec(bridge, "ip", "link", "set", peer, "master", "br0")
+        ns_exec(bridge, "ip", "link", "set", peer, "up")
+        address = f"{subnet}.{k + 1}"
+        ns_exec(ns, "ip", "addr", "add", f"{address}/24", "dev", "eth0")
+        ns_exec(ns, "ip", "link", "set", "eth0", "up")
+        # the namespace's sysctl default is the host's (bbr here) and read-only: a route attribute
+        # sets cubic for every connection on the subnet instead
+        ns_exec(ns, "ip", "route", "replace", f"{subnet}.0/24", "dev", "eth0", "congctl", "lock", "cubic")
+        if shaped(name):
+            shape(ns, "eth0", mbit, queue_ms, delay_ms)  # task -> bridge
+            shape(bridge, peer, mbit, queue_ms, delay_ms)  # bridge -> task
+        addresses[name] = address
+    return addresses
+
+
+def teardown_network(prefix: str) -> None:
+    """Delete every namespace named ``<prefix>-...`` (deleting one removes its veths too)."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    for line in listed.splitlines():
+        name = line.split()[0] if line.strip() else ""
+        if name.startswith(f"{prefix}-"):
+            subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+class IngestStub(http.server.BaseHTTPRequestHandler):
+    """Stands in for the controller's ingest endpoint: keeps the last uploaded body."""
+
+    body: bytes | None = None
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        length = int(self.headers.get("content-length", "0"))
+        type(self).body = self.rfile.read(length)
+        reply = b'{"profile": "stored"}'
+        self.send_response(202)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+@contextlib.contextmanager
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """A list to put started processes in; on leaving, each still running is killed and reaped."""
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        yield started
+    finally:
+        for proc in started:  # only the processes this script started, by their handle
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=30)
