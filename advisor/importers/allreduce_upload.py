@@ -32,6 +32,7 @@ import numpy as np
 
 from advisor.core.profile import JobInfo, Operation, Profile, ProgramKind, Resource, StepTiming
 from advisor.errors import MissingTraceDataError, MultiWorkerTraceError, ProfileError, TraceFormatError
+from advisor.importers.bundle_header import check_bundle_header
 from advisor.profiling.allreduce_bundle import FIELDS, FORMAT, KINDS, STEP_FIELDS, VERSION
 
 META_FIELDS = frozenset({"batch_size", "model", "world_size", "framework", "bucket_cap_bytes"})
@@ -64,19 +65,7 @@ def read_allreduce_upload(doc: Any, *, origin: str, source: str | None = None) -
 
 
 def _check_header(doc: Mapping[str, Any], origin: str) -> None:
-    fmt = doc.get("format")
-    if fmt != FORMAT:
-        found = "no format field" if fmt is None else f"format {fmt!r}"
-        raise TraceFormatError(f"{origin}: not an all-reduce bundle: {found}, expected {FORMAT!r}")
-    version = doc.get("version")
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise TraceFormatError(f"{origin}: version should be an integer, found {version!r}")
-    if version != VERSION:
-        raise TraceFormatError(f"{origin}: all-reduce bundle version {version} is not supported "
-                               f"(this reader reads {VERSION})")
-    unknown = sorted(str(k) for k in doc if k not in FIELDS)
-    if unknown:
-        raise TraceFormatError(f"{origin}: unknown field(s) {unknown}; a version {VERSION} bundle has {sorted(FIELDS)}")
+    check_bundle_header(doc, origin, label="all-reduce bundle", fmt=FORMAT, version=VERSION, fields=FIELDS)
     kind = doc.get("kind")
     if kind not in KINDS:
         raise TraceFormatError(f"{origin}: kind should be one of {list(KINDS)}, found {kind!r}")
@@ -112,13 +101,8 @@ def _meta(doc: Mapping[str, Any], origin: str) -> Mapping[str, Any]:
 
 
 def _gradients(doc: Mapping[str, Any], origin: str) -> tuple[list[str], list[int]]:
-    grads = doc.get("gradients")
-    if grads is None:
-        raise MissingTraceDataError(f"{origin}: the bundle has no gradients (the trainable parameters' sizes)")
-    if not isinstance(grads, list):
-        raise TraceFormatError(f"{origin}: gradients should be a list, found {type(grads).__name__}")
-    if not grads:
-        raise MissingTraceDataError(f"{origin}: gradients is empty: the traced model has no trainable parameters")
+    grads = _nonempty_list(doc, "gradients", origin, holds="the trainable parameters' sizes",
+                           empty="the traced model has no trainable parameters")
     names: list[str] = []
     sizes: list[int] = []
     seen: set[str] = set()
@@ -161,13 +145,7 @@ def _buckets(buckets: Any, n: int, origin: str) -> list[list[int]] | None:
 
 
 def _steps(doc: Mapping[str, Any], n: int, origin: str) -> list[Mapping[str, Any]]:
-    steps = doc.get("steps")
-    if steps is None:
-        raise MissingTraceDataError(f"{origin}: the bundle has no steps (the traced steps)")
-    if not isinstance(steps, list):
-        raise TraceFormatError(f"{origin}: steps should be a list, found {type(steps).__name__}")
-    if not steps:
-        raise MissingTraceDataError(f"{origin}: steps is empty: no step was traced")
+    steps = _nonempty_list(doc, "steps", origin, holds="the traced steps", empty="no step was traced")
     for k, step in enumerate(steps):
         where = f"{origin}: steps[{k}]"
         if not isinstance(step, Mapping):
@@ -243,6 +221,18 @@ def _graph(names: Sequence[str], sizes: Sequence[int],
         timings.append(StepTiming(index=int(step["index"]), start_us=tuple(start_us), duration_us=tuple(duration_us),
                                   wall_us=wall))
     return ops, timings
+
+
+def _nonempty_list(doc: Mapping[str, Any], field: str, origin: str, *, holds: str, empty: str) -> list[Any]:
+    """``doc[field]``, a list with something in it; else the error naming what is missing."""
+    value = doc.get(field)
+    if value is None:
+        raise MissingTraceDataError(f"{origin}: the bundle has no {field} ({holds})")
+    if not isinstance(value, list):
+        raise TraceFormatError(f"{origin}: {field} should be a list, found {type(value).__name__}")
+    if not value:
+        raise MissingTraceDataError(f"{origin}: {field} is empty: {empty}")
+    return value
 
 
 def _whole(value: Any) -> TypeGuard[int]:

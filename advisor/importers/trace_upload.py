@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from advisor.errors import MissingTraceDataError, MultiWorkerTraceError, TraceFormatError
+from advisor.importers.bundle_header import check_bundle_header
 from advisor.importers.json_files import GZIP_MAGIC
 from advisor.importers.gzip_capped import GzipInvalid, GzipTooLarge, inflate_gzip
 from advisor.importers.json_scan import LazyArray
@@ -44,7 +45,7 @@ def read_trace_upload(doc: Mapping[str, Any], *, origin: str, source: str | None
     """The trace records of a decoded bundle; ``origin`` names it in errors (a path, a request)."""
     if not isinstance(doc, Mapping):
         raise TraceFormatError(f"{origin}: an upload bundle should be a JSON object, found {type(doc).__name__}")
-    _check_header(doc, origin)
+    check_bundle_header(doc, origin, label="upload bundle", fmt=FORMAT, version=VERSION, fields=FIELDS)
     meta = _meta(doc, origin)
     steps = _steps(doc, origin)
     _check_meta(meta, len(steps), origin)
@@ -83,21 +84,6 @@ def _gunzip(data: bytes, origin: str, max_bytes: int) -> bytes:
         raise BundleTooLargeError(f"{origin}: the bundle decompresses to more than {max_bytes} bytes") from None
     except GzipInvalid as exc:
         raise TraceFormatError(f"{origin}: {exc}") from None
-
-
-def _check_header(doc: Mapping[str, Any], origin: str) -> None:
-    fmt = doc.get("format")
-    if fmt != FORMAT:
-        found = "no format field" if fmt is None else f"format {fmt!r}"
-        raise TraceFormatError(f"{origin}: not an upload bundle: {found}, expected {FORMAT!r}")
-    version = doc.get("version")
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise TraceFormatError(f"{origin}: version should be an integer, found {version!r}")
-    if version != VERSION:
-        raise TraceFormatError(f"{origin}: bundle version {version} is not supported (this reader reads {VERSION})")
-    unknown = sorted(str(k) for k in doc if k not in FIELDS)
-    if unknown:
-        raise TraceFormatError(f"{origin}: unknown field(s) {unknown}; a version {VERSION} bundle has {sorted(FIELDS)}")
 
 
 def _meta(doc: Mapping[str, Any], origin: str) -> Mapping[str, Any]:

@@ -1,0 +1,29 @@
+"""The header every upload bundle starts with (``format``, ``version``, and no field the version
+does not define), checked the same way for each bundle kind, so that a bundle of the wrong kind
+or version is refused with the same words whichever reader meets it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from advisor.errors import TraceFormatError
+
+
+def check_bundle_header(doc: Mapping[str, Any], origin: str, *, label: str, fmt: str, version: int,
+                        fields: frozenset[str]) -> None:
+    """Raise ``TraceFormatError`` naming ``origin`` unless ``doc`` is a version-``version`` ``fmt``
+    bundle with only ``fields``; ``label`` names the kind in messages ("upload bundle")."""
+    found_fmt = doc.get("format")
+    if found_fmt != fmt:
+        found = "no format field" if found_fmt is None else f"format {found_fmt!r}"
+        raise TraceFormatError(f"{origin}: not an {label}: {found}, expected {fmt!r}")
+    found_version = doc.get("version")
+    if isinstance(found_version, bool) or not isinstance(found_version, int):
+        raise TraceFormatError(f"{origin}: version should be an integer, found {found_version!r}")
+    if found_version != version:
+        raise TraceFormatError(f"{origin}: {label} version {found_version} is not supported "
+                               f"(this reader reads {version})")
+    unknown = sorted(str(k) for k in doc if k not in fields)
+    if unknown:
+        raise TraceFormatError(f"{origin}: unknown field(s) {unknown}; a version {version} bundle has {sorted(fields)}")
