@@ -91,11 +91,8 @@ def _e_less(t1, s1, t2, s2):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def e_push(ev, t, seq, q, w, op):  # type: ignore[no-untyped-def]
-    et, es, ep, en = ev
-    p = (((q + E_Q_OFFSET) << E_W_BITS | w) << E_OP_BITS) | op
-    i = en[0]
-    en[0] = i + 1
+def _e_sift_up(et, es, ep, i, t, seq, p):  # type: ignore[no-untyped-def]
+    """Place the entry ``(t, seq, p)`` at the hole ``i`` or above it, moving larger parents down."""
     while i > 0:
         parent = (i - 1) >> 1
         if not _e_less(t, seq, et[parent], es[parent]):
@@ -103,6 +100,15 @@ def e_push(ev, t, seq, q, w, op):  # type: ignore[no-untyped-def]
         et[i], es[i], ep[i] = et[parent], es[parent], ep[parent]
         i = parent
     et[i], es[i], ep[i] = t, seq, p
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def e_push(ev, t, seq, q, w, op):  # type: ignore[no-untyped-def]
+    et, es, ep, en = ev
+    p = (((q + E_Q_OFFSET) << E_W_BITS | w) << E_OP_BITS) | op
+    i = en[0]
+    en[0] = i + 1
+    _e_sift_up(et, es, ep, i, t, seq, p)
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -135,10 +141,4 @@ def e_pop(ev):  # type: ignore[no-untyped-def]
             child += (tr < tc) | ((tr == tc) & (es[right] < es[child]))
         et[i], es[i], ep[i] = et[child], es[child], ep[child]
         i = child
-    while i > 0:
-        parent = (i - 1) >> 1
-        if not _e_less(t, seq, et[parent], es[parent]):
-            break
-        et[i], es[i], ep[i] = et[parent], es[parent], ep[parent]
-        i = parent
-    et[i], es[i], ep[i] = t, seq, p
+    _e_sift_up(et, es, ep, i, t, seq, p)
