@@ -6,6 +6,7 @@ the loop. The clocks are fake and each sleep advances them, so a 15 s lease take
 
 from __future__ import annotations
 
+import abc
 import datetime as dt
 import re
 import threading
@@ -156,7 +157,7 @@ def test_transitions_count_each_change_of_holder(emu: KubeEmulator, kube: Kube) 
     assert lease(emu)["leaseTransitions"] == 2  # a -> b -> a
 
 
-class ElectorThread:
+class ElectorThread(abc.ABC):
     """An elector running in a thread while the ``with`` block lasts; subclasses say what its
     on-started and on-stopped callbacks record."""
 
@@ -166,11 +167,13 @@ class ElectorThread:
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.elector.run, args=(self.stop,), daemon=True)
 
+    @abc.abstractmethod
     def _on_start(self) -> None:
-        raise NotImplementedError
+        """What the on-started-leading callback records."""
 
+    @abc.abstractmethod
     def _on_stop(self) -> None:
-        raise NotImplementedError
+        """What the on-stopped-leading callback records."""
 
     def __enter__(self) -> Self:
         self.thread.start()
