@@ -215,7 +215,7 @@ def test_unit_options_say_what_is_wrong_with_the_value(argv: list[str], message:
         (["--batch-size", "0"], "argument --batch-size: must be >= 1, got 0"),
         (["--steps", "100", "--warmup", "100"],
          "--warmup 100 must be less than --steps 100: the warm-up steps are part of each worker's --steps"),
-        (["--warmup", "250"], "--warmup 250 must be less than the 200 steps an adaptive run (no --steps) starts with"),
+        (["--warmup", "250"], "--warmup 250 must be less than the 150 steps an adaptive run (no --steps) starts with"),
     ],
 )
 def test_predict_refuses_impossible_step_counts(argv: list[str], message: str,
@@ -224,7 +224,7 @@ def test_predict_refuses_impossible_step_counts(argv: list[str], message: str,
 
 
 def test_fixed_steps_may_warm_up_longer_than_an_adaptive_run_starts(capsys: pytest.CaptureFixture[str]) -> None:
-    """--steps 300 --warmup 250 is a fixed run: the 200 steps an adaptive run starts with do not bind it."""
+    """--steps 300 --warmup 250 is a fixed run: the 150 steps an adaptive run starts with do not bind it."""
     assert main([*PREDICT, "--steps", "300", "--warmup", "250", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["curve"][0]["steps"] == 300 and doc["settings"]["warmup_steps"] == 250

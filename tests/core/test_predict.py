@@ -152,8 +152,8 @@ def test_impossible_curve_settings(kwargs: dict) -> None:
         (dict(steps=0, target_rel_halfwidth=0.02), "steps per worker must be >= 1, got 0"),
         (dict(seed=-1), "seed must be >= 0 (numpy seeds its random generators with integers >= 0), got -1"),
         (dict(steps=250, warmup_steps=250), "the warm-up (250 steps) must be shorter than the 250 steps simulated"),
-        (dict(warmup_steps=200, target_rel_halfwidth=0.02),
-         "an adaptive curve needs warm-up steps < min_steps <= max_steps, got 200 < 200 <= 4000"),
+        (dict(warmup_steps=150, target_rel_halfwidth=0.02),
+         "an adaptive curve needs warm-up steps < min_steps <= max_steps, got 150 < 150 <= 4000"),
         (dict(min_steps=500, max_steps=400, target_rel_halfwidth=0.02), "got 50 < 500 <= 400"),
     ],
 )
