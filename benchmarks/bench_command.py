@@ -39,8 +39,11 @@ from benchmarks.synthetic import inception_like
 REPO = Path(__file__).resolve().parents[1]
 
 
-def command(profile: Path, jobs: int, extra: tuple[str, ...] = ()) -> list[str]:
-    return [sys.executable, "-m", "advisor.cli", "predict", str(profile), "--bandwidth", "10Gbit/s", "--json",
+def command(profile: Path, jobs: int, extra: tuple[str, ...] = (), root: Path = REPO) -> list[str]:
+    """``advisor predict ...`` as the console script starts it (``advisor/__main__.py``); for a
+    checkout of the code from before that entry, ``advisor.cli`` as a module."""
+    entry = "advisor" if (root / "advisor" / "__main__.py").exists() else "advisor.cli"
+    return [sys.executable, "-m", entry, "predict", str(profile), "--bandwidth", "10Gbit/s", "--json",
             "--jobs", str(jobs), *extra]
 
 
@@ -71,12 +74,12 @@ def versus(other: Path, repeat: int, jobs: int) -> None:
     sides = {"this checkout": REPO, f"{other}": other.resolve()}
     envs = {name: {**os.environ, "PYTHONPATH": str(root), "NUMBA_CACHE_DIR": str(work / f"cache-{i}")}
             for i, (name, root) in enumerate(sides.items())}
-    cmd = command(profile, jobs, ("--workers", "1-32"))
+    cmds = {name: command(profile, jobs, ("--workers", "1-32"), root) for name, root in sides.items()}
     for name, root in sides.items():
-        timed_split(cmd, envs[name], root)  # warm its numba cache
+        timed_split(cmds[name], envs[name], root)  # warm its numba cache
     for _ in range(repeat):
         for name, root in sides.items():
-            wall, user, sys_s = timed_split(cmd, envs[name], root)
+            wall, user, sys_s = timed_split(cmds[name], envs[name], root)
             print(f"warm W=1..32 --jobs {jobs} {name:<40} {wall:7.2f} s wall {user:6.2f} s user {sys_s:6.2f} s sys "
                   f"(load {os.getloadavg()[0]:.1f})", flush=True)
     shutil.rmtree(work, ignore_errors=True)
