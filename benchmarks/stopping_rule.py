@@ -83,6 +83,7 @@ def main() -> None:
     parser.add_argument("--reference-seeds", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--only", help="only the cases whose name contains this")
+    parser.add_argument("--detail", action="store_true", help="also every point: seed, error, interval, steps")
     args = parser.parse_args()
     chosen = [c for c in cases() if args.only is None or args.only in c.name]
     workers = tuple(sorted(set(args.workers)))
@@ -104,6 +105,13 @@ def main() -> None:
     spread = max(abs(v[0] - v[-1]) / statistics.fmean(v) for v in reference.values())
     print(f"reference runs: the largest difference between a (profile, W)'s reference seeds is {spread:.2%}")
     summary(args.first, chosen, workers, adaptive, runs, reference)
+    if args.detail:
+        for (case, cfg), pts in zip(adaptive, runs):
+            for w, mean, low, high, steps, _ in pts:
+                ref = statistics.fmean(reference[(case.name, w)])
+                print(f"{case.name} W={w} first look {cfg.min_steps} seed {cfg.seed}: error {mean / ref - 1:+.2%}, "
+                      f"interval +-{(high - low) / 2 / mean:.2%}, {steps} steps, "
+                      f"{'covers' if low <= ref <= high else 'MISSES'}")
 
 
 def summary(firsts: Sequence[int], chosen: Sequence[Case], workers: Sequence[int], adaptive: list, runs: list,
