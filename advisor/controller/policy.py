@@ -58,7 +58,7 @@ def job_prices(settings: ControllerSettings, view: TFJobView) -> Prices:
     try:
         return Prices(worker, ps)
     except CostError as exc:
-        raise TFJobError(f"TFJob {view.namespace}/{view.name}: {exc}") from None
+        raise TFJobError(f"{view.kind} {view.namespace}/{view.name}: {exc}") from None
 
 
 def job_model(settings: ControllerSettings, view: TFJobView) -> ModelChoice:
@@ -77,16 +77,16 @@ def job_model(settings: ControllerSettings, view: TFJobView) -> ModelChoice:
     try:
         given = json.loads(text) if text else {}
     except json.JSONDecodeError as exc:
-        raise TFJobError(f"TFJob {view.namespace}/{view.name}: annotation {PREDICT_MODEL_PARAMS} is not JSON "
+        raise TFJobError(f"{view.kind} {view.namespace}/{view.name}: annotation {PREDICT_MODEL_PARAMS} is not JSON "
                          f"({exc.msg} at column {exc.colno})") from None
     if not isinstance(given, dict):
-        raise TFJobError(f"TFJob {view.namespace}/{view.name}: annotation {PREDICT_MODEL_PARAMS} must be a JSON "
+        raise TFJobError(f"{view.kind} {view.namespace}/{view.name}: annotation {PREDICT_MODEL_PARAMS} must be a JSON "
                          f"object of parameters, not {type(given).__name__}")
     choice = ModelChoice(name, {**(default.params if name == default.name else {}), **given})
     try:
         choice.resolve()
     except ModelInputError as exc:
-        raise TFJobError(f"TFJob {view.namespace}/{view.name}: annotation {PREDICT_MODEL}: {exc}") from None
+        raise TFJobError(f"{view.kind} {view.namespace}/{view.name}: annotation {PREDICT_MODEL}: {exc}") from None
     return choice
 
 
@@ -96,13 +96,13 @@ def job_limits(settings: ControllerSettings, view: TFJobView, prices: Prices) ->
     high = _annotation_int(view, MAX_WORKERS, settings.max_workers)
     if not settings.min_workers <= low <= high <= settings.max_workers:
         raise TFJobError(
-            f"TFJob {view.namespace}/{view.name}: workers {low}..{high} from its annotations lie outside the "
+            f"{view.kind} {view.namespace}/{view.name}: workers {low}..{high} from its annotations lie outside the "
             f"controller's policy {settings.min_workers}..{settings.max_workers} or are reversed")
     if settings.budget_per_hour is not None and prices.worker_per_hour > 0:
         spare = settings.budget_per_hour - view.parameter_servers * prices.ps_per_hour
         affordable = math.floor(spare / prices.worker_per_hour + 1e-9)
         if affordable < low:
-            raise TFJobError(f"TFJob {view.namespace}/{view.name}: the hourly budget {settings.budget_per_hour:g} "
+            raise TFJobError(f"{view.kind} {view.namespace}/{view.name}: the hourly budget {settings.budget_per_hour:g} "
                              f"affords {max(affordable, 0)} workers, fewer than the minimum {low}")
         high = min(high, affordable)
     if view.worker_range is not None:  # the job's own bounds (a PyTorchJob's elasticPolicy)
@@ -114,7 +114,7 @@ def job_limits(settings: ControllerSettings, view: TFJobView, prices: Prices) ->
     try:
         mode = Mode(mode_text)
     except ValueError:
-        raise TFJobError(f"TFJob {view.namespace}/{view.name}: annotation {MODE}={mode_text!r} is not one of "
+        raise TFJobError(f"{view.kind} {view.namespace}/{view.name}: annotation {MODE}={mode_text!r} is not one of "
                          f"{', '.join(m.value for m in Mode)}") from None
     return Limits(low, high, mode)
 
@@ -172,9 +172,9 @@ def _annotation_int(view: TFJobView, key: str, default: int) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise TFJobError(f"TFJob {view.namespace}/{view.name}: annotation {key}={text!r} is not an integer") from None
+        raise TFJobError(f"{view.kind} {view.namespace}/{view.name}: annotation {key}={text!r} is not an integer") from None
     if value < 1:
-        raise TFJobError(f"TFJob {view.namespace}/{view.name}: annotation {key}={text!r} must be >= 1")
+        raise TFJobError(f"{view.kind} {view.namespace}/{view.name}: annotation {key}={text!r} must be >= 1")
     return value
 
 

@@ -13,7 +13,7 @@ from advisor.controller.settings import Mode, load_settings
 from advisor.controller.tfjob import parse_tfjob
 from advisor.core.cost import Prices
 from advisor.errors import TFJobError
-from tests.controller.tfjobs import tfjob, with_uid
+from tests.controller.tfjobs import pytorchjob, tfjob, with_uid
 
 
 def prediction(thr: dict[int, float], ps: int = 1, saturation: int = 4) -> dict:
@@ -75,6 +75,19 @@ def test_bad_job_annotations_are_named(notes: dict[str, str], problem: str) -> N
     view = parse_tfjob(with_uid(tfjob(annotations=notes)))
     with pytest.raises(TFJobError, match=problem):
         job_limits(settings, view, job_prices(settings, view))
+
+
+def test_a_bad_annotation_names_the_kind_of_job_it_is_on() -> None:
+    """A PyTorchJob's bad annotation is reported as the PyTorchJob's, not as a TFJob's."""
+    from advisor.controller.job_kinds import parse_job
+
+    settings = load_settings(max_workers=16)
+    view = parse_job(with_uid(pytorchjob(name="ddp", annotations={"training-advisor.io/mode": "yolo"})))
+    with pytest.raises(TFJobError, match=r"^PyTorchJob ml/ddp: annotation training-advisor.io/mode"):
+        job_limits(settings, view, job_prices(settings, view))
+    bad_model = parse_job(with_uid(pytorchjob(annotations={"training-advisor.io/predict-model": "oracle"})))
+    with pytest.raises(TFJobError, match=r"^PyTorchJob ml/ddp: annotation training-advisor.io/predict-model"):
+        job_model(settings, bad_model)
 
 
 def test_a_job_annotation_chooses_its_model_and_parameters() -> None:
