@@ -91,7 +91,8 @@ class Controller:
         self.reconciler = Reconciler(settings=settings, kube=kube, cache=self.jobs.get, store=self.store,
                                      predictor=self.predictor, metrics=self.metrics,
                                      enqueue_after=self.queue.add_after, clock=clock, ingest_key=key,
-                                     records=records, requeue=self.queue.add_rate_limited, forget=self.queue.forget)
+                                     records=records, requeue=self.queue.add_rate_limited, forget=self.queue.forget,
+                                     shadowed=self.jobs.shadowed)
         self.reconciler.refits = Refitter(settings=lambda: self.reconciler.settings, store=self.store,
                                           running=lambda key: self.reconciler.predictor.running(key),
                                           metrics=self.metrics, enqueue_after=self.queue.add_after, clock=clock)

@@ -7,7 +7,8 @@ patch / delete calls of an object's resource; ``JobCache`` answers ``get``/``key
 ``has_synced`` over one informer per watched resource, as the single TFJob informer did.
 
 A TFJob and a PyTorchJob of the same name in one namespace share a key: the TFJob is the one
-the advisor sees (it is looked up first); the PyTorchJob is not acted on (docs/controller.md). PyTorchJobs are watched only when their CRD is served (API
+the advisor sees (it is looked up first); the PyTorchJob is not acted on, and ``shadowed`` names
+it so that the reconciler can tell its owner (docs/controller.md). PyTorchJobs are watched only when their CRD is served (API
 discovery at start) and the setting ``watch_pytorchjobs`` is on (``watched_resources``).
 """
 
@@ -88,6 +89,11 @@ class JobCache:
             if obj is not None:
                 return obj  # type: ignore[no-any-return]
         return None
+
+    def shadowed(self, namespace: str, name: str) -> list[JSON]:
+        """The objects of this key that ``get`` does not return (a later resource's, behind the first found)."""
+        found = [obj for informer in self.informers if (obj := informer.get(namespace, name)) is not None]
+        return found[1:]
 
     def keys(self) -> list[Key]:
         return sorted({key for informer in self.informers for key in informer.keys()})

@@ -19,7 +19,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -92,6 +92,10 @@ class Reconciler:
     # job -> (uid, the reason annotation this replica last wrote): the informer's cache can still
     # show the one before, and must not make the same transition emit its event twice
     _reason_written: dict[Key, tuple[str, str]] = field(default_factory=dict)
+    # the objects of a key that the cache does not return (a PyTorchJob behind a TFJob of the same
+    # name, job_api.JobCache.shadowed), and the uids already told so (one event each)
+    shadowed: Callable[[str, str], Sequence[Mapping[str, Any]]] | None = None
+    _told_shadowed: set[str] = field(default_factory=set)
 
     # --- entry point -------------------------------------------------------------------------
 
@@ -153,6 +157,7 @@ class Reconciler:
         if obj is None:
             self._forget(namespace, name)
             return
+        self._tell_shadowed(namespace, name, obj)
         try:
             view = parse_job(obj, node_type_label=self.settings.prices.node_type_label)
         except TFJobError as exc:  # JobKindError among them: a kind or shape the advisor does not handle
@@ -196,6 +201,21 @@ class Reconciler:
             self._predict_or_apply(view, run, prices, limits)
         else:  # failed / timed_out: wait for a new generation of the job's templates
             self._fail(view, *_reason_and_message(run))  # a release that failed (e.g. 409) is retried here
+
+    def _tell_shadowed(self, namespace: str, name: str, seen: Mapping[str, Any]) -> None:
+        """A Warning event, once, on each object that shares this key with ``seen`` and is not acted
+        on: without it, a PyTorchJob named like a TFJob is silently ignored."""
+        if self.shadowed is None:
+            return
+        for other in self.shadowed(namespace, name):
+            uid = other.get("metadata", {}).get("uid", "")
+            if not uid or uid in self._told_shadowed:
+                continue
+            self._told_shadowed.add(uid)
+            self._emit(other, "Warning", "NameShadowed",
+                       f"the training advisor does not act on this {other.get('kind', 'job')}: the "
+                       f"{seen.get('kind', 'job')} {namespace}/{name} has the same name and is the one it acts on "
+                       "(it keys jobs by namespace and name); give one of them another name")
 
     def _profile_generation(self, view: TFJobView) -> int:
         """The generation whose profiling run applies: kept across resizes (same templates)."""

@@ -188,3 +188,28 @@ def test_every_call_of_a_pytorchjob_flow_is_granted(emu, tmp_path) -> None:
     made = {(v, r) for v, _, r, _, _ in calls}
     assert {("list", "pytorchjobs"), ("watch", "pytorchjobs"), ("create", "pytorchjobs"),
             ("patch", "pytorchjobs")} <= made
+
+
+def test_a_pytorchjob_named_like_a_tfjob_is_told_it_is_not_acted_on(emu, tmp_path) -> None:
+    """A TFJob and a PyTorchJob share the key (namespace, name): the TFJob is the one acted on, and
+    the PyTorchJob's owner gets one Warning saying so, instead of silence."""
+    controller = start_controller(emu, settings_for(tmp_path, leader_election=False))
+    try:
+        create_job(emu, tfjob("twin"), "tfjobs")
+        create_job(emu, pytorchjob("twin"), "pytorchjobs")
+        shadowed = emu.get("pytorchjobs", NS, "twin")["metadata"]["uid"]
+
+        def warnings_on_the_pytorchjob() -> list[dict]:
+            return [e for e in emu.list("events", NS) if e.get("involvedObject", {}).get("uid") == shadowed
+                    and (e["type"], e["reason"]) == ("Warning", "NameShadowed")]
+
+        told = wait_for("the NameShadowed warning", warnings_on_the_pytorchjob)
+        assert "TFJob ml/twin" in told[0]["message"] and told[0]["involvedObject"]["kind"] == "PyTorchJob"
+        wait_for("the TFJob's profiling run", lambda: profiling_jobs(emu))  # the TFJob is acted on
+        create_job(emu, tfjob("other"), "tfjobs")  # more reconciles of other keys, and of "twin" as it changes
+        wait_for("the other profiling run", lambda: len(profiling_jobs(emu)) == 2)
+        assert len(warnings_on_the_pytorchjob()) == 1 and warnings_on_the_pytorchjob()[0].get("count", 1) == 1
+        assert profiling_jobs(emu, "pytorchjobs") == []
+        assert annotations(emu, "twin", "pytorchjobs") == pytorchjob("twin")["metadata"]["annotations"]  # untouched
+    finally:
+        controller.stop()
