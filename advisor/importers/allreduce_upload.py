@@ -32,7 +32,7 @@ import numpy as np
 
 from advisor.core.profile import JobInfo, Operation, Profile, ProgramKind, Resource, StepTiming
 from advisor.errors import MissingTraceDataError, MultiWorkerTraceError, ProfileError, TraceFormatError
-from advisor.importers.bundle_header import check_bundle_header
+from advisor.importers.bundle_header import bundle_meta, check_bundle_header
 from advisor.profiling.allreduce_bundle import FIELDS, FORMAT, KINDS, STEP_FIELDS, VERSION
 
 META_FIELDS = frozenset({"batch_size", "model", "world_size", "framework", "bucket_cap_bytes"})
@@ -72,11 +72,7 @@ def _check_header(doc: Mapping[str, Any], origin: str) -> None:
 
 
 def _meta(doc: Mapping[str, Any], origin: str) -> Mapping[str, Any]:
-    meta = doc.get("meta")
-    if meta is None:
-        raise MissingTraceDataError(f"{origin}: the bundle has no meta (batch size, world size)")
-    if not isinstance(meta, Mapping):
-        raise TraceFormatError(f"{origin}: meta should be an object, found {type(meta).__name__}")
+    meta = bundle_meta(doc, origin, holds="batch size, world size")
     unknown = sorted(str(k) for k in meta if k not in META_FIELDS)
     if unknown:
         raise TraceFormatError(f"{origin}: unknown meta field(s) {unknown}; meta has {sorted(META_FIELDS)}")

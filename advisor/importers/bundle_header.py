@@ -1,13 +1,13 @@
 """The header every upload bundle starts with (``format``, ``version``, and no field the version
-does not define), checked the same way for each bundle kind, so that a bundle of the wrong kind
-or version is refused with the same words whichever reader meets it."""
+does not define) and its ``meta`` object, checked the same way for each bundle kind, so that a
+bundle of the wrong kind or version is refused with the same words whichever reader meets it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from advisor.errors import TraceFormatError
+from advisor.errors import MissingTraceDataError, TraceFormatError
 
 
 def check_bundle_header(doc: Mapping[str, Any], origin: str, *, label: str, fmt: str, version: int,
@@ -27,3 +27,14 @@ def check_bundle_header(doc: Mapping[str, Any], origin: str, *, label: str, fmt:
     unknown = sorted(str(k) for k in doc if k not in fields)
     if unknown:
         raise TraceFormatError(f"{origin}: unknown field(s) {unknown}; a version {version} bundle has {sorted(fields)}")
+
+
+def bundle_meta(doc: Mapping[str, Any], origin: str, *, holds: str) -> Mapping[str, Any]:
+    """The bundle's ``meta`` object; ``MissingTraceDataError`` without one (``holds`` says what it
+    would hold, e.g. "batch size, world size"), ``TraceFormatError`` when it is not an object."""
+    meta = doc.get("meta")
+    if meta is None:
+        raise MissingTraceDataError(f"{origin}: the bundle has no meta ({holds})")
+    if not isinstance(meta, Mapping):
+        raise TraceFormatError(f"{origin}: meta should be an object, found {type(meta).__name__}")
+    return meta

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from advisor.errors import MissingTraceDataError, MultiWorkerTraceError, TraceFormatError
-from advisor.importers.bundle_header import check_bundle_header
+from advisor.importers.bundle_header import bundle_meta, check_bundle_header
 from advisor.importers.json_files import GZIP_MAGIC
 from advisor.importers.gzip_capped import GzipInvalid, GzipTooLarge, inflate_gzip
 from advisor.importers.json_scan import LazyArray
@@ -46,7 +46,7 @@ def read_trace_upload(doc: Mapping[str, Any], *, origin: str, source: str | None
     if not isinstance(doc, Mapping):
         raise TraceFormatError(f"{origin}: an upload bundle should be a JSON object, found {type(doc).__name__}")
     check_bundle_header(doc, origin, label="upload bundle", fmt=FORMAT, version=VERSION, fields=FIELDS)
-    meta = _meta(doc, origin)
+    meta = bundle_meta(doc, origin, holds="batch size, model, client step times")
     steps = _steps(doc, origin)
     _check_meta(meta, len(steps), origin)
     return read_runmetadata_documents(steps, meta, origin=origin, source=source)
@@ -84,15 +84,6 @@ def _gunzip(data: bytes, origin: str, max_bytes: int) -> bytes:
         raise BundleTooLargeError(f"{origin}: the bundle decompresses to more than {max_bytes} bytes") from None
     except GzipInvalid as exc:
         raise TraceFormatError(f"{origin}: {exc}") from None
-
-
-def _meta(doc: Mapping[str, Any], origin: str) -> Mapping[str, Any]:
-    meta = doc.get("meta")
-    if meta is None:
-        raise MissingTraceDataError(f"{origin}: the bundle has no meta (batch size, model, client step times)")
-    if not isinstance(meta, Mapping):
-        raise TraceFormatError(f"{origin}: meta should be an object, found {type(meta).__name__}")
-    return meta
 
 
 def _steps(doc: Mapping[str, Any], origin: str) -> Sequence[Any]:
