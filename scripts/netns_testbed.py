@@ -11,7 +11,11 @@ from __future__ import annotations
 import contextlib
 import http.server
 import subprocess
+import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 # A burst of a few frames: tbf then splits every larger GSO packet into wire-size frames, each
 # paying its headers, as on a real link (about 95 % TCP goodput, as shared/data measured); a
@@ -95,6 +99,44 @@ class IngestStub(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         pass
+
+
+class Ingest:
+    """An ``IngestStub`` serving on localhost from now on, with a token file: what a profiling hook
+    in the recording process uploads to, as it would to the controller."""
+
+    def __init__(self) -> None:
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), IngestStub)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.token = Path(tempfile.mkdtemp()) / "token"
+        self.token.write_text("record\n")
+
+    def environ(self, steps: int, warmup: int, **extra: str) -> dict[str, str]:
+        """The hook's environment: profile ``steps`` after ``warmup``, upload here; plus ``extra``."""
+        return {"ADVISOR_PROFILE": "1", "ADVISOR_INGEST_URL": f"http://127.0.0.1:{self.server.server_port}/ingest",
+                "ADVISOR_TOKEN_FILE": str(self.token), "ADVISOR_PROFILE_STEPS": str(steps),
+                "ADVISOR_PROFILE_WARMUP": str(warmup), **extra}
+
+    def bundle(self, uploader: str) -> bytes:
+        """Stop serving; the uploaded bundle (already gzip), or exit naming ``uploader`` if none came."""
+        self.server.shutdown()
+        if IngestStub.body is None:
+            raise SystemExit(f"{uploader} uploaded nothing")
+        return IngestStub.body
+
+
+def wait_workers(workers: Sequence[subprocess.Popen[bytes]], logs: Path, timeout_s: float) -> None:
+    """Wait for every worker (its output in ``logs/w<k>.log``) within one deadline; the first that
+    fails or outlives it ends the recording with the tail of its log."""
+    deadline = time.monotonic() + timeout_s
+    for k, proc in enumerate(workers):
+        try:
+            code = proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
+        except subprocess.TimeoutExpired:
+            code = None
+        if code != 0:
+            tail = (logs / f"w{k}.log").read_text(errors="replace")[-4000:]
+            raise SystemExit(f"worker {k} of {len(workers)} failed ({code}); logs in {logs}:\n{tail}")
 
 
 @contextlib.contextmanager

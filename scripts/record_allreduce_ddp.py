@@ -40,7 +40,6 @@ namespaces are deleted when a run ends, also on failure.
 from __future__ import annotations
 
 import argparse
-import http.server
 import json
 import os
 import shutil
@@ -48,7 +47,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -159,14 +157,8 @@ def run_task(args: argparse.Namespace) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     out = Path(args.out)
     if args.profile:
-        receiver = http.server.HTTPServer(("127.0.0.1", 0), testbed.IngestStub)
-        threading.Thread(target=receiver.serve_forever, daemon=True).start()
-        token = Path(tempfile.mkdtemp()) / "token"
-        token.write_text("record\n")
-        env = {"ADVISOR_PROFILE": "1", "ADVISOR_INGEST_URL": f"http://127.0.0.1:{receiver.server_port}/ingest",
-               "ADVISOR_TOKEN_FILE": str(token), "ADVISOR_PROFILE_STEPS": str(args.steps),
-               "ADVISOR_PROFILE_WARMUP": str(args.warmup), "ADVISOR_STOP_AFTER_UPLOAD": "0",
-               "WORLD_SIZE": "1"}
+        ingest = testbed.Ingest()
+        env = ingest.environ(args.steps, args.warmup, ADVISOR_STOP_AFTER_UPLOAD="0", WORLD_SIZE="1")
         from advisor.profiling.torch import profile_ddp
 
         profile_ddp(model, optimizer, batch_size=cfg.batch, model_name=args.config, environ=env)
@@ -181,10 +173,7 @@ def run_task(args: argparse.Namespace) -> None:
         optimizer.zero_grad()
         log.append((start, time.time()))
     if args.profile:
-        receiver.shutdown()
-        if testbed.IngestStub.body is None:
-            raise SystemExit("the hook uploaded nothing")
-        out.write_bytes(testbed.IngestStub.body)  # already gzip (advisor.profiling.allreduce_bundle)
+        out.write_bytes(ingest.bundle("the hook"))  # already gzip (advisor.profiling.allreduce_bundle)
     else:
         out.with_name(f"{out.name}.w{args.rank}").write_text(json.dumps(log))
     dist.destroy_process_group()
@@ -251,15 +240,7 @@ def run(args: argparse.Namespace, workers: int, out: Path, *, profile: bool, ste
                 with (logs / f"w{k}.log").open("wb") as log:
                     procs.append(subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}-w{k}", *rt, *base, "--rank", str(k)],
                                                   env=env, stdout=log, stderr=subprocess.STDOUT))
-            deadline = time.monotonic() + args.timeout
-            for k, proc in enumerate(procs):
-                try:
-                    code = proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
-                except subprocess.TimeoutExpired:
-                    code = None
-                if code != 0:
-                    tail = (logs / f"w{k}.log").read_text(errors="replace")[-4000:]
-                    raise SystemExit(f"worker {k} of {workers} failed ({code}); logs in {logs}:\n{tail}")
+            testbed.wait_workers(procs, logs, args.timeout)
             if args.mode == "probe":
                 found = [line for line in (logs / "w0.log").read_text(errors="replace").splitlines()
                          if line.startswith("{")]

@@ -28,7 +28,6 @@ end, also on failure.
 from __future__ import annotations
 
 import argparse
-import http.server
 import json
 import os
 import shutil
@@ -36,7 +35,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -142,29 +140,16 @@ def run_task(args: argparse.Namespace) -> None:
     model.compute_metrics = lambda *a, **k: {"loss": tf.reshape(model._loss_tracker.result(), [1])}
     out = Path(args.out)
     if args.profile:
-        receiver = http.server.HTTPServer(("127.0.0.1", 0), testbed.IngestStub)
-        threading.Thread(target=receiver.serve_forever, daemon=True).start()
-        token = Path(tempfile.mkdtemp()) / "token"
-        token.write_text("record\n")
-        env = {
-            "TF_CONFIG": os.environ["TF_CONFIG"],
-            "ADVISOR_PROFILE": "1",
-            "ADVISOR_INGEST_URL": f"http://127.0.0.1:{receiver.server_port}/ingest",
-            "ADVISOR_TOKEN_FILE": str(token),
-            "ADVISOR_PROFILE_STEPS": str(args.steps),
-            "ADVISOR_PROFILE_WARMUP": str(args.warmup),
-            "ADVISOR_BANDWIDTH_MBIT": str(args.mbit),
-            "ADVISOR_STOP_AFTER_UPLOAD": "1",
-        }
+        ingest = testbed.Ingest()
+        env = ingest.environ(args.steps, args.warmup, TF_CONFIG=os.environ["TF_CONFIG"],
+                             ADVISOR_BANDWIDTH_MBIT=str(args.mbit), ADVISOR_STOP_AFTER_UPLOAD="1")
         from advisor.profiling.keras_mwms import AdvisorMwmsCallback
 
         callback = AdvisorMwmsCallback(batch_size=batch, model_name=args.model, environ=env)
         model.fit(dataset, steps_per_epoch=args.warmup + args.steps + 20, epochs=1, verbose=0, callbacks=[callback])
-        receiver.shutdown()
-        if testbed.IngestStub.body is None:
-            raise SystemExit("the callback uploaded nothing")
-        out.write_bytes(testbed.IngestStub.body)  # already gzip (allreduce_bundle.encode_allreduce_bundle)
-        print(f"worker: bundle {len(testbed.IngestStub.body)} bytes -> {out}", flush=True)
+        bundle = ingest.bundle("the callback")
+        out.write_bytes(bundle)  # already gzip (allreduce_bundle.encode_allreduce_bundle)
+        print(f"worker: bundle {len(bundle)} bytes -> {out}", flush=True)
         return
     ends: list[float] = []
     begins: list[int] = []
@@ -247,15 +232,7 @@ def launch(args: argparse.Namespace, workers: int, out: Path, *, profile: bool) 
                 prefix = [] if args.no_netns else ["ip", "netns", "exec", f"{PREFIX}-w{k}"]
                 with (logs / f"w{k}.log").open("wb") as log:
                     procs.append(subprocess.Popen(prefix + base, env=env, stdout=log, stderr=subprocess.STDOUT))
-            deadline = time.monotonic() + args.timeout
-            for k, proc in enumerate(procs):
-                try:
-                    code = proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
-                except subprocess.TimeoutExpired:
-                    code = None
-                if code != 0:
-                    tail = (logs / f"w{k}.log").read_text(errors="replace")[-4000:]
-                    raise SystemExit(f"worker {k} failed ({code}); logs in {logs}:\n{tail}")
+            testbed.wait_workers(procs, logs, args.timeout)
     finally:
         if not args.no_netns:
             teardown_network()

@@ -30,14 +30,12 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -155,19 +153,9 @@ def run_task(args: argparse.Namespace) -> None:
         _measure(tf, server, index, global_step, train_op, args.measure_steps, threads, Path(args.out))
         return
 
-    receiver = http.server.HTTPServer(("127.0.0.1", 0), testbed.IngestStub)
-    threading.Thread(target=receiver.serve_forever, daemon=True).start()
-    token = Path(tempfile.mkdtemp()) / "token"
-    token.write_text("record\n")
-    env = {
-        "TF_CONFIG": os.environ["TF_CONFIG"],
-        "ADVISOR_PROFILE": "1",
-        "ADVISOR_INGEST_URL": f"http://127.0.0.1:{receiver.server_port}/ingest",
-        "ADVISOR_TOKEN_FILE": str(token),
-        "ADVISOR_PROFILE_STEPS": str(args.steps),
-        "ADVISOR_PROFILE_WARMUP": str(args.warmup),
-        "ADVISOR_BANDWIDTH_MBIT": str(args.mbit),
-    }
+    ingest = testbed.Ingest()
+    env = ingest.environ(args.steps, args.warmup, TF_CONFIG=os.environ["TF_CONFIG"],
+                         ADVISOR_BANDWIDTH_MBIT=str(args.mbit))
     from advisor.profiling import AdvisorProfilingHook
 
     hook = AdvisorProfilingHook(batch_size=batch, model_name=args.model, environ=env)
@@ -179,10 +167,7 @@ def run_task(args: argparse.Namespace) -> None:
         while not session.should_stop() and runs < args.warmup + args.steps + 50:
             session.run([train_op, global_step])
             runs += 1
-    receiver.shutdown()
-    if testbed.IngestStub.body is None:
-        raise SystemExit("the hook uploaded nothing")
-    Path(args.out).write_bytes(testbed.IngestStub.body)  # already gzip (advisor.profiling.bundle)
+    Path(args.out).write_bytes(ingest.bundle("the hook"))  # already gzip (advisor.profiling.bundle)
     print(f"worker: {runs} runs, bundle {len(testbed.IngestStub.body)} bytes -> {args.out}", flush=True)
 
 
@@ -260,15 +245,7 @@ def record(args: argparse.Namespace, workers: int = 1, out: Path | None = None) 
                     procs.append(subprocess.Popen(prefix + base, env=env, stdout=log, stderr=subprocess.STDOUT))
                 if role == "ps":
                     time.sleep(1.0)
-            deadline = time.monotonic() + args.timeout
-            for k, worker in enumerate(procs[args.ps:]):
-                try:
-                    code = worker.wait(timeout=max(deadline - time.monotonic(), 1.0))
-                except subprocess.TimeoutExpired:
-                    code = None
-                if code != 0:
-                    tail = (logs / f"w{k}.log").read_text(errors="replace")[-4000:]
-                    raise SystemExit(f"worker {k} failed ({code}); logs in {logs}:\n{tail}")
+            testbed.wait_workers(procs[args.ps:], logs, args.timeout)
     finally:
         if not args.no_netns:
             teardown_network()
