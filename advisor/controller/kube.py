@@ -243,10 +243,7 @@ class Kube:
     def patch_tfjob(self, namespace: str, name: str, patch: Mapping[str, Any], *,
                     resource_version: str | None = None) -> JSON:
         """JSON merge patch; with ``resource_version`` it is a precondition (stale: KubeConflict)."""
-        body = dict(patch)
-        if resource_version is not None:
-            body["metadata"] = {**(patch.get("metadata") or {}), "resourceVersion": resource_version}
-        return self._call("patch", "PATCH", TFJOBS, namespace, name, body=body, content_type=MERGE_PATCH)
+        return self._merge_patch(TFJOBS, namespace, name, patch, resource_version)
 
     def delete_tfjob(self, namespace: str, name: str, *, uid: str | None = None) -> None:
         """With ``uid`` (a precondition) only that object: if the name is another's by now, KubeConflict."""
@@ -266,10 +263,7 @@ class Kube:
     def patch_pytorchjob(self, namespace: str, name: str, patch: Mapping[str, Any], *,
                          resource_version: str | None = None) -> JSON:
         """JSON merge patch; with ``resource_version`` it is a precondition (stale: KubeConflict)."""
-        body = dict(patch)
-        if resource_version is not None:
-            body["metadata"] = {**(patch.get("metadata") or {}), "resourceVersion": resource_version}
-        return self._call("patch", "PATCH", PYTORCHJOBS, namespace, name, body=body, content_type=MERGE_PATCH)
+        return self._merge_patch(PYTORCHJOBS, namespace, name, patch, resource_version)
 
     def delete_pytorchjob(self, namespace: str, name: str, *, uid: str | None = None) -> None:
         self._delete(PYTORCHJOBS, namespace, name, uid)
@@ -404,6 +398,13 @@ class Kube:
         timeout = (self.request_timeout_s, timeout_s + self.request_timeout_s)
         resp = self._open("watch", target, "GET", res.path(namespace), query, None, None, timeout)
         return WatchStream(resp, "watch", target)
+
+    def _merge_patch(self, res: Resource, namespace: str, name: str, patch: Mapping[str, Any],
+                     resource_version: str | None) -> JSON:
+        body = dict(patch)
+        if resource_version is not None:
+            body["metadata"] = {**(patch.get("metadata") or {}), "resourceVersion": resource_version}
+        return self._call("patch", "PATCH", res, namespace, name, body=body, content_type=MERGE_PATCH)
 
     def _delete(self, res: Resource, namespace: str, name: str, uid: str | None = None) -> None:
         body: JSON = {"propagationPolicy": "Background"}
