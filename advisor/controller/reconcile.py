@@ -203,13 +203,17 @@ class Reconciler:
             self._fail(view, *_reason_and_message(run))  # a release that failed (e.g. 409) is retried here
 
     def _tell_shadowed(self, namespace: str, name: str, seen: Mapping[str, Any]) -> None:
-        """A Warning event, once, on each object that shares this key with ``seen`` and is not acted
-        on: without it, a PyTorchJob named like a TFJob is silently ignored."""
+        """A Warning event, once, on each opted-in object that shares this key with ``seen`` and is
+        not acted on: without it, a PyTorchJob named like a TFJob is silently ignored. A job that
+        did not opt in hears nothing from the advisor, as anywhere else."""
         if self.shadowed is None:
             return
         for other in self.shadowed(namespace, name):
-            uid = other.get("metadata", {}).get("uid", "")
-            if not uid or uid in self._told_shadowed:
+            meta = other.get("metadata", {})
+            uid = meta.get("uid", "")
+            if not uid or uid in self._told_shadowed or not opted_in(meta.get("labels") or {},
+                                                                     meta.get("annotations") or {},
+                                                                     self.settings.opt_in):
                 continue
             self._told_shadowed.add(uid)
             self._emit(other, "Warning", "NameShadowed",

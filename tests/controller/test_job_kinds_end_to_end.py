@@ -197,17 +197,24 @@ def test_a_pytorchjob_named_like_a_tfjob_is_told_it_is_not_acted_on(emu, tmp_pat
     try:
         create_job(emu, tfjob("twin"), "tfjobs")
         create_job(emu, pytorchjob("twin"), "pytorchjobs")
+        create_job(emu, tfjob("quiet"), "tfjobs")
+        create_job(emu, pytorchjob("quiet", opted_in=False), "pytorchjobs")  # never asked the advisor anything
         shadowed = emu.get("pytorchjobs", NS, "twin")["metadata"]["uid"]
+        not_opted_in = emu.get("pytorchjobs", NS, "quiet")["metadata"]["uid"]
+
+        def warnings_on(uid: str) -> list[dict]:
+            return [e for e in emu.list("events", NS) if e.get("involvedObject", {}).get("uid") == uid
+                    and (e["type"], e["reason"]) == ("Warning", "NameShadowed")]
 
         def warnings_on_the_pytorchjob() -> list[dict]:
-            return [e for e in emu.list("events", NS) if e.get("involvedObject", {}).get("uid") == shadowed
-                    and (e["type"], e["reason"]) == ("Warning", "NameShadowed")]
+            return warnings_on(shadowed)
 
         told = wait_for("the NameShadowed warning", warnings_on_the_pytorchjob)
         assert "TFJob ml/twin" in told[0]["message"] and told[0]["involvedObject"]["kind"] == "PyTorchJob"
         wait_for("the TFJob's profiling run", lambda: profiling_jobs(emu))  # the TFJob is acted on
         create_job(emu, tfjob("other"), "tfjobs")  # more reconciles of other keys, and of "twin" as it changes
-        wait_for("the other profiling run", lambda: len(profiling_jobs(emu)) == 2)
+        wait_for("the other profiling runs", lambda: len(profiling_jobs(emu)) == 3)  # twin, quiet, other
+        assert warnings_on(not_opted_in) == []
         assert len(warnings_on_the_pytorchjob()) == 1 and warnings_on_the_pytorchjob()[0].get("count", 1) == 1
         assert profiling_jobs(emu, "pytorchjobs") == []
         assert annotations(emu, "twin", "pytorchjobs") == pytorchjob("twin")["metadata"]["annotations"]  # untouched
