@@ -104,23 +104,25 @@ def main() -> None:
             reference.setdefault((case.name, w), []).append(mean)
     spread = max(abs(v[0] - v[-1]) / statistics.fmean(v) for v in reference.values())
     print(f"reference runs: the largest difference between a (profile, W)'s reference seeds is {spread:.2%}")
-    summary(args.first, chosen, workers, adaptive, runs, reference)
+    truth = {key: statistics.fmean(means) for key, means in reference.items()}
+    summary(args.first, chosen, workers, adaptive, runs, truth)
     if args.detail:
         for (case, cfg), pts in zip(adaptive, runs):
             for w, mean, low, high, steps, _ in pts:
-                ref = statistics.fmean(reference[(case.name, w)])
+                ref = truth[(case.name, w)]
                 print(f"{case.name} W={w} first look {cfg.min_steps} seed {cfg.seed}: error {mean / ref - 1:+.2%}, "
                       f"interval +-{(high - low) / 2 / mean:.2%}, {steps} steps, "
                       f"{'covers' if low <= ref <= high else 'MISSES'}")
 
 
 def summary(firsts: Sequence[int], chosen: Sequence[Case], workers: Sequence[int], adaptive: list, runs: list,
-            reference: dict[tuple[str, int], list[float]]) -> None:
-    """Per first look: coverage and share within 2 % over all points, then per W and per case."""
+            truth: dict[tuple[str, int], float]) -> None:
+    """Per first look: coverage of ``truth`` (the reference mean per (case, W)) and share within 2 %
+    over all points, then per W and per case."""
     rows: dict[int, list[tuple[str, int, bool, bool, float, int]]] = {f: [] for f in firsts}
     for (case, cfg), pts in zip(adaptive, runs):
         for w, mean, low, high, steps, events in pts:
-            ref = statistics.fmean(reference[(case.name, w)])
+            ref = truth[(case.name, w)]
             rows[cfg.min_steps].append((case.name, w, low <= ref <= high, abs(mean / ref - 1) <= 0.02,
                                         abs(mean / ref - 1), events))
     print(f"{'first look':>10} {'points':>7} {'coverage':>9} {'within 2%':>10} {'worst error':>12} {'Mevents':>9}")
