@@ -244,9 +244,9 @@ def build_profiling_tfjob(
     generation = view.generation if generation is None else generation
     source = _replica_specs(obj["spec"], f"TFJob {view.namespace}/{view.name}")
     worker_kind = "Worker" if "Worker" in source else ("Chief" if "Chief" in source else "Master")
-    env = _profiling_env(view, spec, generation)
-    replicas = {"PS": _profiling_replica(source["PS"], env, spec.token),
-                "Worker": _profiling_replica(source[worker_kind], env, spec.token)}
+    env = profiling_env(view, spec, generation)
+    replicas = {"PS": profiling_replica(source["PS"], env, spec.token),
+                "Worker": profiling_replica(source[worker_kind], env, spec.token)}
     return profiling_object(obj, view, spec, generation, {"tfReplicaSpecs": replicas}, pods=2)
 
 
@@ -260,8 +260,8 @@ def build_profiling_mwms_tfjob(
     generation = view.generation if generation is None else generation
     source = _replica_specs(obj["spec"], f"TFJob {view.namespace}/{view.name}", require_ps=False)
     worker_kind = "Worker" if "Worker" in source else ("Chief" if "Chief" in source else "Master")
-    env = _profiling_env(view, spec, generation)
-    replicas = {"Worker": _profiling_replica(source[worker_kind], env, spec.token)}
+    env = profiling_env(view, spec, generation)
+    replicas = {"Worker": profiling_replica(source[worker_kind], env, spec.token)}
     return profiling_object(obj, view, spec, generation, {"tfReplicaSpecs": replicas}, pods=1)
 
 
@@ -309,7 +309,8 @@ def owner_ref(name: str, uid: str, kind: str = KIND) -> dict[str, Any]:
     return {"apiVersion": API_VERSION, "kind": kind, "name": name, "uid": uid, "controller": False}
 
 
-def _profiling_env(view: TFJobView, spec: ProfilingSpec, generation: int) -> list[dict[str, str]]:
+def profiling_env(view: TFJobView, spec: ProfilingSpec, generation: int) -> list[dict[str, str]]:
+    """The environment every kind's profiling pod gets (ADVISOR_PROFILE=1, where to upload...)."""
     url = f"{spec.ingest_url.rstrip('/')}/v1/traces/{view.namespace}/{view.name}/{generation}"
     env = [
         {"name": "ADVISOR_PROFILE", "value": "1"},
@@ -327,20 +328,10 @@ def _profiling_env(view: TFJobView, spec: ProfilingSpec, generation: int) -> lis
     return env
 
 
-def profiling_env(view: TFJobView, spec: ProfilingSpec, generation: int) -> list[dict[str, str]]:
-    """The environment every kind's profiling pod gets (ADVISOR_PROFILE=1, where to upload...)."""
-    return _profiling_env(view, spec, generation)
-
-
 def profiling_replica(source: Mapping[str, Any], env: list[dict[str, str]], token: str) -> dict[str, Any]:
-    """One replica of a profiling run of any kind (see ``_profiling_replica``)."""
-    return _profiling_replica(source, env, token)
-
-
-def _profiling_replica(source: Mapping[str, Any], env: list[dict[str, str]], token: str) -> dict[str, Any]:
-    """One replica of the run. The token is an annotation of the pod template, projected as the
-    file ADVISOR_TOKEN_FILE names by a downwardAPI volume: no Secret, and the profiling hook reads
-    a file as before."""
+    """One replica of a profiling run of any kind. The token is an annotation of the pod template,
+    projected as the file ADVISOR_TOKEN_FILE names by a downwardAPI volume: no Secret, and the
+    profiling hook reads a file as before."""
     replica = copy.deepcopy(dict(source))
     replica["replicas"] = 1
     replica["restartPolicy"] = "Never"
