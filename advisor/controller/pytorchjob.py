@@ -83,13 +83,7 @@ def _replica_specs(spec: Mapping[str, Any], where: str) -> dict[str, dict[str, A
         if key not in _REPLICA_TYPES:
             raise TFJobError(f"{where}: spec.{FIELD} has unknown replica type {key!r} "
                              f"(expected {' or '.join(_REPLICA_TYPES)})")
-        s = _tf._mapping(value, f"{where}: spec.{FIELD}.{key}")
-        template = _tf._mapping(s.get("template"), f"{where}: spec.{FIELD}.{key}.template")
-        pod = template.get("spec")
-        containers = pod.get("containers") if isinstance(pod, Mapping) else None
-        if not isinstance(containers, list) or not containers:
-            raise TFJobError(f"{where}: spec.{FIELD}.{key}.template.spec.containers must list a container")
-        specs[key] = dict(s)
+        specs[key] = _tf.replica_spec(value, f"{where}: spec.{FIELD}.{key}")
     if not specs:
         raise TFJobError(f"{where}: spec.{FIELD} has no Master or Worker replicas to profile")
     return specs

@@ -150,17 +150,22 @@ def _replica_specs(spec: Mapping[str, Any], where: str, *, require_ps: bool = Tr
                              f"(expected one of {', '.join(_REPLICA_TYPES.values())})")
         if kind in specs:
             raise TFJobError(f"{where}: spec.tfReplicaSpecs names {kind} twice")
-        s = _mapping(value, f"{where}: spec.tfReplicaSpecs.{key}")
-        template = _mapping(s.get("template"), f"{where}: spec.tfReplicaSpecs.{key}.template")
-        containers = template.get("spec", {}).get("containers") if isinstance(template.get("spec"), Mapping) else None
-        if not isinstance(containers, list) or not containers:
-            raise TFJobError(f"{where}: spec.tfReplicaSpecs.{key}.template.spec.containers must list a container")
-        specs[kind] = dict(s)
+        specs[kind] = replica_spec(value, f"{where}: spec.tfReplicaSpecs.{key}")
     if "PS" not in specs and require_ps:
         raise TFJobError(f"{where}: no PS replicas: the advisor models parameter-server training only")
     if not any(k in specs for k in ("Worker", "Chief", "Master")):
         raise TFJobError(f"{where}: no Worker (or Chief) replicas to profile")
     return specs
+
+
+def replica_spec(value: Any, where: str) -> dict[str, Any]:
+    """One replica spec of any kind (``where`` names it): an object whose pod template lists a container."""
+    s = _mapping(value, where)
+    template = _mapping(s.get("template"), f"{where}.template")
+    containers = template.get("spec", {}).get("containers") if isinstance(template.get("spec"), Mapping) else None
+    if not isinstance(containers, list) or not containers:
+        raise TFJobError(f"{where}.template.spec.containers must list a container")
+    return dict(s)
 
 
 def _template_hash(specs: Mapping[str, Mapping[str, Any]]) -> str:
