@@ -190,8 +190,8 @@ def _calls_the_code_makes() -> set[tuple[str, str, str]]:
     """(verb, group, resource) of every ``Kube`` method some product module outside kube.py calls.
 
     Read from the source: each ``Kube`` method's ``self._call("verb", ..., RES)``,
-    ``self._send("verb", ..., RES)``, ``self._list(RES)``, ``self._watch(RES)`` and
-    ``self._delete(RES)``, kept only where ``.method(`` appears elsewhere in ``advisor/``. A method
+    ``self._send("verb", ..., RES)``, ``self._list(RES)``, ``self._watch(RES)``,
+    ``self._merge_patch(RES)`` and ``self._delete(RES)``, kept only where ``.method(`` appears elsewhere in ``advisor/``. A method
     nobody calls grants nothing, so a verb only it used is a verb too many.
     """
     import ast
@@ -202,7 +202,7 @@ def _calls_the_code_makes() -> set[tuple[str, str, str]]:
     package = Path(kube_module.__file__).resolve().parents[1]
     source = Path(kube_module.__file__).read_text()
     elsewhere = "\n".join(p.read_text() for p in package.rglob("*.py") if p.name != "kube.py")
-    implied = {"_list": "list", "_watch": "watch", "_delete": "delete"}
+    implied = {"_list": "list", "_watch": "watch", "_merge_patch": "patch", "_delete": "delete"}
     made: set[tuple[str, str, str]] = set()
     kube_class = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "Kube")
     for method in (n for n in kube_class.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")):
