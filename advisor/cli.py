@@ -148,7 +148,7 @@ def _controller(args: argparse.Namespace) -> int:
 
 def _predict_job(args: argparse.Namespace) -> int:
     """The bearer token comes from the environment (the Job's Secret), never from the command line."""
-    from advisor.controller.job_client import run_prediction_job, token_from_env
+    from advisor.controller.pipeline.job_client import run_prediction_job, token_from_env
 
     return run_prediction_job(args.controller, args.key, token_from_env(), retry_for_s=args.retry_for)
 

@@ -10,7 +10,7 @@ errors. Third-party errors (pydantic, json, protobuf) are wrapped once, where th
         ├── TraceFormatError      unreadable: truncated, not JSON/protobuf, wrong shape
         ├── MissingTraceDataError readable, but lacks what prediction needs
         └── MultiWorkerTraceError recorded with more than one worker
-    └── KubeError                 a Kubernetes API call failed (advisor/controller/kube.py)
+    └── KubeError                 a Kubernetes API call failed (advisor/controller/kube/client.py)
         ├── KubeNotFound          404: the object does not exist
         ├── KubeAlreadyExists     409 AlreadyExists: create found the name taken
         ├── KubeConflict          409 Conflict: stale resourceVersion (optimistic concurrency)
@@ -19,9 +19,9 @@ errors. Third-party errors (pydantic, json, protobuf) are wrapped once, where th
         ├── KubeInvalid           other 4xx: the request itself is wrong (422, 400, 415...)
         ├── KubeUnavailable       5xx, 429, timeouts, refused or dropped connections: retry later
         └── KubeConfigError       no usable kubeconfig or in-cluster configuration
-    └── StoreError                the controller's store cannot be opened or used (controller/store.py)
+    └── StoreError                the controller's store cannot be opened or used (controller/state/store.py)
         └── UnknownRunError       no profiling run for that job uid and generation
-    └── HttpApiError              the controller's HTTP server cannot start (controller/http_api.py)
+    └── HttpApiError              the controller's HTTP server cannot start (controller/web/http_api.py)
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class JobKindError(TFJobError):
 
 
 # --- Kubernetes -------------------------------------------------------------------------------
-# Raised only by advisor/controller/kube.py, which translates every client and urllib3 error
+# Raised only by advisor/controller/kube/client.py, which translates every client and urllib3 error
 # once; the rest of the controller catches these and never the client's own exceptions.
 
 
@@ -123,8 +123,8 @@ class KubeConfigError(KubeError):
 
 
 # --- controller store / ingest ----------------------------------------------------------------
-# Raised by advisor/controller/store.py (which wraps every sqlite3 error once) and
-# advisor/controller/http_api.py.
+# Raised by advisor/controller/state/store.py (which wraps every sqlite3 error once) and
+# advisor/controller/web/http_api.py.
 
 
 class StoreError(AdvisorError):

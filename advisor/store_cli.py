@@ -47,7 +47,7 @@ def _add_store(cmd: argparse.ArgumentParser) -> None:
 
 
 def _open(args: argparse.Namespace) -> Any:
-    from advisor.controller.store import Store  # the controller's own reader of the file
+    from advisor.controller.state.store import Store  # the controller's own reader of the file
 
     path = args.store
     if path is None:

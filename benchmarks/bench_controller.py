@@ -36,7 +36,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from advisor.controller.tfjob import PREFIX, PROFILING_FOR_LABEL, ROLE_LABEL
+from advisor.controller.jobs.tfjob import PREFIX, PROFILING_FOR_LABEL, ROLE_LABEL
 from tests.controller.harness import NS, create_tfjob, trace_body, upload_as_profiling_pod, wait_for
 from tests.controller.tfjobs import tfjob
 from tests.deploy.controller_process import ControllerProcess, ProcessMemory, read_memory, settings_for_process

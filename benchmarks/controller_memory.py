@@ -171,7 +171,7 @@ def worker_memory(which: str) -> None:
 
     for module in CONTROLLER_IMPORTS.removeprefix("import ").split(", "):  # map what the controller maps
         importlib.import_module(module)
-    from advisor.controller.predictions import PredictionParams, run_prediction
+    from advisor.controller.pipeline.predictions import PredictionParams, run_prediction
     from advisor.core.cost import Prices
 
     doc = _profile_doc(which)

@@ -23,8 +23,8 @@ import tracemalloc
 from typing import Any
 from unittest import mock
 
-from advisor.controller import informer as informer_module
-from advisor.controller.informer import Informer
+from advisor.controller.kube import informer as informer_module
+from advisor.controller.kube.informer import Informer
 
 NS = "ml"
 

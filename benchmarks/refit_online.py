@@ -2,7 +2,7 @@
 
     python -m benchmarks.refit_online [--steps 1000]
 
-The controller's online refit (``advisor/controller/refit.py``) moves one job's contention
+The controller's online refit (``advisor/controller/pipeline/refit.py``) moves one job's contention
 constants to the throughput it was observed at (``core/models/ps_des/refit.py``), usually at
 a single W. Here, for every run in ``../shared/data/measured`` and every W >= 3 it measured (W = 2
 can alternate, W = 1 informs nothing), the refit is given that one point (the mean of its

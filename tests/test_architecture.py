@@ -31,7 +31,7 @@ def test_the_controller_process_loads_neither_the_engine_nor_scipy() -> None:
 
 
 def test_only_the_kube_adapter_imports_the_kubernetes_client() -> None:
-    """One module speaks to the API server (advisor/controller/kube.py); the rest of the controller
+    """One module speaks to the API server (advisor/controller/kube/client.py); the rest of the controller
     calls it, so an emulator, a fake or a newer client changes one file."""
     import ast
 
@@ -42,7 +42,7 @@ def test_only_the_kube_adapter_imports_the_kubernetes_client() -> None:
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
             if any(n == "kubernetes" or n.startswith("kubernetes.") for n in names):
                 importers.add(path.relative_to(REPO).as_posix())
-    assert importers == {"advisor/controller/kube.py"}
+    assert importers == {"advisor/controller/kube/client.py"}
 
 
 def test_the_package_type_checks() -> None:

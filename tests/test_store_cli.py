@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from advisor.cli import main
-from advisor.controller.store import Store
+from advisor.controller.state.store import Store
 from advisor.importers.loader import load_profile
 from advisor.importers.profile_file import profile_to_json
 from tests.conftest import shared_data

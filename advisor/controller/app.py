@@ -22,25 +22,25 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from advisor.controller.gc import collect_garbage, collect_prediction_jobs
-from advisor.controller.http_api import HttpApi
-from advisor.controller.informer import Informer
-from advisor.controller.ingest import Ingest
-from advisor.controller.job_api import InformerSource, JobCache, watched_resources
-from advisor.controller.job_predictor import SELECTOR as PREDICTION_JOBS, JobPredictor
-from advisor.controller.kube import Kube
-from advisor.controller.leader import LeaderElector
-from advisor.controller.metrics import Metrics
-from advisor.controller.prediction_job import PredictionJobSpec
-from advisor.controller.predictions import Done, ProcessPredictor
-from advisor.controller.records import ProfileRecords
-from advisor.controller.reconcile import Key, Reconciler
-from advisor.controller.refit import Refitter
+from advisor.controller.pipeline.gc import collect_garbage, collect_prediction_jobs
+from advisor.controller.web.http_api import HttpApi
+from advisor.controller.kube.informer import Informer
+from advisor.controller.pipeline.ingest import Ingest
+from advisor.controller.jobs.cluster import InformerSource, JobCache, watched_resources
+from advisor.controller.pipeline.job_predictor import SELECTOR as PREDICTION_JOBS, JobPredictor
+from advisor.controller.kube.client import Kube
+from advisor.controller.kube.leader import LeaderElector
+from advisor.controller.web.metrics import Metrics
+from advisor.controller.pipeline.prediction_job import PredictionJobSpec
+from advisor.controller.pipeline.predictions import Done, ProcessPredictor
+from advisor.controller.state.records import ProfileRecords
+from advisor.controller.pipeline.reconcile import Key, Reconciler
+from advisor.controller.pipeline.refit import Refitter
 from advisor.controller.settings import ControllerSettings, PredictionBackend, SettingsError, load_settings
-from advisor.controller.store import Store
-from advisor.controller.tokens import load_key
-from advisor.controller.tfjob import opted_in
-from advisor.controller.workqueue import WorkQueue
+from advisor.controller.state.store import Store
+from advisor.controller.state.tokens import load_key
+from advisor.controller.jobs.tfjob import opted_in
+from advisor.controller.kube.workqueue import WorkQueue
 from advisor.errors import KubeError, StoreError
 from advisor.importers.trace_upload import STEPS_FIELD
 

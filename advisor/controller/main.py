@@ -21,7 +21,7 @@ def run_controller(*, config: Path | None, kubeconfig: Path | None, context: str
         overrides["kube_context"] = context
     settings = load_settings(config, **overrides)
     if check_only:
-        from advisor.controller.refit import refit_config
+        from advisor.controller.pipeline.refit import refit_config
 
         refit_config(settings)  # a refit setting that cannot work: one line, exit 2 (a running controller warns)
         print(json.dumps(settings.model_dump(mode="json"), indent=2, sort_keys=True))
@@ -29,7 +29,7 @@ def run_controller(*, config: Path | None, kubeconfig: Path | None, context: str
     logging.basicConfig(level=settings.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from advisor.controller.app import Controller
-    from advisor.controller.kube import Kube
+    from advisor.controller.kube.client import Kube
 
     kube = Kube.from_config(settings.kubeconfig, settings.kube_context)
     controller = Controller(settings, kube, settings_file=config or _env_config())

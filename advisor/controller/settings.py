@@ -177,7 +177,7 @@ class ControllerSettings(BaseSettings):
     saturation_threshold: float = Field(default=0.05, gt=0, lt=1)
     auto_min_gain: float = Field(default=0.10, gt=0, description="auto mode: least relative saving in cost per example to resize")
     auto_cooldown_s: int = Field(default=1800, ge=0)
-    # Online refit to observed throughput (docs/controller.md, "Online refit"; controller/refit.py).
+    # Online refit to observed throughput (docs/controller.md, "Online refit"; controller/pipeline/refit.py).
     # Loosely typed on purpose: a value that cannot work (a bad URL, a duration <= 0) is reported
     # by a Warning event on the jobs and a log line, and refit stays off; it never stops the controller.
     refit_enabled: bool = Field(default=False, description="refit a job's contention constants to its observed "
@@ -218,7 +218,7 @@ class ControllerSettings(BaseSettings):
     http_port: int = Field(default=8080, ge=0, le=65535, description="0 picks a free port (tests)")
     ingest_url: str = Field(default="http://advisor.advisor-system.svc:8080", description="how pods reach us")
     ingest_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
-    # The key profiling runs' upload tokens are derived from (controller/tokens.py): the same on
+    # The key profiling runs' upload tokens are derived from (controller/state/tokens.py): the same on
     # every replica, so a new leader accepts the tokens of runs in flight. The file wins.
     ingest_key: SecretStr | None = Field(default=None, description="the key itself (prefer the file)")
     ingest_key_file: Path | None = Field(default=None, description="file holding the key (a mounted Secret)")

@@ -2,7 +2,7 @@
 
 Why not the real binary (tests/deploy/prometheus_harness.py): the refit needs a job to have
 trained at one worker count for minutes of scrapes, which a test cannot wait for. This server
-answers the two queries ``controller/observed.py`` sends, from a table the test sets, over real
+answers the two queries ``controller/pipeline/observed.py`` sends, from a table the test sets, over real
 HTTP, and records every query so a test can check what was asked. It answers only for the job
 and window a query names (a query for another job is answered with an empty vector, as
 Prometheus would), so a wrong selector shows as "no data".

@@ -21,10 +21,10 @@ from typing import Any
 import kubernetes
 
 from advisor.controller.app import Controller
-from advisor.controller.kube import Kube
-from advisor.controller.predictions import ProcessPredictor
+from advisor.controller.kube.client import Kube
+from advisor.controller.pipeline.predictions import ProcessPredictor
 from advisor.controller.settings import ControllerSettings, PredictionBackend, load_settings
-from advisor.controller.tfjob import PREFIX
+from advisor.controller.jobs.tfjob import PREFIX
 from advisor.profiling.allreduce_bundle import build_allreduce_bundle, encode_allreduce_bundle
 from advisor.profiling.bundle import build_bundle, encode_bundle
 from advisor.profiling.upload import RetryPolicy, UploadResult, upload_bundle

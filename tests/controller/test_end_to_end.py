@@ -12,7 +12,7 @@ import json
 import time
 
 
-from advisor.controller.tfjob import PREFIX
+from advisor.controller.jobs.tfjob import PREFIX
 from tests.controller.harness import (
     pod_token,
     NS, annotations, create_tfjob, phase, profiling_jobs, settings_for, start_controller,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import time
 
-from advisor.controller.gc import collect_garbage
-from advisor.controller.tfjob import PREFIX
+from advisor.controller.pipeline.gc import collect_garbage
+from advisor.controller.jobs.tfjob import PREFIX
 from tests.controller.harness import (
     NS, create_tfjob, phase, profiling_jobs, settings_for, start_controller, trace_body, upload_as_profiling_pod,
     wait_for,

@@ -16,14 +16,14 @@ import kubernetes
 import pytest
 import yaml
 
-from advisor.controller import annotations as ann
+from advisor.controller.pipeline import annotations as ann
 from advisor.controller.app import Controller
-from advisor.controller.informer import slim
-from advisor.controller.kube import Kube
-from advisor.controller.metrics import Metrics
-from advisor.controller.reconcile import Reconciler
+from advisor.controller.kube.informer import slim
+from advisor.controller.kube.client import Kube
+from advisor.controller.web.metrics import Metrics
+from advisor.controller.pipeline.reconcile import Reconciler
 from advisor.controller.settings import load_settings
-from advisor.controller.store import Store
+from advisor.controller.state.store import Store
 from tests.controller.harness import (
     FAST_LEASE, NS, create_tfjob, phase, profiling_jobs, settings_for, start_controller, upload_as_profiling_pod,
     wait_for,
@@ -249,7 +249,7 @@ def test_reload_of_only_restart_settings_applies_nothing(emu, tmp_path, caplog) 
 
 
 def test_the_profile_record_survives_in_the_cluster_and_is_refused_when_too_large(quiet_emu) -> None:
-    from advisor.controller.records import ProfileRecords, ProfileTooLarge
+    from advisor.controller.state.records import ProfileRecords, ProfileTooLarge
     records = ProfileRecords(Kube(kubernetes.client.ApiClient(quiet_emu.configuration())))
     owner = quiet_emu.seed(tfjob("rec"))
     uid = owner["metadata"]["uid"]

@@ -17,11 +17,11 @@ import kubernetes
 import pytest
 
 from advisor.controller.app import Controller
-from advisor.controller.kube import Kube
-from advisor.controller.metrics import Metrics
-from advisor.controller.reconcile import Reconciler
-from advisor.controller.store import Store
-from advisor.controller.tfjob import OPT_IN, PREFIX
+from advisor.controller.kube.client import Kube
+from advisor.controller.web.metrics import Metrics
+from advisor.controller.pipeline.reconcile import Reconciler
+from advisor.controller.state.store import Store
+from advisor.controller.jobs.tfjob import OPT_IN, PREFIX
 from tests.controller.harness import (
     FAST_LEASE, NS, annotations, create_tfjob, phase, profiling_jobs, settings_for, start_controller,
     upload_as_profiling_pod, wait_for,

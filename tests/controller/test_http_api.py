@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from advisor.controller.http_api import HttpApi, IngestResult
-from advisor.controller.metrics import Metrics
+from advisor.controller.web.http_api import HttpApi, IngestResult
+from advisor.controller.web.metrics import Metrics
 from advisor.errors import HttpApiError
 
 TOKEN = "s3cr3t-token_of-the-run"
@@ -356,7 +356,7 @@ def test_the_controllers_answer_is_passed_on_and_counted(api: HttpApi, controlle
 
 def test_handler_crash_is_500_and_the_server_keeps_serving(api: HttpApi, metrics: Metrics,
                                                            caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.ERROR, logger="advisor.controller.http_api"):
+    with caplog.at_level(logging.ERROR, logger="advisor.controller.web.http_api"):
         reply = upload(api, json.dumps({"explode": True}).encode())
     assert reply.status == 500 and "internal error" in reply.json()["message"]
     assert any("decoder bug" in (r.exc_text or "") for r in caplog.records)
@@ -462,7 +462,7 @@ def test_stop_frees_the_port(controller: Controller, metrics: Metrics) -> None:
 
 def test_access_log_goes_through_logging_not_stderr(api: HttpApi, caplog: pytest.LogCaptureFixture,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    with caplog.at_level(logging.DEBUG, logger="advisor.controller.http_api"):
+    with caplog.at_level(logging.DEBUG, logger="advisor.controller.web.http_api"):
         upload(api)
         request(api, "GET", "/healthz")
     messages = [r.getMessage() for r in caplog.records]

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from advisor.controller.informer import Backoff, Informer
-from advisor.controller.kube import Kube
+from advisor.controller.kube.informer import Backoff, Informer
+from advisor.controller.kube.client import Kube
 from tests.kube_emulator import KubeEmulator
 
 TFJOB = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob"}

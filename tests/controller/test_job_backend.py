@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from advisor.controller.app import Controller
-from advisor.controller.job_client import EXIT_FINAL, run_prediction_job
-from advisor.controller.predictions import PredictionInputError
+from advisor.controller.pipeline.job_client import EXIT_FINAL, run_prediction_job
+from advisor.controller.pipeline.predictions import PredictionInputError
 from advisor.controller.settings import ControllerSettings
-from advisor.controller.tfjob import PREFIX
+from advisor.controller.jobs.tfjob import PREFIX
 from tests.controller.harness import (
     JOB_IMAGE, NS, annotations, create_tfjob, job_settings_for, phase, profiling_jobs, start_controller,
     upload_as_profiling_pod, wait_for,

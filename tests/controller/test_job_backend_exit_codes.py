@@ -14,8 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from advisor.cli import main
-from advisor.controller.job_client import EXIT_FINAL
-from advisor.controller.prediction_job import TOKEN_ENV
+from advisor.controller.pipeline.job_client import EXIT_FINAL
+from advisor.controller.pipeline.prediction_job import TOKEN_ENV
 from tests.controller.harness import free_port
 
 KEY = "0123456789abcdef01234567"

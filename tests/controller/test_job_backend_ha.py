@@ -24,13 +24,13 @@ import kubernetes
 import pytest
 
 from advisor.controller.app import Controller
-from advisor.controller.job_predictor import JobPredictor
-from advisor.controller.kube import Kube
-from advisor.controller.metrics import Metrics
-from advisor.controller.prediction_job import PredictionJobSpec, build_prediction_job
-from advisor.controller.predictions import prediction_params
-from advisor.controller.store import Store
-from advisor.controller.tfjob import PREFIX
+from advisor.controller.pipeline.job_predictor import JobPredictor
+from advisor.controller.kube.client import Kube
+from advisor.controller.web.metrics import Metrics
+from advisor.controller.pipeline.prediction_job import PredictionJobSpec, build_prediction_job
+from advisor.controller.pipeline.predictions import prediction_params
+from advisor.controller.state.store import Store
+from advisor.controller.jobs.tfjob import PREFIX
 from advisor.core.cost import Prices
 from tests.controller.harness import (
     NS, annotations, create_tfjob, free_port, job_settings_for, phase, profiling_jobs, start_controller, trace_body,

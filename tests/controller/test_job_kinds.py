@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from advisor.controller import job_kinds as jk
-from advisor.controller.policy import job_limits, job_model, job_prices
+from advisor.controller.jobs import kinds as jk
+from advisor.controller.pipeline.policy import job_limits, job_model, job_prices
 from advisor.controller.settings import load_settings
-from advisor.controller.tfjob import OPT_IN, ProfilingSpec, build_profiling_tfjob, parse_tfjob, resize_patch
+from advisor.controller.jobs.tfjob import OPT_IN, ProfilingSpec, build_profiling_tfjob, parse_tfjob, resize_patch
 from advisor.core.models.registry import DEFAULT_MODEL
 from advisor.core.profile import ProgramKind
 from advisor.errors import JobKindError, TFJobError
@@ -234,7 +234,7 @@ def test_opt_in_reads_the_same_annotation_on_every_kind() -> None:
 def test_a_prediction_of_an_all_reduce_job_has_no_ps_and_is_valid() -> None:
     """advise() writes parameter_servers 0 for an all-reduce profile; a prediction Job's answer
     saying so must pass the controller's check (it refused anything below 1 before)."""
-    from advisor.controller.predictions import PredictionResultError, validate_prediction
+    from advisor.controller.pipeline.predictions import PredictionResultError, validate_prediction
     from tests.controller.harness import canned_prediction
 
     doc = json.loads(canned_prediction({}, {}))
@@ -249,9 +249,9 @@ def test_a_prediction_of_an_all_reduce_job_has_no_ps_and_is_valid() -> None:
 def test_garbage_collection_deletes_an_orphaned_profiling_run_through_its_own_kind() -> None:
     """A profiling PyTorchJob whose job is gone is deleted with delete_pytorchjob, a TFJob's with
     delete_tfjob (each resource has its own RBAC grant and path)."""
-    from advisor.controller.gc import collect_garbage
-    from advisor.controller.job_api import JobCache
-    from advisor.controller.metrics import Metrics
+    from advisor.controller.pipeline.gc import collect_garbage
+    from advisor.controller.jobs.cluster import JobCache
+    from advisor.controller.web.metrics import Metrics
 
     def orphan(kind: str, name: str) -> dict[str, Any]:
         return {"apiVersion": "kubeflow.org/v1", "kind": kind,

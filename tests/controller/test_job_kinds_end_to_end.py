@@ -13,7 +13,7 @@ import logging
 
 import pytest
 
-from advisor.controller.tfjob import PREFIX
+from advisor.controller.jobs.tfjob import PREFIX
 from tests.controller.harness import (
     NS, allreduce_trace_body, annotations, create_job, phase, profiled_replica, profiling_jobs, settings_for,
     start_controller, upload_as_profiling_pod, wait_for,
@@ -145,7 +145,7 @@ def test_a_job_shape_the_advisor_cannot_handle_gets_a_warning_and_nothing_stops(
 
 
 def test_without_the_pytorchjob_crd_it_is_not_watched_and_said_once(tmp_path, caplog) -> None:
-    caplog.set_level(logging.INFO, logger="advisor.controller.job_api")
+    caplog.set_level(logging.INFO, logger="advisor.controller.jobs.cluster")
     with KubeEmulator(namespaces=[NS], bookmark_interval_s=0.5, absent=("pytorchjobs.kubeflow.org",)) as emu:
         controller = start_controller(emu, settings_for(tmp_path, leader_election=False))
         try:

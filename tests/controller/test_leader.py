@@ -17,8 +17,8 @@ from typing import Any, Self
 import pytest
 from kubernetes import client
 
-from advisor.controller.kube import Kube
-from advisor.controller.leader import LeaderElector, micro_time
+from advisor.controller.kube.client import Kube
+from advisor.controller.kube.leader import LeaderElector, micro_time
 from tests.controller.harness import wait_for
 from tests.kube_emulator import KubeEmulator
 

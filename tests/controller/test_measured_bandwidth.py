@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from advisor.controller.predictions import PredictionParams, prediction_key, prediction_params, run_prediction
+from advisor.controller.pipeline.predictions import PredictionParams, prediction_key, prediction_params, run_prediction
 from advisor.controller.settings import SettingsError, load_settings
 from advisor.core.bandwidth import BandwidthNotMeasurable
 from advisor.core.cost import Prices

@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
-from advisor.controller.memory import release_free_heap, release_library_pages
+from advisor.controller.web.memory import release_free_heap, release_library_pages
 
 # A thread fills 200 MB of heap with 4 KB blocks (below glibc's mmap threshold) and frees all but
 # the last: that survivor pins the top of the heap, so free() cannot shrink it; malloc_trim can
 # still hand back the free pages below it.
 PROGRAM = """
 import sys, threading
-from advisor.controller.memory import release_free_heap, release_library_pages
+from advisor.controller.web.memory import release_free_heap, release_library_pages
 def rss_mb():
     with open("/proc/self/status") as fh:
         return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS")) / 1024
@@ -53,7 +53,7 @@ def test_freed_heap_goes_back_to_the_kernel() -> None:
 # runs again: the same step ends as before, and LLVM's resident code shrank.
 ENGINE = """
 from pathlib import Path
-from advisor.controller.memory import release_library_pages
+from advisor.controller.web.memory import release_library_pages
 from advisor.core.models.ps_des.simulator import simulate
 from advisor.core.sim_types import NetworkModel, SimulationSettings
 from benchmarks.synthetic import tiny_mlp
@@ -94,7 +94,7 @@ def test_only_unchanged_read_only_mappings_of_the_library_are_released(tmp_path)
         # relocated data made read-only afterwards (RELRO): its pages differ from the file
         "7f0000004000-7f0000005000 r--p 00001000 08:01 2 /x/libllvmlite.so\nRss: 4 kB\nAnonymous: 4 kB\n"
         "7f0000006000-7f0000007000 rw-p 00002000 08:01 2 /x/libllvmlite.so\nRss: 4 kB\nAnonymous: 0 kB\n")
-    from advisor.controller.memory import _unchanged_mappings
+    from advisor.controller.web.memory import _unchanged_mappings
 
     assert _unchanged_mappings(smaps.read_text().splitlines(), "libllvmlite") == [
         (0x7F0000002000, 0x7F0000003000, "/x/libllvmlite.so")]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from advisor.controller import metrics
-from advisor.controller.metrics import Metrics
+from advisor.controller.web import metrics
+from advisor.controller.web.metrics import Metrics
 
 PACKAGE = Path(metrics.__file__).parent
 COUNTERS = {"predictions": metrics.PREDICTION_OUTCOMES, "profiling_runs": metrics.PROFILING_OUTCOMES,

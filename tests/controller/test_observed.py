@@ -1,4 +1,4 @@
-"""Observed throughput from Prometheus (controller/observed.py) and the refit settings' checks.
+"""Observed throughput from Prometheus (controller/pipeline/observed.py) and the refit settings' checks.
 
 The adapter talks real HTTP to a stand-in for Prometheus' query API (fake_prometheus.py) or to
 a bare socket server for answers Prometheus itself would not give; every bad answer or setting
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from advisor.controller.observed import ObservedQueryError, PrometheusClient, observe, selector
-from advisor.controller.refit import RefitSettingsError, refit_config
+from advisor.controller.pipeline.observed import ObservedQueryError, PrometheusClient, observe, selector
+from advisor.controller.pipeline.refit import RefitSettingsError, refit_config
 from tests.controller.fake_prometheus import FakePrometheus, Pod
 from tests.controller.harness import free_port, settings_for
 

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from advisor.controller import annotations as ann
-from advisor.controller.policy import Limits, job_limits, job_model, job_prices, recommend, resize_target
+from advisor.controller.pipeline import annotations as ann
+from advisor.controller.pipeline.policy import Limits, job_limits, job_model, job_prices, recommend, resize_target
 from advisor.core.advice import ModelChoice
 from advisor.controller.settings import Mode, load_settings
-from advisor.controller.tfjob import parse_tfjob
+from advisor.controller.jobs.tfjob import parse_tfjob
 from advisor.core.cost import Prices
 from advisor.errors import TFJobError
 from tests.controller.tfjobs import pytorchjob, tfjob, with_uid
@@ -79,7 +79,7 @@ def test_bad_job_annotations_are_named(notes: dict[str, str], problem: str) -> N
 
 def test_a_bad_annotation_names_the_kind_of_job_it_is_on() -> None:
     """A PyTorchJob's bad annotation is reported as the PyTorchJob's, not as a TFJob's."""
-    from advisor.controller.job_kinds import parse_job
+    from advisor.controller.jobs.kinds import parse_job
 
     settings = load_settings(max_workers=16)
     view = parse_job(with_uid(pytorchjob(name="ddp", annotations={"training-advisor.io/mode": "yolo"})))

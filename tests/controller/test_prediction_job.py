@@ -1,4 +1,4 @@
-"""The prediction Job as built and as read back (advisor/controller/prediction_job.py), on literal objects."""
+"""The prediction Job as built and as read back (advisor/controller/pipeline/prediction_job.py), on literal objects."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from advisor.controller.job_client import EXIT_FINAL
-from advisor.controller.prediction_job import (
+from advisor.controller.pipeline.job_client import EXIT_FINAL
+from advisor.controller.pipeline.prediction_job import (
     PredictionJobSpec, assess, build_prediction_job, build_token_secret, parse_time, prediction_job_name,
 )
 from tests.kube_emulator.batch import job_causes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from advisor.controller.predictions import PredictionParams, build_request, prediction_key, prediction_params
+from advisor.controller.pipeline.predictions import PredictionParams, build_request, prediction_key, prediction_params
 from advisor.controller.settings import load_settings
 from advisor.core.advice import ModelChoice, model_inputs
 from advisor.core.cost import Prices

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from advisor.controller.metrics import Metrics
-from advisor.controller.predictions import PredictionParams, ProcessPredictor
+from advisor.controller.web.metrics import Metrics
+from advisor.controller.pipeline.predictions import PredictionParams, ProcessPredictor
 from tests.controller.harness import (
     NS, canned_prediction, create_tfjob, phase, profiling_jobs, settings_for, start_controller, trace_body,
     upload_as_profiling_pod, wait_for,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.controller.tfjob import PREFIX
+from advisor.controller.jobs.tfjob import PREFIX
 from tests.controller.harness import (
     NS, annotations, create_tfjob, phase, pod_token, profiling_jobs, settings_for, start_controller,
     upload_as_profiling_pod, wait_for,

@@ -15,10 +15,10 @@ from typing import Any
 import kubernetes
 import pytest
 
-from advisor.controller.kube import Kube
-from advisor.controller.metrics import Metrics
-from advisor.controller.reconcile import Reconciler
-from advisor.controller.store import Store
+from advisor.controller.kube.client import Kube
+from advisor.controller.web.metrics import Metrics
+from advisor.controller.pipeline.reconcile import Reconciler
+from advisor.controller.state.store import Store
 from tests.controller.harness import NS, profiling_jobs, settings_for
 from tests.controller.tfjobs import tfjob
 from tests.kube_emulator import KubeEmulator

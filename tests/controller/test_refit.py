@@ -1,4 +1,4 @@
-"""The controller's online refit (controller/refit.py) without a cluster: the decisions it makes.
+"""The controller's online refit (controller/pipeline/refit.py) without a cluster: the decisions it makes.
 
 A ``Refitter`` with a hand-driven clock, an in-memory store of predictions, a recorder of
 events and a real HTTP stand-in for Prometheus (fake_prometheus.py). The prediction it is
@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from advisor.controller import annotations as ann
-from advisor.controller.metrics import Metrics
-from advisor.controller.predictions import PredictionParams, prediction_key, prediction_params
-from advisor.controller.refit import Refitter, points_json
-from advisor.controller.tfjob import TFJobView, parse_tfjob
+from advisor.controller.pipeline import annotations as ann
+from advisor.controller.web.metrics import Metrics
+from advisor.controller.pipeline.predictions import PredictionParams, prediction_key, prediction_params
+from advisor.controller.pipeline.refit import Refitter, points_json
+from advisor.controller.jobs.tfjob import TFJobView, parse_tfjob
 from advisor.core.advice import ModelChoice
 from advisor.core.cost import Prices
 from tests.controller.fake_prometheus import FakePrometheus, Pod
@@ -226,8 +226,8 @@ def test_a_restart_finds_the_points_in_the_annotation(tmp_path, prom) -> None:
 
 
 def test_points_that_cannot_inform_a_fit_keep_the_constants_and_say_why(tmp_path, prom) -> None:
-    from advisor.controller.predictions import build_request
-    from advisor.controller.refit import refit_request
+    from advisor.controller.pipeline.predictions import build_request
+    from advisor.controller.pipeline.refit import refit_request
     from tests.factories import one_layer
 
     request = build_request(Rig(tmp_path, prom).base)
@@ -247,7 +247,7 @@ def test_points_that_cannot_inform_a_fit_keep_the_constants_and_say_why(tmp_path
     ('{"points": [{"workers": 2, "observed": "fast"}]}', "observed examples/s must be a number > 0"),
 ])
 def test_unreadable_points_are_refused_with_the_reason(text: str, problem: str) -> None:
-    from advisor.controller.refit import read_points
+    from advisor.controller.pipeline.refit import read_points
 
     with pytest.raises(ValueError, match=problem):
         read_points(text, "here")

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from advisor.controller.tfjob import PREFIX
+from advisor.controller.jobs.tfjob import PREFIX
 from tests.controller.fake_prometheus import FakePrometheus, Pod
 from tests.controller.harness import (
     NS, annotations, create_tfjob, phase, profiling_jobs, settings_for, start_controller, upload_as_profiling_pod,

@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import pytest
 
-from advisor.controller.store import _MIGRATIONS, SCHEMA_VERSION, RunRecord, Store
+from advisor.controller.state.store import _MIGRATIONS, SCHEMA_VERSION, RunRecord, Store
 from advisor.errors import StoreError, UnknownRunError
 
 UID, NS, NAME = "0f6c-uid", "team-a", "mnist"

@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from advisor.controller.tfjob import (
+from advisor.controller.jobs.tfjob import (
     PROFILING_FOR_LABEL, ROLE_LABEL, ProfilingSpec, build_profiling_tfjob, parse_tfjob, profiling_job_name,
     profiling_run_owner, resize_patch, suspend_patch,
 )
-from advisor.controller.tokens import run_token, token_matches
+from advisor.controller.state.tokens import run_token, token_matches
 from advisor.errors import TFJobError
 from tests.controller.tfjobs import tfjob, with_uid
 

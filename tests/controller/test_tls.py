@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from advisor import tls
-from advisor.controller.http_api import HttpApi
-from advisor.controller.metrics import Metrics
+from advisor.controller.web.http_api import HttpApi
+from advisor.controller.web.metrics import Metrics
 
 
 def make_cert(directory: Path, name: str) -> tuple[Path, Path]:

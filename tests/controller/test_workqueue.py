@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from advisor.controller.workqueue import WorkQueue
+from advisor.controller.kube.workqueue import WorkQueue
 
 
 class FakeClock:
@@ -56,7 +56,7 @@ def test_close_wakes_blocked_workers() -> None:
 
 
 def test_rate_limited_retries_back_off_per_key_from_5_ms_to_1000_s_and_forget_resets() -> None:
-    from advisor.controller.workqueue import RateLimiter
+    from advisor.controller.kube.workqueue import RateLimiter
 
     clock = FakeClock()
     limiter = RateLimiter(clock=clock)
@@ -72,7 +72,7 @@ def test_rate_limited_retries_back_off_per_key_from_5_ms_to_1000_s_and_forget_re
 
 
 def test_the_token_bucket_limits_all_retries_to_10_per_second_after_a_burst_of_100() -> None:
-    from advisor.controller.workqueue import RateLimiter
+    from advisor.controller.kube.workqueue import RateLimiter
 
     clock = FakeClock()
     limiter = RateLimiter(clock=clock)

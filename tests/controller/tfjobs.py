@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from advisor.controller.tfjob import OPT_IN
+from advisor.controller.jobs.tfjob import OPT_IN
 
 
 def tfjob(name: str = "mnist", namespace: str = "ml", *, workers: int = 4, ps: int = 1, chief: int = 0,

@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from advisor.controller.leader import micro_time
-from advisor.controller.tfjob import PREFIX
+from advisor.controller.kube.leader import micro_time
+from advisor.controller.jobs.tfjob import PREFIX
 from advisor.profiling.throughput import ThroughputExporter
 from tests.controller.harness import NS, create_tfjob, phase, trace_body, upload_as_profiling_pod, wait_for
 from tests.controller.tfjobs import tfjob

@@ -365,7 +365,8 @@ def test_network_policy_admits_training_pods_prediction_pods_and_prometheus_only
 
 def test_network_policy_selects_the_pods_the_controller_creates() -> None:
     """The peers match the labels the training operator and the controller put on their pods."""
-    from advisor.controller import prediction_job, tfjob
+    from advisor.controller.jobs import tfjob
+    from advisor.controller.pipeline import prediction_job
 
     assert tfjob.ROLE_LABEL == "training-advisor.io/role" and prediction_job.ROLE == "prediction"
 

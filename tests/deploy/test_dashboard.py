@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
-from advisor.controller.metrics import Metrics, metric_names
+from advisor.controller.web.metrics import Metrics, metric_names
 from advisor.profiling import throughput
-from advisor.controller.tfjob import PREFIX
+from advisor.controller.jobs.tfjob import PREFIX
 from tests.controller.harness import NS
 from tests.deploy import promql
 from tests.deploy.controller_flow import JOBS, Flow, scraped_controller

@@ -3,7 +3,7 @@
 Why: ``fit_contention`` fits one (share_sigma, multi_flow_goodput) pair for a cluster from many
 jobs, offline. A running job tells more about itself: once it has trained at some worker count
 W >= 2 for long enough, its observed examples/s says how its own links are shared. The
-controller (``advisor/controller/refit.py``) asks this module for the job's constants given
+controller (``advisor/controller/pipeline/refit.py``) asks this module for the job's constants given
 those points, then predicts the whole curve again with them.
 
 What moves and what does not: the simulator's structure (the trace's ops, the PS links, the

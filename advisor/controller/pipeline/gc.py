@@ -15,10 +15,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from advisor.controller.metrics import Metrics
-from advisor.controller.prediction_job import parse_time
-from advisor.controller.job_api import verbs_for
-from advisor.controller.tfjob import GENERATION_LABEL, PREFIX, PROFILING_FOR_LABEL, ROLE_LABEL
+from advisor.controller.web.metrics import Metrics
+from advisor.controller.pipeline.prediction_job import parse_time
+from advisor.controller.jobs.cluster import verbs_for
+from advisor.controller.jobs.tfjob import GENERATION_LABEL, PREFIX, PROFILING_FOR_LABEL, ROLE_LABEL
 from advisor.errors import KubeError, KubeNotFound
 
 log = logging.getLogger(__name__)

@@ -36,7 +36,7 @@ from advisor.core.sim_types import NetworkModel
 from advisor.errors import AdvisorError
 
 if TYPE_CHECKING:  # the prediction worker imports this module: prometheus_client stays out of it
-    from advisor.controller.metrics import Metrics
+    from advisor.controller.web.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class PredictionParams:
     bandwidth_source: str = "given"  # given (the controller's setting), recorded (with the profile), measured
     model: str = ""  # the model's registry name; "" in parameters stored before (the fields above say which)
     model_params: str = "{}"  # its parameters, as canonical JSON (sorted keys)
-    # The observed points to refit the model's contention constants to first (controller/refit.py),
+    # The observed points to refit the model's contention constants to first (controller/pipeline/refit.py),
     # as canonical JSON; "" for a prediction from the profile alone (and then left out of the key).
     refit: str = ""
 
@@ -142,7 +142,7 @@ def _model_error() -> ModelError | None:
 
 def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) -> str:
     """Predict and return the ``advisor-prediction/1`` JSON text (runs in a worker process)."""
-    from advisor.controller.memory import release_free_heap, release_library_pages
+    from advisor.controller.web.memory import release_free_heap, release_library_pages
     from advisor.core.bandwidth import bandwidth_note, estimate_bandwidth
     from advisor.report import advice_to_json
 
@@ -153,7 +153,7 @@ def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) ->
     assert measured is None or measured.goodput == request.goodput, "measured and replayed at the same goodput"
     refit = None
     if p.refit:  # fit the job's contention constants to its observed points first (online refit)
-        from advisor.controller.refit import refit_request
+        from advisor.controller.pipeline.refit import refit_request
 
         request, refit = refit_request(profile, request, p.refit)
     advice = advise(profile, request)  # the model loads its engine (numba) here, in the child
@@ -165,7 +165,7 @@ def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) ->
     text = json.dumps(doc, separators=(",", ":"))
     del advice, doc, profile
     release_free_heap()  # the worker lives on between predictions: give back what this one freed,
-    release_library_pages()  # and the LLVM code only numba's start-up ran (controller/memory.py)
+    release_library_pages()  # and the LLVM code only numba's start-up ran (controller/web/memory.py)
     return text
 
 

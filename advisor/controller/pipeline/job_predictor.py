@@ -34,17 +34,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from advisor.controller.http_api import IngestResult
-from advisor.controller.metrics import Metrics
-from advisor.controller.prediction_job import (
+from advisor.controller.web.http_api import IngestResult
+from advisor.controller.web.metrics import Metrics
+from advisor.controller.pipeline.prediction_job import (
     ATTEMPT_ANNOTATION, JOB_LABEL, ROLE, TOKEN_KEY, PredictionJobSpec, assess, build_prediction_job,
     build_token_secret, prediction_job_name,
 )
-from advisor.controller.predictions import (
+from advisor.controller.pipeline.predictions import (
     PREDICTION_ERROR_SCHEMA, Done, PredictionParams, PredictionResultError, validate_prediction,
 )
-from advisor.controller.store import PredictionJobRecord
-from advisor.controller.tfjob import ROLE_LABEL
+from advisor.controller.state.store import PredictionJobRecord
+from advisor.controller.jobs.tfjob import ROLE_LABEL
 from advisor.errors import KubeAlreadyExists, KubeError, KubeNotFound, StoreError
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ class JobPredictor:
         if self._poller is not None:
             self._poller.join(timeout=10)
 
-    # --- the HTTP endpoints (advisor.controller.http_api.PredictionEndpoints) ------------------
+    # --- the HTTP endpoints (advisor.controller.web.http_api.PredictionEndpoints) ------------------
 
     def verify_prediction_token(self, key: str, token: str) -> bool:
         return bool(self._store.verify_prediction_token(key, token))

@@ -33,8 +33,8 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from advisor.controller.prediction_job import EXIT_FINAL, TOKEN_ENV
-from advisor.controller.predictions import PREDICTION_ERROR_SCHEMA, run_prediction
+from advisor.controller.pipeline.prediction_job import EXIT_FINAL, TOKEN_ENV
+from advisor.controller.pipeline.predictions import PREDICTION_ERROR_SCHEMA, run_prediction
 from advisor.errors import AdvisorError
 
 log = logging.getLogger(__name__)

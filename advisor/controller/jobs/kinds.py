@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from advisor.controller import pytorchjob, tfjob
-from advisor.controller.tfjob import ProfilingSpec, TFJobView
+from advisor.controller.jobs import pytorchjob, tfjob
+from advisor.controller.jobs.tfjob import ProfilingSpec, TFJobView
 from advisor.core.models.registry import default_model_for
 from advisor.core.profile import ProgramKind
 from advisor.errors import JobKindError

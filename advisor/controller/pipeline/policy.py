@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.controller.settings import ControllerSettings, Mode
-from advisor.controller.tfjob import PREFIX, TFJobView
+from advisor.controller.jobs.tfjob import PREFIX, TFJobView
 from advisor.core.advice import ModelChoice
 from advisor.core.cost import Constraints, CostError, Prices, cost_optimal, cost_per_example
 from advisor.core.models.registry import default_model_for

@@ -14,8 +14,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from advisor.controller.policy import Recommendation, throughput_at
-from advisor.controller.tfjob import PREFIX, TFJobView
+from advisor.controller.pipeline.policy import Recommendation, throughput_at
+from advisor.controller.jobs.tfjob import PREFIX, TFJobView
 
 PHASE = PREFIX + "phase"  # Pending | Profiling | Predicting | Predicted | Failed
 REASON = PREFIX + "reason"  # CamelCase reason, then ": " and a message for Failed
@@ -39,7 +39,7 @@ PROFILING_STARTED = PREFIX + "profiling-started"  # RFC 3339: when the current p
 PROFILING_ATTEMPTS = PREFIX + "profiling-attempts"  # JSON [{"attempt", "run", "reason"}]: tries that ended
 SUSPENDED_BY_ADVISOR = PREFIX + "suspended-by-advisor"
 LAST_RESIZE = PREFIX + "last-resize"
-CURVE_SOURCE = PREFIX + "curve-source"  # profile | refit (controller/refit.py)
+CURVE_SOURCE = PREFIX + "curve-source"  # profile | refit (controller/pipeline/refit.py)
 REFIT = PREFIX + "refit"  # the online refit behind the curve: points used, constants before and after
 PHASES = ("Pending", "Profiling", "Predicting", "Predicted", "Failed")
 

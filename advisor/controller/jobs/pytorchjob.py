@@ -2,7 +2,7 @@
 
 The PyTorch DDP counterpart of ``tfjob.py``, returning the same ``TFJobView`` (the view every
 job kind shares) so that the reconcile loop needs nothing kind-specific beyond
-``advisor.controller.job_kinds``.
+``advisor.controller.jobs.kinds``.
 
 Schema followed (training-operator v1.9, ``pkg/apis/kubeflow.org/v1/pytorch_types.go`` and
 ``pytorch_validation.go``): ``spec.pytorchReplicaSpecs`` maps ``Master`` (at most 1 replica) and
@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from advisor.controller.tfjob import (
+from advisor.controller.jobs.tfjob import (
     ProfilingSpec, TFJobView, finished_state, profiling_env, profiling_object, profiling_replica,
     resize_patch as _resize_patch,
 )
-from advisor.controller import tfjob as _tf
+from advisor.controller.jobs import tfjob as _tf
 from advisor.errors import JobKindError, TFJobError
 
 KIND, PLURAL = "PyTorchJob", "pytorchjobs"

@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.controller.tfjob import PREFIX, ROLE_LABEL
+from advisor.controller.jobs.tfjob import PREFIX, ROLE_LABEL
 
 ROLE = "prediction"
 KEY_LABEL = PREFIX + "prediction-key"

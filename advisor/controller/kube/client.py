@@ -249,7 +249,7 @@ class Kube:
         """With ``uid`` (a precondition) only that object: if the name is another's by now, KubeConflict."""
         self._delete(TFJOBS, namespace, name, uid)
 
-    # --- PyTorchJobs (watched when the CRD exists: advisor.controller.job_api) ---------------
+    # --- PyTorchJobs (watched when the CRD exists: advisor.controller.jobs.cluster) ---------------
     def list_pytorchjobs(self, namespace: str | None, label_selector: str | None = None) -> tuple[list[JSON], str]:
         return self._list(PYTORCHJOBS, namespace, label_selector)
 

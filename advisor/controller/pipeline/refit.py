@@ -35,11 +35,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from advisor.controller import annotations as ann
-from advisor.controller.metrics import Metrics
-from advisor.controller.observed import ObservedPoint, ObservedQueryError, PrometheusClient, observe
-from advisor.controller.policy import throughput_at
-from advisor.controller.predictions import PredictionParams, prediction_key
+from advisor.controller.pipeline import annotations as ann
+from advisor.controller.web.metrics import Metrics
+from advisor.controller.pipeline.observed import ObservedPoint, ObservedQueryError, PrometheusClient, observe
+from advisor.controller.pipeline.policy import throughput_at
+from advisor.controller.pipeline.predictions import PredictionParams, prediction_key
 from advisor.controller.settings import ControllerSettings, SettingsError
 from advisor.core.advice import AdviceRequest
 from advisor.core.online_refit import refit_model, refittable

@@ -38,8 +38,8 @@ from socketserver import TCPServer
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from advisor.controller.memory import release_free_heap
-from advisor.controller.metrics import Metrics
+from advisor.controller.web.memory import release_free_heap
+from advisor.controller.web.metrics import Metrics
 from advisor.errors import HttpApiError
 from advisor.importers.gzip_capped import GzipInvalid, GzipTooLarge, inflate_gzip
 from advisor.importers.json_scan import JSONScanError, scan_object
@@ -55,7 +55,7 @@ AcceptTrace = Callable[[str, str, int, dict[str, Any], bytes], "IngestResult"]
 
 
 class PredictionEndpoints(Protocol):
-    """What the prediction Jobs' routes need (``advisor.controller.job_predictor.JobPredictor``)."""
+    """What the prediction Jobs' routes need (``advisor.controller.pipeline.job_predictor.JobPredictor``)."""
 
     def verify_prediction_token(self, key: str, token: str) -> bool: ...
     def prediction_input(self, key: str) -> IngestResult: ...

@@ -66,7 +66,7 @@ class TFJobView:
     template_hash: str  # identity of what a profile depends on: the pod templates, not the counts
     node_types: Mapping[str, str]  # replica type -> node type from its nodeSelector, where given
     spec_keys: Mapping[str, str]  # canonical replica type -> the key as the job spells it
-    # The job's API kind and the program kind its trace must be (advisor.controller.job_kinds):
+    # The job's API kind and the program kind its trace must be (advisor.controller.jobs.kinds):
     # TFJob with PS replicas (tf-ps), TFJob without (tf-mwms), PyTorchJob (pytorch-ddp).
     kind: str = KIND
     program: str = "tf-ps"
@@ -231,7 +231,7 @@ class ProfilingSpec:
     warmup_steps: int
     timeout_s: int
     bandwidth_mbit: float | None = None
-    token: str = ""  # the run's upload token (controller/tokens.py)
+    token: str = ""  # the run's upload token (controller/state/tokens.py)
     attempt: int = 1
     labels: tuple[str, ...] = ()  # more label keys to copy from the job (profiling_propagate_labels)
     annotations: tuple[str, ...] = ()

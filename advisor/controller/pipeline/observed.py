@@ -1,6 +1,6 @@
 """Observed throughput of a running job, read from Prometheus' HTTP query API.
 
-Why: the online refit (``controller/refit.py``) compares a job's prediction with what it
+Why: the online refit (``controller/pipeline/refit.py``) compares a job's prediction with what it
 actually trains at. The training pods count their examples (``advisor/profiling/throughput.py``,
 with ``ADVISOR_METRICS_PORT`` set) and Prometheus scrapes them through the chart's PodMonitor,
 which labels every series with ``job_namespace`` and ``tfjob`` (the job's name, for any kind of

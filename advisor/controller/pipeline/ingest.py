@@ -16,13 +16,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from advisor.controller import annotations as ann
-from advisor.controller.http_api import IngestResult
-from advisor.controller.job_kinds import parse_job, trace_mismatch
-from advisor.controller.metrics import Metrics
-from advisor.controller.records import ProfileRecords, ProfileTooLarge
-from advisor.controller.store import TOKEN_STATES
-from advisor.controller.tokens import token_matches
+from advisor.controller.pipeline import annotations as ann
+from advisor.controller.web.http_api import IngestResult
+from advisor.controller.jobs.kinds import parse_job, trace_mismatch
+from advisor.controller.web.metrics import Metrics
+from advisor.controller.state.records import ProfileRecords, ProfileTooLarge
+from advisor.controller.state.store import TOKEN_STATES
+from advisor.controller.state.tokens import token_matches
 from advisor.importers.profile_file import profile_to_json
 from advisor.importers.uploads import profile_from_upload
 from advisor.errors import KubeError, ProfileError, TFJobError, TraceImportError
@@ -38,7 +38,7 @@ class Ingest:
     (``records``), where the leader finds it. A standby is therefore Ready and useful."""
 
     cache: Callable[[str, str], Mapping[str, Any] | None]
-    store: Any  # advisor.controller.store.Store
+    store: Any  # advisor.controller.state.store.Store
     metrics: Metrics
     enqueue: Callable[[Key], None]
     clock: Callable[[], float] = time.time

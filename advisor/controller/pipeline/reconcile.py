@@ -1,8 +1,8 @@
 """The level-triggered reconcile of one opted-in job: read the state, do the next step, write what changed.
 
 Every kind (TFJob with or without PS, PyTorchJob) goes through the same steps; what differs
-(its JSON, its profiling run, its resize patch, its API calls) is behind ``job_kinds`` and
-``job_api``.
+(its JSON, its profiling run, its resize patch, its API calls) is behind ``jobs.kinds`` and
+``jobs.cluster``.
 
 States of a job (annotation ``phase``): Pending -> Profiling (a profiling TFJob runs) ->
 Predicting (the trace is stored; a prediction runs off this thread) -> Predicted (annotations
@@ -23,21 +23,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from advisor.controller import annotations as ann
-from advisor.controller.metrics import Metrics, remove_series
-from advisor.controller.policy import (
+from advisor.controller.pipeline import annotations as ann
+from advisor.controller.web.metrics import Metrics, remove_series
+from advisor.controller.pipeline.policy import (
     Limits, Recommendation, clamp, job_limits, job_model, job_prices, recommend, resize_target, throughput_at,
 )
-from advisor.controller.predictions import PredictionParams, prediction_key, prediction_params
+from advisor.controller.pipeline.predictions import PredictionParams, prediction_key, prediction_params
 from advisor.controller.settings import ControllerSettings, Mode
-from advisor.controller.records import ProfileRecords
-from advisor.controller.job_api import verbs_for
-from advisor.controller.job_kinds import kind_of_view, parse_job
-from advisor.controller.tfjob import (
+from advisor.controller.state.records import ProfileRecords
+from advisor.controller.jobs.cluster import verbs_for
+from advisor.controller.jobs.kinds import kind_of_view, parse_job
+from advisor.controller.jobs.tfjob import (
     KIND as TFJOB, PROFILING_FOR_LABEL, ProfilingSpec, TFJobView, finished_reason, finished_state, opted_in,
     profiling_job_name, profiling_run_owner, release_patch, suspend_patch,
 )
-from advisor.controller.tokens import run_token
+from advisor.controller.state.tokens import run_token
 from advisor.core.cost import Prices
 from advisor.core.profile import parse_profile
 from advisor.errors import (
@@ -65,14 +65,14 @@ class Reconciler:
     """Everything a reconcile touches is injected: cluster, cache, store, predictor, clock."""
 
     settings: ControllerSettings
-    kube: Any  # advisor.controller.kube.Kube
+    kube: Any  # advisor.controller.kube.client.Kube
     cache: Callable[[str, str], Mapping[str, Any] | None]
-    store: Any  # advisor.controller.store.Store
+    store: Any  # advisor.controller.state.store.Store
     predictor: Predictor
     metrics: Metrics
     enqueue_after: Callable[[Key, float], None]
     clock: Callable[[], float] = time.time
-    ingest_key: bytes = b""  # derives each run's upload token (controller/tokens.py)
+    ingest_key: bytes = b""  # derives each run's upload token (controller/state/tokens.py)
     records: ProfileRecords | None = None  # the durable record of profiles in the cluster
     # rate-limited requeue after an error (per-key exponential backoff) and its reset on success
     requeue: Callable[[Key], None] | None = None
@@ -88,12 +88,12 @@ class Reconciler:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _curve_workers: dict[Key, tuple[int, ...]] = field(default_factory=dict)
     _bandwidth_of: dict[str, float | None] = field(default_factory=dict)  # profile sha -> recorded bandwidth
-    refits: Any = None  # advisor.controller.refit.Refitter: the online refit, when the app wires it
+    refits: Any = None  # advisor.controller.pipeline.refit.Refitter: the online refit, when the app wires it
     # job -> (uid, the reason annotation this replica last wrote): the informer's cache can still
     # show the one before, and must not make the same transition emit its event twice
     _reason_written: dict[Key, tuple[str, str]] = field(default_factory=dict)
     # the objects of a key that the cache does not return (a PyTorchJob behind a TFJob of the same
-    # name, job_api.JobCache.shadowed), and the uids already told so (one event each)
+    # name, cluster.JobCache.shadowed), and the uids already told so (one event each)
     shadowed: Callable[[str, str], Sequence[Mapping[str, Any]]] | None = None
     _told_shadowed: set[str] = field(default_factory=set)
 
@@ -433,7 +433,7 @@ class Reconciler:
         except AdvisorError as exc:  # PredictionInputError among others
             self._fail(view, "PredictionImpossible", str(exc))
             return
-        if self.refits is not None:  # online refit (controller/refit.py): the job's observed points join the params
+        if self.refits is not None:  # online refit (refit.py): the job's observed points join the params
             params = self.refits.params(view, sha, params, self._event)
         pkey = prediction_key(sha, params)
         stored = self.store.prediction(sha, pkey)

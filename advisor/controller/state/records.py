@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from advisor.controller.tfjob import (
+from advisor.controller.jobs.tfjob import (
     GENERATION_LABEL, PREFIX, PROFILING_FOR_LABEL, PROFILING_FOR_UID, ROLE_LABEL, owner_ref,
 )
 from advisor.errors import AdvisorError, KubeAlreadyExists, KubeNotFound
@@ -63,7 +63,7 @@ def record_name(job: str, generation: int) -> str:
 
 @dataclass
 class ProfileRecords:
-    """Reads and writes the records through ``kube`` (advisor.controller.kube.Kube)."""
+    """Reads and writes the records through ``kube`` (advisor.controller.kube.client.Kube)."""
 
     kube: Any
 

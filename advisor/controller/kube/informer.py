@@ -74,7 +74,7 @@ class WatchStreamLike(Protocol):
 
 
 class TFJobSource(Protocol):
-    """What the informer needs of ``advisor.controller.kube.Kube``."""
+    """What the informer needs of ``advisor.controller.kube.client.Kube``."""
 
     def list_tfjobs(self, namespace: str | None, label_selector: str | None = None) -> tuple[list[JSON], str]: ...
 

@@ -45,7 +45,7 @@ JITTER = 1.2  # client-go's JitterFactor for the candidate's retries
 
 
 class LeaseStore(Protocol):
-    """What the elector needs of ``advisor.controller.kube.Kube``."""
+    """What the elector needs of ``advisor.controller.kube.client.Kube``."""
 
     def get_lease(self, namespace: str, name: str) -> JSON | None: ...
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from advisor.controller.job_kinds import PYTORCHJOBS, TFJOBS, Resource, resource_named
+from advisor.controller.jobs.kinds import PYTORCHJOBS, TFJOBS, Resource, resource_named
 from advisor.errors import KubeError
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from advisor.controller.informer import RESTART_REASONS
+from advisor.controller.kube.informer import RESTART_REASONS
 
 # Not "namespace": the Prometheus Operator's scrape configs (honorLabels false) add the target's
 # own namespace/pod/service/job labels, and a clashing label of ours would arrive renamed to
