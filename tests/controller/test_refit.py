@@ -227,7 +227,7 @@ def test_a_restart_finds_the_points_in_the_annotation(tmp_path, prom) -> None:
 
 def test_points_that_cannot_inform_a_fit_keep_the_constants_and_say_why(tmp_path, prom) -> None:
     from advisor.controller.pipeline.predictions import build_request
-    from advisor.controller.pipeline.refit import refit_request
+    from advisor.controller.pipeline.refit_worker import refit_request
     from tests.factories import one_layer
 
     request = build_request(Rig(tmp_path, prom).base)
@@ -247,7 +247,7 @@ def test_points_that_cannot_inform_a_fit_keep_the_constants_and_say_why(tmp_path
     ('{"points": [{"workers": 2, "observed": "fast"}]}', "observed examples/s must be a number > 0"),
 ])
 def test_unreadable_points_are_refused_with_the_reason(text: str, problem: str) -> None:
-    from advisor.controller.pipeline.refit import read_points
+    from advisor.controller.pipeline.refit_worker import read_points
 
     with pytest.raises(ValueError, match=problem):
         read_points(text, "here")

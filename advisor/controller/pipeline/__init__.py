@@ -5,6 +5,6 @@ its profiling run's upload. ``predictions.py`` runs a prediction in a process po
 ``prediction_job.py``, ``job_predictor.py`` and ``job_client.py`` run it in a Kubernetes Job
 instead (the object, the controller's side, the Job's side). ``policy.py`` turns a prediction
 into a recommendation and ``annotations.py`` writes it on the job. ``refit.py`` refits a running
-job's curve to its throughput observed in Prometheus (``observed.py``). ``gc.py`` deletes what
-runs leave behind.
+job's curve to its throughput observed in Prometheus (``observed.py``); ``refit_worker.py`` is
+the refit's step that runs with the prediction. ``gc.py`` deletes what runs leave behind.
 """

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from advisor import __version__
+from advisor.controller.pipeline.refit_worker import refit_request
 from advisor.core.advice import AdviceRequest, ModelChoice, advise
 from advisor.core.bandwidth import choose_bandwidth
 from advisor.core.cost import Prices
@@ -153,8 +154,6 @@ def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) ->
     assert measured is None or measured.goodput == request.goodput, "measured and replayed at the same goodput"
     refit = None
     if p.refit:  # fit the job's contention constants to its observed points first (online refit)
-        from advisor.controller.pipeline.refit import refit_request
-
         request, refit = refit_request(profile, request, p.refit)
     advice = advise(profile, request)  # the model loads its engine (numba) here, in the child
     doc = advice_to_json(profile, request, advice, bandwidth_source=p.bandwidth_source)

@@ -14,9 +14,10 @@ recommendation, and in ``auto`` mode a resize within policy).
 How it rides on the prediction path, not beside it: ``Refitter.params`` is called by the
 reconcile with the job's prediction parameters and returns them with the observed points added
 (``PredictionParams.refit``). So a refit is an ordinary prediction with its own key: it runs off
-the watch loop in the same worker process (or prediction Job: ``refit_request`` runs there, first),
-is stored, survives restarts, and is applied by the same code. The points are kept in the job's
-``refit`` annotation too, so a restarted or new leader predicts with them again.
+the watch loop in the same worker process (or prediction Job: ``refit_worker.refit_request``
+runs there, first), is stored, survives restarts, and is applied by the same code. The points
+are kept in the job's ``refit`` annotation too, so a restarted or new leader predicts with them
+again.
 
 Never worse than no refit: a setting that cannot work gives a Warning event on the jobs and the
 previous behaviour (no refit); Prometheus unreachable or without data is evented and asked again
@@ -40,17 +41,14 @@ from advisor.controller.web.metrics import Metrics
 from advisor.controller.pipeline.observed import ObservedPoint, ObservedQueryError, PrometheusClient, observe
 from advisor.controller.pipeline.policy import throughput_at
 from advisor.controller.pipeline.predictions import PredictionParams, prediction_key
+from advisor.controller.pipeline.refit_worker import read_points
 from advisor.controller.settings import ControllerSettings, SettingsError
-from advisor.core.advice import AdviceRequest
-from advisor.core.online_refit import refit_model, refittable
-from advisor.core.profile import Profile
-from advisor.core.sim_types import SimulationSettingsError
+from advisor.core.online_refit import refittable
 from advisor.core.units import UnitError, parse_duration
 
 log = logging.getLogger(__name__)
 MAX_POINTS = 8  # worker counts a job's refit remembers (the latest observation of each)
 FORGET_AFTER_S = 7 * 24 * 3600.0  # a job not reconciled for this long (gone) is forgotten
-NOTE_LIMIT = 200  # characters of each fit note kept in the annotation
 
 
 class RefitSettingsError(SettingsError):
@@ -119,48 +117,6 @@ def points_json(points: Sequence[Mapping[str, Any]]) -> str:
 
 def with_points(params: PredictionParams, points: Sequence[Mapping[str, Any]]) -> PredictionParams:
     return replace(params, refit=points_json(points)) if points else params
-
-
-def read_points(text: str, where: str) -> tuple[dict[str, Any], ...]:
-    """The points of ``points_json`` text; ``ValueError`` naming the problem."""
-    doc = json.loads(text)
-    points = doc.get("points") if isinstance(doc, dict) else None
-    if not isinstance(points, list) or not points:
-        raise ValueError(f"{where}: no observed points")
-    out = []
-    for p in points:
-        if not isinstance(p, dict):
-            raise ValueError(f"{where}: a point must be an object")
-        w, observed = p.get("workers"), p.get("observed")
-        if isinstance(w, bool) or not isinstance(w, int) or w < 1:
-            raise ValueError(f"{where}: workers must be an integer >= 1, got {w!r}")
-        if isinstance(observed, bool) or not isinstance(observed, (int, float)) or not (
-                math.isfinite(observed) and observed > 0):
-            raise ValueError(f"{where}: observed examples/s must be a number > 0, got {observed!r}")
-        out.append(p)
-    return tuple(out)
-
-
-# --- in the prediction worker -------------------------------------------------------------------------
-
-
-def refit_request(profile: Profile, request: AdviceRequest, refit: str) -> tuple[AdviceRequest, dict[str, Any]]:
-    """The request with the job's constants refitted to the points in ``refit``, and what the
-    refit did (the prediction's ``refit`` section). Points that cannot inform a fit keep the
-    constants (``outcome: unchanged``, with the reason); other errors propagate."""
-    points = read_points(refit, "the refit's points")
-    section: dict[str, Any] = {"points": list(points)}
-    try:
-        result = refit_model(profile, request, [(int(p["workers"]), float(p["observed"])) for p in points])
-    except SimulationSettingsError as exc:
-        _, params = request.model.resolve()
-        constants = {k: getattr(params, k, None) for k in ("share_sigma", "multi_flow_goodput")}
-        return request, {**section, "outcome": "unchanged", "notes": [str(exc)[:NOTE_LIMIT]],
-                         **{k: {"before": v, "after": v} for k, v in constants.items()}}
-    section.update({name: {"before": result.before[name], "after": result.after[name]} for name in result.before})
-    section.update(outcome="refitted" if result.changed else "unchanged", error_before=round(result.error_before, 4),
-                   error_after=round(result.error_after, 4), notes=[n[:NOTE_LIMIT] for n in result.notes])
-    return replace(request, model=result.choice), section
 
 
 # --- in the controller ----------------------------------------------------------------------------------
