@@ -1,9 +1,12 @@
-"""The layers stay apart: the core imports no adapter, Kubernetes, HTTP, metrics or TensorFlow."""
+"""The layers stay apart: the core imports no adapter, Kubernetes, HTTP, metrics or TensorFlow; the
+controller's rooms import one way, and only its Kubernetes seam imports the client (pyproject.toml)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -30,19 +33,33 @@ def test_the_controller_process_loads_neither_the_engine_nor_scipy() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_only_the_kube_adapter_imports_the_kubernetes_client() -> None:
-    """One module speaks to the API server (advisor/controller/kube/client.py); the rest of the controller
-    calls it, so an emulator, a fake or a newer client changes one file."""
-    import ast
-
-    importers = set()
+def test_the_controller_contracts_catch_an_upward_import_a_cycle_and_a_stray_client_import(tmp_path: Path) -> None:
+    """The controller's contracts in pyproject.toml bite: in a copy of the package with one break
+    of each rule, lint-imports names each break."""
+    exe = shutil.which("lint-imports")
+    if exe is None:
+        pytest.skip("import-linter is not installed (pip install -e '.[test]')")
     for path in (REPO / "advisor").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
-            if any(n == "kubernetes" or n.startswith("kubernetes.") for n in names):
-                importers.add(path.relative_to(REPO).as_posix())
-    assert importers == {"advisor/controller/kube/client.py"}
+        copy = tmp_path / path.relative_to(REPO)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(path.read_text())
+    shutil.copy(REPO / "pyproject.toml", tmp_path)
+    breaks = {
+        "kube/informer.py": "from advisor.controller.jobs import kinds",  # the seam learning job kinds
+        "pipeline/predictions.py": "from advisor.controller.pipeline import refit",  # refit imports predictions
+        "web/metrics.py": "import kubernetes",  # the client outside the seam
+    }
+    for module, line in breaks.items():
+        with (tmp_path / "advisor" / "controller" / module).open("a") as f:
+            f.write(f"\n\ndef _broken() -> None:\n    {line}\n")
+    # lint-imports puts its working directory first on sys.path, so it reads the copy.
+    run = subprocess.run([exe], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "COLUMNS": "200"})
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "Contracts: 1 kept, 3 broken." in run.stdout
+    assert "advisor.controller.kube is not allowed to import advisor.controller.jobs" in run.stdout
+    assert "No cycles are allowed in advisor.controller.pipeline." in run.stdout
+    assert "advisor.controller.web.metrics -> kubernetes" in run.stdout
 
 
 def test_the_package_type_checks() -> None:

