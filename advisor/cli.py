@@ -19,7 +19,8 @@ from typing import Any
 
 from advisor import cli_output, dts_cli, fit_cli, jit_cache, opdb_cli, store_cli
 from advisor.cli_args import (
-    NORMAL, SEED, ArgumentParser, argument_type, check_output, int_at_least, output_options, verbosity, writing,
+    NORMAL, SEED, ArgumentParser, UsageError, argument_type, check_output, int_at_least, output_options, verbosity,
+    writing,
 )
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, ModelChoice, Overhead, advise, model_inputs
 from advisor.core.bandwidth import resolve_bandwidth
@@ -259,6 +260,9 @@ def _add_compare_options(cmd: argparse.ArgumentParser) -> None:
                      help="measured throughput (the testbed's results[] with W and thr_window, or {W: ex/s}): "
                           "adds |error| per point and each model's median and max")
     cmd.add_argument("--models", metavar="NAMES", help="comma-separated models to compare (default: all)")
+    cmd.add_argument("--model-param", action="append", metavar="MODEL.KEY=VALUE",
+                     help="a parameter of one compared model, e.g. li2020-des+contention.share_sigma=0.3 "
+                          "(repeatable; advisor models lists them); the others keep their defaults")
     cmd.add_argument("--spec", type=Path, metavar="FILE.yaml", help="layer or cluster spec, for the models that read one")
     cmd.add_argument("--steps", type=int_at_least(1), help="fixed steps per worker (default: adaptive)")
     cmd.add_argument("--target", type=float, default=0.02, metavar="FRACTION",
@@ -319,19 +323,21 @@ def _jsonable(value: object) -> object:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    names = [n.strip() for n in args.models.split(",")] if args.models else list(registry.names())
+    for name in names:
+        registry.get(name)  # an unknown name lists the valid ones, before anything is read or run
+    params = _compare_params(args.model_param or (), names)
     observed = read_observed(args.observed) if args.observed else {}
     spec = read_spec_document(args.spec) if args.spec else None
     profile = _load(args) if args.profile or spec is None else None
     bandwidth, source, note = _bandwidth(args, profile)
     if note:
         cli_output.note(note)
-    names = [n.strip() for n in args.models.split(",")] if args.models else list(registry.names())
-    for name in names:
-        registry.get(name)  # an unknown name lists the valid ones, before anything runs
     request = AdviceRequest(network=None if bandwidth is None else NetworkModel(bandwidth_bps=bandwidth),
                             curve=_curve_settings(args), goodput=args.goodput, side_by_side=(), spec=spec)
+    cli_output.detail("comparing %s; parameters %s", ", ".join(names), params or "as default")
     with cli_output.progress("predicted", "models") as progress:
-        curves = compare(profile, request, names, progress)
+        curves = compare(profile, request, names, progress, params)
     if args.json:
         print(json.dumps(compare_to_json(profile, bandwidth, source, curves, observed), indent=2))
     else:
@@ -560,13 +566,46 @@ def _model_choice(args: argparse.Namespace, profile: Profile | None = None) -> M
                                         f"does not have (see advisor models)")
         params[field] = value
     for text in args.model_param or ():
-        key, sep, value = text.partition("=")
-        if not sep or not key.strip():
-            raise ModelInputError(name, f"--model-param {text!r}: write KEY=VALUE, e.g. share_sigma=0.5")
-        params[key.strip()] = None if value.strip().lower() in ("none", "null") else value.strip()
+        _, key, value = split_model_param(text)
+        params[key] = value
     choice = ModelChoice(name, params)
     choice.resolve()  # refuse bad parameters before the profile is simulated
     return choice
+
+
+def split_model_param(text: str, scoped: bool = False) -> tuple[str, str, str | None]:
+    """``--model-param``: 'KEY=VALUE' (predict) or, ``scoped``, 'MODEL.KEY=VALUE' (compare) ->
+    (model or '', key, value); 'none' or 'null' is None. The model's ``Params`` convert and
+    check the value; here only the form is checked."""
+    left, sep, value = text.partition("=")
+    model, dot, key = left.strip().rpartition(".") if scoped else ("", "", left.strip())
+    if not sep or not key.strip() or (scoped and not model.strip()):
+        form, example = ("MODEL.KEY=VALUE", "li2020-des+contention.share_sigma=0.3") if scoped else \
+            ("KEY=VALUE", "share_sigma=0.5")
+        raise UsageError(f"--model-param {text!r}: write {form}, e.g. {example}")
+    return model.strip(), key.strip(), None if value.strip().lower() in ("none", "null") else value.strip()
+
+
+def _compare_params(texts: Sequence[str], names: Sequence[str]) -> dict[str, dict[str, str | None]]:
+    """Each compared model's ``--model-param MODEL.KEY=VALUE``, checked before anything runs: the
+    model exists, is one of those compared, has the key, and takes the value."""
+    params: dict[str, dict[str, str | None]] = {}
+    for text in texts:
+        model, key, value = split_model_param(text, scoped=True)
+        try:
+            registry.get(model)
+        except ModelInputError as exc:
+            raise UsageError(f"--model-param {text!r}: {exc}") from None
+        if model not in names:
+            raise UsageError(f"--model-param {text!r}: {model} is not compared (the models compared: "
+                             f"{', '.join(names)}); add it to --models or drop the parameter")
+        params.setdefault(model, {})[key] = value
+    for model, values in params.items():
+        try:
+            registry.params_for(registry.get(model), values)
+        except ModelInputError as exc:
+            raise UsageError(f"--model-param: {exc}") from None
+    return params
 
 
 def _custom_order(args: argparse.Namespace) -> tuple[str, ...]:
