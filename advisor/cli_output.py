@@ -10,8 +10,9 @@ Notes, detail and warnings are ``logging`` records of the ``advisor`` loggers, s
 controller's code that a command runs (``predict-job``) follows the same levels: ``-q`` is the
 level WARNING, the default INFO, ``-v`` DEBUG. ``session`` sets this up for one command and
 undoes it after (tests run many commands in one process). The bar is tqdm's: small, and
-imported only when a bar is drawn, so a command in a pipe pays nothing for it. It draws no
-color, so ``NO_COLOR`` has nothing to turn off (the tests check that under a terminal).
+imported only when a bar is wanted, so a command in a pipe pays nothing for it. It draws no
+color, so ``NO_COLOR`` has nothing to turn off (tests/test_cli_output.py checks that under a
+terminal); nothing else the command prints has color either.
 """
 
 from __future__ import annotations
@@ -97,7 +98,13 @@ def progress(what: str, unit: str) -> Iterator[Progress | None]:
     if not bar_wanted():
         yield None
         return
-    bar = _Bar(what, unit)
+    try:
+        from tqdm import tqdm
+    except ImportError:  # an install without its dependency tqdm: the command still runs, without a bar
+        yield None
+        return
+    tqdm.monitor_interval = 0  # no monitor thread: the point pool forks its processes after the first report
+    bar = _Bar(tqdm, what, unit)
     try:
         yield bar
     finally:
@@ -107,19 +114,16 @@ def progress(what: str, unit: str) -> Iterator[Progress | None]:
 class _Bar:
     """tqdm's bar, made at the first report (when the total is known)."""
 
-    def __init__(self, what: str, unit: str) -> None:
-        self.what, self.unit = what, unit
+    def __init__(self, tqdm: Any, what: str, unit: str) -> None:
+        self.tqdm, self.what, self.unit = tqdm, what, unit
         self._bar: Any = None
 
     def __call__(self, done: int, total: int) -> None:
         if self._bar is None:
-            from tqdm import tqdm
-
-            tqdm.monitor_interval = 0  # no monitor thread: the point pool forks after the first report
             # every report redrawn (mininterval 0): a command makes a few dozen at most
-            self._bar = tqdm(total=total, initial=done, desc=self.what, unit=self.unit, leave=False,
-                             file=sys.stderr, dynamic_ncols=True, mininterval=0,
-                             bar_format="{desc} {n_fmt}/{total_fmt} {unit} |{bar}| {elapsed}<{remaining}")
+            self._bar = self.tqdm(total=total, initial=done, desc=self.what, unit=self.unit, leave=False,
+                                  file=sys.stderr, dynamic_ncols=True, mininterval=0,
+                                  bar_format="{desc} {n_fmt}/{total_fmt} {unit} |{bar}| {elapsed}<{remaining}")
             return
         self._bar.update(done - self._bar.n)
 

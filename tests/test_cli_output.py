@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from advisor import cli_output
 from advisor.cli import _parser, main
 from advisor.cli_args import NORMAL, QUIET, VERBOSE, verbosity
 from advisor.controller.prediction_job import TOKEN_ENV
@@ -298,3 +299,18 @@ def test_a_dumb_terminal_gets_no_bar() -> None:
     err, out = _on_a_terminal(BARS["compare"][0], TERM="dumb")
     assert b"\r" not in err.replace(b"\r\n", b"\n") and b"predicted" not in err
     assert "li2020-des" in out
+
+
+def test_without_tqdm_a_terminal_gets_no_bar_and_the_command_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """tqdm is a dependency; an install that lacks it still predicts, without a bar."""
+
+    class Terminal:
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    assert cli_output.bar_wanted()
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # "from tqdm import tqdm" raises ImportError
+    with cli_output.progress("simulated", "worker counts") as progress:
+        assert progress is None
