@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import warnings
 from collections.abc import Sequence
@@ -16,8 +17,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from advisor import dts_cli, fit_cli, jit_cache, opdb_cli, store_cli
-from advisor.cli_args import SEED, ArgumentParser, argument_type, check_output, int_at_least, writing
+from advisor import cli_output, dts_cli, fit_cli, jit_cache, opdb_cli, store_cli
+from advisor.cli_args import (
+    NORMAL, SEED, ArgumentParser, UsageError, argument_type, check_output, int_at_least, output_options, verbosity,
+    writing,
+)
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, ModelChoice, Overhead, advise, model_inputs
 from advisor.core.bandwidth import resolve_bandwidth
 from advisor.core.calibration import calibrate
@@ -56,12 +60,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return int(args.run(args))
+        with cli_output.session(verbosity(args), logs=not getattr(args, "configures_logging", False)):
+            return int(args.run(args))
     except AdvisorError as exc:
         print(f"advisor: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-
-
 
 
 def _short_warnings() -> None:
@@ -82,7 +85,7 @@ def _short_warnings() -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(prog="advisor", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="advisor", description=__doc__.splitlines()[0], parents=[output_options()])
     commands = parser.add_subparsers(title="commands")
     profile = commands.add_parser("profile", help="read, check and convert profiles and traces")
     profile_cmds = profile.add_subparsers(title="profile commands")
@@ -127,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     controller.add_argument("--kubeconfig", type=Path, help="kubeconfig for development (default: in-cluster)")
     controller.add_argument("--context", help="kubeconfig context")
     controller.add_argument("--check-config", action="store_true", help="validate the settings, print them, exit")
-    controller.set_defaults(run=_controller)
+    controller.set_defaults(run=_controller, configures_logging=True)
 
     job = commands.add_parser("predict-job", help="run one prediction for the controller (its prediction Jobs' pods)")
     job.add_argument("--controller", required=True, metavar="URL", help="the controller's base URL")
@@ -142,8 +145,10 @@ def _controller(args: argparse.Namespace) -> int:
     """Imported lazily: the Kubernetes client and the scheduler are not needed to predict."""
     from advisor.controller.main import run_controller
 
+    level = verbosity(args)
     return run_controller(config=args.config, kubeconfig=args.kubeconfig, context=args.context,
-                          check_only=args.check_config)
+                          check_only=args.check_config,
+                          log_level=None if level == NORMAL else logging.getLevelName(cli_output.log_level(level)))
 
 
 def _predict_job(args: argparse.Namespace) -> int:
@@ -222,7 +227,6 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
                      help="write a synthetic multi-worker timeline (Chrome trace, for Perfetto)")
     out.add_argument("--timeline-workers", type=int_at_least(1), default=4, metavar="W",
                      help="workers in --timeline (default 4)")
-    out.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
 def _add_model_options(cmd: argparse.ArgumentParser) -> None:
@@ -256,6 +260,9 @@ def _add_compare_options(cmd: argparse.ArgumentParser) -> None:
                      help="measured throughput (the testbed's results[] with W and thr_window, or {W: ex/s}): "
                           "adds |error| per point and each model's median and max")
     cmd.add_argument("--models", metavar="NAMES", help="comma-separated models to compare (default: all)")
+    cmd.add_argument("--model-param", action="append", metavar="MODEL.KEY=VALUE",
+                     help="a parameter of one compared model, e.g. li2020-des+contention.share_sigma=0.3 "
+                          "(repeatable; advisor models lists them); the others keep their defaults")
     cmd.add_argument("--spec", type=Path, metavar="FILE.yaml", help="layer or cluster spec, for the models that read one")
     cmd.add_argument("--steps", type=int_at_least(1), help="fixed steps per worker (default: adaptive)")
     cmd.add_argument("--target", type=float, default=0.02, metavar="FRACTION",
@@ -263,7 +270,6 @@ def _add_compare_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--warmup", type=int_at_least(0), default=50, help="warm-up steps per worker (default 50)")
     cmd.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
     cmd.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    cmd.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
 def parse_speeds(text: str) -> tuple[float, ...]:
@@ -317,29 +323,26 @@ def _jsonable(value: object) -> object:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    names = [n.strip() for n in args.models.split(",")] if args.models else list(registry.names())
+    for name in names:
+        registry.get(name)  # an unknown name lists the valid ones, before anything is read or run
+    params = _compare_params(args.model_param or (), names)
     observed = read_observed(args.observed) if args.observed else {}
     spec = read_spec_document(args.spec) if args.spec else None
     profile = _load(args) if args.profile or spec is None else None
     bandwidth, source, note = _bandwidth(args, profile)
-    if note and not args.quiet:
-        print(note, file=sys.stderr)
-    names = [n.strip() for n in args.models.split(",")] if args.models else list(registry.names())
-    for name in names:
-        registry.get(name)  # an unknown name lists the valid ones, before anything runs
+    if note:
+        cli_output.note(note)
     request = AdviceRequest(network=None if bandwidth is None else NetworkModel(bandwidth_bps=bandwidth),
                             curve=_curve_settings(args), goodput=args.goodput, side_by_side=(), spec=spec)
-    progress = None if args.quiet or args.json else _compare_progress
-    curves = compare(profile, request, names, progress)
+    cli_output.detail("comparing %s; parameters %s", ", ".join(names), params or "as default")
+    with cli_output.progress("predicted", "models") as progress:
+        curves = compare(profile, request, names, progress, params)
     if args.json:
         print(json.dumps(compare_to_json(profile, bandwidth, source, curves, observed), indent=2))
     else:
         print(compare_table(profile, bandwidth, curves, observed, args.workers))
     return 0
-
-
-def _compare_progress(done: int, total: int) -> None:
-    end = "\n" if done == total else ""
-    print(f"\rpredicted {done}/{total} models", end=end, file=sys.stderr, flush=True)
 
 
 def _add_input(cmd: argparse.ArgumentParser) -> None:
@@ -390,7 +393,7 @@ def parse_window(text: str) -> float | None:
 def _load(args: argparse.Namespace) -> Profile:
     paths = args.profile or [BUNDLED_EXAMPLE]
     if not args.profile:
-        print(f"(no profile given: using the bundled example {BUNDLED_EXAMPLE.name})", file=sys.stderr)
+        cli_output.note("(no profile given: using the bundled example %s)", BUNDLED_EXAMPLE.name)
     return load_profile(paths, batch_size=args.batch_size, bandwidth_bps=args.recorded_bandwidth)
 
 
@@ -440,11 +443,12 @@ def _predict(args: argparse.Namespace) -> int:
         args.alpha, args.beta, args.win, args.goodput = c.alpha_us_per_byte, c.beta_us, c.win_bytes, c.goodput
     bandwidth, source, note = _bandwidth(args, profile)
     request = _advice_request(args, profile, bandwidth, spec)
-    if note and not args.quiet:
-        print(note, file=sys.stderr)
-    progress = None if args.quiet or args.json else _progress
+    if note:
+        cli_output.note(note)
     try:
-        with PointPool(args.jobs) as pool:
+        with PointPool(args.jobs) as pool, cli_output.progress("simulated", "worker counts") as progress:
+            cli_output.detail("model %s, parameters %s; %d worker count(s) on %d process(es)", request.model.name,
+                              dict(request.model.params) or "as default", len(request.curve.workers), pool.jobs)
             advice = advise(profile, request, progress, pool)
     except SimulationSettingsError as exc:  # the core names its field; the user wrote the file
         if request.network and request.network.order is StreamOrder.CUSTOM and "custom_order" in str(exc):
@@ -459,7 +463,7 @@ def _predict(args: argparse.Namespace) -> int:
     if args.plot:
         with writing("--plot", args.plot):
             plot_advice(advice, args.plot, title=f"{_job_name(profile, args)}: predicted throughput")
-        print(f"wrote {args.plot}", file=sys.stderr)
+        cli_output.note("wrote %s", args.plot)
     if args.timeline:
         _write_timeline(args, profile, request)
     return 0
@@ -562,13 +566,46 @@ def _model_choice(args: argparse.Namespace, profile: Profile | None = None) -> M
                                         f"does not have (see advisor models)")
         params[field] = value
     for text in args.model_param or ():
-        key, sep, value = text.partition("=")
-        if not sep or not key.strip():
-            raise ModelInputError(name, f"--model-param {text!r}: write KEY=VALUE, e.g. share_sigma=0.5")
-        params[key.strip()] = None if value.strip().lower() in ("none", "null") else value.strip()
+        _, key, value = split_model_param(text)
+        params[key] = value
     choice = ModelChoice(name, params)
     choice.resolve()  # refuse bad parameters before the profile is simulated
     return choice
+
+
+def split_model_param(text: str, scoped: bool = False) -> tuple[str, str, str | None]:
+    """``--model-param``: 'KEY=VALUE' (predict) or, ``scoped``, 'MODEL.KEY=VALUE' (compare) ->
+    (model or '', key, value); 'none' or 'null' is None. The model's ``Params`` convert and
+    check the value; here only the form is checked."""
+    left, sep, value = text.partition("=")
+    model, dot, key = left.strip().rpartition(".") if scoped else ("", "", left.strip())
+    if not sep or not key.strip() or (scoped and not model.strip()):
+        form, example = ("MODEL.KEY=VALUE", "li2020-des+contention.share_sigma=0.3") if scoped else \
+            ("KEY=VALUE", "share_sigma=0.5")
+        raise UsageError(f"--model-param {text!r}: write {form}, e.g. {example}")
+    return model.strip(), key.strip(), None if value.strip().lower() in ("none", "null") else value.strip()
+
+
+def _compare_params(texts: Sequence[str], names: Sequence[str]) -> dict[str, dict[str, str | None]]:
+    """Each compared model's ``--model-param MODEL.KEY=VALUE``, checked before anything runs: the
+    model exists, is one of those compared, has the key, and takes the value."""
+    params: dict[str, dict[str, str | None]] = {}
+    for text in texts:
+        model, key, value = split_model_param(text, scoped=True)
+        try:
+            registry.get(model)
+        except ModelInputError as exc:
+            raise UsageError(f"--model-param {text!r}: {exc}") from None
+        if model not in names:
+            raise UsageError(f"--model-param {text!r}: {model} is not compared (the models compared: "
+                             f"{', '.join(names)}); add it to --models or drop the parameter")
+        params.setdefault(model, {})[key] = value
+    for model, values in params.items():
+        try:
+            registry.params_for(registry.get(model), values)
+        except ModelInputError as exc:
+            raise UsageError(f"--model-param: {exc}") from None
+    return params
 
 
 def _custom_order(args: argparse.Namespace) -> tuple[str, ...]:
@@ -612,12 +649,7 @@ def _write_timeline(args: argparse.Namespace, profile: Profile | None, request: 
     trace = timeline(model_inputs(profile, request), params, args.timeline_workers, 20, args.seed)
     with writing("--timeline", args.timeline):
         args.timeline.write_text(json.dumps(trace))
-    print(f"wrote {args.timeline} ({args.timeline_workers} workers, 20 steps each)", file=sys.stderr)
-
-
-def _progress(done: int, total: int) -> None:
-    end = "\n" if done == total else ""
-    print(f"\rsimulated {done}/{total} worker counts", end=end, file=sys.stderr, flush=True)
+    cli_output.note("wrote %s (%d workers, 20 steps each)", args.timeline, args.timeline_workers)
 
 
 def render_summary(profile: Profile, s: ProfileSummary) -> str:

@@ -1,5 +1,6 @@
-"""What the ``advisor`` subcommands share on the command line: the parser class, argparse
-``type=`` converters that keep the project's error messages, and output-file checks.
+"""What the ``advisor`` subcommands share on the command line: the parser class (which gives
+every subcommand the same ``-q``/``-v``), argparse ``type=`` converters that keep the project's
+error messages, and output-file checks.
 
 A module of its own because ``advisor.cli`` imports the subcommand modules (``fit_cli``,
 ``store_cli``), which need these too.
@@ -23,16 +24,56 @@ class OutputFileError(AdvisorError, ValueError):
     """An output file (-o, --plot, --timeline) that cannot be written; the message names the flag."""
 
 
+class UsageError(AdvisorError, ValueError):
+    """A command line that cannot work as written: options that contradict each other (``-q``
+    with ``-v``), a value in the wrong form; the message names the option."""
+
+
+QUIET, NORMAL, VERBOSE = -1, 0, 1
+
+
+def output_options() -> argparse.ArgumentParser:
+    """The parent parser of every subcommand: ``-q`` and ``-v`` mean the same everywhere
+    (``advisor/cli_output.py`` does what they say). Their defaults are suppressed, so that a flag
+    given before the subcommand (``advisor -q predict``) is not overwritten by the subcommand's
+    default; ``verbosity`` reads them."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="results only: no progress bar and no notes on stderr (warnings and errors still)")
+    parent.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                        help="more detail on stderr: debug messages (the log level DEBUG)")
+    return parent
+
+
+def verbosity(args: argparse.Namespace) -> int:
+    """QUIET (-q), NORMAL or VERBOSE (-v, once or more) from the parsed ``args``."""
+    quiet, verbose = getattr(args, "quiet", False), getattr(args, "verbose", 0)
+    if quiet and verbose:
+        raise UsageError("-q/--quiet and -v/--verbose contradict each other: give one")
+    return QUIET if quiet else VERBOSE if verbose else NORMAL
+
+
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """``add_subparsers``' action, whose ``add_parser`` gives each subcommand ``output_options``:
+    one place for -q/-v, and no subcommand without them (tests/test_cli_output.py walks them)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        kwargs["parents"] = [*kwargs.get("parents", ()), output_options()]
+        return super().add_parser(name, **kwargs)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse's parser, except that a value starting with '-' and a digit or '.' ('-5Mbit/s',
     '-1e3', '-.5') is taken as the value of the option before it, as a plain '-5' already is:
     the option's own check then refuses it by name ("bandwidth must be > 0") where argparse
     would say "expected one argument". No option of the advisor looks like '-5'. Subcommands'
-    parsers are of this class too (``add_subparsers`` makes them of the parent's class)."""
+    parsers are of this class too (``add_subparsers`` makes them of the parent's class), and
+    each gets ``-q``/``-v`` (``_Commands``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = re.compile(r"^-\.?\d")
+        self.register("action", "parsers", _Commands)
 
 
 def argument_type(parse: Callable[[str], T]) -> Callable[[str], T]:

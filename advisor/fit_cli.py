@@ -20,13 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from advisor import cli_output
 from advisor.cli_args import SEED, argument_type, int_at_least
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, ModelChoice, Overhead
 from advisor.core.bandwidth import resolve_bandwidth
@@ -105,7 +105,6 @@ def add_parser(commands: Any) -> None:
     cmd.add_argument("--etas", type=_floats, default=DEFAULT_ETAS, metavar="LIST",
                      help="multi_flow_goodput grid (default " + ",".join(f"{e:g}" for e in DEFAULT_ETAS) + ")")
     cmd.add_argument("--json", action="store_true", help=f"print the fit as JSON ({JSON_SCHEMA})")
-    cmd.add_argument("--quiet", action="store_true", help="no progress on stderr")
     cmd.set_defaults(run=run)
 
 
@@ -142,11 +141,9 @@ def run(args: argparse.Namespace) -> int:
                                       "starts with (they are not measured)")
     cases, notes = _cases(args)
     for note in notes:
-        if not args.quiet:
-            print(note, file=sys.stderr)
-
-    progress = None if args.quiet or args.json else _progress
-    fit = fit_contention(cases, sigmas=args.sigmas, etas=args.etas, steps=args.steps, progress=progress)
+        cli_output.note(note)
+    with cli_output.progress("fitted", "grid points") as progress:
+        fit = fit_contention(cases, sigmas=args.sigmas, etas=args.etas, steps=args.steps, progress=progress)
     print(json.dumps(fit_to_json(fit), indent=2) if args.json else fit_table(fit))
     return 0
 
@@ -269,9 +266,4 @@ def fit_table(fit: ContentionFit) -> str:
               f"             controller settings: share_sigma: {fit.share_sigma:g}, "
               f"multi_flow_goodput: {fit.multi_flow_goodput:g}"]
     return "\n".join(lines)
-
-
-def _progress(done: int, total: int) -> None:
-    end = "\n" if done == total else ""
-    print(f"\rfitted {done}/{total} grid points", end=end, file=sys.stderr, flush=True)
 

@@ -181,6 +181,8 @@ def compare_to_json(profile: Profile | None, bandwidth_bps: float | None, bandwi
             "description": c.description,
             "applies": c.why_not is None,
             "why_not": c.why_not,
+            "params": dict(c.params),
+            "params_given": {k: c.params.get(k) for k in c.given},
             "curve": [{"workers": p.workers, "throughput": p.throughput, "low": p.low, "high": p.high,
                        "error": e.per_worker.get(p.workers)} for p in c.points],
             "median_error": e.median,
@@ -229,6 +231,9 @@ def compare_table(profile: Profile | None, bandwidth_bps: float | None, curves: 
                 value = pick(e)
                 line += f"  {'n/a' if value is None else f'{value:.1%}':>{cell}}"
             rows.append(line)
+    for c in curves:
+        if c.given:
+            rows.append(f"{c.name} ran with " + ", ".join(f"{k}={c.params.get(k)}" for k in c.given))
     for c in curves:
         if c.why_not:
             rows.append(f"n/a {c.name}: {c.why_not}")

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from advisor import cli_output
 from advisor.cli_args import writing
 from advisor.errors import AdvisorError
 
@@ -104,5 +105,5 @@ def _export(args: argparse.Namespace) -> int:
 
     with writing("-o", args.output):
         write_profile(parse_profile(json.loads(text)), args.output)
-    print(f"wrote {args.output}: {namespace}/{name} generation {run.generation}", file=sys.stderr)
+    cli_output.note("wrote %s: %s/%s generation %d", args.output, namespace, name, run.generation)
     return 0

@@ -147,3 +147,52 @@ def test_a_ps_count_what_if_prints_its_placement(capsys: pytest.CaptureFixture[s
     assert doc["job"]["parameter_servers"] == 2 and doc["model_details"]["ps_placement"]["strategy"] == "round-robin"
     assert _run(["predict", "--model", "cynthia", "--ps-placement", "greedy-bytes", *FAST]) == 2
     assert "--ps-placement sets the parameter ps_placement, which this model" in capsys.readouterr().err
+
+
+COMPARED = ["--models", "li2020-des+contention,li2020-des", "--json"]
+
+
+def test_a_model_param_in_compare_changes_that_model_only(capsys: pytest.CaptureFixture[str]) -> None:
+    """share_sigma 0 gives every worker an equal TCP share, the default 1 spreads them: the
+    contention model's W = 2 moves, li2020-des (which has no such parameter) does not; and the
+    contention model's W = 2 is what predict gives with the same parameter and settings."""
+    assert main(["compare", *FAST, *COMPARED]) == 0
+    before = {m["name"]: m for m in json.loads(capsys.readouterr().out)["models"]}
+    assert main(["compare", *FAST, *COMPARED, "--model-param", "li2020-des+contention.share_sigma=0"]) == 0
+    after = {m["name"]: m for m in json.loads(capsys.readouterr().out)["models"]}
+    contention, des = after["li2020-des+contention"], after["li2020-des"]
+    assert des["curve"] == before["li2020-des"]["curve"] and des["params_given"] == {}
+    assert des["params"] == before["li2020-des"]["params"] and "share_sigma" not in des["params"]
+    assert contention["curve"][1]["throughput"] != before["li2020-des+contention"]["curve"][1]["throughput"]
+    assert contention["params_given"] == {"share_sigma": 0.0} and contention["params"]["share_sigma"] == 0.0
+    assert before["li2020-des+contention"]["params"]["share_sigma"] == 1.0  # the default it ran with before
+    assert main(["predict", *FAST, "--json", "--model-param", "share_sigma=0", "--model-error", "off"]) == 0
+    predicted = json.loads(capsys.readouterr().out)["curve"]
+    assert [p["throughput"] for p in contention["curve"]] == pytest.approx([p["throughput"] for p in predicted])
+
+
+def test_the_compare_table_says_which_parameters_a_model_ran_with(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", *FAST, "--models", "li2020-des+contention,cynthia", "--model-param",
+                 "li2020-des+contention.share_sigma=0.3", "--model-param", "li2020-des+contention.queue_s=none"]) == 0
+    out = capsys.readouterr().out
+    assert "li2020-des+contention ran with share_sigma=0.3, queue_s=None" in out and "cynthia ran with" not in out
+
+
+@pytest.mark.parametrize(("param", "message"), [
+    ("oracle.share_sigma=1", "--model-param 'oracle.share_sigma=1': model 'oracle': no such model; the models are: "),
+    ("li2020-des.share_sigma=1", "--model-param: model 'li2020-des': parameter share_sigma: Extra inputs are not "
+                                 "permitted (its parameters: engine, ps_placement)"),
+    ("li2020-des+contention.share_sigma=wide", "model 'li2020-des+contention': parameter share_sigma: Input should "
+                                               "be a valid number"),
+    ("li2020-des+contention.share_sigma=-1", "parameter share_sigma: Input should be greater than or equal to 0"),
+    ("cynthia.x=1", "--model-param 'cynthia.x=1': cynthia is not compared (the models compared: "
+                    "li2020-des+contention, li2020-des)"),
+    ("share_sigma=1", "--model-param 'share_sigma=1': write MODEL.KEY=VALUE, e.g. li2020-des+contention.share_sigma"),
+    ("li2020-des+contention.share_sigma", "write MODEL.KEY=VALUE"),
+])
+def test_a_bad_model_param_in_compare_is_one_line_naming_it(param: str, message: str,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(["compare", *FAST, *COMPARED, "--model-param", param]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("advisor: error: ") and captured.err.count("\n") == 1, captured.err
+    assert message in captured.err and captured.out == ""

@@ -13,7 +13,9 @@ from typing import Any
 from advisor.controller.settings import load_settings
 
 
-def run_controller(*, config: Path | None, kubeconfig: Path | None, context: str | None, check_only: bool) -> int:
+def run_controller(*, config: Path | None, kubeconfig: Path | None, context: str | None, check_only: bool,
+                   log_level: str | None = None) -> int:
+    """``log_level``: the command line's -q (WARNING) or -v (DEBUG), over the settings' ``log_level``."""
     overrides: dict[str, Any] = {}
     if kubeconfig is not None:
         overrides["kubeconfig"] = kubeconfig
@@ -26,7 +28,7 @@ def run_controller(*, config: Path | None, kubeconfig: Path | None, context: str
         refit_config(settings)  # a refit setting that cannot work: one line, exit 2 (a running controller warns)
         print(json.dumps(settings.model_dump(mode="json"), indent=2, sort_keys=True))
         return 0
-    logging.basicConfig(level=settings.log_level, stream=sys.stderr,
+    logging.basicConfig(level=log_level or settings.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from advisor.controller.app import Controller
     from advisor.controller.kube.client import Kube

@@ -86,7 +86,7 @@ def _fetch_predict_answer(controller_url: str, key: str, token: str, retry_for_s
         answer = json.dumps({"schema": PREDICTION_ERROR_SCHEMA, "error": str(exc)[:_MESSAGE_LIMIT]})
         outcome = f"cannot predict: {exc}"
     http.call("PUT", f"{base}/result", answer.encode())
-    print(f"prediction {key}: {outcome} in {time.monotonic() - started:.1f} s; answer delivered", file=sys.stderr)
+    log.info("prediction %s: %s in %.1f s; answer delivered", key, outcome, time.monotonic() - started)
     return 0
 
 
@@ -104,7 +104,7 @@ class _Http:
             except _Retry as exc:
                 if time.monotonic() + delay > deadline:
                     raise PredictionJobError(f"{method} {url}: gave up after {self.retry_for_s:g} s: {exc}") from None
-                print(f"{method} {url}: {exc}; retrying in {delay:.1f} s", file=sys.stderr)
+                log.warning("%s %s: %s; retrying in %.1f s", method, url, exc, delay)
                 self.sleep(delay)
                 delay = min(delay * 2, 15.0)
 
