@@ -2,7 +2,7 @@
 
     python -m benchmarks.accuracy [--steps 1000] [--measure-bandwidth] [--json out.json]
 
-For every measured run in ``../shared/data/measured`` it predicts from the 1-worker trace of
+For every measured run in ``tests/data/ps-async/measured`` it predicts from the 1-worker trace of
 the same model and congestion control (``condensed/<cc>/<model>_bw100``; the 20 ms-queue runs
 use the cubic trace, since only the queue differs), prints predicted vs measured per W with the
 error, the median and maximum |error|, and how much costlier per example the recommended W is
@@ -12,7 +12,7 @@ where it also says whether the recommended W meets the deadline on the measureme
 checks bandwidth transfer: a 100 Mbit/s trace predicting
 50 Mbit/s against the 50 Mbit/s trace itself. With ``--measure-bandwidth`` the link rate is not
 given (100 Mbit/s, the testbed's shaping) but measured from each trace (``core/bandwidth.py``),
-as for a user who does not know it. Needs ``../shared/data`` beside the repository.
+as for a user who does not know it.
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ from advisor.core.curve import CurveSettings
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
 from advisor.importers.loader import load_profile
+from benchmarks.paths import PS_ASYNC_DATA
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 PRICES = Prices(worker_per_hour=3.06, ps_per_hour=0.40)  # the issue's example prices
 DEADLINE_LEVELS = (0.5, 0.9)  # needed throughput: this far from measured T(1) to the measured best
 EXAMPLES = 1e7  # the job's size for the deadline scenarios (any size gives the same choices)
 # (measured file, the run's congestion control and bottleneck queue as its user would state them:
-# shared/data/README.md, tc tbf with a 100 ms queue, 20 ms for cubic_q20ms). The 20 ms-queue runs
+# tests/data/ps-async/README.md, tc tbf with a 100 ms queue, 20 ms for cubic_q20ms). The 20 ms-queue runs
 # use the cubic trace: only the queue differs, and a 1-worker trace does not see it.
 RUNS = [
     ("cubic/mlp_bw100.json", "cubic", 0.1),
@@ -56,7 +56,7 @@ RUNS = [
 class Model:
     """The product's default network model settings, as evaluated here."""
 
-    goodput: float = 0.95  # shared/data README: TCP goodput about 95 % of the shaped rate
+    goodput: float = 0.95  # tests/data/ps-async/README.md: TCP goodput about 95 % of the shaped rate
     overhead: Overhead = Overhead()
     win_bytes: float | None = None
     equal_shares: bool = False  # Li et al.'s model instead of the contention rules
@@ -93,9 +93,9 @@ def advice_request(workers: list[int], bandwidth: float, model: Model, steps: in
 
 def evaluate_run(name: str, cc: str, queue_s: float | None, model: Model, steps: int,
                  measure_bandwidth: bool = False) -> dict:
-    meas = measured(DATA / "measured" / name)
+    meas = measured(PS_ASYNC_DATA / "measured" / name)
     model_name = Path(name).name.split("_")[0]
-    profile = load_profile(DATA / "condensed" / cc / f"{model_name}_bw100.json.gz")
+    profile = load_profile(PS_ASYNC_DATA / "condensed" / cc / f"{model_name}_bw100.json.gz")
     workers = sorted(meas)
     bandwidth = estimate_bandwidth(profile).bps if measure_bandwidth else 100e6
     t0 = time.perf_counter()
@@ -141,10 +141,9 @@ def deadline_case(level: float, measured_thr: dict[int, float], predicted_thr: l
 def bandwidth_transfer(cc: str, model_name: str, model: Model, steps: int) -> dict:
     """Predict 50 Mbit/s from the 100 Mbit/s trace and from the 50 Mbit/s trace itself."""
     workers = [1, 2, 3, 4, 6, 8]
-    from100 = predict(load_profile(DATA / "condensed" / cc / f"{model_name}_bw100.json.gz"), workers, 50e6, model, steps,
-                      cc, 0.1)
-    from50 = predict(load_profile(DATA / "condensed" / cc / f"{model_name}_bw50.json.gz"), workers, 50e6, model, steps,
-                     cc, 0.1)
+    traces = PS_ASYNC_DATA / "condensed" / cc
+    from100 = predict(load_profile(traces / f"{model_name}_bw100.json.gz"), workers, 50e6, model, steps, cc, 0.1)
+    from50 = predict(load_profile(traces / f"{model_name}_bw50.json.gz"), workers, 50e6, model, steps, cc, 0.1)
     rows = [{"W": w, "from_100": from100.point(w).throughput, "from_50": from50.point(w).throughput} for w in workers]
     for r in rows:
         r["difference"] = r["from_100"] / r["from_50"] - 1
@@ -159,8 +158,6 @@ def main() -> None:
     parser.add_argument("--measure-bandwidth", action="store_true",
                         help="measure each trace's link rate instead of giving the testbed's 100 Mbit/s")
     args = parser.parse_args()
-    if not DATA.exists():
-        raise SystemExit(f"needs the real traces at {DATA}")
     model = Model(seed=args.seed)
     results = [evaluate_run(name, cc, queue, model, args.steps, args.measure_bandwidth) for name, cc, queue in RUNS]
     print("error: the product's model (contention rules); equal: Li et al.'s equal sharing; then two coarse baselines")

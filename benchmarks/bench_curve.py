@@ -8,7 +8,7 @@ and with Li et al.'s equal sharing. For the synthetic Inception-scale step (abou
 2,600 ops per step) it predicts W = 1..32 with adaptive stopping (each point's 95 % interval within +-target), then with the
 paper's fixed 1000 steps per worker, and prints the time (median and fastest of ``--repeat``
 runs), op-events/s, and the widest interval; ``--verbose`` adds steps and interval per W.
-It does the same for the real traces in ../shared/data when they are there. One process, one
+It does the same for the real traces in tests/data/ps-async. One process, one
 core (numba's compiled kernel; the first call loads its cache, timed apart). ``--jobs N``
 also times the curve split over N processes (points interleaved): an addition only, the
 target is one core, and on a shared machine the gain is whatever the other cores spare.
@@ -24,7 +24,6 @@ import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 
 from advisor.core.curve import CurvePoint, CurveSettings, predict_curve
 from advisor.core.profile import Profile
@@ -32,9 +31,8 @@ from advisor.core.sim_types import NetworkModel, SimulationSettings
 from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs
 from advisor.core.models.ps_des.simulator import simulate
+from benchmarks.paths import PS_ASYNC_DATA
 from benchmarks.synthetic import inception_like
-
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def run(name: str, profile: Profile, network: NetworkModel, cfg: CurveSettings, repeat: int, verbose: bool) -> float:
@@ -139,17 +137,16 @@ def main() -> None:
             run(name, inception, net, fixed, args.repeat, args.verbose)
         if args.coverage:
             coverage(name, inception, net, adaptive)
-    if DATA.exists():
-        from advisor.importers.loader import load_profile
+    from advisor.importers.loader import load_profile
 
-        for trace in ("cubic/mlp_bw100", "cubic/cnn_bw100"):
-            profile = load_profile(DATA / "condensed" / f"{trace}.json.gz", bandwidth_bps=100e6)
-            for m in chosen:
-                net100 = models[m](NetworkModel(bandwidth_bps=95e6))
-                name = f"{trace} W=1..{args.max_workers} {m}"
-                run(name, profile, net100, adaptive, args.repeat, args.verbose)
-                if not args.no_fixed:
-                    run(name, profile, net100, fixed, args.repeat, args.verbose)
+    for trace in ("cubic/mlp_bw100", "cubic/cnn_bw100"):
+        profile = load_profile(PS_ASYNC_DATA / "condensed" / f"{trace}.json.gz", bandwidth_bps=100e6)
+        for m in chosen:
+            net100 = models[m](NetworkModel(bandwidth_bps=95e6))
+            name = f"{trace} W=1..{args.max_workers} {m}"
+            run(name, profile, net100, adaptive, args.repeat, args.verbose)
+            if not args.no_fixed:
+                run(name, profile, net100, fixed, args.repeat, args.verbose)
 
 
 if __name__ == "__main__":

@@ -14,9 +14,9 @@ on one core, with the throughput at W = 1, 8 and 32:
 - ``2 PS rr`` / ``2 PS greedy``: async on 2 PS from the one-PS profile (placement.py).
 
 On the synthetic Inception-scale step (``benchmarks.synthetic.inception_like``, 2,600 ops, 95 MB
-each way, 10 Gbit/s; a variable op is added per layer so the what-if can place it) and, when
-../shared/data is there, on the real MLP and CNN traces (cubic, 100 Mbit/s). The first call
-compiles or loads numba's cache and is timed apart.
+each way, 10 Gbit/s; a variable op is added per layer so the what-if can place it) and on the
+real MLP and CNN traces of tests/data/ps-async (cubic, 100 Mbit/s; ``--no-data`` leaves them
+out). The first call compiles or loads numba's cache and is timed apart.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 from advisor.core.curve import CurvePoint, CurveSettings, predict_curve
@@ -32,9 +31,8 @@ from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs
 from advisor.core.profile import Operation, Profile, Resource, StepTiming
 from advisor.core.sim_types import NetworkModel
+from benchmarks.paths import PS_ASYNC_DATA
 from benchmarks.synthetic import inception_like
-
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def with_variables(profile: Profile) -> Profile:
@@ -117,11 +115,11 @@ def main() -> None:
     print(f"curve W=1..{args.max_workers}, +-{args.target:.0%} adaptive, contention rules; "
           "time, events, widest interval, ex/s")
     run("inception-like 10Gb/s", inception, 10e9, cfg, args.repeat)
-    if DATA.exists() and not args.no_data:
+    if not args.no_data:
         from advisor.importers.loader import load_profile
 
         for trace in ("cubic/mlp_bw100", "cubic/cnn_bw100"):
-            profile = load_profile(DATA / "condensed" / f"{trace}.json.gz", bandwidth_bps=100e6)
+            profile = load_profile(PS_ASYNC_DATA / "condensed" / f"{trace}.json.gz", bandwidth_bps=100e6)
             run(trace, profile, 100e6, cfg, args.repeat)
 
 

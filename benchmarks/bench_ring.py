@@ -3,7 +3,7 @@
     python3 -m benchmarks.bench_ring [--target 0.02] [--repeat 3] [--max-workers 32] [--fixed]
 
 For the synthetic Inception-scale step (benchmarks/synthetic.py, about 200 gradients, 10 Gbit/s
-links) and for the real traces in ../shared/data (when present, at their 100 Mbit/s), it runs
+links) and for the real traces in tests/data/ps-async (at their 100 Mbit/s), it runs
 both registered ring models (flat; hierarchical with 8 GPUs per node) for W = 1..32 with the
 curve's adaptive stopping (``core.curve.run_point``: each point's 95 % interval within
 +-target, 200 steps first, 50 warm-up) and prints the time of the whole curve (median of
@@ -16,16 +16,14 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
 from advisor.core.curve import CurvePoint, CurveSettings, run_point
 from advisor.core.models.protocol import ModelInputs
 from advisor.core.models.ring_allreduce import HIERARCHICAL, RING, HierarchicalParams, RingAllReduce, RingParams
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
+from benchmarks.paths import PS_ASYNC_DATA
 from benchmarks.synthetic import inception_like
-
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 def curve(model: RingAllReduce, inputs: ModelInputs, params: RingParams, cfg: CurveSettings) -> list[CurvePoint]:
@@ -84,14 +82,11 @@ def main() -> None:
     grads = sum(o.bytes for o in inception.ops if o.resource.value == "uplink")
     bench(f"inception-like ({grads / 1e6:.0f} MB gradients, 10 Gbit/s)", inception,
           NetworkModel(bandwidth_bps=10e9), 1.0, args)
-    if DATA.exists():
-        from advisor.importers.loader import load_profile
+    from advisor.importers.loader import load_profile
 
-        for trace in ("cubic/mlp_bw100", "cubic/cnn_bw100"):
-            profile = load_profile(DATA / "condensed" / f"{trace}.json.gz")
-            bench(f"{trace} (100 Mbit/s x 0.95)", profile, NetworkModel(bandwidth_bps=100e6), 0.95, args)
-    else:
-        print(f"(real traces not found at {DATA}: skipped)")
+    for trace in ("cubic/mlp_bw100", "cubic/cnn_bw100"):
+        profile = load_profile(PS_ASYNC_DATA / "condensed" / f"{trace}.json.gz")
+        bench(f"{trace} (100 Mbit/s x 0.95)", profile, NetworkModel(bandwidth_bps=100e6), 0.95, args)
 
 
 if __name__ == "__main__":

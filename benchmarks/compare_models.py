@@ -1,7 +1,7 @@
 """Every registered model against the testbed's measured throughput: median and max |error| per
 trace, the table in docs/models.md and the README.
 
-For each measured run in ``../shared/data/measured`` it predicts from the matching 1-worker trace
+For each measured run in ``tests/data/ps-async/measured`` it predicts from the matching 1-worker trace
 (``condensed/<cc>/<model>_bw100``; the 20 ms-queue run uses the cubic trace) with every model's
 default parameters, except that the contention model is told the run's congestion control and
 queue, as its user would. Run: ``python3 -m benchmarks.compare_models [--markdown]``.
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from pathlib import Path
 
 from advisor.core.advice import AdviceRequest, ModelChoice
 from advisor.core.compare import compare, errors
@@ -20,8 +19,8 @@ from advisor.core.models import registry
 from advisor.core.sim_types import NetworkModel
 from advisor.importers.loader import load_profile
 from advisor.importers.observed import read_observed
+from benchmarks.paths import PS_ASYNC_DATA
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 # measured file, trace, congestion control and queue as its user would state them
 RUNS = (
     ("cubic/mlp_bw100.json", "cubic/mlp_bw100.json.gz", "cubic", 0.1),
@@ -38,14 +37,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--markdown", action="store_true", help="print the summary as a Markdown table")
     args = parser.parse_args()
-    if not DATA.is_dir():
-        raise SystemExit(f"needs the real traces and measurements at {DATA}")
     names = list(registry.names())
     by_model: dict[str, list[float]] = {n: [] for n in names}
     rows = []
     for measured, trace, cc, queue in RUNS:
-        observed = read_observed(DATA / "measured" / measured)
-        profile = load_profile([DATA / "condensed" / trace])
+        observed = read_observed(PS_ASYNC_DATA / "measured" / measured)
+        profile = load_profile([PS_ASYNC_DATA / "condensed" / trace])
         request = AdviceRequest(
             network=NetworkModel(bandwidth_bps=100e6),
             curve=CurveSettings(workers=tuple(sorted(observed)), target_rel_halfwidth=0.02),

@@ -155,10 +155,10 @@ def _profile_doc(which: str) -> dict[str, Any]:
     if which == "mlp":
         from advisor.importers.loader import load_profile
 
-        path = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "condensed" / "cubic" / "mlp_bw100.json.gz"
-        if path.exists():
-            return profile_to_json(load_profile(path, bandwidth_bps=100e6))
-        print(f"({path} is missing: the synthetic Inception-scale step instead)")
+        from benchmarks.paths import PS_ASYNC_DATA
+
+        path = PS_ASYNC_DATA / "condensed" / "cubic" / "mlp_bw100.json.gz"
+        return profile_to_json(load_profile(path, bandwidth_bps=100e6))
     from benchmarks.synthetic import inception_like
 
     return profile_to_json(inception_like())
@@ -203,7 +203,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker-only", action="store_true", help="only the prediction worker's memory")
     parser.add_argument("--profile", choices=("synthetic", "mlp"), default="mlp",
-                        help="what the worker predicts (mlp: the shared MLP trace, when there)")
+                        help="what the worker predicts (mlp: the testbed's real MLP trace)")
     args = parser.parse_args()
     if not args.worker_only:
         imports()

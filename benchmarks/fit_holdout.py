@@ -3,12 +3,11 @@
     python -m benchmarks.fit_holdout [--steps 400]
 
 ``advisor fit-contention`` fits one pair for a cluster from measured multi-worker throughput
-(``core/models/ps_des/fit_contention.py``). Here it is fitted on one half of ``../shared/data/measured`` (by
+(``core/models/ps_des/fit_contention.py``). Here it is fitted on one half of ``tests/data/ps-async/measured`` (by
 congestion control, then by model) and predicts the other half with 1000 steps; printed: the
 pair, the fit's own error, the held-out median and max |error|, and the same held-out error
 with the product's defaults (1.0, 0.85). The defaults were fitted on all of this data, so
-beside the held-out numbers they are an optimistic reference, not a fair competitor. Needs
-``../shared/data`` beside the repository.
+beside the held-out numbers they are an optimistic reference, not a fair competitor.
 """
 
 from __future__ import annotations
@@ -20,7 +19,8 @@ import time
 from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA
 from advisor.core.models.ps_des.fit_contention import DEFAULT_FIT_STEPS, FitCase, Observation, fit_contention
 from advisor.importers.loader import load_profile
-from benchmarks.accuracy import DATA, RUNS, Model, advice_request, measured, predict
+from benchmarks.accuracy import RUNS, Model, advice_request, measured, predict
+from benchmarks.paths import PS_ASYNC_DATA
 
 GROUPS: dict[str, list[tuple[str, str, float]]] = {}  # "cc/model" -> its measured runs
 for _name, _cc, _queue in RUNS:
@@ -38,8 +38,8 @@ def _cases(keys: list[str]) -> list[FitCase]:
     cases = []
     for key in keys:
         for name, cc, queue in GROUPS[key]:
-            profile = load_profile(DATA / "condensed" / cc / f"{key.split('/')[1]}_bw100.json.gz")
-            observed = tuple(Observation(w, t) for w, ts in sorted(measured(DATA / "measured" / name).items())
+            profile = load_profile(PS_ASYNC_DATA / "condensed" / cc / f"{key.split('/')[1]}_bw100.json.gz")
+            observed = tuple(Observation(w, t) for w, ts in sorted(measured(PS_ASYNC_DATA / "measured" / name).items())
                              for t in ts)
             cases.append(FitCase(name, profile, advice_request([1], 100e6, Model(), 1000, cc, queue), observed))
     return cases
@@ -63,8 +63,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=DEFAULT_FIT_STEPS, help="fit steps per grid point")
     args = parser.parse_args()
-    if not DATA.exists():
-        raise SystemExit(f"needs the real traces at {DATA}")
     print(f"{'fitted on':<22} {'predicts':<22} {'sigma':>5} {'eta':>5} {'fit mean/max':>13} "
           f"{'held-out median/max':>20} {'defaults':>14} {'fit s':>6}")
     for fit_keys, hold_keys in SPLITS:

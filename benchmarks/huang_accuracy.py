@@ -1,4 +1,4 @@
-"""Accuracy of the huang-replay model on the real traces and measurements in ../shared/data.
+"""Accuracy of the huang-replay model on the real traces and measurements in tests/data/ps-async.
 
     python -m benchmarks.huang_accuracy [--steps 60]
 
@@ -6,7 +6,7 @@ Prints, per condensed trace: the recorded step time (mean client ``wall_us``), t
 (default: recorded service order; and FIFO), the PS simulator at W = 1 on the same prepared
 profile, and the even steps predicted from a database of the odd steps. Then, for every
 measured run at 100 Mbit/s (``measured/<cc>/<model>_bw100*.json``, repeats averaged), the
-replayed throughput for W = 1..8 against the measured ``thr_window``. Needs ../shared/data.
+replayed throughput for W = 1..8 against the measured ``thr_window``.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from advisor.core.models.ps_des.simulator import simulate
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings
 from advisor.importers.loader import load_profile
+from benchmarks.paths import PS_ASYNC_DATA
 
-DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 MODEL = MODELS[0]
 
 
@@ -63,7 +63,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{'trace':<18} {'recorded ms':>11} {'replay':>8} {'fifo':>8} {'DES':>8} {'fifo/DES':>9} {'odd->even':>9}")
     errs: dict[str, list[float]] = defaultdict(list)
-    for path in sorted((DATA / "condensed").glob("*/*.json.gz")):
+    for path in sorted((PS_ASYNC_DATA / "condensed").glob("*/*.json.gz")):
         profile, bw = _prepared(path)
         recorded = float(np.mean([s.wall_us for s in profile.steps])) * 1e-6
         rep = _w1_step(profile, bw)
@@ -82,9 +82,9 @@ def main() -> None:
         print(f"{name:<18} {recorded * 1e3:>11.1f} " + " ".join(f"{100 * v:>+7.1f}%" for v in row.values()))
     print("mean |error|      " + " " * 12 + " ".join(f"{100 * np.mean(v):>7.1f}%" for v in errs.values()))
     print("\nW > 1 against measured throughput (examples/s; repeats averaged):")
-    for path in sorted((DATA / "measured").glob("*/*_bw100*.json")):
+    for path in sorted((PS_ASYNC_DATA / "measured").glob("*/*_bw100*.json")):
         cc, model = path.parent.name, path.name.split("_")[0]
-        trace = DATA / "condensed" / ("cubic" if cc.startswith("cubic") else cc) / f"{model}_bw100.json.gz"
+        trace = PS_ASYNC_DATA / "condensed" / ("cubic" if cc.startswith("cubic") else cc) / f"{model}_bw100.json.gz"
         profile, bw = _prepared(trace)
         measured: dict[int, list[float]] = defaultdict(list)
         for r in json.loads(path.read_text())["results"]:
@@ -97,14 +97,12 @@ def main() -> None:
         print(f"{cc + '/' + path.stem:<28} " + "  ".join(cells))
 
 
-
-
 def leave_one_shape_out() -> None:
     """How well the per-type linear fit predicts a shape it has not seen: for every entry of an op
     type with 3+ shapes (database of the cubic traces), fit without it and compare with its mean."""
     from advisor.core.huang.opdb import elements, fit_linear
 
-    db = build_database([load_profile(p) for p in sorted((DATA / "condensed" / "cubic").glob("*.json.gz"))])
+    db = build_database([load_profile(p) for p in sorted((PS_ASYNC_DATA / "condensed" / "cubic").glob("*.json.gz"))])
     groups: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
     for e in db.entries:
         if e.input_shapes is not None and e.node is None:

@@ -2,7 +2,7 @@
 
     python -m benchmarks.model_error [--fit-steps 400] [--steps 1000] [--jobs 2] [--write]
 
-Over ``../shared/data/measured`` (real TensorFlow runs, 1 PS, W = 1..8, 100 Mbit/s): a *job* is
+Over ``tests/data/ps-async/measured`` (real TensorFlow runs, 1 PS, W = 1..8, 100 Mbit/s): a *job* is
 one model under one congestion control and queue (its repeated runs together: they are the same
 job measured twice), five in all. For each job J, ``fit_contention`` fits (share_sigma,
 multi_flow_goodput) to the other jobs' runs, with its default grid, and the default model with
@@ -33,7 +33,8 @@ from advisor.core.model_error import ModelError, regime_widths
 from advisor.core.models.ps_des.fit_contention import DEFAULT_ETAS, DEFAULT_FIT_STEPS, DEFAULT_SIGMAS, FitCase, \
     Observation, fit_contention
 from advisor.importers.loader import load_profile
-from benchmarks.accuracy import DATA, RUNS, Model, advice_request, measured, predict
+from benchmarks.accuracy import RUNS, Model, advice_request, measured, predict
+from benchmarks.paths import PS_ASYNC_DATA
 
 MODEL = "li2020-des+contention"
 LEVEL = 0.95
@@ -51,11 +52,12 @@ def jobs() -> dict[str, list[tuple[str, str, float]]]:
 
 
 def _profile(name: str, cc: str) -> Any:
-    return load_profile(DATA / "condensed" / cc / f"{name.split('/')[1].split('_')[0]}_bw100.json.gz")
+    return load_profile(PS_ASYNC_DATA / "condensed" / cc / f"{name.split('/')[1].split('_')[0]}_bw100.json.gz")
 
 
 def _case(name: str, cc: str, queue: float) -> FitCase:
-    observed = tuple(Observation(w, t) for w, ts in sorted(measured(DATA / "measured" / name).items()) for t in ts)
+    by_w = sorted(measured(PS_ASYNC_DATA / "measured" / name).items())
+    observed = tuple(Observation(w, t) for w, ts in by_w for t in ts)
     return FitCase(name, _profile(name, cc), advice_request([1], 100e6, Model(), 1000, cc, queue), observed)
 
 
@@ -68,7 +70,7 @@ def fold(args: tuple[str, int, int, tuple[float, ...], tuple[float, ...]]) -> di
     fit = fit_contention(others, sigmas=sigmas, etas=etas, steps=fit_steps)
     rows = []
     for name, cc, queue in everything[job]:
-        meas = measured(DATA / "measured" / name)
+        meas = measured(PS_ASYNC_DATA / "measured" / name)
         model = Model(share_sigma=fit.share_sigma, multi_flow_goodput=fit.multi_flow_goodput)
         advice = predict(_profile(name, cc), sorted(meas), 100e6, model, steps, cc, queue)
         for w in sorted(meas):
@@ -107,8 +109,6 @@ def main() -> None:
     parser.add_argument("--rows", type=Path, help="reuse the points of an earlier --write (no fit, no simulation)")
     parser.add_argument("--write", action="store_true", help=f"write {OUT.relative_to(OUT.parents[2])}")
     args = parser.parse_args()
-    if not DATA.exists():
-        raise SystemExit(f"needs the real measurements at {DATA}")
     SYMMETRIC[0] = not args.one_sided
     sigmas, etas = ((0.5, 1.0, 1.5), (0.75, 0.85, 0.95)) if args.coarse else (DEFAULT_SIGMAS, DEFAULT_ETAS)
     t0 = time.perf_counter()
@@ -146,9 +146,9 @@ def main() -> None:
           f"(median half-width {statistics.median(wid):.1%}), cross-conformal {cov['cross_conformal']:.0%}")
     if args.write:
         doc = {"schema": "advisor-model-error/1", "model": MODEL, "level": LEVEL,
-               "source": f"benchmarks/model_error.py: leave-one-job-out over shared/data/measured ({len(folds)} jobs, "
-                         f"{len(rows)} points, fit grid {len(sigmas)}x{len(etas)} at {args.fit_steps} steps, "
-                         f"predictions at {args.steps} steps; "
+               "source": "benchmarks/model_error.py: leave-one-job-out over tests/data/ps-async/measured "
+                         f"({len(folds)} jobs, {len(rows)} points, fit grid {len(sigmas)}x{len(etas)} "
+                         f"at {args.fit_steps} steps, predictions at {args.steps} steps; "
                          f"{'one-sided quantiles of -r, r' if args.one_sided else 'conformal quantile of |r|'})",
                "regimes": [{"workers_min": g.workers_min, "workers_max": g.workers_max, "down": round(g.down, 4),
                             "up": round(g.up, 4), "n": g.n, "exact": g.exact} for g in error.regimes],

@@ -4,7 +4,7 @@
 
 The controller's online refit (``advisor/controller/pipeline/refit.py``) moves one job's contention
 constants to the throughput it was observed at (``core/models/ps_des/refit.py``), usually at
-a single W. Here, for every run in ``../shared/data/measured`` and every W >= 3 it measured (W = 2
+a single W. Here, for every run in ``tests/data/ps-async/measured`` and every W >= 3 it measured (W = 2
 can alternate, W = 1 informs nothing), the refit is given that one point (the mean of its
 measurements) and then predicts the run's *other* W >= 2 with 1000 steps. Printed per run: the
 median and max |error| at those other W with the product's defaults (1.0, 0.85) and after each
@@ -12,8 +12,7 @@ one-point refit, the constants each refit chose, and the refit's time. The defau
 on all of this data, so they are an optimistic reference; a refit that made the other points
 worse would show here. ``gap`` is the defaults' error at the refit's own W: the controller refits
 only when it exceeds ``refit_tolerance`` (0.1 by default), so the last line sums up the other
-points' error under that rule (a gap within it keeps the defaults). Needs ``../shared/data``
-beside the repository.
+points' error under that rule (a gap within it keeps the defaults).
 """
 
 from __future__ import annotations
@@ -27,7 +26,8 @@ from advisor.core.advice import advise
 from advisor.core.models.ps_des.fit_contention import DEFAULT_FIT_STEPS, Observation
 from advisor.core.models.ps_des.refit import refit_contention
 from advisor.importers.loader import load_profile
-from benchmarks.accuracy import DATA, RUNS, Model, advice_request, measured
+from benchmarks.accuracy import RUNS, Model, advice_request, measured
+from benchmarks.paths import PS_ASYNC_DATA
 
 TOLERANCE = 0.1  # the controller's refit_tolerance default
 
@@ -37,8 +37,6 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000, help="steps per worker of the predictions compared")
     parser.add_argument("--fit-steps", type=int, default=DEFAULT_FIT_STEPS, help="steps per grid pair of the refit")
     args = parser.parse_args()
-    if not DATA.exists():
-        raise SystemExit(f"needs the real traces at {DATA}")
     print(f"{'run':<30} {'refit at':>8} {'gap':>6} {'sigma':>5} {'eta':>5} {'others before med/max':>22} "
           f"{'after med/max':>14} {'refit s':>7}")
     all_before: list[float] = []
@@ -46,8 +44,8 @@ def main() -> None:
     ruled: list[float] = []  # after, where the gap exceeded the tolerance; before elsewhere
     for name, cc, queue in RUNS:
         model_name = name.split("/")[1].split("_")[0]
-        profile = load_profile(DATA / "condensed" / ("cubic" if cc == "cubic" else cc) / f"{model_name}_bw100.json.gz")
-        by_w = {w: statistics.mean(v) for w, v in measured(DATA / "measured" / name).items()}
+        profile = load_profile(PS_ASYNC_DATA / "condensed" / cc / f"{model_name}_bw100.json.gz")
+        by_w = {w: statistics.mean(v) for w, v in measured(PS_ASYNC_DATA / "measured" / name).items()}
         shown = sorted(w for w in by_w if w >= 2)
         request = advice_request(shown, 100e6, Model(), args.steps, cc, queue)
         before = advise(profile, request)

@@ -6,8 +6,8 @@ An adaptive curve point (``core/curve.py``) is first run to ``min_steps`` steps 
 continued until its 95 % batch-means interval is within +-2 %. A shorter first look saves most
 of a curve's simulation (most points stop at the first look), but only if what the rule then
 reports is still true. This measures it, per first-look length, with the product's default
-model on the synthetic Inception-scale step (10 Gbit/s) and, when ``../shared/data`` is there,
-on the eight shared traces (at their links' measured 95 Mbit/s or 47.5 Mbit/s, their own
+model on the synthetic Inception-scale step (10 Gbit/s) and on the eight real traces of
+``tests/data/ps-async`` (at their links' measured 95 Mbit/s or 47.5 Mbit/s, their own
 congestion control):
 
 - **reference**: per (profile, W), the mean of long fixed runs (``--reference-steps`` per worker,
@@ -29,16 +29,15 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 from advisor.core.curve import CurveSettings, predict_curve
 from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
+from benchmarks.paths import PS_ASYNC_DATA
 from benchmarks.synthetic import inception_like
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 REFERENCE_SEED0 = 10_000  # reference runs use seeds from here on; adaptive runs use 0..seeds-1
 
 
@@ -52,17 +51,14 @@ class Case:
 
 def cases() -> list[Case]:
     out = [Case("inception-like 10G", inception_like(), NetworkModel(bandwidth_bps=10e9), "unknown")]
-    if DATA.exists():
-        from advisor.importers.loader import load_profile
+    from advisor.importers.loader import load_profile
 
-        for cc in ("cubic", "bbr"):
-            for job in ("mlp", "cnn"):
-                for bw in (100, 50):
-                    path = DATA / "condensed" / cc / f"{job}_bw{bw}.json.gz"
-                    profile = load_profile(path, bandwidth_bps=bw * 1e6)
-                    out.append(Case(f"{cc}/{job}_bw{bw}", profile, NetworkModel(bandwidth_bps=bw * 0.95e6), cc))
-    else:
-        print(f"(no {DATA}: the shared traces are left out)")
+    for cc in ("cubic", "bbr"):
+        for job in ("mlp", "cnn"):
+            for bw in (100, 50):
+                path = PS_ASYNC_DATA / "condensed" / cc / f"{job}_bw{bw}.json.gz"
+                profile = load_profile(path, bandwidth_bps=bw * 1e6)
+                out.append(Case(f"{cc}/{job}_bw{bw}", profile, NetworkModel(bandwidth_bps=bw * 0.95e6), cc))
     return out
 
 

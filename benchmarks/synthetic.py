@@ -7,7 +7,7 @@ waits for the pull and the previous layer), a backward chain of ``bwd_ops`` comp
 whose middle op produces the gradient that is pushed (uplink) and applied on the PS (ps).
 With the defaults that is 200 * (3 + 5 + 5) = 2,600 operations per step.
 
-``tiny_mlp``: the shape of the real 4-layer MLP trace in ../shared/data (8 variables plus
+``tiny_mlp``: the shape of the real 4-layer MLP trace in tests/data/ps-async (8 variables plus
 the 8-byte global step, 1.74 MB each way, ~25 ms of compute), made up rather than loaded.
 
 Deterministic for a seed; no file I/O.

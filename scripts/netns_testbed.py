@@ -1,6 +1,6 @@
 """The namespace testbed the recorders share (record_ps_traces.py, record_allreduce_ddp.py,
 record_allreduce_mwms.py): every task a network namespace on one bridge, its link shaped with
-``tc tbf`` both ways, as ``shared/data/README.md`` describes the testbed the measured runs came
+``tc tbf`` both ways, as ``tests/data/ps-async/README.md`` describes the testbed its runs came
 from; plus the stand-in for the controller's ingest endpoint and the process reaper they use.
 
 Each recorder names its own namespace prefix and subnet, so that two can run side by side.
@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 # A burst of a few frames: tbf then splits every larger GSO packet into wire-size frames, each
-# paying its headers, as on a real link (about 95 % TCP goodput, as shared/data measured); a
-# 64 KB burst let whole GSO packets through on one header (99 %).
+# paying its headers, as on a real link (about 95 % TCP goodput, as the runs of tests/data/ps-async
+# measured); a 64 KB burst let whole GSO packets through on one header (99 %).
 BURST = "4kb"
 
 

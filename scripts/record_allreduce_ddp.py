@@ -5,7 +5,7 @@ Why: the ring model (advisor/core/models/ring_allreduce) predicts a synchronous 
 from one worker's trace; this measures what such a job really does on this machine, beside the
 trace the hook records (issue 17, part 3).
 
-Testbed (as ``shared/data/README.md`` and ``scripts/record_ps_traces.py`` take PS traces): each
+Testbed (as ``tests/data/ps-async/README.md`` and ``scripts/record_ps_traces.py`` take PS traces): each
 worker is its own process in its own Linux network namespace (``ddp-w<k>``); the namespaces are
 joined by a bridge in a namespace of its own (``ddp-br``), so nothing is added to the host's
 namespace. Every worker link is shaped with ``tc tbf`` in both directions (the qdisc on the
@@ -202,7 +202,7 @@ def run_probe_task(args: argparse.Namespace) -> None:
 
 
 def throughput_window(logs: Sequence[Sequence[tuple[float, float]]], batch: int, skip: int) -> tuple[float, int]:
-    """Examples/s summed over workers in the window where all run (as shared/data's
+    """Examples/s summed over workers in the window where all run (as tests/data/ps-async's
     ``thr_window``): from the latest end of a worker's ``skip``-th step to the earliest end of a
     worker's last step; each worker's steps that end inside it, times the batch, over its
     length. Also the steps per worker in the window."""

@@ -2,7 +2,7 @@ r"""Ground truth for the ring model on TF2 Keras with MultiWorkerMirroredStrateg
 bundle recorded by ``advisor.profiling.keras_mwms.AdvisorMwmsCallback`` and measured examples/s
 with W = 1..4 real workers (issue 17, part 3).
 
-Testbed (as ``shared/data/README.md`` and ``scripts/record_ps_traces.py`` do it for PS): every
+Testbed (as ``tests/data/ps-async/README.md`` and ``scripts/record_ps_traces.py`` do it for PS): every
 worker is its own process in its own Linux network namespace (``mwms-w<k>``); the namespaces are
 joined by a bridge in a namespace of its own (``mwms-br``), nothing is added to the host's. Every
 worker's link is shaped with ``tc tbf`` in both directions (the qdisc on the worker's end of its

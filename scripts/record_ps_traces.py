@@ -1,11 +1,11 @@
-r"""Record real TensorFlow parameter-server traces with 1 or more PS, the way shared/data was taken.
+r"""Record real TensorFlow parameter-server traces with 1 or more PS, the way tests/data/ps-async was taken.
 
 Why: the advisor's multi-PS paths (the W = 1 anchor on a profile traced with 2 PS, the ``--ps M``
-what-if) need ground truth that ``shared/data`` (1 PS only) lacks. This script records one
+what-if) need ground truth that ``tests/data/ps-async`` (1 PS only) lacks. This script records one
 program's profile with M PS and 1 worker through the project's own hook
 (``advisor.profiling.AdvisorProfilingHook``), so the result is the upload bundle the importers read.
 
-Testbed (as ``shared/data/README.md`` describes it): every task (each PS, the worker) is its own
+Testbed (as ``tests/data/ps-async/README.md`` describes it): every task (each PS, the worker) is its own
 process in its own Linux network namespace; the namespaces are joined by a bridge that lives in a
 namespace of its own (nothing is added to the host's namespace). Each PS link is shaped with
 ``tc tbf`` in both directions (``--shape ps``, the default: the qdisc on the PS's end of its veth
@@ -47,7 +47,7 @@ SUBNET = "10.213.77"
 PORT = 2222
 MODELS = {
     # widths (input to classes), batch, emulated compute per layer and pass in seconds
-    # (4 layers x 2 passes x 3 ms = 24 ms, about the 25 ms of shared/data's mlp)
+    # (4 layers x 2 passes x 3 ms = 24 ms, about the 25 ms of tests/data/ps-async's mlp)
     "mlp": ((784, 384, 256, 128, 10), 32, 0.003),
 }
 
@@ -194,7 +194,7 @@ def _measure(tf, server, index: int, global_step, train_op, steps: int, threads:
 
 
 def throughput_window(logs: Sequence[Sequence[tuple[float, float, int]]], batch: int, skip: int = 20) -> float:
-    """Examples/s summed over workers in the window where all run (as shared/data's ``thr_window``):
+    """Examples/s summed over workers in the window where all run (as tests/data/ps-async's ``thr_window``):
     from the latest end of a worker's ``skip``-th step to the earliest end of a worker's last
     step; each worker's steps that end inside it, times the batch, over its length."""
     start = max(log[skip - 1][1] for log in logs)

@@ -9,7 +9,7 @@ import pytest
 
 from advisor.cli import main
 from advisor.importers.profile_file import read_profile
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 
 
 def test_inspect_the_bundled_example(capsys: pytest.CaptureFixture[str]) -> None:
@@ -29,7 +29,7 @@ def test_inspect_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_convert_then_inspect(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cnn.json.gz"
-    src = shared_data("condensed", "cubic", "cnn_bw100.json.gz")
+    src = ps_async_data("condensed", "cubic", "cnn_bw100.json.gz")
     assert main(["profile", "convert", str(src), "-o", str(out), "--recorded-bandwidth", "100Mbit/s"]) == 0
     profile = read_profile(out)
     assert profile.job.recorded_bandwidth_bps == 100e6 and profile.job.skipped_steps == 3
@@ -44,13 +44,13 @@ def test_errors_are_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_inspect_one_runs_binary_steps(capsys: pytest.CaptureFixture[str]) -> None:
-    steps = [shared_data("raw-pb", "cubic", f"mlp_bw100_step{k}.pb") for k in (5, 6)]
+    steps = [ps_async_data("raw-pb", "cubic", f"mlp_bw100_step{k}.pb") for k in (5, 6)]
     assert main(["profile", "inspect", *map(str, steps), "--batch-size", "32"]) == 0
     assert "steps        2 used, 0 skipped" in capsys.readouterr().out
 
 
 def test_a_directory_mixing_runs_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["profile", "inspect", str(shared_data("raw-pb", "cubic"))]) == 2
+    assert main(["profile", "inspect", str(ps_async_data("raw-pb", "cubic"))]) == 2
     assert "belong to 4 runs" in capsys.readouterr().err
 
 
@@ -140,7 +140,7 @@ def test_predict_refuses_bad_contention_options(argv: list[str], message: str, c
 
 def test_predict_measures_the_bandwidth_a_trace_does_not_record(capsys: pytest.CaptureFixture[str]) -> None:
     """The condensed trace carries no bandwidth; it was recorded with the link shaped to 100 Mbit/s."""
-    trace = str(shared_data("condensed", "cubic", "cnn_bw100.json.gz"))
+    trace = str(ps_async_data("condensed", "cubic", "cnn_bw100.json.gz"))
     common = ["predict", trace, "--workers", "1,2", "--steps", "150", "--warmup", "10", "--json", "--quiet"]
     assert main(common) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -9,7 +9,7 @@ import pytest
 
 from advisor.cli import main
 from advisor.core.models import registry
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 
 FAST = ["--workers", "1,2", "--steps", "120", "--warmup", "10", "--quiet"]
 
@@ -79,8 +79,8 @@ def test_model_mistakes_are_one_line_naming_the_model_and_exit_2(argv: list[str]
 
 
 def test_compare_prints_every_model_with_errors_against_measurements(capsys: pytest.CaptureFixture[str]) -> None:
-    trace = shared_data("condensed", "cubic", "mlp_bw100.json.gz")
-    measured = shared_data("measured", "cubic", "mlp_bw100.json")
+    trace = ps_async_data("condensed", "cubic", "mlp_bw100.json.gz")
+    measured = ps_async_data("measured", "cubic", "mlp_bw100.json")
     assert main(["compare", str(trace), "--observed", str(measured), "--workers", "1-4", "--steps", "150",
                  "--warmup", "10", "--json", "--quiet", "--recorded-bandwidth", "100Mbit/s"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from advisor.cli import main
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 
 GRID = ["--sigmas", "0.5,1", "--etas", "0.85,0.9", "--steps", "200"]
-MLP = shared_data("condensed", "cubic", "mlp_bw100.json.gz")
+MLP = ps_async_data("condensed", "cubic", "mlp_bw100.json.gz")
 
 
 def test_one_job_table_names_the_pair_and_how_to_use_it(capsys: pytest.CaptureFixture[str]) -> None:
@@ -40,7 +40,7 @@ def test_json_has_the_documented_fields(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_jobs_file_with_relative_paths_and_repeats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     shutil.copy(MLP, tmp_path / "mlp.json.gz")
-    shutil.copy(shared_data("condensed", "cubic", "cnn_bw100.json.gz"), tmp_path / "cnn.json.gz")
+    shutil.copy(ps_async_data("condensed", "cubic", "cnn_bw100.json.gz"), tmp_path / "cnn.json.gz")
     (tmp_path / "jobs.yaml").write_text(
         "jobs:\n"
         "  - {profile: mlp.json.gz, observed: {2: [131, 126], 4: 158}, bandwidth: 100Mbit/s, congestion: cubic,"

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 
 
 def test_a_fold_fits_without_its_job_and_predicts_every_point_of_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    measured_dir = shared_data("measured")
+    measured_dir = ps_async_data("measured")
     from benchmarks import model_error
 
     seen: list[str] = []

@@ -13,17 +13,17 @@ from advisor.cli import main
 from advisor.core.huang.opdb import OpDatabase, OpEntry
 from advisor.importers.loader import load_profile
 from advisor.importers.opdb_file import OpDatabaseFileError, opdb_from_json, opdb_to_json, read_opdb, write_opdb
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 
 
 def test_build_keeps_the_conv_shapes_the_layers_define(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cnn = shared_data("condensed", "cubic", "cnn_bw100.json.gz")
+    cnn = ps_async_data("condensed", "cubic", "cnn_bw100.json.gz")
     out = tmp_path / "db.json.gz"
     assert main(["opdb", "build", str(cnn), "-o", str(out), "--device", "cpu-2core"]) == 0
     assert f"wrote {out}" in capsys.readouterr().out
     db = read_opdb(out)
     assert db.device_label == "cpu-2core" and db.sources == (str(cnn),)
-    # the cnn of shared/data/README.md: batch 8 of 8x8x3 inputs, 3x3 convolutions of 32, 64 and
+    # the cnn of tests/data/ps-async/README.md: batch 8 of 8x8x3 inputs, 3x3 convolutions of 32, 64 and
     # 128 channels, 2x2 max-pooling after the second and third: Conv2D sees (input, filter)
     convs = sorted(e.input_shapes for e in db.entries if e.op_type == "Conv2D")
     assert convs == sorted([

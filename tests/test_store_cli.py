@@ -12,9 +12,9 @@ from advisor.cli import main
 from advisor.controller.state.store import Store
 from advisor.importers.loader import load_profile
 from advisor.importers.profile_file import profile_to_json
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 
-MLP = shared_data("condensed", "cubic", "mlp_bw100.json.gz")
+MLP = ps_async_data("condensed", "cubic", "mlp_bw100.json.gz")
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ A simulation's own interval (batch means, ``core/curve.py``) holds only its samp
 typically +-1-2 %; the model itself is off by 5-28 % on real multi-worker runs. ``ModelError``
 holds, per regime of W, how far measured throughput fell below and above the prediction on
 runs the fit had not seen: ``benchmarks/model_error.py`` measures it leave-one-job-out over
-``../shared/data/measured`` (the contention constants fitted without job J, J predicted) and
+``tests/data/ps-async/measured`` (the contention constants fitted without job J, J predicted) and
 keeps conformal-style quantiles of the relative residuals r = measured / predicted - 1. The
 package ships them (``advisor/data/model_error.json``, read by ``advisor/importers``).
 

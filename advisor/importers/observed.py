@@ -1,6 +1,6 @@
 """Measured multi-worker throughput, for ``advisor compare --observed``.
 
-The format is the testbed's (``../shared/data/measured``): ``{"results": [{"W": 2, "thr_window":
+The format is the testbed's (``tests/data/ps-async/measured``): ``{"results": [{"W": 2, "thr_window":
 131.4, ...}, ...]}``, one entry per run; several runs of one W (repeats) are averaged. A plain
 ``{"2": 131.4, ...}`` mapping of worker count to examples/s is read too.
 """

@@ -1,4 +1,4 @@
-"""Reader for the condensed per-step dump of a traced run (the form ``shared/data/condensed`` holds).
+"""Reader for the condensed per-step dump of a traced run (the form ``tests/data/ps-async/condensed`` holds).
 
 The dump is JSON (optionally gzipped) with ``meta``, ``partition_graphs`` and ``steps``; each
 field is a renamed copy of TensorFlow's (``start_us`` = ``all_start_micros``, ``end_rel_us`` =

@@ -1,7 +1,7 @@
 """TensorFlow's trace data, normalised: what every reader produces and the profile builder reads.
 
 TensorFlow emits the same facts in three encodings (protobuf-JSON ``RunMetadata`` lines,
-binary ``RunMetadata``, and the condensed dump in ``shared/data``). Each reader only decodes
+binary ``RunMetadata``, and the condensed dump in ``tests/data/ps-async``). Each reader only decodes
 its encoding into these plain records; ``tf_profile.build_profile_from_trace`` does the
 interpretation (pairing transfers, recovering dependencies, classifying resources) once.
 

@@ -12,7 +12,7 @@ turns that dict into the records of ``tf_records``. Callers that already hold th
 
 Step numbering: ``StepRecords.index`` is the step's position, 0-based (JSON lines: the k-th
 non-blank line; binary: the k-th path given). This is the numbering of the condensed dump's
-``steps[].step`` and of the ``_step<k>.pb`` file names in ``shared/data``. The client-side
+``steps[].step`` and of the ``_step<k>.pb`` file names in ``tests/data/ps-async``. The client-side
 ``[start, end]`` of each step comes from ``meta.json``'s ``client_steps_us`` by position, and
 only when it lists exactly one entry per step: ``meta.json`` documents that line k is traced step
 k, and in the recorded runs every line's records lie inside that entry's window. Its third

@@ -1,6 +1,6 @@
 """Reading the upload bundle a profiling run POSTs to the controller (``advisor.profiling``).
 
-The bundle carries the same facts as a ``shared/data/tf-native`` run directory (the steps'
+The bundle carries the same facts as a ``tests/data/ps-async/tf-native`` run directory (the steps'
 ``RunMetadata`` as protobuf-JSON dicts plus ``meta.json``) in one versioned document, so it is
 checked here for its own shape and then handed to ``tf_runmetadata``'s documents-in reader:
 a bundle and the directory it was made from give the same profile. The bytes come from the

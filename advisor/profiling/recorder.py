@@ -82,7 +82,7 @@ def resolve_batch_size(config: ProfilingConfig, batch_size: int | None) -> int:
 def build_meta(
     config: ProfilingConfig, facts: RunFacts, client_steps_us: Sequence[tuple[int, int]]
 ) -> dict[str, Any]:
-    """The bundle's ``meta``: the keys of ``shared/data/tf-native/*/meta.json`` that apply.
+    """The bundle's ``meta``: the keys of ``tests/data/ps-async/tf-native/*/meta.json`` that apply.
 
     ``client_steps_us`` entries are ``[start_us, end_us]``; meta.json's optional third value
     (the global step) is left out, because reading it would add a fetch to the traced step.

@@ -28,7 +28,7 @@ from advisor.controller.jobs.tfjob import PREFIX
 from advisor.profiling.allreduce_bundle import build_allreduce_bundle, encode_allreduce_bundle
 from advisor.profiling.bundle import build_bundle, encode_bundle
 from advisor.profiling.upload import RetryPolicy, UploadResult, upload_bundle
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 from tests.kube_emulator import KubeEmulator
 
 NS = "ml"
@@ -133,8 +133,8 @@ def create_tfjob(emu: KubeEmulator, body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def trace_body(run: str = "mlp_bw100") -> bytes:
-    """What ``advisor.profiling`` uploads for a real recorded run (shared/data/tf-native)."""
-    folder = shared_data("tf-native", run)
+    """What ``advisor.profiling`` uploads for a real recorded run (tests/data/ps-async/tf-native)."""
+    folder = ps_async_data("tf-native", run)
     meta = json.loads((folder / "meta.json").read_text())
     with gzip.open(folder / "runmetadata.jsonl.gz", "rt") as fh:
         steps = [json.loads(line) for line in fh if line.strip()]

@@ -12,7 +12,7 @@ from advisor.core.bandwidth import BandwidthNotMeasurable
 from advisor.core.cost import Prices
 from advisor.importers.loader import load_profile
 from advisor.importers.profile_file import profile_to_json
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 from tests.factories import one_layer
 
 COMMON = dict(max_workers=2, target=0.05, seed=0, saturation_threshold=0.05)
@@ -32,7 +32,7 @@ def test_where_the_bandwidth_comes_from() -> None:
 
 def test_the_prediction_measures_it_and_says_so() -> None:
     """cubic/mlp_bw100 carries no bandwidth; the testbed shaped its link to 100 Mbit/s."""
-    profile = load_profile(shared_data("condensed", "cubic", "mlp_bw100.json.gz"))
+    profile = load_profile(ps_async_data("condensed", "cubic", "mlp_bw100.json.gz"))
     assert profile.job.recorded_bandwidth_bps is None
     params = prediction_params(None, Prices(), bandwidth_bps=None, **COMMON)
     doc = json.loads(run_prediction(profile_to_json(profile), params.as_dict()))

@@ -1,6 +1,6 @@
 """Measuring the PS link rate from a 1-worker profile: hand cases, the refusal, and real traces.
 
-The real traces were recorded with the link shaped to 100 and 50 Mbit/s (shared/data/README):
+The real traces were recorded with the link shaped to 100 and 50 Mbit/s (tests/data/ps-async/README.md):
 that shaping is the independent truth the estimates are held to. The estimate is the payload
 rate one flow got, divided by the goodput the predictor assumes (0.95) to give a capacity.
 """
@@ -14,7 +14,7 @@ from scipy.optimize import nnls
 from advisor.core.bandwidth import BandwidthNotMeasurable, estimate_bandwidth, nonnegative_line
 from advisor.core.profile import build_profile
 from advisor.importers.loader import load_profile
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 from tests.factories import one_layer
 
 
@@ -65,13 +65,13 @@ def test_the_two_variable_nnls_matches_scipy(seed: int) -> None:
 @pytest.mark.parametrize(("run", "shaped"), [("mlp_bw100", 100e6), ("mlp_bw50", 50e6),
                                              ("cnn_bw100", 100e6), ("cnn_bw50", 50e6)])
 def test_real_traces_give_the_shaped_rate(run: str, shaped: float) -> None:
-    estimate = estimate_bandwidth(load_profile([shared_data("tf-native", run)]))
+    estimate = estimate_bandwidth(load_profile([ps_async_data("tf-native", run)]))
     assert 0.9 * shaped <= estimate.bps <= 1.1 * shaped  # measured here: 101, 51, 109, 55 Mbit/s
     assert estimate.contrast > 2
 
 
 def test_half_the_shaping_measures_half_the_rate() -> None:
     for model in ("mlp", "cnn"):
-        fast, slow = (estimate_bandwidth(load_profile([shared_data("tf-native", f"{model}_bw{bw}")])).bps
+        fast, slow = (estimate_bandwidth(load_profile([ps_async_data("tf-native", f"{model}_bw{bw}")])).bps
                       for bw in (100, 50))
         assert slow / fast == pytest.approx(0.5, rel=0.06)

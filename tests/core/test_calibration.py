@@ -84,10 +84,10 @@ def test_calibration_needs_the_recorded_bandwidth() -> None:
 
 
 def test_calibration_on_a_real_trace_fits_within_a_few_percent() -> None:
-    from tests.conftest import shared_data
+    from tests.conftest import ps_async_data
     from advisor.importers.loader import load_profile
 
-    c = calibrate(load_profile(shared_data("condensed", "cubic", "mlp_bw100.json.gz"), bandwidth_bps=1e8))
+    c = calibrate(load_profile(ps_async_data("condensed", "cubic", "mlp_bw100.json.gz"), bandwidth_bps=1e8))
     # the paper's Table 1 reports 0.35-2.8 % median end-time error on its clusters
     assert c.median_rel_error < 0.05
     assert 0.85 <= c.goodput <= 1.0

@@ -24,7 +24,7 @@ from advisor.core.profile import build_profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
 from advisor.core.units import UnitError, parse_duration
 from advisor.importers.loader import load_profile
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 from tests.factories import des_choice
 
 
@@ -96,7 +96,7 @@ def test_parse_duration() -> None:
 
 
 def _advise(model: str, contention: Contention | None):  # type: ignore[no-untyped-def]
-    profile = load_profile(shared_data("condensed", "cubic", f"{model}_bw100.json.gz"))
+    profile = load_profile(ps_async_data("condensed", "cubic", f"{model}_bw100.json.gz"))
     request = AdviceRequest(
         network=NetworkModel(bandwidth_bps=100e6),
         curve=CurveSettings(workers=(1, 2, 3), steps=300, warmup_steps=30),
@@ -107,7 +107,7 @@ def _advise(model: str, contention: Contention | None):  # type: ignore[no-untyp
 
 def test_transfer_bound_workers_get_the_alternating_outcome_reported_at_w2() -> None:
     # The testbed's mlp (transfer-bound) at W = 2 measured 126-136 ex/s with cubic and a 100 ms
-    # queue, 167-169 with BBR and 197 with a 20 ms queue (shared/data/measured): the
+    # queue, 167-169 with BBR and 197 with a 20 ms queue (tests/data/ps-async/measured): the
     # prediction covers the drifting regime, the alternating one is reported beside it, and
     # all three measurements lie between the two.
     _, advice = _advise("mlp", Contention("cubic", 0.1))

@@ -2,7 +2,7 @@
 
 Truths used: observations the model itself produced with known parameters must be recovered
 exactly (same seed, same steps: common random numbers); the testbed's measurements in
-../shared/data, fitted on one congestion control, must predict the other's within the
+tests/data/ps-async, fitted on one congestion control, must predict the other's within the
 accuracy target; and the data's own account of which runs alternate at W = 2.
 """
 
@@ -24,14 +24,14 @@ from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
 from advisor.importers.loader import load_profile
 from tests.factories import des_choice
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 
 SIGMAS, ETAS = (0.5, 1.0, 1.5), (0.8, 0.85, 0.9)
 
 
 @cache
 def trace(cc: str, model: str) -> Profile:
-    return load_profile(shared_data("condensed", cc, f"{model}_bw100.json.gz"))
+    return load_profile(ps_async_data("condensed", cc, f"{model}_bw100.json.gz"))
 
 
 def request(cc: str, queue_s: float | None, sigma: float = 1.0, eta: float = 0.85,
@@ -42,7 +42,7 @@ def request(cc: str, queue_s: float | None, sigma: float = 1.0, eta: float = 0.8
 
 
 def measured(name: str) -> tuple[Observation, ...]:
-    doc = json.loads(shared_data("measured", name).read_text())
+    doc = json.loads(ps_async_data("measured", name).read_text())
     return tuple(Observation(r["W"], r["thr_window"]) for r in doc["results"])
 
 
@@ -92,7 +92,7 @@ def test_fitted_on_cubic_predicts_bbr_within_the_accuracy_target() -> None:
 
 
 def test_w1_and_an_alternating_w2_are_reported_but_not_scored() -> None:
-    # shared/data README: with cubic and a 20 ms queue the two workers alternate (197 ex/s)
+    # tests/data/ps-async/README.md: with cubic and a 20 ms queue the two workers alternate (197 ex/s)
     fit = fit_contention([case("cubic", "mlp", "cubic_q20ms/mlp_bw100.json", queue_s=0.02)],
                          sigmas=SIGMAS, etas=ETAS, steps=300)
     unscored = {o.observation.workers: o.why_not_scored for o in fit.observations if not o.scored}

@@ -1,4 +1,4 @@
-"""Huang replay against real TensorFlow traces (../shared/data): the W = 1 replay within 5 % of
+"""Huang replay against real TensorFlow traces (tests/data/ps-async): the W = 1 replay within 5 % of
 the recorded step time (the paper reports under 2 %, its Table 2), equal to the PS simulator at
 W = 1 within 1 %, and a database built from the odd steps predicting the even steps within 5 %.
 
@@ -25,10 +25,10 @@ from advisor.core.models.ps_des.simulator import simulate
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings
 from advisor.importers.loader import load_profile
-from tests.conftest import SHARED_DATA
+from tests.conftest import ps_async_traces
 
 MODEL = MODELS[0]
-TRACES = sorted((SHARED_DATA / "condensed").glob("*/*.json.gz"))
+TRACES = ps_async_traces()
 
 
 def _prepared(path: Path) -> tuple[Profile, float]:
@@ -58,12 +58,6 @@ def _ids() -> list[str]:
 @pytest.fixture(params=TRACES, ids=_ids())
 def trace(request: pytest.FixtureRequest) -> tuple[Profile, float]:
     return _prepared(request.param)
-
-
-def test_there_are_traces_to_check() -> None:
-    if not SHARED_DATA.exists():
-        pytest.skip(f"real trace data not available at {SHARED_DATA}")
-    assert len(TRACES) == 8  # cnn and mlp, 50 and 100 Mbit/s, cubic and bbr
 
 
 def test_w1_replay_is_within_5_percent_of_the_recorded_step_time(trace: tuple[Profile, float]) -> None:

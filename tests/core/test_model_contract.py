@@ -24,7 +24,7 @@ from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
 from advisor.errors import ModelInputError
 from benchmarks.synthetic import tiny_mlp
-from tests.conftest import REPO, SHARED_DATA
+from tests.conftest import REPO, ps_async_traces
 
 MODELS = registry.all_models()
 CFG = CurveSettings(workers=(1, 2, 3, 4, 6), steps=260, warmup_steps=30, seed=3)
@@ -37,14 +37,13 @@ def _inputs(profile: Profile, bandwidth: float) -> ModelInputs:
 
 
 def _cases() -> list[tuple[str, Profile, float]]:
-    """A synthetic step always; the real traces too when ../shared/data is there."""
-    cases = [("tiny-mlp", tiny_mlp(), 1e8)]
-    if SHARED_DATA.is_dir():
-        from advisor.importers.loader import load_profile
+    """A synthetic step and the eight real traces of tests/data/ps-async."""
+    from advisor.importers.loader import load_profile
 
-        for path in sorted((SHARED_DATA / "condensed").glob("*/*.json.gz")):
-            bandwidth = 50e6 if "_bw50" in path.name else 100e6  # the tc rate the trace was recorded at
-            cases.append((f"{path.parent.name}/{path.name}", load_profile([path]), bandwidth))
+    cases = [("tiny-mlp", tiny_mlp(), 1e8)]
+    for path in ps_async_traces():
+        bandwidth = 50e6 if "_bw50" in path.name else 100e6  # the tc rate the trace was recorded at
+        cases.append((f"{path.parent.name}/{path.name}", load_profile([path]), bandwidth))
     return cases
 
 
@@ -128,7 +127,6 @@ def test_cynthia_as_published_can_exceed_link_capacity() -> None:
 REAL = [c for c in CASES if c[0] != "tiny-mlp"]  # the synthetic step's durations are not a measured run
 
 
-@pytest.mark.skipif(not REAL, reason=f"the real traces are not there ({SHARED_DATA})")
 @pytest.mark.parametrize(("case", "profile", "bandwidth"), REAL, ids=[c[0] for c in REAL])
 @pytest.mark.parametrize("model", [m for m in MODELS if Need.PROFILE in m.needs and m.anchored],
                          ids=lambda m: m.name)

@@ -15,6 +15,7 @@ from advisor.core.profile import build_profile
 from advisor.core.spec import Sigmoid, parse_spec
 from advisor.errors import ModelInputError
 from advisor.importers.spec_file import example_spec_path, load_spec
+from tests.conftest import ps_async_data
 
 MODEL: PeiModel = MODELS[0]
 
@@ -120,10 +121,10 @@ def test_a_profile_without_three_sizes_is_a_named_error(resnet):
         MODEL.check(ModelInputs(spec=resnet, profile=profile), params_for(MODEL))
 
 
-def test_fit_on_a_real_trace_reports_its_error(shared):
+def test_fit_on_a_real_trace_reports_its_error():
     from advisor.importers.loader import load_profile
 
-    fit = fit_report(load_profile(shared / "condensed" / "cubic" / "mlp_bw100.json.gz"))
+    fit = fit_report(load_profile(ps_async_data("condensed", "cubic", "mlp_bw100.json.gz")))
     # The trace's link is 100 Mbit/s: the fitted asymptote k / a must be near 0.0125 GB/s.
     assert fit.curve.k / fit.curve.a == pytest.approx(0.0125, rel=0.25)
     # Its transfers include queueing behind other streams: the error is large, and reported as such.

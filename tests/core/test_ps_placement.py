@@ -10,7 +10,7 @@ from advisor.core.models.ps_des.placement import owners, place, ps_bytes, with_p
 from advisor.core.models.ps_des.simulator import simulate
 from advisor.errors import ModelInputError
 from benchmarks.synthetic import tiny_mlp
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 
 
 def small_profile() -> Profile:
@@ -106,7 +106,7 @@ def test_bad_requests_name_the_problem() -> None:
 def test_real_trace_round_robin_and_what_if() -> None:
     from advisor.importers.loader import load_profile
 
-    profile = load_profile(shared_data("condensed", "cubic", "mlp_bw100.json.gz"), bandwidth_bps=100e6)
+    profile = load_profile(ps_async_data("condensed", "cubic", "mlp_bw100.json.gz"), bandwidth_bps=100e6)
     # Variables in creation order fc0/W, fc0/b, ..., fc3/b, global_step: round robin puts every
     # weight matrix on PS 0 (the known pitfall of the default strategy), greedy-bytes balances.
     rr = place(profile, 2)

@@ -21,7 +21,7 @@ from advisor.core.models.ps_des.refit import ETA_BOUNDS, SIGMA_BOUNDS, TIE_TOLER
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
 from advisor.importers.loader import load_profile
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 from tests.factories import des_choice
 
 STEPS = 300  # per worker, for the fit and for the observations it must reproduce
@@ -31,7 +31,7 @@ WORKERS = (1, 2, 3, 4, 6)
 @cache
 def mlp() -> Profile:
     """The testbed's MLP at 100 Mbit/s: its PS links are contended from W = 2 on."""
-    return load_profile(shared_data("condensed", "cubic", "mlp_bw100.json.gz"))
+    return load_profile(ps_async_data("condensed", "cubic", "mlp_bw100.json.gz"))
 
 
 def request(sigma: float = 1.0, eta: float = 0.85) -> AdviceRequest:

@@ -21,7 +21,7 @@ from advisor.core.models.ring_allreduce.trace import bucket_plan, step_costs
 from advisor.core.profile import Profile, build_profile
 from advisor.core.sim_types import NetworkModel
 from advisor.errors import ModelInputError
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 from tests.factories import one_layer
 
 RATE = 1e8  # bit/s
@@ -352,7 +352,7 @@ def test_the_package_is_registered() -> None:
 def test_real_traces_smoke(name: str) -> None:
     from advisor.importers.loader import load_profile
 
-    profile = load_profile(shared_data("condensed", "cubic", f"{name}.json.gz"))
+    profile = load_profile(ps_async_data("condensed", "cubic", f"{name}.json.gz"))
     bandwidth = 100e6 if name.endswith("100") else 50e6
     inputs = ModelInputs(profile=profile, network=NetworkModel(bandwidth_bps=bandwidth), goodput=0.95)
     # The trace's own compute rate, read independently of the model: every worker op of a step

@@ -20,7 +20,7 @@ from advisor.core.models.ps_des.simulator.fast import simulate_fast
 from advisor.core.models.ps_des.simulator.inputs import prepare
 from advisor.core.models.ps_des.simulator.reference import simulate_reference
 from benchmarks.synthetic import inception_like, tiny_mlp
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 
 RESOURCES = ["downlink", "worker", "uplink", "ps"]
 
@@ -115,7 +115,7 @@ def real_mlp_profile(steps: int = 20) -> Profile:
     fwd/bwd PyFunc ops and the PS's ResourceApplyGradientDescent ops; dependencies follow
     the layer names (fcN) in the tensor names.
     """
-    path = shared_data("condensed", "cubic", "mlp_bw100.json.gz")
+    path = ps_async_data("condensed", "cubic", "mlp_bw100.json.gz")
     doc = json.loads(gzip.decompress(path.read_bytes()))
     records = [_step_records(s) for s in doc["steps"]]
     complete = [r for r in records if len(r) == len(records[0]) and set(r) == set(records[0])][:steps]

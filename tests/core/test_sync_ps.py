@@ -141,7 +141,7 @@ def test_sync_never_beats_async_on_the_real_traces() -> None:
     # Same trace, link, seed and (per row) steps; R = W. A barrier can only add waiting: every
     # worker's step is the traced one, and a synchronous worker starts its next step no earlier
     # than it would alone. (Not a theorem under contention, which the barrier reshapes; an
-    # invariant on every trace in ../shared/data.) Where both saturate the link (the MLP at
+    # invariant on every trace in tests/data/ps-async.) Where both saturate the link (the MLP at
     # 50 Mbit/s) they are equal up to sampling: sync's mean must not exceed async's interval.
     import glob
     from pathlib import Path
@@ -149,9 +149,9 @@ def test_sync_never_beats_async_on_the_real_traces() -> None:
     from advisor.core.models.ps_des.contention import Contention
     from advisor.core.models.ps_des.sync import update_samples
     from advisor.importers.loader import load_profile
-    from tests.conftest import shared_data
+    from tests.conftest import ps_async_data
 
-    traces = sorted(glob.glob(str(shared_data("condensed") / "*" / "*.json.gz")))
+    traces = sorted(glob.glob(str(ps_async_data("condensed") / "*" / "*.json.gz")))
     assert len(traces) >= 4
     steps, warmup = 80, 15
     for path in traces:

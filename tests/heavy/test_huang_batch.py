@@ -1,7 +1,7 @@
 """The huang-replay batch-size what-if against real TensorFlow (heavy suite).
 
 Run as the rest of the heavy suite (``/tmp/tfvenv/bin/python -m pytest -m heavy tests/heavy``).
-A small CNN (the shape of ``shared/data``'s cnn, without the emulated sleeps: every op is real
+A small CNN (the shape of ``tests/data/ps-async``'s cnn, without the emulated sleeps: every op is real
 arithmetic, so its time grows with the batch) is traced at batch 8 through the profiling hook,
 then trained untraced at batch 32 and timed. The model replays the batch-8 trace with
 ``batch_size=32`` (batch dimensions rescaled, compute re-timed by the per-op-type linear fits)

@@ -7,7 +7,7 @@ Run (TensorFlow goes in its own venv, never the main environment):
 
 Independent truths: the model's parameter bytes, derived by hand from the layer widths
 (float32, 4 bytes per weight and bias); TensorFlow's transfers per step as the importer's tests
-on ``shared/data`` state them: every variable plus the 8-byte int64 global step pulled (it is
+on ``tests/data/ps-async`` state them: every variable plus the 8-byte int64 global step pulled (it is
 fetched after the update), every gradient plus the 4-byte float32 learning rate pushed.
 """
 
@@ -137,7 +137,7 @@ def test_hook_traces_uploads_and_stops(tf: Any, token: Path) -> None:
     profile = build_profile_from_trace(read_trace_upload_bytes(request.body, origin="heavy"))
     assert len(profile.steps) + profile.job.skipped_steps == STEPS
     # TF logs the PS's transfer records asynchronously and drops some or all of them in a share
-    # of steps: 0-3 % in shared/data (300 ms steps), 10-25 % measured here (4 ms steps). The
+    # of steps: 0-3 % in tests/data/ps-async (300 ms steps), 10-25 % measured here (4 ms steps). The
     # importer skips those steps and counts them; most must survive.
     assert profile.job.skipped_steps <= STEPS // 2
     assert _bytes_each_way(profile) == (PARAM_BYTES + 8, PARAM_BYTES + 4)

@@ -13,7 +13,7 @@ from advisor.core.profile import Operation, Resource
 from advisor.importers.loader import load_profile
 from advisor.importers.profile_file import profile_to_json, read_profile, write_profile
 from advisor.importers.tf_shapes import output_shape
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 from tests.factories import one_layer
 
 
@@ -21,14 +21,14 @@ def _shapes(profile: object, op_type: str) -> list[object]:
     return sorted(op.input_shapes for op in profile.ops if op.op_type == op_type)  # type: ignore[attr-defined]
 
 
-# the mlp of shared/data/README.md: batch 32, dense 784-384-256-128-10; each forward MatMul
+# the mlp of tests/data/ps-async/README.md: batch 32, dense 784-384-256-128-10; each forward MatMul
 # multiplies the activations (32, fan_in) by the weights (fan_in, fan_out), the weights pulled
 # from the PS (the shape is followed through _Recv to the tensor the PS sent)
 MLP_FORWARD = sorted([((32, a), (a, b)) for a, b in ((784, 384), (384, 256), (256, 128), (128, 10))])
 
 
 def test_condensed_mlp_matmuls_have_the_layer_shapes() -> None:
-    profile = load_profile(shared_data("condensed", "cubic", "mlp_bw100.json.gz"))
+    profile = load_profile(ps_async_data("condensed", "cubic", "mlp_bw100.json.gz"))
     forward = [op.input_shapes for op in profile.ops if op.op_type == "MatMul" and "gradients" not in op.name]
     assert sorted(forward) == MLP_FORWARD  # type: ignore[type-var]
     assert all(op.input_shapes is not None for op in profile.ops if not op.resource.is_transfer)
@@ -36,11 +36,11 @@ def test_condensed_mlp_matmuls_have_the_layer_shapes() -> None:
 
 
 def test_protobuf_json_and_binary_traces_give_the_same_shapes() -> None:
-    native = load_profile(shared_data("tf-native", "mlp_bw100"))
+    native = load_profile(ps_async_data("tf-native", "mlp_bw100"))
     assert sorted(op.input_shapes for op in native.ops if op.op_type == "MatMul" and "gradients" not in op.name) == MLP_FORWARD  # type: ignore[type-var]
-    steps = [shared_data("raw-pb", "cubic", f"cnn_bw100_step{k}.pb") for k in (5, 6)]
+    steps = [ps_async_data("raw-pb", "cubic", f"cnn_bw100_step{k}.pb") for k in (5, 6)]
     binary = load_profile(steps, batch_size=8)
-    condensed = load_profile(shared_data("condensed", "cubic", "cnn_bw100.json.gz"))
+    condensed = load_profile(ps_async_data("condensed", "cubic", "cnn_bw100.json.gz"))
     assert _shapes(binary, "Conv2D") == _shapes(condensed, "Conv2D")
     assert _shapes(binary, "Conv2DBackpropFilter") == _shapes(condensed, "Conv2DBackpropFilter")
 

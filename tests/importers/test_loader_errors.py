@@ -13,12 +13,12 @@ from advisor.errors import (
 )
 from advisor.importers.loader import BUNDLED_EXAMPLE, load_profile
 from advisor.importers.profile_file import read_profile, write_profile
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 from tests.factories import one_layer
 
 
 def _condensed() -> dict:
-    return json.load(gzip.open(shared_data("condensed", "cubic/mlp_bw100.json.gz")))
+    return json.load(gzip.open(ps_async_data("condensed", "cubic/mlp_bw100.json.gz")))
 
 
 def _write(tmp_path: Path, doc: object, name: str = "trace.json") -> Path:
@@ -35,7 +35,7 @@ def test_truncated_json_names_the_position(tmp_path: Path) -> None:
 
 
 def test_truncated_gzip_is_reported(tmp_path: Path) -> None:
-    data = shared_data("condensed", "cubic/mlp_bw100.json.gz").read_bytes()
+    data = ps_async_data("condensed", "cubic/mlp_bw100.json.gz").read_bytes()
     path = tmp_path / "t.json.gz"
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ProfileError, match="truncated or corrupt gzip"):
@@ -48,7 +48,7 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_chrome_timeline_is_refused_with_the_reason() -> None:
-    timeline = shared_data("raw-pb", "cubic", "mlp_bw100_timeline_step5.json")
+    timeline = ps_async_data("raw-pb", "cubic", "mlp_bw100_timeline_step5.json")
     with pytest.raises(TraceFormatError, match="Chrome-trace timeline.*tensor names and sizes"):
         load_profile(timeline)
 
@@ -147,7 +147,7 @@ def test_a_step_that_ends_before_it_starts_is_named(tmp_path: Path) -> None:
 
 
 def test_a_meta_client_step_that_ends_before_it_starts_is_named(tmp_path: Path) -> None:
-    folder = shared_data("tf-native", "cnn_bw50")
+    folder = ps_async_data("tf-native", "cnn_bw50")
     lines = gzip.decompress((folder / "runmetadata.jsonl.gz").read_bytes()).decode().splitlines()[:2]
     (tmp_path / "runmetadata.jsonl").write_text("\n".join(lines) + "\n")
     meta = json.loads((folder / "meta.json").read_text())

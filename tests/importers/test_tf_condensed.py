@@ -1,4 +1,4 @@
-"""The condensed-dump importer against every real trace in ../shared/data/condensed.
+"""The condensed-dump importer against every real trace in tests/data/ps-async/condensed.
 
 Independent truths used here: the model sizes in each dump's own ``meta`` (parameter shapes,
 float32), the raw records themselves (read with plain ``json`` here, not with the importer),
@@ -15,19 +15,19 @@ import pytest
 
 from advisor.core.profile import Profile, Resource
 from advisor.importers.loader import load_profile
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 
 TRACES = [f"{cc}/{m}_bw{bw}" for cc in ("cubic", "bbr") for m in ("mlp", "cnn") for bw in (100, 50)]
 
 
 def _raw(name: str) -> dict:
-    return json.load(gzip.open(shared_data("condensed", f"{name}.json.gz")))
+    return json.load(gzip.open(ps_async_data("condensed", f"{name}.json.gz")))
 
 
 @pytest.fixture(scope="module", params=TRACES)
 def trace(request: pytest.FixtureRequest) -> tuple[str, dict, Profile]:
     raw = _raw(request.param)
-    profile = load_profile(shared_data("condensed", f"{request.param}.json.gz"))
+    profile = load_profile(ps_async_data("condensed", f"{request.param}.json.gz"))
     return request.param, raw, profile
 
 
@@ -114,7 +114,7 @@ def test_dependencies_do_not_depend_on_which_steps_are_read(trace: tuple[str, di
 
 def test_incomplete_steps_are_skipped_and_counted(trace: tuple[str, dict, Profile]) -> None:
     _, raw, profile = trace
-    # a step is incomplete when it lacks the PS-side RecvTensor records (README of shared/data)
+    # a step is incomplete when it lacks the PS-side RecvTensor records (README of tests/data/ps-async)
     def ps_recvs(step: dict) -> int:
         return sum(
             1 for d in step["devices"] if "/job:ps/" in d["device"] for n in d["nodes"] if n["name"] == "RecvTensor"
@@ -127,7 +127,7 @@ def test_incomplete_steps_are_skipped_and_counted(trace: tuple[str, dict, Profil
 
 def test_recorded_transfer_times_are_copied_exactly() -> None:
     raw = _raw("cubic/mlp_bw100")
-    profile = load_profile(shared_data("condensed", "cubic/mlp_bw100.json.gz"))
+    profile = load_profile(ps_async_data("condensed", "cubic/mlp_bw100.json.gz"))
     step = raw["steps"][7]
     timing = next(s for s in profile.steps if s.index == step["step"])
     for dev in step["devices"]:
@@ -140,8 +140,8 @@ def test_recorded_transfer_times_are_copied_exactly() -> None:
 
 
 def test_known_dependencies_of_the_mlp() -> None:
-    """Edges read off the MLP's partition graphs by hand (see shared/data README)."""
-    profile = load_profile(shared_data("condensed", "cubic/mlp_bw100.json.gz"))
+    """Edges read off the MLP's partition graphs by hand (see tests/data/ps-async/README.md)."""
+    profile = load_profile(ps_async_data("condensed", "cubic/mlp_bw100.json.gz"))
     deps = {op.name: set(op.deps) for op in profile.ops}
     # fc0/MatMul multiplies the input by fc0/W, which arrives through _Recv of edge_17
     assert "pull0:edge_17_fc0/MatMul/ReadVariableOp" in deps["worker:fc0/MatMul"]

@@ -1,4 +1,4 @@
-"""The RunMetadata readers (protobuf-JSON lines and binary) against real traces in ../shared/data.
+"""The RunMetadata readers (protobuf-JSON lines and binary) against real traces in tests/data/ps-async.
 
 Independent truths used here, all read with plain ``json``/``gzip``, never with the reader:
 - ``tf-native/<run>/trace_w0.json.gz`` is the condensed dump of the same run as that folder's
@@ -32,7 +32,7 @@ from advisor.errors import MissingTraceDataError, TraceFormatError, TraceImportE
 from advisor.importers._proto.tf_runmetadata_pb2 import RunMetadata
 from advisor.importers.tf_records import StepRecords, TraceRecords
 from advisor.importers.tf_runmetadata import read_runmetadata_jsonl, read_runmetadata_pb
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 
 NATIVE_RUNS = ("mlp_bw100", "mlp_bw50", "cnn_bw100", "cnn_bw50")
 PB_RUNS = [f"{cc}/{m}_bw{bw}" for cc in ("cubic", "bbr") for m in ("mlp", "cnn") for bw in (100, 50)]
@@ -101,7 +101,7 @@ def _graph_rows(trace: TraceRecords) -> list[tuple[Any, ...]]:
 
 @pytest.fixture(scope="module", params=NATIVE_RUNS)
 def native(request: pytest.FixtureRequest) -> tuple[Path, TraceRecords, dict[str, Any]]:
-    folder = shared_data("tf-native", request.param)
+    folder = ps_async_data("tf-native", request.param)
     trace = read_runmetadata_jsonl(folder / "runmetadata.jsonl.gz")
     return folder, trace, _load_json_gz(folder / "trace_w0.json.gz")
 
@@ -159,7 +159,7 @@ def test_jsonl_run_facts_match_the_run_arguments_and_variable_shapes(
 
 
 def test_jsonl_without_meta_numbers_steps_by_line(tmp_path: Path) -> None:
-    src = shared_data("tf-native", "mlp_bw100", "runmetadata.jsonl.gz")
+    src = ps_async_data("tf-native", "mlp_bw100", "runmetadata.jsonl.gz")
     lines = gzip.decompress(src.read_bytes()).decode().splitlines()[:5]
     path = tmp_path / "runmetadata.jsonl"
     path.write_text("\n".join(lines) + "\n")
@@ -176,7 +176,7 @@ def test_jsonl_without_meta_numbers_steps_by_line(tmp_path: Path) -> None:
 
 
 def test_jsonl_explicit_meta_and_client_steps_only_when_counts_match(tmp_path: Path) -> None:
-    folder = shared_data("tf-native", "cnn_bw50")
+    folder = ps_async_data("tf-native", "cnn_bw50")
     lines = gzip.decompress((folder / "runmetadata.jsonl.gz").read_bytes()).decode().splitlines()[:3]
     path = tmp_path / "steps.jsonl"
     path.write_text("\n".join(lines) + "\n")
@@ -200,8 +200,8 @@ def test_jsonl_explicit_meta_and_client_steps_only_when_counts_match(tmp_path: P
 @pytest.mark.parametrize("run", PB_RUNS)
 def test_pb_steps_equal_the_same_steps_of_the_condensed_dump(run: str) -> None:
     cc, name = run.split("/")
-    files = [shared_data("raw-pb", cc, f"{name}_step{k}.pb") for k in (5, 6)]
-    condensed = _load_json_gz(shared_data("condensed", cc, f"{name}.json.gz"))
+    files = [ps_async_data("raw-pb", cc, f"{name}_step{k}.pb") for k in (5, 6)]
+    condensed = _load_json_gz(ps_async_data("condensed", cc, f"{name}.json.gz"))
     trace = read_runmetadata_pb(files)
     assert [s.index for s in trace.steps] == [0, 1]  # positions in the list given
     for k, step in zip((5, 6), trace.steps, strict=True):
@@ -216,8 +216,8 @@ def test_pb_steps_equal_the_same_steps_of_the_condensed_dump(run: str) -> None:
 def test_pb_files_are_read_in_the_order_given_and_graphs_come_from_the_first_having_them(
     tmp_path: Path,
 ) -> None:
-    step5 = shared_data("raw-pb", "cubic", "mlp_bw100_step5.pb")
-    step6 = shared_data("raw-pb", "cubic", "mlp_bw100_step6.pb")
+    step5 = ps_async_data("raw-pb", "cubic", "mlp_bw100_step5.pb")
+    step6 = ps_async_data("raw-pb", "cubic", "mlp_bw100_step6.pb")
     bare = RunMetadata.FromString(step6.read_bytes())
     del bare.partition_graphs[:]
     (tmp_path / "bare6.pb").write_bytes(bare.SerializeToString())
@@ -231,7 +231,7 @@ def test_pb_files_are_read_in_the_order_given_and_graphs_come_from_the_first_hav
 def test_binary_and_json_lines_share_one_interpretation(tmp_path: Path) -> None:
     # The first protobuf-JSON line of a real run, re-encoded as binary with the minimal schema,
     # must decode to the very same records: the schema holds every field the JSON path reads.
-    src = shared_data("tf-native", "mlp_bw50", "runmetadata.jsonl.gz")
+    src = ps_async_data("tf-native", "mlp_bw50", "runmetadata.jsonl.gz")
     line = gzip.decompress(src.read_bytes()).decode().splitlines()[0]
     (tmp_path / "one.jsonl").write_text(line + "\n")
     message = json_format.Parse(line, RunMetadata(), ignore_unknown_fields=True)
@@ -246,12 +246,12 @@ def test_binary_and_json_lines_share_one_interpretation(tmp_path: Path) -> None:
 
 
 def _native_lines(run: str = "mlp_bw100") -> list[str]:
-    src = shared_data("tf-native", run, "runmetadata.jsonl.gz")
+    src = ps_async_data("tf-native", run, "runmetadata.jsonl.gz")
     return gzip.decompress(src.read_bytes()).decode().splitlines()
 
 
 def test_truncated_gzip_names_the_file(tmp_path: Path) -> None:
-    data = shared_data("tf-native", "mlp_bw100", "runmetadata.jsonl.gz").read_bytes()
+    data = ps_async_data("tf-native", "mlp_bw100", "runmetadata.jsonl.gz").read_bytes()
     path = tmp_path / "runmetadata.jsonl.gz"
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(TraceFormatError, match=r"runmetadata\.jsonl\.gz.*(truncated|corrupt|line)"):
@@ -340,7 +340,7 @@ def test_garbage_pb_is_a_format_error_naming_the_file(tmp_path: Path, data: byte
 
 
 def test_truncated_pb_is_a_format_error(tmp_path: Path) -> None:
-    data = shared_data("raw-pb", "cubic", "cnn_bw100_step5.pb").read_bytes()
+    data = ps_async_data("raw-pb", "cubic", "cnn_bw100_step5.pb").read_bytes()
     path = tmp_path / "half.pb"
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(TraceFormatError, match=r"half\.pb: not a binary RunMetadata"):
@@ -348,7 +348,7 @@ def test_truncated_pb_is_a_format_error(tmp_path: Path) -> None:
 
 
 def test_pb_without_partition_graphs_is_missing_data(tmp_path: Path) -> None:
-    message = RunMetadata.FromString(shared_data("raw-pb", "bbr", "mlp_bw50_step5.pb").read_bytes())
+    message = RunMetadata.FromString(ps_async_data("raw-pb", "bbr", "mlp_bw50_step5.pb").read_bytes())
     del message.partition_graphs[:]
     path = tmp_path / "nographs.pb"
     path.write_bytes(message.SerializeToString())
@@ -386,7 +386,7 @@ def test_any_json_line_gives_records_or_a_trace_error(doc: dict[str, Any]) -> No
 
 
 def test_mutated_pb_bytes_give_records_or_a_trace_error(tmp_path: Path) -> None:
-    data = bytearray(shared_data("raw-pb", "cubic", "mlp_bw50_step6.pb").read_bytes())
+    data = bytearray(ps_async_data("raw-pb", "cubic", "mlp_bw50_step6.pb").read_bytes())
     rng = random.Random(20240601)
     path = tmp_path / "mutated.pb"
     for _ in range(60):

@@ -13,17 +13,17 @@ from collections import Counter
 import pytest
 
 from advisor.importers.loader import load_profile
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 
 
 @pytest.mark.parametrize("run", ["mlp_bw100", "cnn_bw50"])
 @pytest.mark.parametrize("step", [10, 50, 90])
 def test_timeline_times_match_the_profile(run: str, step: int) -> None:
-    profile = load_profile(shared_data("tf-native", run))
+    profile = load_profile(ps_async_data("tf-native", run))
     timing = next((s for s in profile.steps if s.index == step), None)
     if timing is None:
         pytest.skip(f"step {step} was skipped as incomplete")
-    doc = json.loads(shared_data("tf-native", run, "timeline", f"step_{step}.json").read_text())
+    doc = json.loads(ps_async_data("tf-native", run, "timeline", f"step_{step}.json").read_text())
     events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
     procs = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"}
     named = {}

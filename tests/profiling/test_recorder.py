@@ -1,6 +1,6 @@
 """The recording logic without TensorFlow: warm-up, traced steps, meta, shipping, stopping.
 
-The strongest check replays a real run: fed the ``shared/data/tf-native/mlp_bw100`` steps'
+The strongest check replays a real run: fed the ``tests/data/ps-async/tf-native/mlp_bw100`` steps'
 ``RunMetadata`` dicts as snapshots and a clock that returns that run's recorded client times,
 the recorder must ship a bundle that imports to the very profile of that directory.
 """
@@ -23,7 +23,7 @@ from advisor.importers.trace_upload import read_trace_upload_bytes
 from advisor.profiling import ProfilingConfig, ProfilingConfigError, TaskInfo
 from advisor.profiling.recorder import RunFacts, TraceRecorder, VariableInfo, build_meta, resolve_batch_size
 from advisor.profiling.upload import RetryPolicy
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 from tests.profiling import Receiver, Reply
 
 FAST = RetryPolicy(attempts=3, first_delay_s=0.01, max_delay_s=0.02, total_s=5.0, timeout_s=2.0)
@@ -171,7 +171,7 @@ def test_no_usable_batch_size_fails_at_start_up(code: Any) -> None:
 
 
 def test_replaying_a_real_run_through_the_recorder_gives_its_profile(token: Path) -> None:
-    folder = shared_data("tf-native", "mlp_bw100")
+    folder = ps_async_data("tf-native", "mlp_bw100")
     lines = gzip.decompress((folder / "runmetadata.jsonl.gz").read_bytes()).decode().splitlines()
     docs = [json.loads(line) for line in lines if line.strip()]
     meta = json.loads((folder / "meta.json").read_text())

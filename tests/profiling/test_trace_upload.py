@@ -1,6 +1,6 @@
 """The upload bundle: built by the recorder's functions, read by the controller's importer.
 
-Independent truth: a ``shared/data/tf-native/<run>`` directory, read by the existing loader.
+Independent truth: a ``tests/data/ps-async/tf-native/<run>`` directory, read by the existing loader.
 A bundle made of that directory's ``runmetadata.jsonl.gz`` lines (decoded with plain ``json``)
 and its ``meta.json`` must give the same profile; only ``job.source`` differs, by design (it
 names the file the profile came from).
@@ -28,13 +28,13 @@ from advisor.importers.trace_upload import (
     read_trace_upload_bytes,
 )
 from advisor.profiling import build_bundle, encode_bundle, encode_steps
-from tests.conftest import shared_data
+from tests.conftest import ps_async_data
 
 NATIVE_RUNS = ("mlp_bw100", "mlp_bw50", "cnn_bw100", "cnn_bw50")
 
 
 def _native(run: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    folder = shared_data("tf-native", run)
+    folder = ps_async_data("tf-native", run)
     lines = gzip.decompress((folder / "runmetadata.jsonl.gz").read_bytes()).decode().splitlines()
     return [json.loads(line) for line in lines if line.strip()], json.loads((folder / "meta.json").read_text())
 
@@ -66,7 +66,7 @@ def test_bundle_of_a_native_run_gives_the_same_profile(run: str, tmp_path: Path)
     path = tmp_path / "upload.json.gz"
     path.write_bytes(body)
     from_file = load_profile(path)  # the loader recognises a bundle file by its format field
-    native = load_profile(shared_data("tf-native", run))
+    native = load_profile(ps_async_data("tf-native", run))
     assert _without_source(from_bytes) == _without_source(native)
     assert from_file == native.model_copy(update={"job": native.job.model_copy(update={"source": "upload.json.gz"})})
     assert len(native.steps) + native.job.skipped_steps == len(docs) == 100

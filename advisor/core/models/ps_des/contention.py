@@ -1,7 +1,7 @@
 """How workers contend for the parameter server's links: the product's default model.
 
 Li et al. (2020) share a link equally among the workers on it. Against the testbed in
-``shared/data`` that model erred by a median 11 % and up to 43 % (W = 1..8, two models, three
+``tests/data/ps-async`` that model erred by a median 11 % and up to 43 % (W = 1..8, two models, three
 network regimes), mostly because it lets simulated workers settle into arrangements the real
 ones never hold: compute-bound workers spread evenly and never collide, transfer-bound ones
 stay in lockstep. Three rules on top of it (``NetworkModel``; ``simulator/reference.py``
