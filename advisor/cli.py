@@ -16,7 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from advisor import dts_cli, fit_cli, jit_cache, opdb_cli, store_cli
+from advisor import allocate_cli, dts_cli, fit_cli, jit_cache, opdb_cli, store_cli
 from advisor.cli_args import SEED, ArgumentParser, argument_type, check_output, int_at_least, writing
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, ModelChoice, Overhead, advise, model_inputs
 from advisor.core.bandwidth import resolve_bandwidth
@@ -121,6 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     store_cli.add_parser(commands)
     dts_cli.add_parser(commands)
     opdb_cli.add_parser(commands)
+    allocate_cli.add_parser(commands)
 
     controller = commands.add_parser("controller", help="run the Kubernetes controller (see docs/controller.md)")
     controller.add_argument("--config", type=Path, help="settings YAML file (default: $ADVISOR_CONFIG_FILE)")
