@@ -55,6 +55,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import lru_cache
 
 from advisor.core.cost import SECONDS_PER_HOUR, Constraints, CostError, Prices, cost_optimal
 from advisor.errors import AdvisorError
@@ -203,18 +204,20 @@ def own_optimum(job: JobDemand) -> int:
         raise CostError(f"the curve ends at W = {job.curve[-1].workers}, below min_workers {job.min_workers}")
     constraints = Constraints(job.max_workers, job.examples, job.deadline_hours)
     try:
-        return _optimum(pts, job, constraints)
+        return _optimum(tuple(pts), job.prices, job.parameter_servers, constraints, job.confidence)
     except CostError:
         if job.deadline_hours is None:
             raise
-        return _optimum(pts, job, Constraints(job.max_workers, job.examples))
+        return _optimum(tuple(pts), job.prices, job.parameter_servers, Constraints(job.max_workers, job.examples),
+                        job.confidence)
 
 
-def _optimum(pts: Sequence[CurvePoint], job: JobDemand, constraints: Constraints) -> int:
-    return cost_optimal([p.workers for p in pts], [p.throughput for p in pts], job.prices,
-                        parameter_servers=job.parameter_servers, constraints=constraints,
-                        lows=[p.low for p in pts], highs=[p.high for p in pts],
-                        confidence=job.confidence).workers
+@lru_cache(maxsize=4096)  # a reallocation asks again for every job it already saw
+def _optimum(pts: tuple[CurvePoint, ...], prices: Prices, parameter_servers: int, constraints: Constraints,
+             confidence: float) -> int:
+    return cost_optimal([p.workers for p in pts], [p.throughput for p in pts], prices,
+                        parameter_servers=parameter_servers, constraints=constraints,
+                        lows=[p.low for p in pts], highs=[p.high for p in pts], confidence=confidence).workers
 
 
 def deadline_floor(job: JobDemand) -> int | None:
