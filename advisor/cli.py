@@ -17,7 +17,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from advisor import cli_output, dts_cli, fit_cli, jit_cache, opdb_cli, store_cli
+from advisor import allocate_cli, cli_output, dts_cli, fit_cli, jit_cache, opdb_cli, store_cli
 from advisor.cli_args import (
     NORMAL, SEED, ArgumentParser, UsageError, argument_type, check_output, int_at_least, output_options, verbosity,
     writing,
@@ -124,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     store_cli.add_parser(commands)
     dts_cli.add_parser(commands)
     opdb_cli.add_parser(commands)
+    allocate_cli.add_parser(commands)
 
     controller = commands.add_parser("controller", help="run the Kubernetes controller (see docs/controller.md)")
     controller.add_argument("--config", type=Path, help="settings YAML file (default: $ADVISOR_CONFIG_FILE)")

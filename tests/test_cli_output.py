@@ -30,8 +30,8 @@ import pytest
 from advisor import cli_output
 from advisor.cli import _parser, main
 from advisor.cli_args import NORMAL, QUIET, VERBOSE, verbosity
-from advisor.controller.prediction_job import TOKEN_ENV
-from advisor.controller.store import Store
+from advisor.controller.pipeline.prediction_job import TOKEN_ENV
+from advisor.controller.state.store import Store
 from advisor.importers.loader import BUNDLED_EXAMPLE, load_profile
 from advisor.importers.profile_file import profile_to_json
 

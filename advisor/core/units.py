@@ -1,4 +1,5 @@
-"""Bandwidths and durations as people write them ("10Gbit/s", "100 Mbps", "1.5e9", "20ms")."""
+"""Bandwidths, durations and Kubernetes resource quantities as people write them ("10Gbit/s",
+"100 Mbps", "1.5e9", "20ms", "500m", "4Gi")."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ _BANDWIDTH = re.compile(
 _PREFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 _DURATION = re.compile(r"^\s*(?P<num>[+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*(?P<unit>us|ms|s|)\s*$")
 _SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "": 1.0}
+_QUANTITY = re.compile(r"^\s*(?P<num>[+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)(?P<suffix>m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|)\s*$")
+_QUANTITY_SCALE = {"": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+                   "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
 
 
 class UnitError(AdvisorError, ValueError):
@@ -53,3 +57,17 @@ def parse_duration(text: str) -> float:
     if value < 0:
         raise UnitError(f"duration must be >= 0, got {text!r}")
     return value or 0.0  # not -0.0
+
+
+def parse_quantity(text: str | float) -> float:
+    """A Kubernetes resource quantity as a number: "500m" -> 0.5 (cpu), "4Gi" -> 4 x 2^30 (bytes), 2 -> 2."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        m = _QUANTITY.match(str(text))
+        if not m:
+            raise UnitError(f"cannot read the resource quantity {text!r}; write e.g. 500m, 2, 4Gi")
+        value = float(m["num"]) * _QUANTITY_SCALE[m["suffix"]]
+    if not (math.isfinite(value) and value >= 0):
+        raise UnitError(f"a resource quantity must be >= 0, got {text!r}")
+    return value
