@@ -108,6 +108,9 @@ class Outlook:
     # derived settings worth reporting (JSON-able); "batch_size": examples per worker step, for
     # models that read no profile
     details: Mapping[str, Any] = field(default_factory=dict)
+    # parameters as the model used them where the inputs decided (e.g. a cap left unset that the
+    # profile's own layout replaced): reported in place of the values given (JSON-able)
+    params: Mapping[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable
