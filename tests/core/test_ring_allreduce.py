@@ -75,7 +75,7 @@ def _inputs(profile: Profile, **kwargs: Any) -> ModelInputs:
 
 
 def _mean_step_s(samples: Samples) -> float:
-    """Seconds per synchronous step: the first worker to finish ``steps`` steps took until_s."""
+    """Seconds per synchronous step: the last worker to finish ``steps`` steps took until_s."""
     return samples.until_s / samples.steps
 
 
@@ -366,6 +366,26 @@ def test_real_traces_smoke(name: str) -> None:
     assert single == pytest.approx(own_rate, rel=0.03)
     _invariants(profile, inputs, RING, RingParams(), [2, 4, 8])
     _invariants(profile, inputs, HIERARCHICAL, HierarchicalParams(gpus_per_node=4), [2, 4, 8])
+
+
+# --- where the samples end ----------------------------------------------------------------------
+
+def test_the_samples_end_when_every_worker_has_ended_the_step() -> None:
+    """Workers at speeds 1, 0.98, 0.96 end each step at different moments (the update, 0.1 ms
+    at speed 1, runs after the common all-reduce at each worker's speed). The samples hold all
+    W x N step ends, and end at the slowest worker's N-th; the window of curve.py then counts
+    every timed step: W x N x batch over the span is the rate of W workers at one step time."""
+    inputs = _inputs(_backprop(), worker_speeds=(1.0, 0.98, 0.96))
+    seen = RING.start(inputs, RingParams(latency_s=LAT), 3, seed=0).advance(40)
+    last = [float(e[-1]) for e in seen.step_ends_s]
+    assert [len(e) for e in seen.step_ends_s] == [40, 40, 40] and seen.until_s == max(last) > min(last)
+    from advisor.core.curve import CurveSettings, run_point
+
+    point = run_point(RING.start(inputs, RingParams(latency_s=LAT), 3, seed=0), 3,
+                      CurveSettings(workers=(3,), steps=40, warmup_steps=10))
+    ends = np.array([e for e in seen.step_ends_s])
+    step_s = (ends[2, -1] - ends[2, 9]) / 30  # the slowest worker's own step time
+    assert point.throughput == pytest.approx(3 * 8 / step_s, rel=1e-9)
 
 
 # --- which bucket layout a prediction replays, and what it reports ----------------------------
