@@ -33,7 +33,7 @@ from advisor.core.models import registry
 from advisor.core.models.protocol import DEVICE_DB, Need
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError, StreamOrder
-from advisor.core.summary import ProfileSummary, summarize
+from advisor.core.summary import AllReduceSummary, ProfileSummary, summarize, summarize_allreduce
 from advisor.core.units import format_bandwidth, parse_bandwidth, parse_duration
 from advisor.errors import AdvisorError, EngineCacheWarning, ModelInputError
 from advisor.importers.loader import BUNDLED_EXAMPLE, load_profile
@@ -400,11 +400,18 @@ def _load(args: argparse.Namespace) -> Profile:
 
 def _inspect(args: argparse.Namespace) -> int:
     profile = _load(args)
-    summary = summarize(profile)
-    if args.json:
-        print(json.dumps({"job": profile.job.model_dump(mode="json"), "summary": asdict(summary)}, indent=2))
+    if profile.job.kind.allreduce:  # no parameter server and no timed transfers: told in its own terms
+        reduced = summarize_allreduce(profile)
+        summary: dict[str, Any] = asdict(reduced)
+        text = render_allreduce_summary(profile, reduced)
     else:
-        print(render_summary(profile, summary))
+        plain = summarize(profile)
+        summary = asdict(plain)
+        text = render_summary(profile, plain)
+    if args.json:
+        print(json.dumps({"job": profile.job.model_dump(mode="json"), "summary": summary}, indent=2))
+    else:
+        print(text)
     return 0
 
 
@@ -675,6 +682,34 @@ def render_summary(profile: Profile, s: ProfileSummary) -> str:
     parts = ", ".join(f"{r} {_ms(v)}" for r, v in cp.by_resource_us.items())
     lines.append(f"critical path {_ms(cp.length_us)} through {len(cp.ops)} ops ({parts})")
     lines.append(f"              {cp.ops[0]} -> ... -> {cp.ops[-1]}" if cp.ops else "")
+    return "\n".join(lines)
+
+
+def render_allreduce_summary(profile: Profile, s: AllReduceSummary) -> str:
+    """``advisor profile inspect`` of an all-reduce profile: what the ring model replays."""
+    job = profile.job
+    link = (f"{format_bandwidth(s.link_bps)} each way, recorded ({s.link_source or 'source not said'})"
+            if s.link_bps else "not recorded: give --bandwidth RATE to predict")
+    if s.buckets is None:
+        buckets = "not recorded: the model groups the gradients by bucket_mb (default 25 MiB)"
+    else:
+        shown = ", ".join(f"{b:,d}" for b in s.buckets[:8]) + (f" and {len(s.buckets) - 8} more" if len(s.buckets) > 8
+                                                               else "")
+        buckets = f"{len(s.buckets)}, as the framework laid them out, in reduce order: {shown} B"
+    lines = [
+        f"profile      {job.model or '?'} (source: {job.source or '?'})",
+        f"kind         {s.kind}: {s.framework}, synchronous all-reduce (no parameter servers)",
+        f"batch size   {job.batch_size} examples/step per worker",
+        f"link         {link}",
+        f"gradients    {s.gradients} tensors, {s.gradient_bytes:,d} B per step",
+        f"buckets      {buckets}",
+        f"steps        {s.steps} used, {s.skipped_steps} skipped as incomplete",
+    ]
+    for phase, spread in s.phases_us.items():
+        lines.append(f"{phase:<12} {_ms(spread.mean)} mean, {_ms(spread.median)} median per step")
+    what = "client wall" if s.step_is_wall else "recorded span"
+    lines.append(f"step time    {what} {_ms(s.step_us.median)} median (p10 {_ms(s.step_us.p10)}, "
+                 f"p90 {_ms(s.step_us.p90)}), {_ms(s.step_us.mean)} mean")
     return "\n".join(lines)
 
 

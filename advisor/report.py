@@ -15,6 +15,7 @@ from advisor.core.profile import Profile
 from advisor.core.units import format_bandwidth
 
 SCHEMA = "advisor-prediction/1"
+MIB = 1024 * 1024
 
 
 def advice_to_json(profile: Profile | None, request: AdviceRequest, advice: Advice, *,
@@ -39,6 +40,9 @@ def advice_to_json(profile: Profile | None, request: AdviceRequest, advice: Advi
         "network": {
             "bandwidth_bps": net.bandwidth_bps if net else None,
             "bandwidth_source": bandwidth_source if net else None,
+            # where the profile's own rate came from, when that is the rate used
+            "recorded_bandwidth_source": job.recorded_bandwidth_source if net and job and bandwidth_source == "recorded"
+            else None,
             "win_bytes": net.win_bytes if net else None,
             "order": net.order.value if net else None,
             "contention": advice.details.get("contention"),
@@ -150,8 +154,20 @@ def advice_table(profile: Profile | None, request: AdviceRequest, advice: Advice
             shown = ", ".join(per_ps[ps][:4]) + (f" and {len(per_ps[ps]) - 4} more" if len(per_ps[ps]) > 4 else "")
             size = f", {moved[ps]:,d} B per step" if ps < len(moved) else ""
             rows.append(f"  ps{ps}: {len(per_ps[ps])} variable(s){size}: {shown}")
+    buckets = advice.details.get("buckets")
+    if buckets:
+        rows.append(bucket_line(buckets))
     rows += [f"note: {n}" for n in advice.notes]
     return "\n".join(rows)
+
+
+def bucket_line(buckets: Mapping[str, Any]) -> str:
+    """Which gradient buckets an all-reduce prediction replayed (``model_details.buckets``)."""
+    sizes = [b / MIB for b in buckets["bytes"]]
+    shown = ", ".join(f"{s:.2f}" for s in sizes[:8]) + (f" and {len(sizes) - 8} more" if len(sizes) > 8 else "")
+    how = ("as the framework laid them out (recorded with the profile)" if buckets["source"] == "recorded"
+           else f"grouped by the model at bucket_mb = {buckets['bucket_mb']:g} MiB")
+    return f"buckets: {buckets['count']}, {how}; MiB in reduce order: {shown}"
 
 
 def _expected(expected: float | None, point: float) -> str:

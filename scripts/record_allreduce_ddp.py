@@ -33,13 +33,15 @@ Run as root with a Python that has torch and advisor (a venv: never the main one
     /tmp/torchvenv/bin/python scripts/record_allreduce_ddp.py --config ddp-comm --repeats 2
 
 Each writes ``tests/data/allreduce/<config>/``: ``profile.json.gz`` (the bundle the hook uploaded
-from a one-worker run), ``measured.json`` (examples/s at W = 1..4) and ``README.md``. The
-namespaces are deleted when a run ends, also on failure.
+from a one-worker run), ``measured.json`` (examples/s at W = 1..4, each worker's timed steps over
+its own span, summed: ``advisor.profiling.step_logs``), ``step_logs.json.gz`` (every run's step
+ends) and ``README.md``. The namespaces are deleted when a run ends, also on failure.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -54,12 +56,15 @@ from pathlib import Path
 
 import netns_testbed as testbed  # scripts/netns_testbed.py, beside this script
 
+from advisor.profiling.step_logs import synchronous_throughput
+
 PREFIX = "ddp"
 SUBNET = "10.217.17"
 PORT = 29517
 REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "tests" / "data" / "allreduce"
 MIB = 1024 * 1024
+STEP_LOGS = "step_logs.json.gz"  # each measured run's step ends, per W, repeat and worker
 
 
 @dataclass(frozen=True)
@@ -201,19 +206,6 @@ def run_probe_task(args: argparse.Namespace) -> None:
     dist.destroy_process_group()
 
 
-def throughput_window(logs: Sequence[Sequence[tuple[float, float]]], batch: int, skip: int) -> tuple[float, int]:
-    """Examples/s summed over workers in the window where all run (as tests/data/ps-async's
-    ``thr_window``): from the latest end of a worker's ``skip``-th step to the earliest end of a
-    worker's last step; each worker's steps that end inside it, times the batch, over its
-    length. Also the steps per worker in the window."""
-    start = max(log[skip - 1][1] for log in logs)
-    end = min(log[-1][1] for log in logs)
-    if end <= start:
-        raise SystemExit("no window where all workers run: train more steps")
-    done = sum(1 for log in logs for (_, e) in log if start < e <= end)
-    return done * batch / (end - start), done // len(logs)
-
-
 # ---------------------------------------------------------------- orchestration
 
 
@@ -250,14 +242,29 @@ def run(args: argparse.Namespace, workers: int, out: Path, *, profile: bool, ste
     shutil.rmtree(logs, ignore_errors=True)
 
 
-def measure(args: argparse.Namespace, workers: int, scratch: Path) -> tuple[float, int]:
+def measure(args: argparse.Namespace, workers: int, scratch: Path) -> tuple[float, int, list[list[float]]]:
+    """One run's examples/s (``advisor.profiling.step_logs``: each worker's timed steps over its
+    own span, summed), the timed steps per worker, and each worker's step ends (s)."""
     run(args, workers, scratch, profile=False, steps=args.measure_steps)
-    logs = []
+    ends = []
     for k in range(workers):
         part = scratch.with_name(f"{scratch.name}.w{k}")
-        logs.append([tuple(x) for x in json.loads(part.read_text())])
+        ends.append([end for _, end in json.loads(part.read_text())])
         part.unlink()
-    return throughput_window(logs, CONFIGS[args.config].batch, args.warmup)
+    rate = synchronous_throughput(ends, CONFIGS[args.config].batch, args.warmup)
+    return rate, len(ends[0]) - args.warmup, ends
+
+
+def read_step_logs(folder: Path) -> dict[str, list[list[list[float]]]]:
+    """``step_logs.json.gz``'s runs: W -> per repeat, per worker, its step ends (s); {} without one."""
+    path = folder / STEP_LOGS
+    return dict(json.loads(gzip.decompress(path.read_bytes()))["runs"]) if path.is_file() else {}
+
+
+def write_step_logs(folder: Path, batch: int, warmup: int, runs: dict[str, list[list[list[float]]]]) -> None:
+    """Every measured run's step ends beside measured.json, so that its figures can be recomputed."""
+    doc = {"batch_size": batch, "warmup_steps": warmup, "runs": dict(sorted(runs.items(), key=lambda kv: int(kv[0])))}
+    (folder / STEP_LOGS).write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), mtime=0))
 
 
 def describe(name: str, cfg: Config, args: argparse.Namespace) -> str:
@@ -269,9 +276,11 @@ def describe(name: str, cfg: Config, args: argparse.Namespace) -> str:
             f"{cfg.forward_s * 1e3:g} ms in forward and {cfg.backward_s * 1e3:g} ms in backward and owning a "
             f"float32 parameter of {', '.join(f'{m:g}' for m in cfg.layers_mib)} MiB "
             f"({sum(cfg.layers_mib):g} MiB of gradients), DDP defaults (25 MiB buckets, 1 MiB first bucket), "
-            f"SGD, batch {cfg.batch} per worker. examples_per_s: examples summed over workers per second in the "
-            f"window where all workers run, after {args.warmup} warm-up steps, {args.measure_steps} steps per "
-            f"worker; median of the repeats, spread = [min, max]. profile.json.gz: the bundle "
+            f"SGD, batch {cfg.batch} per worker. examples_per_s: the sum over workers of each one's examples per "
+            f"second over its own steps after {args.warmup} warm-up steps (its {args.measure_steps + 1} timed steps "
+            f"over its time from the end of its warm-up to the end of its last step: advisor.profiling.step_logs); "
+            f"median of the repeats, spread = [min, max]; step_logs.json.gz holds each run's step ends. "
+            f"profile.json.gz: the bundle "
             f"advisor.profiling.torch uploaded from a one-worker run of the same program "
             f"({args.warmup} warm-up steps, {args.profile_steps} traced). Recorded with "
             f"scripts/record_allreduce_ddp.py --config {name}.")
@@ -308,11 +317,14 @@ def record(args: argparse.Namespace) -> None:
     old = folder / "measured.json"
     if args.merge and old.is_file():  # keep the points of the worker counts not measured now
         points = [p for p in json.loads(old.read_text())["points"] if p["workers"] not in args.workers]
+    logs = read_step_logs(folder) if args.merge else {}
     for workers in args.workers:
         rates, steps = [], 0
+        logs[str(workers)] = []
         for rep in range(args.repeats):
-            rate, steps = measure(args, workers, scratch)
+            rate, steps, ends = measure(args, workers, scratch)
             rates.append(rate)
+            logs[str(workers)].append([[round(t, 6) for t in e] for e in ends])
             print(f"{args.config} W={workers} repeat {rep}: {rate:.2f} examples/s ({steps} steps)", flush=True)
         points.append({"workers": workers, "examples_per_s": round(statistics.median(rates), 3), "steps": steps,
                        "repeats": len(rates), "spread": [round(min(rates), 3), round(max(rates), 3)]})
@@ -320,6 +332,7 @@ def record(args: argparse.Namespace) -> None:
     measured = {"kind": "pytorch-ddp", "bandwidth_bps": cfg.mbit * 1e6, "delay_ms": cfg.delay_ms,
                 "batch_size": cfg.batch, "how": describe(args.config, cfg, args), "points": points}
     (folder / "measured.json").write_text(json.dumps(measured, indent=1) + "\n")
+    write_step_logs(folder, cfg.batch, args.warmup, logs)
     (folder / "README.md").write_text(readme(args.config, cfg, measured))
     print(json.dumps(points), flush=True)
 

@@ -20,14 +20,16 @@ Run as root with the TensorFlow venv (never the main Python):
     /tmp/tfvenv/bin/python scripts/record_allreduce_mwms.py --mbit 50 --config mwms-mlp4m-bw50
 
 writes ``tests/data/allreduce/<config>/profile.json.gz`` (the bundle the callback uploads, from a
-one-worker run in the same testbed) and ``measured.json`` (examples/s per W, repeats and their
-spread). ``--only profile`` / ``--only measure`` does one half. Namespaces are deleted at the
+one-worker run in the same testbed), ``measured.json`` (examples/s per W, each worker's steps over
+its own span, summed: ``advisor.profiling.step_logs``; repeats and their spread) and
+``step_logs.json.gz`` (each run's step ends). ``--only profile`` / ``--only measure`` does one half. Namespaces are deleted at the
 end, also on failure.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -41,11 +43,14 @@ from pathlib import Path
 
 import netns_testbed as testbed  # scripts/netns_testbed.py, beside this script
 
+from advisor.profiling.step_logs import synchronous_throughput
+
 PREFIX = os.environ.get("MWMS_NS_PREFIX", "mwms")  # another prefix (mwmsd) lets a diagnostic run beside a sweep
 SUBNET = os.environ.get("MWMS_SUBNET", "10.213.79")
 PORT = 2223
 QUEUE_MS = 20  # tbf queue: shallow, as a switch port (a 100 ms queue inflates the RTT of the ring's two-way flows)
 REPO = Path(__file__).resolve().parent.parent
+STEP_LOGS = "step_logs.json.gz"  # each measured run's step ends, per W, run and worker
 MODELS = {
     # widths (input to classes), batch per worker, sleep per layer forward, backward (s)
     # parameters: 256x1024+1024 + 1024x512+512 + 512x512+512 + 512x10+10 = 1,055,754 float32 = 4,223,016 bytes
@@ -200,14 +205,6 @@ def _diagnose(logdir: Path, begins: Sequence[int], out: Path) -> None:
     out.write_text(json.dumps(steps, indent=1))
 
 
-def examples_per_s(ends: Sequence[Sequence[float]], batch: int, skip: int) -> float:
-    """Examples/s of all workers: synchronous steps, so W x batch per step over worker 0's
-    step period between its ``skip``-th step end and its last (the workers move in lockstep)."""
-    log = ends[0]
-    steps = len(log) - skip
-    return len(ends) * batch * steps / (log[-1] - log[skip - 1])
-
-
 # ---------------------------------------------------------------- orchestration
 
 
@@ -245,6 +242,8 @@ def measure(args: argparse.Namespace, folder: Path) -> None:
     path = folder / "measured.json"
     old = json.loads(path.read_text()) if path.exists() else {}
     runs: dict[int, list[float]] = {int(k): v for k, v in old.get("runs", {}).items()}
+    logs_path = folder / STEP_LOGS
+    logs = json.loads(gzip.decompress(logs_path.read_bytes()))["runs"] if logs_path.is_file() else {}
     for _ in range(args.repeats):
         for workers in args.workers:
             scratch = folder / "run"
@@ -261,10 +260,13 @@ def measure(args: argparse.Namespace, folder: Path) -> None:
                 part = scratch.with_name(f"run.w{k}")
                 ends.append(json.loads(part.read_text()))
                 part.unlink()
-            rate = examples_per_s(ends, batch, args.skip)
+            rate = synchronous_throughput(ends, batch, args.skip)
             runs.setdefault(workers, []).append(rate)
+            logs.setdefault(str(workers), []).append([[round(t, 6) for t in e] for e in ends])
             print(f"W={workers}: {rate:.1f} examples/s", flush=True)
             _write_measured(args, path, runs)
+            doc = {"batch_size": batch, "warmup_steps": args.skip, "runs": logs}
+            logs_path.write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), mtime=0))
 
 
 def _write_measured(args: argparse.Namespace, path: Path, runs: dict[int, list[float]]) -> None:
@@ -275,9 +277,11 @@ def _write_measured(args: argparse.Namespace, path: Path, runs: dict[int, list[f
            f"(burst {testbed.BURST}, queue {QUEUE_MS} ms, TCP cubic). Model: dense {'-'.join(map(str, widths))} "
            f"({args.model}, 4,223,016 gradient bytes per step in one all-reduce pack, TF's default bytes_per_pack=0) "
            f"with emulated accelerator compute: a {fwd_s * 1e3:g} ms sleep after every layer forward and "
-           f"{bwd_s * 1e3:g} ms backward (tf.numpy_function), batch {batch} per worker. examples/s = W x batch x "
-           f"steps / (worker 0's time from the end of step {args.skip} to the end of its last step); "
-           f"each repeat is a fresh run; spread is [min, max] over repeats; the value is their median.")
+           f"{bwd_s * 1e3:g} ms backward (tf.numpy_function), batch {batch} per worker. examples/s = the sum over "
+           f"workers of batch x steps / (that worker's time from the end of step {args.skip} to the end of its last "
+           f"step): advisor.profiling.step_logs; for workers in lockstep, W x one worker's rate. "
+           f"Each repeat is a fresh run; spread is [min, max] over repeats; the value is their median; "
+           f"{STEP_LOGS} holds the step ends of the runs that kept them.")
     points = []
     for workers in sorted(runs):
         rates = runs[workers]

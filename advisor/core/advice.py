@@ -117,7 +117,7 @@ class Advice:
     parameter_servers: int
     batch_size: int
     notes: tuple[str, ...] = field(default=())
-    params: Mapping[str, Any] = field(default_factory=dict)  # the model's parameters, validated
+    params: Mapping[str, Any] = field(default_factory=dict)  # the model's parameters as used (Outlook.params)
     details: Mapping[str, Any] = field(default_factory=dict)  # what the model derived from them (Outlook.details)
     model_error: ModelError | None = None  # the error data that widened the intervals (None: not widened)
 
@@ -175,7 +175,7 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
         parameter_servers=ps,
         batch_size=batch,
         notes=notes,
-        params=params.model_dump(mode="json"),
+        params={**params.model_dump(mode="json"), **outlook.params},
         details=outlook.details,
         model_error=error if widened else None,
     )

@@ -19,6 +19,10 @@ When the transfers are small next to the overhead (a fast network, a small model
 hardly changes with R: the rate is then not measurable from this trace and
 ``BandwidthNotMeasurable`` says so (the error at twice and at half the estimate must both be
 worse by ``MIN_CONTRAST``), rather than returning a number nobody should trust.
+
+A trace whose transfers carry no network times (``ProgramKind.transfers_timed``: the one worker
+of an all-reduce trace reduces with nobody) has nothing to measure: ``LinkRateMissing`` then says
+that the rate must be given, and where (``link_rate_missing``).
 """
 
 from __future__ import annotations
@@ -44,6 +48,22 @@ class BandwidthNotMeasurable(CalibrationError):
     """The profile's transfer times do not pin the link rate down (see the module docstring)."""
 
 
+class LinkRateMissing(BandwidthNotMeasurable):
+    """The profile's transfers carry no network times (an all-reduce trace), and a rate is wanted."""
+
+
+def link_rate_missing(profile: Profile) -> LinkRateMissing:
+    """What to say when a rate would be measured from a profile whose transfers are not timed: what
+    is missing, why it cannot be measured, and the flag and the controller setting that give it."""
+    kind = profile.job.kind.value
+    missing = ("the profile records no link rate, and " if profile.job.recorded_bandwidth_bps is None else "")
+    return LinkRateMissing(
+        f"{missing}a {kind} (all-reduce) profile has no transfers to measure the link rate from (its one "
+        "worker reduced with nobody): give the rate of each worker's link with --bandwidth RATE (e.g. "
+        "--bandwidth 10Gbit/s); the controller takes its 'bandwidth' setting (Helm config.bandwidth), which "
+        "its profiling runs also record in the profile")
+
+
 @dataclass(frozen=True, slots=True)
 class BandwidthEstimate:
     bps: float  # the link capacity (what --bandwidth means): flow_bps / goodput
@@ -59,6 +79,8 @@ def estimate_bandwidth(profile: Profile, goodput: float = DEFAULT_GOODPUT) -> Ba
     """The PS link capacity that, at ``goodput``, best explains the profile's transfer end times."""
     if not 0 < goodput <= 1:
         raise ValueError(f"goodput must be in (0, 1], got {goodput}")
+    if not profile.job.kind.transfers_timed:
+        raise link_rate_missing(profile)
     groups = link_groups(profile)
     sizes = np.array([b for _, nbytes, _ in groups for b in nbytes], dtype=float)
     recorded = np.array([e for _, _, ends in groups for e in ends], dtype=float)

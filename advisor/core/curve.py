@@ -3,7 +3,8 @@
 This module knows only the model protocol (``core/models/protocol.py``): a model's ``Run`` is
 continued (``advance``) until the interval is narrow enough, and the same code serves every
 model. Throughput is a time average over the window in which every worker is past its warm-up
-and none has finished the step count yet. Its confidence interval comes from **batch means**:
+and the samples last (``Samples.until_s``: until the first worker finishes the step count, or, for
+a synchronous model, until every worker has ended that step). Its confidence interval comes from **batch means**:
 the window is cut into ``batches`` equal slices, the throughput of each slice (measured on the
 workers' progress, see ``batch_means``) is one observation, and the interval is the Student-t
 interval of their mean. With ``target_rel_halfwidth`` set, a point is first run to

@@ -95,7 +95,8 @@ def retime_transfers(profile: Profile, bandwidth_bps: float, *, efficiency: floa
     for step in profile.steps:
         durs = tuple(d if t is None else t for d, t in zip(step.duration_us, new_time))
         steps.append(step.model_copy(update={"duration_us": durs, "start_us": _earliest_starts(profile, durs)}))
-    job: JobInfo = profile.job.model_copy(update={"recorded_bandwidth_bps": bandwidth_bps})
+    job: JobInfo = profile.job.model_copy(update={"recorded_bandwidth_bps": bandwidth_bps,
+                                                  "recorded_bandwidth_source": None})
     return build_profile(job=job, ops=profile.ops, steps=tuple(steps))
 
 

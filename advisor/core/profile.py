@@ -54,6 +54,22 @@ class ProgramKind(StrEnum):
         """Synchronous data parallelism with all-reduce (no parameter servers)."""
         return self is not ProgramKind.TF_PS
 
+    @property
+    def transfers_timed(self) -> bool:
+        """Whether the trace's transfers carry the times the network gave them, so that the link
+        rate can be measured from them: a PS trace's pulls and pushes do; the one worker of an
+        all-reduce trace reduces with nobody, so its gradients take no time on any link."""
+        return not self.allreduce
+
+
+# The ops of an all-reduce profile as the bundle importer (advisor.importers.allreduce_upload)
+# names them, so that a summary can read its phases back (docs/profile-format.md).
+FORWARD_OP: Final = "forward"
+BACKWARD_PREFIX: Final = "backward/"  # backward/NNNN segments cut where gradients become ready, backward/tail
+GRADIENT_PREFIX: Final = "gradient/"  # one uplink transfer per gradient, gradient/<parameter>
+OPTIMIZER_OP: Final = "optimizer"
+OTHER_OP: Final = "other"  # the rest of the loop's step, e.g. data loading
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -128,7 +144,12 @@ class JobInfo(_Frozen):
     batch_size: int = Field(gt=0, description="examples per step per worker")
     parameter_servers: int = Field(default=1, ge=1)
     recorded_bandwidth_bps: float | None = Field(
-        default=None, gt=0, description="capacity of the PS link each way when the trace was recorded"
+        default=None, gt=0, description="capacity of the worker's link each way when the trace was recorded "
+        "(the PS link of a PS trace)"
+    )
+    recorded_bandwidth_source: str | None = Field(
+        default=None, min_length=1, description="where recorded_bandwidth_bps came from, e.g. controller-setting, "
+        "interface-speed (advisor.profiling.link); None: not said"
     )
     source: str | None = Field(default=None, description="where the profile came from, for people")
     skipped_steps: int = Field(default=0, ge=0, description="recorded steps dropped as incomplete")
@@ -168,6 +189,9 @@ class Profile(_Frozen):
                 )
         if not any(op.resource.is_transfer for op in self.ops):
             raise ValueError("the profile has no transfers: nothing to share between workers")
+        if self.job.recorded_bandwidth_source is not None and self.job.recorded_bandwidth_bps is None:
+            raise ValueError("job.recorded_bandwidth_source says where job.recorded_bandwidth_bps came from, "
+                             "but the profile records no recorded_bandwidth_bps")
         if self.job.kind.allreduce:
             self._check_allreduce()
         elif self.job.buckets is not None:

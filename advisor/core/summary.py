@@ -1,8 +1,12 @@
 """What a profile says at a glance: the figures ``advisor profile inspect`` prints.
 
-Per step: how many operations on each resource, bytes each way per parameter server,
-compute time on the worker and the PS, and the critical path of the step graph under the
-mean recorded durations (the step time if only dependencies, not resources, held it back).
+For a parameter-server trace, per step: how many operations on each resource, bytes each way
+per parameter server, compute time on the worker and the PS, and the critical path of the step
+graph under the mean recorded durations (the step time if only dependencies, not resources,
+held it back). An all-reduce trace has no parameter server and no timed transfers, so it is
+told in its own terms (``summarize_allreduce``): the program's kind, its gradients and how the
+framework bucketed them, the link rate recorded with it, and per step the time of forward,
+backward, the optimizer and the rest of the loop.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from advisor.core.profile import Profile, Resource
+from advisor.core.profile import (
+    BACKWARD_PREFIX, FORWARD_OP, OPTIMIZER_OP, Profile, ProgramKind, Resource,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,3 +111,68 @@ def critical_path(profile: Profile, op_durations_us: np.ndarray) -> CriticalPath
         res = profile.ops[i].resource.value
         by_resource[res] = by_resource.get(res, 0.0) + float(op_durations_us[i])
     return CriticalPath(float(finish.max(initial=0.0)), tuple(profile.ops[i].name for i in chain), by_resource)
+
+
+FRAMEWORKS = {
+    ProgramKind.PYTORCH_DDP: "PyTorch DistributedDataParallel",
+    ProgramKind.TF_MWMS: "TensorFlow MultiWorkerMirroredStrategy",
+}
+PHASES = ("forward", "backward", "optimizer", "other")  # AllReduceSummary.phases_us keys, in step order
+
+
+@dataclass(frozen=True, slots=True)
+class AllReduceSummary:
+    kind: str  # ProgramKind value
+    framework: str  # for people
+    gradients: int  # tensors all-reduced per step
+    gradient_bytes: int  # their bytes per step
+    buckets: tuple[int, ...] | None  # bytes per bucket in reduce order, as recorded; None: not recorded
+    link_bps: float | None  # the link rate recorded with the profile
+    link_source: str | None  # where it came from (JobInfo.recorded_bandwidth_source)
+    phases_us: dict[str, Spread]  # PHASES -> per-step time
+    step_us: Spread  # as the client saw it (wall) where recorded, else the recorded span
+    step_is_wall: bool
+    steps: int
+    skipped_steps: int
+
+
+def phase_of(name: str) -> str:
+    """The step phase of an all-reduce profile's worker op, by the importer's names: ``forward``,
+    ``backward/...``, ``optimizer``; any other worker op counts as ``other`` (the loop's rest)."""
+    if name == FORWARD_OP:
+        return "forward"
+    if name.startswith(BACKWARD_PREFIX):
+        return "backward"
+    if name == OPTIMIZER_OP:
+        return "optimizer"
+    return "other"  # OTHER_OP and any worker op the importer did not name
+
+
+def summarize_allreduce(profile: Profile) -> AllReduceSummary:
+    """The inspection figures of an all-reduce profile (module docstring)."""
+    job = profile.job
+    dur = durations(profile)
+    grads = [op for op in profile.ops if op.resource is Resource.UPLINK and op.bytes > 0]
+    size = {op.name: op.bytes for op in grads}
+    columns: dict[str, list[int]] = {phase: [] for phase in PHASES}
+    for i, op in enumerate(profile.ops):
+        if op.resource is Resource.WORKER:
+            columns[phase_of(op.name)].append(i)
+    walls = [s.wall_us for s in profile.steps]
+    step_is_wall = all(w is not None for w in walls)
+    step = np.array(walls if step_is_wall else [s.end_us for s in profile.steps], dtype=float)
+    return AllReduceSummary(
+        kind=job.kind.value,
+        framework=FRAMEWORKS.get(job.kind, job.kind.value),
+        gradients=len(grads),
+        gradient_bytes=sum(size.values()),
+        buckets=None if job.buckets is None else tuple(sum(size[name] for name in b) for b in job.buckets),
+        link_bps=job.recorded_bandwidth_bps,
+        link_source=job.recorded_bandwidth_source,
+        phases_us={phase: Spread.of(dur[:, cols].sum(axis=1) if cols else np.zeros(len(dur)))
+                   for phase, cols in columns.items()},
+        step_us=Spread.of(step),
+        step_is_wall=step_is_wall,
+        steps=len(profile.steps),
+        skipped_steps=job.skipped_steps,
+    )

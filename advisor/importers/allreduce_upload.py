@@ -30,10 +30,13 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from advisor.core.profile import JobInfo, Operation, Profile, ProgramKind, Resource, StepTiming
+from advisor.core.profile import (
+    BACKWARD_PREFIX, FORWARD_OP, GRADIENT_PREFIX, OPTIMIZER_OP, OTHER_OP, JobInfo, Operation, Profile, ProgramKind,
+    Resource, StepTiming,
+)
 from advisor.errors import MissingTraceDataError, MultiWorkerTraceError, ProfileError, TraceFormatError
 from advisor.importers.bundle_header import bundle_meta, check_bundle_header
-from advisor.profiling.allreduce_bundle import FIELDS, FORMAT, KINDS, STEP_FIELDS, VERSION
+from advisor.profiling.allreduce_bundle import FIELDS_BY_VERSION, FORMAT, KINDS, LINK_FIELDS, LINK_SOURCES, STEP_FIELDS
 
 META_FIELDS = frozenset({"batch_size", "model", "world_size", "framework", "bucket_cap_bytes"})
 
@@ -50,13 +53,16 @@ def read_allreduce_upload(doc: Any, *, origin: str, source: str | None = None) -
     _check_header(doc, origin)
     kind = ProgramKind(doc["kind"])
     meta = _meta(doc, origin)
+    link = _link(doc.get("link"), origin)
     names, sizes = _gradients(doc, origin)
     buckets = _buckets(doc.get("buckets"), len(names), origin)
     steps = _steps(doc, len(names), origin)
     ops, timings = _graph(names, sizes, steps)
     job = JobInfo(
         model=meta.get("model"), batch_size=meta["batch_size"], kind=kind, source=source or origin,
-        buckets=None if buckets is None else tuple(tuple(f"gradient/{names[g]}" for g in b) for b in buckets),
+        buckets=None if buckets is None else tuple(tuple(GRADIENT_PREFIX + names[g] for g in b) for b in buckets),
+        recorded_bandwidth_bps=None if link is None else link[0],
+        recorded_bandwidth_source=None if link is None else link[1],
     )
     try:
         return Profile(job=job, ops=tuple(ops), steps=tuple(timings))
@@ -65,7 +71,7 @@ def read_allreduce_upload(doc: Any, *, origin: str, source: str | None = None) -
 
 
 def _check_header(doc: Mapping[str, Any], origin: str) -> None:
-    check_bundle_header(doc, origin, label="all-reduce bundle", fmt=FORMAT, version=VERSION, fields=FIELDS)
+    check_bundle_header(doc, origin, label="all-reduce bundle", fmt=FORMAT, versions=FIELDS_BY_VERSION)
     kind = doc.get("kind")
     if kind not in KINDS:
         raise TraceFormatError(f"{origin}: kind should be one of {list(KINDS)}, found {kind!r}")
@@ -94,6 +100,27 @@ def _meta(doc: Mapping[str, Any], origin: str) -> Mapping[str, Any]:
     if cap is not None and (not _whole(cap) or cap < 1):
         raise TraceFormatError(f"{origin}: meta.bucket_cap_bytes should be a whole number >= 1 or null, found {cap!r}")
     return meta
+
+
+def _link(link: Any, origin: str) -> tuple[float, str] | None:
+    """(rate in bit/s, its source) of the bundle's ``link``, or None (null, or a version 1 bundle);
+    ``link.interface`` (which interface reported its speed) is checked and left to people."""
+    if link is None:
+        return None
+    if not isinstance(link, Mapping):
+        raise TraceFormatError(f"{origin}: link should be an object (rate_bps, source) or null, found {link!r}"[:300])
+    unknown = sorted(str(k) for k in link if k not in LINK_FIELDS)
+    if unknown:
+        raise TraceFormatError(f"{origin}: unknown link field(s) {unknown}; link has {sorted(LINK_FIELDS)}")
+    rate, where = link.get("rate_bps"), link.get("source")
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate <= 0:
+        raise TraceFormatError(f"{origin}: link.rate_bps should be a number of bit/s > 0, found {rate!r}")
+    if where not in LINK_SOURCES:
+        raise TraceFormatError(f"{origin}: link.source should be one of {list(LINK_SOURCES)}, found {where!r}")
+    name = link.get("interface")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise TraceFormatError(f"{origin}: link.interface should be a non-empty string, found {name!r}")
+    return float(rate), where
 
 
 def _gradients(doc: Mapping[str, Any], origin: str) -> tuple[list[str], list[int]]:
@@ -194,16 +221,17 @@ def _graph(names: Sequence[str], sizes: Sequence[int],
     order = np.lexsort((-np.arange(n), ready.mean(axis=0)))  # usual ready order; ties: later parameter first
     seg_end = np.maximum.accumulate(ready[:, order], axis=1)  # (K, G): end of segment j
     seg_start = np.concatenate((starts[:, None], seg_end[:, :-1]), axis=1)
-    segs = [f"backward/{j:04d}" for j in range(n)]
-    ops = [Operation(name="forward", resource=Resource.WORKER)]
+    segs = [f"{BACKWARD_PREFIX}{j:04d}" for j in range(n)]
+    tail_op = BACKWARD_PREFIX + "tail"
+    ops = [Operation(name=FORWARD_OP, resource=Resource.WORKER)]
     for j, seg in enumerate(segs):
-        ops.append(Operation(name=seg, resource=Resource.WORKER, deps=(segs[j - 1] if j else "forward",)))
-    ops.append(Operation(name="backward/tail", resource=Resource.WORKER, deps=(segs[-1],)))
-    grad_ops = [f"gradient/{names[g]}" for g in order]
+        ops.append(Operation(name=seg, resource=Resource.WORKER, deps=(segs[j - 1] if j else FORWARD_OP,)))
+    ops.append(Operation(name=tail_op, resource=Resource.WORKER, deps=(segs[-1],)))
+    grad_ops = [GRADIENT_PREFIX + names[g] for g in order]
     for j, g in enumerate(order):
         ops.append(Operation(name=grad_ops[j], resource=Resource.UPLINK, ps=0, bytes=int(sizes[g]), deps=(segs[j],)))
-    ops.append(Operation(name="optimizer", resource=Resource.WORKER, deps=("backward/tail", *grad_ops)))
-    ops.append(Operation(name="other", resource=Resource.WORKER, deps=("optimizer",)))
+    ops.append(Operation(name=OPTIMIZER_OP, resource=Resource.WORKER, deps=(tail_op, *grad_ops)))
+    ops.append(Operation(name=OTHER_OP, resource=Resource.WORKER, deps=(OPTIMIZER_OP,)))
     timings = []
     for k, step in enumerate(steps):
         opt_start, opt_dur = (float(v) for v in step["optimizer_us"])

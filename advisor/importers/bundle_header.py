@@ -10,10 +10,11 @@ from typing import Any
 from advisor.errors import MissingTraceDataError, TraceFormatError
 
 
-def check_bundle_header(doc: Mapping[str, Any], origin: str, *, label: str, fmt: str, version: int,
-                        fields: frozenset[str]) -> None:
-    """Raise ``TraceFormatError`` naming ``origin`` unless ``doc`` is a version-``version`` ``fmt``
-    bundle with only ``fields``; ``label`` names the kind in messages ("upload bundle")."""
+def check_bundle_header(doc: Mapping[str, Any], origin: str, *, label: str, fmt: str,
+                        versions: Mapping[int, frozenset[str]]) -> int:
+    """The version of ``doc``; ``TraceFormatError`` naming ``origin`` unless it is a ``fmt`` bundle
+    of one of ``versions`` (version -> the fields it may hold) with only that version's fields;
+    ``label`` names the kind in messages ("upload bundle")."""
     found_fmt = doc.get("format")
     if found_fmt != fmt:
         found = "no format field" if found_fmt is None else f"format {found_fmt!r}"
@@ -21,12 +22,16 @@ def check_bundle_header(doc: Mapping[str, Any], origin: str, *, label: str, fmt:
     found_version = doc.get("version")
     if isinstance(found_version, bool) or not isinstance(found_version, int):
         raise TraceFormatError(f"{origin}: version should be an integer, found {found_version!r}")
-    if found_version != version:
+    fields = versions.get(found_version)
+    if fields is None:
+        readable = " and ".join(str(v) for v in sorted(versions))
         raise TraceFormatError(f"{origin}: {label} version {found_version} is not supported "
-                               f"(this reader reads {version})")
+                               f"(this reader reads {readable})")
     unknown = sorted(str(k) for k in doc if k not in fields)
     if unknown:
-        raise TraceFormatError(f"{origin}: unknown field(s) {unknown}; a version {version} bundle has {sorted(fields)}")
+        raise TraceFormatError(f"{origin}: unknown field(s) {unknown}; a version {found_version} bundle has "
+                               f"{sorted(fields)}")
+    return found_version
 
 
 def bundle_meta(doc: Mapping[str, Any], origin: str, *, holds: str) -> Mapping[str, Any]:

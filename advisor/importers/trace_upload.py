@@ -45,7 +45,7 @@ def read_trace_upload(doc: Mapping[str, Any], *, origin: str, source: str | None
     """The trace records of a decoded bundle; ``origin`` names it in errors (a path, a request)."""
     if not isinstance(doc, Mapping):
         raise TraceFormatError(f"{origin}: an upload bundle should be a JSON object, found {type(doc).__name__}")
-    check_bundle_header(doc, origin, label="upload bundle", fmt=FORMAT, version=VERSION, fields=FIELDS)
+    check_bundle_header(doc, origin, label="upload bundle", fmt=FORMAT, versions={VERSION: FIELDS})
     meta = bundle_meta(doc, origin, holds="batch size, model, client step times")
     steps = _steps(doc, origin)
     _check_meta(meta, len(steps), origin)

@@ -9,10 +9,11 @@ framework groups gradients into buckets, and the work after the last bucket (the
 step and whatever the program does before its next step). So that is all a bundle holds; it is
 the same for both frameworks, and only the hooks that fill it differ::
 
-    {"format": "advisor-allreduce-upload", "version": 1,
+    {"format": "advisor-allreduce-upload", "version": 2,
      "kind": "pytorch-ddp" | "tf-mwms",
      "meta": {"batch_size": 64, "model": "resnet18", "world_size": 1,
               "framework": "torch 2.13.0", "bucket_cap_bytes": 26214400},
+     "link": {"rate_bps": 1e10, "source": "controller-setting"} | null,
      "gradients": [{"name": "fc.weight", "bytes": 2052000}, ...],
      "buckets": [[11, 10], [9, 8, 7], ...] | null,
      "steps": [{"index": 3, "wall_us": 41250.0, "backward_start_us": 15010.0,
@@ -25,7 +26,11 @@ the next step's start, so everything the loop does between steps (data loading, 
 counts. ``gradients`` lists the trainable parameters in registration order; ``buckets`` lists
 gradient positions per bucket in the order the framework reduces them (DDP's reducer), or null
 when the framework does not expose them. ``meta.world_size`` must be 1: the profile is of one
-worker alone, with no communication to measure. The encoded form is gzip (zero timestamp) of
+worker alone, with no communication to measure, which is also why the link rate travels in the
+bundle: ``link`` is the rate of the worker's link each way and where it came from
+(``advisor.profiling.link``: the controller's setting, or the interface's reported speed, which
+then names the ``interface``), or null when the run did not know it. Version 1 is version 2
+without ``link``; readers take both. The encoded form is gzip (zero timestamp) of
 compact JSON: the same trace always gives the same bytes.
 
 This module needs only the standard library: it runs inside the user's training image.
@@ -35,13 +40,20 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from advisor.profiling.link import SOURCES
+
 FORMAT = "advisor-allreduce-upload"
-VERSION = 1
+VERSION = 2
 KINDS = ("pytorch-ddp", "tf-mwms")
-FIELDS = frozenset({"format", "version", "kind", "meta", "gradients", "buckets", "steps"})
+FIELDS_V1 = frozenset({"format", "version", "kind", "meta", "gradients", "buckets", "steps"})
+FIELDS = FIELDS_V1 | {"link"}
+FIELDS_BY_VERSION = {1: FIELDS_V1, VERSION: FIELDS}  # what each version a reader takes may hold
+LINK_FIELDS = frozenset({"rate_bps", "source", "interface"})
+LINK_SOURCES = SOURCES  # where a recorded link rate came from (advisor.profiling.link)
 STEP_FIELDS = frozenset({"index", "wall_us", "backward_start_us", "backward_end_us", "grad_ready_us", "optimizer_us"})
 
 
@@ -51,8 +63,10 @@ def build_allreduce_bundle(
     gradients: Sequence[tuple[str, int]],
     steps: Sequence[Mapping[str, Any]],
     buckets: Sequence[Sequence[int]] | None = None,
+    link: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The bundle of ``steps`` (dicts with ``STEP_FIELDS``) for ``gradients`` (name, bytes).
+    """The bundle of ``steps`` (dicts with ``STEP_FIELDS``) for ``gradients`` (name, bytes);
+    ``link`` is the recorded link rate (``advisor.profiling.link.link_rate``), None if unknown.
 
     Raises ``ValueError`` on a shape the importer would refuse, so that a hook fails in the
     training program, where the user sees it, rather than at the controller.
@@ -70,11 +84,17 @@ def build_allreduce_bundle(
         if len(step["grad_ready_us"]) != len(gradients):
             raise ValueError(f"step {i} has {len(step['grad_ready_us'])} gradient ready times for "
                              f"{len(gradients)} gradients")
+    if link is not None:
+        rate = link.get("rate_bps")
+        if set(link) - LINK_FIELDS or link.get("source") not in LINK_SOURCES or isinstance(rate, bool) or not (
+                isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
+            raise ValueError(f"link should be {{rate_bps > 0, source in {LINK_SOURCES}}}, got {dict(link)!r}")
     return {
         "format": FORMAT,
         "version": VERSION,
         "kind": kind,
         "meta": dict(meta),
+        "link": None if link is None else dict(link),
         "gradients": [{"name": str(name), "bytes": int(size)} for name, size in gradients],
         "buckets": None if buckets is None else [[int(g) for g in bucket] for bucket in buckets],
         "steps": [{key: step[key] for key in sorted(STEP_FIELDS)} for step in steps],

@@ -131,13 +131,15 @@ class DDPStepRecorder:
     ``forward`` (true: training should stop now, the bundle is shipped), ``backward_start``,
     ``grad_ready``, ``backward_end``, ``optimizer_start``/``optimizer_end``; ``tracing`` says
     whether the other calls are wanted (the adapter may skip them otherwise).
-    ``buckets`` is asked for DDP's bucket layout when the bundle is built.
+    ``buckets`` is asked for DDP's bucket layout when the bundle is built; ``link`` is the link
+    rate the bundle records (``advisor.profiling.link.link_rate``), None when unknown.
     """
 
     config: ProfilingConfig
     gradients: Sequence[tuple[str, int]]  # (name, bytes) in DDP's parameter order
     meta: Mapping[str, Any]
     buckets: Callable[[], list[list[int]] | None] = lambda: None
+    link: Mapping[str, Any] | None = None
     clock_ns: Callable[[], int] = time.perf_counter_ns
     retry: RetryPolicy | None = None
     forwards_seen: int = field(default=0, init=False)
@@ -263,7 +265,8 @@ class DDPStepRecorder:
     def bundle(self) -> dict[str, Any]:
         """The bundle of the steps traced so far."""
         try:
-            return build_allreduce_bundle(KIND, self.meta, self.gradients, self._steps, buckets=self.buckets())
+            return build_allreduce_bundle(KIND, self.meta, self.gradients, self._steps, buckets=self.buckets(),
+                                          link=self.link)
         except ValueError as exc:
             raise ProfilingUnsupportedError(f"advisor: cannot build the profile: {exc}") from None
 

@@ -6,7 +6,8 @@ on ONE worker running alone, it lets ``ADVISOR_PROFILE_WARMUP`` steps pass, trac
 ``ADVISOR_PROFILE_STEPS`` with ``tf.profiler.experimental`` (XPlane), reads per step where
 backward starts and ends, when each gradient is ready and how long the optimizer takes
 (``mwms_trace``), takes the gradients' sizes from ``model.trainable_variables`` (shape x dtype
-size) and TF's pack layout from the strategy's ``CommunicationOptions.bytes_per_pack``, and
+size), TF's pack layout from the strategy's ``CommunicationOptions.bytes_per_pack`` and the link
+rate from ``ADVISOR_BANDWIDTH_MBIT`` or the interface's speed (``advisor.profiling.link``), and
 uploads an ``advisor-allreduce-upload`` bundle of kind ``tf-mwms``
 (``allreduce_bundle``) like the TF1 hook does (``upload.ship``; a failed upload is logged and
 training goes on). Step boundaries are the callback's ``on_train_batch_begin`` times on the
@@ -37,6 +38,7 @@ from tensorflow import keras
 from advisor.profiling.allreduce_bundle import build_allreduce_bundle, encode_allreduce_bundle
 from advisor.profiling.config import ENV_BATCH_SIZE, ProfilingConfig, choose_batch_size, load_config
 from advisor.profiling.errors import ProfilingUnsupportedError
+from advisor.profiling.link import link_rate
 from advisor.profiling.mwms_trace import (
     bytes_of, check_single_worker, events_from_xspace, pack_layout, step_facts, step_windows,
 )
@@ -62,6 +64,7 @@ class AdvisorMwmsCallback(keras.callbacks.Callback):  # type: ignore[misc]
     ) -> None:
         super().__init__()
         env = os.environ if environ is None else environ
+        self._environ = env
         self._config: ProfilingConfig | None = load_config(env)
         self._retry = retry
         self.result: UploadResult | None = None
@@ -201,10 +204,11 @@ class AdvisorMwmsCallback(keras.callbacks.Callback):  # type: ignore[misc]
             "framework": f"tensorflow {tf.__version__}, keras {keras.__version__}",
             "bucket_cap_bytes": self._bytes_per_pack or None,
         }
+        bandwidth = self._config.bandwidth_mbit if self._config is not None else None
         try:
             return build_allreduce_bundle(
                 "tf-mwms", meta, list(zip(self._variables, self._sizes)), steps,
-                buckets=pack_layout(self._sizes, self._bytes_per_pack),
+                buckets=pack_layout(self._sizes, self._bytes_per_pack), link=link_rate(bandwidth, self._environ),
             )
         except ValueError as exc:
             raise ProfilingUnsupportedError(f"the traced steps do not make a bundle: {exc}") from None

@@ -22,6 +22,9 @@ it, and per traced step records (``time.perf_counter_ns``):
 - the optimizer step: ``Optimizer.register_step_pre_hook``/``register_step_post_hook``;
 - the step's wall time: up to the next step's forward, so data loading counts.
 
+and, once, the link rate the bundle records (``advisor.profiling.link``: ``ADVISOR_BANDWIDTH_MBIT``
+from the controller, else the speed of the interface gloo or NCCL is told to use).
+
 Once, when building the bundle: the gradient sizes (``numel * element_size`` in DDP's parameter
 order, which is registration order) and DDP's bucket layout, read from
 ``DistributedDataParallel._get_ddp_logging_data()["rebuilt_per_bucket_param_indices"]``: the
@@ -57,6 +60,7 @@ from torch.nn.parallel import DistributedDataParallel
 from advisor.profiling.config import ProfilingConfig, load_config
 from advisor.profiling.ddp_recorder import DDPStepRecorder, check_single_worker, parse_bucket_indices, world_size_from_env
 from advisor.profiling.errors import ProfilingUnsupportedError
+from advisor.profiling.link import link_rate
 from advisor.profiling.recorder import resolve_batch_size
 from advisor.profiling.upload import RetryPolicy
 
@@ -121,6 +125,7 @@ def profile_ddp(
         gradients=[(name, p.numel() * p.element_size()) for name, p in params],
         meta=_meta(config, batch, model_name, ddp),
         buckets=lambda: _buckets(ddp, len(params)),
+        link=link_rate(config.bandwidth_mbit, env),
         retry=retry,
     )
     profiler = DDPProfiler(recorder)

@@ -293,3 +293,19 @@ def test_garbage_collection_deletes_an_orphaned_profiling_run_through_its_own_ki
     cache = JobCache([Cache([orphan("TFJob", "a-prof-g1")]), Cache([orphan("PyTorchJob", "b-prof-g1")])])
     assert collect_garbage(kube, cache, Store(), Metrics(), now=1e9, max_age_s=60) == 2
     assert sorted(kube.deleted) == [("PyTorchJob", "b-prof-g1"), ("TFJob", "a-prof-g1")]
+
+
+@pytest.mark.parametrize("make", [tfjob, mwms_tfjob, pytorchjob], ids=["ps", "mwms", "ddp"])
+def test_the_bandwidth_setting_reaches_every_kinds_profiling_pods(make: Any) -> None:
+    """The controller's bandwidth (ProfilingSpec.bandwidth_mbit, from its bandwidth setting) is
+    ADVISOR_BANDWIDTH_MBIT in every pod of the run: a PS trace records it as meta.bw_mbit, an
+    all-reduce bundle as its link (controller-setting), since its transfers cannot measure it."""
+    obj = with_uid(make())
+    view = jk.parse_job(obj)
+    spec = ProfilingSpec(SPEC.ingest_url, steps=50, warmup_steps=5, timeout_s=900, token="tok", bandwidth_mbit=2500.0)
+    run = jk.kind_of_view(view).build_profiling_run(obj, view, spec, None)
+    replicas = run["spec"].get("tfReplicaSpecs") or run["spec"]["pytorchReplicaSpecs"]
+    assert [env_of(r)["ADVISOR_BANDWIDTH_MBIT"] for r in replicas.values()] == ["2500"] * len(replicas)
+    unset = jk.kind_of_view(view).build_profiling_run(obj, view, SPEC, None)
+    unset_replicas = unset["spec"].get("tfReplicaSpecs") or unset["spec"]["pytorchReplicaSpecs"]
+    assert all("ADVISOR_BANDWIDTH_MBIT" not in env_of(r) for r in unset_replicas.values())

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from scipy.optimize import nnls
 
-from advisor.core.bandwidth import BandwidthNotMeasurable, estimate_bandwidth, nonnegative_line
+from advisor.core.bandwidth import (
+    BandwidthNotMeasurable, LinkRateMissing, estimate_bandwidth, nonnegative_line, resolve_bandwidth,
+)
 from advisor.core.profile import build_profile
 from advisor.importers.loader import load_profile
 from tests.conftest import ps_async_data
@@ -75,3 +77,33 @@ def test_half_the_shaping_measures_half_the_rate() -> None:
         fast, slow = (estimate_bandwidth(load_profile([ps_async_data("tf-native", f"{model}_bw{bw}")])).bps
                       for bw in (100, 50))
         assert slow / fast == pytest.approx(0.5, rel=0.06)
+
+
+def _ddp_profile(**job: object):
+    """A one-worker DDP profile (as the bundle importer builds it): two gradients that take no
+    time, since one worker reduces with nobody."""
+    ops = [{"name": "forward", "resource": "worker"},
+           {"name": "gradient/a", "resource": "uplink", "ps": 0, "bytes": 4_000_000, "deps": ["forward"]},
+           {"name": "gradient/b", "resource": "uplink", "ps": 0, "bytes": 1_000, "deps": ["forward"]},
+           {"name": "optimizer", "resource": "worker", "deps": ["gradient/a", "gradient/b"]}]
+    steps = [{"index": k, "start_us": [0.0, 9.0, 9.0, 9.0], "duration_us": [9.0, 0.0, 0.0, 1.0]} for k in range(3)]
+    return build_profile(job={"batch_size": 8, "kind": "pytorch-ddp", **job}, ops=ops, steps=steps)
+
+
+def test_an_allreduce_profile_without_a_rate_says_what_is_missing_and_what_gives_it() -> None:
+    with pytest.raises(LinkRateMissing) as info:
+        estimate_bandwidth(_ddp_profile())
+    text = str(info.value)
+    assert text.startswith("the profile records no link rate, and a pytorch-ddp (all-reduce) profile has no "
+                           "transfers to measure the link rate from")
+    assert "--bandwidth RATE" in text and "'bandwidth' setting" in text
+    assert "contrast" not in text and "flow rate" not in text  # not the PS trace's measurement words
+    assert isinstance(info.value, BandwidthNotMeasurable)  # callers that catch the PS refusal catch this too
+
+
+def test_an_allreduce_profile_gives_its_recorded_rate_and_measure_is_refused() -> None:
+    recorded = _ddp_profile(recorded_bandwidth_bps=1e9, recorded_bandwidth_source="interface-speed")
+    assert resolve_bandwidth(recorded, None) == (1e9, "recorded", None)
+    assert resolve_bandwidth(recorded, 2e9) == (2e9, "given", None)
+    with pytest.raises(LinkRateMissing, match="^a pytorch-ddp .all-reduce. profile has no transfers to measure"):
+        resolve_bandwidth(recorded, None, measure=True)

@@ -193,3 +193,21 @@ def test_the_curve_advice_cli_and_controller_know_models_only_through_the_protoc
     allowed = ("advisor.core.models.protocol", "advisor.core.models.registry")
     reached = {i for i in _imports(user) if _is_within(i, "advisor.core.models")}
     assert {i for i in reached if i != "advisor.core.models" and not any(_is_within(i, a) for a in allowed)} == set()
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
+def test_the_outlook_reports_json_and_parameters_the_model_has(model: ThroughputModel) -> None:
+    """What a model adds to the prediction (model_details, and model_params as used) is JSON, and
+    the parameters as used are valid parameters of the model: given back, they are accepted."""
+    import json
+
+    inputs = _inputs(tiny_mlp(), 1e8)
+    if not _applies(model, inputs):
+        pytest.skip(f"{model.name} does not apply to a one-worker PS trace")
+    params = registry.params_for(model)
+    curve = predict_curve(model, inputs, params, CurveSettings(workers=(1, 2), steps=120, warmup_steps=10, seed=3))
+    outlook = model.outlook(inputs, params, {p.workers: p.throughput for p in curve})
+    json.dumps(dict(outlook.details))
+    used = json.loads(json.dumps({**params.model_dump(mode="json"), **outlook.params}))
+    assert set(outlook.params) <= set(model.Params.model_fields)
+    registry.params_for(model, used)

@@ -110,3 +110,51 @@ def test_arbitrary_json_text_fails_only_with_profile_error(text: str) -> None:
         parse_profile(doc)
     except ProfileError:
         pass
+
+
+def _allreduce_doc() -> dict[str, Any]:
+    """A two-gradient DDP profile: forward, a (100 B) and b (50 B) ready after it, the optimizer
+    after both; buckets {a} then {b}; a 10 Gbit/s link the controller's setting gave."""
+    return {
+        "format": "advisor-profile", "version": 1,
+        "job": {"batch_size": 4, "kind": "pytorch-ddp", "buckets": [["gradient/a"], ["gradient/b"]],
+                "recorded_bandwidth_bps": 1e10, "recorded_bandwidth_source": "controller-setting"},
+        "ops": [{"name": "forward", "resource": "worker"},
+                {"name": "gradient/a", "resource": "uplink", "ps": 0, "bytes": 100, "deps": ["forward"]},
+                {"name": "gradient/b", "resource": "uplink", "ps": 0, "bytes": 50, "deps": ["forward"]},
+                {"name": "optimizer", "resource": "worker", "deps": ["gradient/a", "gradient/b"]}],
+        "steps": [{"index": 0, "start_us": [0.0, 5.0, 5.0, 5.0], "duration_us": [5.0, 0.0, 0.0, 1.0]}],
+    }
+
+
+def test_an_allreduce_profile_loads_with_its_buckets_and_link_source() -> None:
+    job = parse_profile(_allreduce_doc()).job
+    assert job.buckets == (("gradient/a",), ("gradient/b",))
+    assert (job.recorded_bandwidth_bps, job.recorded_bandwidth_source) == (1e10, "controller-setting")
+    old = _allreduce_doc()
+    del old["job"]["recorded_bandwidth_bps"], old["job"]["recorded_bandwidth_source"]
+    assert parse_profile(old).job.recorded_bandwidth_source is None  # profiles without them still load
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        # a bucket layout must add up to the gradients: each placed once, nothing else placed
+        (lambda j: j.update(buckets=[["gradient/a", "gradient/b"], ["gradient/b"]]), "places gradient 'gradient/b' twice"),
+        (lambda j: j.update(buckets=[["gradient/a"]]), "leaves out 1 gradient(s), e.g. 'gradient/b'"),
+        (lambda j: j.update(buckets=[["gradient/a"], ["gradient/b", "forward"]]), "job.buckets[1] names 'forward'"),
+        (lambda j: j.update(buckets=[["gradient/a", "gradient/b"], []]), "job.buckets[1] is empty"),
+        (lambda j: j.update(kind="tf-ps"), "job.buckets is for all-reduce programs"),
+        (lambda j: j.update(parameter_servers=2), "job.parameter_servers must stay 1"),
+        (lambda j: j.pop("recorded_bandwidth_bps"), "records no recorded_bandwidth_bps"),
+        (lambda j: j.update(recorded_bandwidth_source=""), "job.recorded_bandwidth_source"),
+        (lambda j: j.update(recorded_bandwidth_bps=-1.0), "job.recorded_bandwidth_bps"),
+        (lambda j: j.update(link_rate=1e10), "job.link_rate: Extra inputs are not permitted"),
+    ],
+)
+def test_malformed_allreduce_profiles_are_refused_by_name(edit: Any, message: str) -> None:
+    doc = _allreduce_doc()
+    edit(doc["job"])
+    with pytest.raises(ProfileError) as info:
+        parse_profile(doc)
+    assert message in str(info.value)

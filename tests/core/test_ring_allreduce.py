@@ -8,6 +8,7 @@ update after the last push. Every expected value below is derived by hand in the
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -74,7 +75,7 @@ def _inputs(profile: Profile, **kwargs: Any) -> ModelInputs:
 
 
 def _mean_step_s(samples: Samples) -> float:
-    """Seconds per synchronous step: the first worker to finish ``steps`` steps took until_s."""
+    """Seconds per synchronous step: the last worker to finish ``steps`` steps took until_s."""
     return samples.until_s / samples.steps
 
 
@@ -365,3 +366,85 @@ def test_real_traces_smoke(name: str) -> None:
     assert single == pytest.approx(own_rate, rel=0.03)
     _invariants(profile, inputs, RING, RingParams(), [2, 4, 8])
     _invariants(profile, inputs, HIERARCHICAL, HierarchicalParams(gpus_per_node=4), [2, 4, 8])
+
+
+# --- where the samples end ----------------------------------------------------------------------
+
+def test_the_samples_end_when_every_worker_has_ended_the_step() -> None:
+    """Workers at speeds 1, 0.98, 0.96 end each step at different moments (the update, 0.1 ms
+    at speed 1, runs after the common all-reduce at each worker's speed). The samples hold all
+    W x N step ends, and end at the slowest worker's N-th; the window of curve.py then counts
+    every timed step: W x N x batch over the span is the rate of W workers at one step time."""
+    inputs = _inputs(_backprop(), worker_speeds=(1.0, 0.98, 0.96))
+    seen = RING.start(inputs, RingParams(latency_s=LAT), 3, seed=0).advance(40)
+    last = [float(e[-1]) for e in seen.step_ends_s]
+    assert [len(e) for e in seen.step_ends_s] == [40, 40, 40] and seen.until_s == max(last) > min(last)
+    from advisor.core.curve import CurveSettings, run_point
+
+    point = run_point(RING.start(inputs, RingParams(latency_s=LAT), 3, seed=0), 3,
+                      CurveSettings(workers=(3,), steps=40, warmup_steps=10))
+    ends = np.array([e for e in seen.step_ends_s])
+    step_s = (ends[2, -1] - ends[2, 9]) / 30  # the slowest worker's own step time
+    assert point.throughput == pytest.approx(3 * 8 / step_s, rel=1e-9)
+
+
+# --- which bucket layout a prediction replays, and what it reports ----------------------------
+
+def _ddp(buckets: list[list[str]] | None) -> Profile:
+    """An all-reduce profile: forward 10 ms; gradients c (1 MB), b (2 MB), a (4 MB) ready at 13,
+    18, 24 ms of backward; optimizer 2 ms; recorded buckets {c, b} then {a}, or none."""
+    ops: list[dict[str, Any]] = [{"name": "forward", "resource": "worker"}]
+    prev = "forward"
+    for name, nbytes in (("c", MB), ("b", 2 * MB), ("a", 4 * MB)):
+        ops.append({"name": f"backward/{name}", "resource": "worker", "deps": [prev]})
+        ops.append({"name": f"gradient/{name}", "resource": "uplink", "ps": 0, "bytes": nbytes,
+                    "deps": [f"backward/{name}"]})
+        prev = f"backward/{name}"
+    ops.append({"name": "optimizer", "resource": "worker", "deps": [prev, "gradient/a", "gradient/b", "gradient/c"]})
+    # forward, backward/c, gradient/c, backward/b, gradient/b, backward/a, gradient/a, optimizer
+    start = [0.0, 10e3, 13e3, 13e3, 18e3, 18e3, 24e3, 24e3]
+    duration = [10e3, 3e3, 0.0, 5e3, 0.0, 6e3, 0.0, 2e3]
+    return build_profile(job={"batch_size": 8, "kind": "pytorch-ddp", "buckets": buckets}, ops=ops,
+                         steps=[{"index": 0, "start_us": start, "duration_us": duration}])
+
+
+@pytest.mark.parametrize(("buckets", "given", "expected", "as_used"), [
+    # the framework's layout, bucket_mb unset: {c, b} = 3 MB, then {a} = 4 MB; no cap was used
+    ([["gradient/c", "gradient/b"], ["gradient/a"]], {},
+     {"source": "recorded", "bucket_mb": None, "count": 2, "bytes": [3 * MB, 4 * MB]}, None),
+    # bucket_mb given: the model groups the 7 MB (< 25 MiB) into one bucket, whatever was recorded
+    ([["gradient/c", "gradient/b"], ["gradient/a"]], {"bucket_mb": 25},
+     {"source": "bucket_mb", "bucket_mb": 25.0, "count": 1, "bytes": [7 * MB]}, 25.0),
+    # 2 MiB cap: c + b = 3 MB >= 2 MiB closes the first bucket, a (4 MB) fills the second
+    (None, {"bucket_mb": 2}, {"source": "bucket_mb", "bucket_mb": 2.0, "count": 2, "bytes": [3 * MB, 4 * MB]}, 2.0),
+    # nothing recorded, nothing given: DDP's default 25 MiB is the cap used, and reported as used
+    (None, {}, {"source": "bucket_mb", "bucket_mb": 25.0, "count": 1, "bytes": [7 * MB]}, 25.0),
+])
+def test_the_outlook_says_which_layout_was_replayed(buckets: list[list[str]] | None, given: dict[str, float],
+                                                    expected: dict[str, Any], as_used: float | None) -> None:
+    inputs = _inputs(_ddp(buckets))
+    outlook = RING.outlook(inputs, registry.params_for(RING, given), {1: 1.0})
+    assert outlook.details["buckets"] == expected
+    assert outlook.params == {"bucket_mb": as_used}
+
+
+def test_reported_params_reproduce_the_prediction() -> None:
+    """The prediction's model_params, given back as parameters, give the same curve: unset
+    (null) keeps the recorded layout, which an explicit 25 MiB default would not."""
+    from advisor.core.advice import AdviceRequest, ModelChoice, advise
+    from advisor.core.curve import CurveSettings
+
+    profile = _ddp([["gradient/c", "gradient/b"], ["gradient/a"]])
+    curve = CurveSettings(workers=(1, 2, 3), steps=60, warmup_steps=5)
+
+    def predict(params: dict[str, Any]) -> Any:
+        return advise(profile, AdviceRequest(network=NetworkModel(bandwidth_bps=1e9), curve=curve, side_by_side=(),
+                                             model=ModelChoice("ring-allreduce", params)))
+
+    first = predict({})
+    assert first.params["bucket_mb"] is None and first.details["buckets"]["source"] == "recorded"
+    again = predict(json.loads(json.dumps(dict(first.params))))  # as the controller stores and reads them
+    assert [p.throughput for p in again.points] == [p.throughput for p in first.points]
+    capped = predict({"bucket_mb": 25})
+    assert capped.params["bucket_mb"] == 25.0 and capped.details["buckets"]["count"] == 1
+    assert capped.point(2).throughput < first.point(2).throughput  # one 7 MB bucket after backward: less overlap

@@ -39,6 +39,23 @@ def _bundle(**changes) -> dict:
     return doc
 
 
+@pytest.mark.parametrize("source", ["controller-setting", "interface-speed"])
+def test_the_recorded_link_rate_and_its_source_reach_the_profile(source: str) -> None:
+    profile = read_allreduce_upload(_bundle(link={"rate_bps": 2.5e9, "source": source}), origin="t")
+    assert profile.job.recorded_bandwidth_bps == 2.5e9 and profile.job.recorded_bandwidth_source == source
+    named = _bundle(link={"rate_bps": 1e10, "source": "interface-speed", "interface": "eth0"})
+    assert read_allreduce_upload(named, origin="t").job.recorded_bandwidth_source == "interface-speed"
+
+
+def test_a_bundle_without_a_link_rate_records_none_and_version_1_still_loads() -> None:
+    assert _bundle()["link"] is None
+    profile = read_allreduce_upload(_bundle(), origin="t")
+    assert profile.job.recorded_bandwidth_bps is None and profile.job.recorded_bandwidth_source is None
+    old = _bundle(version=1)
+    del old["link"]  # a version 1 bundle, as the hooks wrote them before the link rate
+    assert read_allreduce_upload(old, origin="t") == profile
+
+
 def test_graph_and_times_match_the_hand_built_step() -> None:
     profile = read_allreduce_upload(_bundle(), origin="t")
     assert profile.job.kind is ProgramKind.PYTORCH_DDP and profile.job.batch_size == 32
@@ -110,17 +127,40 @@ def test_a_multi_worker_run_is_refused() -> None:
 
 
 @pytest.mark.parametrize(("mutate", "message"), [
-    (lambda d: d.update(version=2), "version 2 is not supported"),
+    (lambda d: d.update(version=3), "version 3 is not supported .this reader reads 1 and 2"),
+    (lambda d: d.update(version=1), r"unknown field\(s\) \['link'\]; a version 1 bundle"),  # link came in 2
     (lambda d: d.update(kind="horovod"), "kind should be one of"),
     (lambda d: d.update(extra=1), "unknown field"),
     (lambda d: d["meta"].update(batch_size=0), "meta.batch_size"),
     (lambda d: d["meta"].update(color="red"), "unknown meta field"),
+    (lambda d: d["meta"].update(bucket_cap_bytes=-1), "meta.bucket_cap_bytes"),
+    (lambda d: d["meta"].update(bucket_cap_bytes=0), "meta.bucket_cap_bytes"),
     (lambda d: d.update(gradients=[]), "no trainable parameters"),
     (lambda d: d["gradients"][1].update(bytes=-3), r"gradients\[1\].bytes"),
+    (lambda d: d["gradients"][1].update(bytes=0), r"gradients\[1\].bytes"),
     (lambda d: d["gradients"][2].update(name="a"), "appears twice"),
-    (lambda d: d.update(buckets=[[0, 1]]), "leave out 1 gradient"),
+    # bucket layouts whose sizes could not add up to the gradients' bytes: a bucket's bytes are
+    # its gradients', so each gradient must be placed exactly once, at a real position
+    (lambda d: d.update(buckets=[[0, 1]]), "leave out 1 gradient"),  # less than the gradient bytes
     (lambda d: d.update(buckets=[[0, 1, 7]]), "not a gradient position"),
-    (lambda d: d.update(buckets=[[0, 0], [1, 2]]), "twice"),
+    (lambda d: d.update(buckets=[[0, 0], [1, 2]]), "twice"),  # more than the gradient bytes
+    (lambda d: d.update(buckets=[[2, 1], [0, 1]]), "place gradient 1 twice"),
+    (lambda d: d.update(buckets=[[-1, 0, 1, 2]]), r"buckets\[0\] holds -1, not a gradient position 0..2"),
+    (lambda d: d.update(buckets=[[0, 1, 2], []]), r"buckets\[1\] should be a non-empty list"),
+    (lambda d: d.update(buckets=[]), "buckets should be a non-empty list"),
+    (lambda d: d.update(buckets=[[0, 1.0, 2]]), "holds 1.0, not a gradient position"),
+    (lambda d: d.update(buckets=[[0, True, 2]]), "holds True, not a gradient position"),
+    (lambda d: d.update(buckets={"0": [0, 1, 2]}), "buckets should be a non-empty list"),
+    (lambda d: d.update(link=100e6), "link should be an object"),
+    (lambda d: d.update(link={"rate_bps": 1e8, "source": "controller-setting", "rtt_s": 1}), r"unknown link field"),
+    (lambda d: d.update(link={"rate_bps": -1e8, "source": "controller-setting"}), "link.rate_bps .* > 0, found -1"),
+    (lambda d: d.update(link={"rate_bps": 0, "source": "controller-setting"}), "link.rate_bps"),
+    (lambda d: d.update(link={"rate_bps": True, "source": "controller-setting"}), "link.rate_bps"),
+    (lambda d: d.update(link={"rate_bps": float("inf"), "source": "controller-setting"}), "link.rate_bps"),
+    (lambda d: d.update(link={"source": "controller-setting"}), "link.rate_bps"),
+    (lambda d: d.update(link={"rate_bps": 1e8, "source": "guess"}), "link.source should be one of"),
+    (lambda d: d.update(link={"rate_bps": 1e8}), "link.source should be one of"),
+    (lambda d: d.update(link={"rate_bps": 1e8, "source": "interface-speed", "interface": ""}), "link.interface"),
     (lambda d: d.update(steps=[]), "no step was traced"),
     (lambda d: d["steps"][1].pop("wall_us"), r"steps\[1\] lacks \['wall_us'\]"),
     (lambda d: d["steps"][0].update(grad_ready_us=[1.0]), "should list 3 times"),
@@ -182,6 +222,10 @@ def test_dispatch_and_round_trip_through_the_encoded_bytes() -> None:
 
 
 def test_builder_refuses_what_the_importer_would() -> None:
+    for link in ({"rate_bps": 0, "source": "controller-setting"}, {"rate_bps": 1e9, "source": "guess"},
+                 {"rate_bps": 1e9, "source": "interface-speed", "speed": 1}):
+        with pytest.raises(ValueError, match="link should be"):
+            build_allreduce_bundle("pytorch-ddp", {}, GRADS, [_step(0)], link=link)
     with pytest.raises(ValueError, match="kind"):
         build_allreduce_bundle("horovod", {}, GRADS, [_step(0)])
     with pytest.raises(ValueError, match="gradient ready times"):

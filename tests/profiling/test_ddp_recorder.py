@@ -19,6 +19,7 @@ from advisor.profiling.ddp_recorder import (
     world_size_from_env,
 )
 from advisor.profiling.errors import ProfilingConfigError, ProfilingUnsupportedError
+from advisor.profiling.link import link_rate
 from advisor.profiling.upload import RetryPolicy
 from tests.profiling import Receiver, Reply
 
@@ -237,3 +238,20 @@ def test_bucket_layout_from_ddp_logging_data() -> None:
     assert parse_bucket_indices("0", 1) == [[0]]
     for bad in (None, "", 7, "5 4, 3", "1 0, 0", "a b", "1 0,", "0 1 2"):
         assert parse_bucket_indices(bad, 2 if bad == "1 0," else 6) is None
+
+
+def test_the_link_rate_travels_with_the_bundle_into_the_profile(token: Path) -> None:
+    """The controller's setting (ADVISOR_BANDWIDTH_MBIT=250, as advisor.profiling.link reads it)
+    reaches the profile as its recorded rate, with its source."""
+    clock = Clock()
+    config = ProfilingConfig(ingest_url="http://127.0.0.1:9/", token_file=str(token), steps=2, warmup=0,
+                             bandwidth_mbit=250.0)
+    rec = DDPStepRecorder(config=config, gradients=GRADS, meta=META, clock_ns=clock, retry=FAST,
+                          link=link_rate(config.bandwidth_mbit, {}))
+    _step(rec, clock, 0.0)
+    clock.set(30_000.0)
+    assert rec.forward() is False and not rec.finished  # closes traced step 1, opens step 2
+    doc = rec.bundle()
+    assert doc["link"] == {"rate_bps": 250e6, "source": "controller-setting"}
+    job = read_allreduce_upload(doc, origin="test").job
+    assert (job.recorded_bandwidth_bps, job.recorded_bandwidth_source) == (250e6, "controller-setting")

@@ -84,7 +84,10 @@ class Samples:
     """A run up to ``until_s``: every step end by then, per worker, and no later one."""
 
     step_ends_s: tuple[np.ndarray, ...]  # per worker, the ends of its finished steps (s)
-    until_s: float  # when the first worker finished its ``steps``-th step
+    # when the first worker finished its ``steps``-th step; a synchronous model may end the samples
+    # where a step has ended on every worker (ps_des/sync.py, ring_allreduce), so that the window
+    # does not cut off the others' ends of the step the first worker just finished
+    until_s: float
     steps: int
     events: int  # events the model processed since the run began (0 for closed forms)
     batch_size: int  # examples one worker's step counts for
@@ -108,6 +111,9 @@ class Outlook:
     # derived settings worth reporting (JSON-able); "batch_size": examples per worker step, for
     # models that read no profile
     details: Mapping[str, Any] = field(default_factory=dict)
+    # parameters as the model used them where the inputs decided (e.g. a cap left unset that the
+    # profile's own layout replaced): reported in place of the values given (JSON-able)
+    params: Mapping[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -28,12 +28,14 @@ W sampled compute times plus the exposed communication, which is why this is a s
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from pydantic import Field
 
-from advisor.core.models.protocol import ModelBase, ModelInputs, ModelParams, Need, Samples
+from advisor.core.models.protocol import ModelBase, ModelInputs, ModelParams, Need, Outlook, Samples
 from advisor.core.models.ring_allreduce.trace import (
     MIB, BucketPlan, StepCosts, bucket_plan, recorded_bucket_plan, step_costs,
 )
@@ -51,12 +53,17 @@ DEFAULT_LATENCY_S = 50e-6
 DEFAULT_INTRA_LATENCY_S = 5.7e-6
 DEFAULT_INTRA_BANDWIDTH_BPS = 96e9
 STEP_BLOCK = 64  # compute steps are drawn in blocks of this many, so chunked runs draw the same
+DEFAULT_BUCKET_MB = 25.0  # PyTorch DDP's default bucket_cap_mb
+RECORDED = "recorded"  # BucketLayout.source: the framework's own layout, as the profile recorded it
+BY_CAP = "bucket_mb"  # BucketLayout.source: gradients grouped by the model at a cap of bucket_mb MiB
 
 
 class RingParams(ModelParams):
     """Knobs of the flat ring."""
 
-    bucket_mb: float = Field(25.0, gt=0, description="gradient bucket cap in MiB (PyTorch DDP's bucket_cap_mb)")
+    bucket_mb: float | None = Field(
+        None, gt=0, description="gradient bucket cap in MiB (PyTorch DDP's bucket_cap_mb); unset: the layout the "
+        f"profile recorded, else {DEFAULT_BUCKET_MB:g}")
     latency_s: float = Field(DEFAULT_LATENCY_S, ge=0, description="latency of one ring round on a worker link (s)")
 
 
@@ -92,11 +99,36 @@ def link_seconds_per_bit(workers: int, rate_bps: float, params: RingParams) -> f
 
 
 @dataclass(frozen=True)
+class BucketLayout:
+    """Which bucket layout a prediction replays: the framework's own, as recorded with the profile
+    (``source`` RECORDED), or the model's grouping at ``bucket_mb`` MiB (BY_CAP: the parameter
+    as given, else DEFAULT_BUCKET_MB when the profile recorded no layout)."""
+
+    source: str
+    bucket_mb: float | None  # the cap used (BY_CAP), None for a recorded layout
+    bytes: tuple[int, ...]  # per bucket, in reduce order
+
+    def as_json(self) -> dict[str, Any]:
+        return {"source": self.source, "bucket_mb": self.bucket_mb, "count": len(self.bytes),
+                "bytes": list(self.bytes)}
+
+
+def bucket_layout(profile: Profile, params: RingParams) -> tuple[tuple[tuple[str, ...], ...] | None, float | None]:
+    """(the recorded buckets to replay, or None; the cap in MiB to group by, or None): the
+    framework's own layout when the profile recorded one and ``bucket_mb`` is unset, else
+    ``bucket_mb`` (DEFAULT_BUCKET_MB when unset)."""
+    if params.bucket_mb is None and profile.job.buckets is not None:
+        return profile.job.buckets, None
+    return None, DEFAULT_BUCKET_MB if params.bucket_mb is None else params.bucket_mb
+
+
+@dataclass(frozen=True)
 class _Setup:
     profile: Profile
     costs: StepCosts
     plan: BucketPlan
     base_rate_bps: float  # network.bandwidth_bps * goodput
+    layout: BucketLayout
 
 
 def _setup(model: str, inputs: ModelInputs, params: ModelParams) -> _Setup:
@@ -120,31 +152,36 @@ def _setup(model: str, inputs: ModelInputs, params: ModelParams) -> _Setup:
     for i, speed in enumerate(inputs.worker_speeds):
         if not (math.isfinite(speed) and speed > 0):
             raise ModelInputError(model, f"worker_speeds[{i}] must be > 0, got {speed!r}")
-    # The framework's own bucket layout, when the trace recorded it, unless bucket_mb asks otherwise.
-    recorded = profile.job.buckets if "bucket_mb" not in params.model_fields_set else None
-    costs, plan = _read_trace(profile, params.bucket_mb * MIB, recorded)
+    recorded, cap_mb = bucket_layout(profile, params)
+    costs, plan = _read_trace(profile, cap_mb, recorded)
     if len(costs.grad_bytes) == 0:
         raise ModelInputError(
             model, "profile.ops has no gradients: no UPLINK transfer with bytes > 0 (a trace's pushes are its gradients)"
         )
-    return _Setup(profile=profile, costs=costs, plan=plan, base_rate_bps=rate)
+    layout = BucketLayout(source=RECORDED if recorded is not None else BY_CAP, bucket_mb=cap_mb,
+                          bytes=tuple(int(b) for b in plan.bytes))
+    return _Setup(profile=profile, costs=costs, plan=plan, base_rate_bps=rate, layout=layout)
 
 
-_last_read: tuple[Profile, float | None, StepCosts, BucketPlan] | None = None
+_last_read: tuple[Profile, object, StepCosts, BucketPlan] | None = None
 
 
-def _read_trace(profile: Profile, bucket_bytes: float,
+def _read_trace(profile: Profile, cap_mb: float | None,
                 recorded: tuple[tuple[str, ...], ...] | None = None) -> tuple[StepCosts, BucketPlan]:
-    """``step_costs`` and ``bucket_plan``, remembered for the last profile: a curve starts one
-    run per W from the same profile, and reading a 2,600-op trace costs about as much as a
-    whole point. The profile itself is kept (compared by identity), so its id cannot be reused."""
+    """``step_costs`` and the bucket plan (the ``recorded`` buckets, else grouped at ``cap_mb``
+    MiB), remembered for the last profile: a curve starts one run per W from the same profile,
+    and reading a 2,600-op trace costs about as much as a whole point. The profile itself is
+    kept (compared by identity), so its id cannot be reused."""
     global _last_read
     last = _last_read
-    key = None if recorded is not None else bucket_bytes
+    key = RECORDED if recorded is not None else cap_mb
     if last is not None and last[0] is profile and last[1] == key:
         return last[2], last[3]
     costs = step_costs(profile)
-    plan = recorded_bucket_plan(costs, recorded) if recorded is not None else bucket_plan(costs, bucket_bytes)
+    if recorded is not None:
+        plan = recorded_bucket_plan(costs, recorded)
+    else:
+        plan = bucket_plan(costs, float(cap_mb or DEFAULT_BUCKET_MB) * MIB)
     _last_read = (profile, key, costs, plan)
     return costs, plan
 
@@ -194,17 +231,21 @@ class RingRun:
         self._events += self._workers + len(self._cum)
 
     def advance(self, steps: int) -> Samples:
-        """Continue until the first worker has finished ``steps`` steps in all."""
+        """Continue until every worker has finished ``steps`` steps in all; the samples end with
+        the last of them. A step is a barrier (its last bucket waits for every worker's step
+        start, and takes T_B > 0), so no worker ends step s + 1 before every worker has ended
+        step s, and every step end up to then is in the samples. Ending at the first worker's
+        instead would cut off the W - 1 others, a millisecond later, and read the throughput
+        low by (W - 1) / (W x measured steps) (advisor.profiling.step_logs)."""
         if steps < 1:
             raise ValueError(f"steps must be >= 1, got {steps}")
         self._draw(steps)
         while len(self._ends) < steps:
             self._step(self._draws[len(self._ends)])
         ends = np.stack(self._ends[:steps], axis=1)  # (W, steps)
-        until = float(ends[:, -1].min())
-        per_worker = tuple(row[row <= until].copy() for row in ends)
-        return Samples(step_ends_s=per_worker, until_s=until, steps=steps, events=self._events,
-                       batch_size=self._batch)
+        until = float(ends[:, -1].max())
+        return Samples(step_ends_s=tuple(row.copy() for row in ends), until_s=until, steps=steps,
+                       events=self._events, batch_size=self._batch)
 
 
 @dataclass
@@ -237,6 +278,13 @@ class RingAllReduce(ModelBase):
         per_bit = link_seconds_per_bit(workers, _ring_rate(setup, inputs, workers), own)
         seconds = per_bit * float(setup.plan.bytes.sum()) * 8.0
         return math.inf if seconds <= 0 else workers * setup.profile.job.batch_size / seconds
+
+    def outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
+        """The bucket layout the curve replayed (``details["buckets"]``, ``BucketLayout.as_json``),
+        and ``bucket_mb`` as used: the cap the buckets were grouped at, or unset for a recorded layout."""
+        own = self._own(params)
+        layout = _setup(self.name, inputs, own).layout
+        return Outlook(details={"buckets": layout.as_json()}, params={"bucket_mb": layout.bucket_mb})
 
     def _own(self, params: ModelParams) -> RingParams:
         if not isinstance(params, self.Params) or not isinstance(params, RingParams):
