@@ -121,9 +121,13 @@ def test_restart_mid_profiling_neither_duplicates_the_run_nor_loses_the_trace(em
     second = start_controller(emu, settings)
     try:
         # the second adopts the run (or finds it announced) before it accepts the run's upload; a pod
-        # that uploads earlier gets 403 (a restart's window, tests/profiling covers the uploader)
+        # that uploads earlier gets 403 (a restart's window, tests/profiling covers the uploader). The
+        # Profiling phase may be the first's. The Service routes uploads only to a ready replica (a
+        # synced job cache: /readyz); once ready, the second accepts the first's token as soon as it
+        # knows the run (from the job's annotations, or by adopting it in its first reconcile).
         wait_for("Profiling", lambda: phase(emu, "r") == "Profiling")
-        assert upload_as_profiling_pod(emu, pj, body).ok  # the token issued by the first still works
+        wait_for("the second ready", lambda: second.ready()[0])
+        wait_for("the upload accepted", lambda: upload_as_profiling_pod(emu, pj, body).ok)
         wait_for("Predicted", lambda: phase(emu, "r") == "Predicted")
         assert len(profiling_jobs(emu)) == 1
         assert len(emu.calls(verb="create", resource="tfjobs")) == 2  # the user's job and one profiling run
