@@ -163,8 +163,9 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--workers", type=parse_workers, default=parse_workers("1-16"), metavar="RANGE",
                      help="worker counts: 1-32, or 1,2,4,8, or 1-8,12,16 (default 1-16)")
     cmd.add_argument("--bandwidth", type=argument_type(_bandwidth_arg), metavar="RATE",
-                     help="PS link capacity each way, e.g. 10Gbit/s, or 'measure' to measure it from the "
-                          "profile's transfer times (default: the profile's recorded bandwidth, else measured)")
+                     help="link capacity each way (a PS's link, or each worker's for all-reduce), e.g. 10Gbit/s, "
+                          "or 'measure' to measure it from a PS profile's transfer times (default: the profile's "
+                          "recorded rate, else measured; an all-reduce profile has no transfers to measure)")
     cmd.add_argument("--ps", type=int_at_least(1),
                      help="parameter servers to predict for (default: the profile's; another count is a what-if "
                           "only models that place variables on PS can answer)")
@@ -357,7 +358,7 @@ def _add_input(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--batch-size", type=int_at_least(1), help="examples per step, when the trace does not say")
     cmd.add_argument(
         "--recorded-bandwidth", type=argument_type(parse_bandwidth), metavar="RATE",
-        help="PS link capacity when the trace was recorded, e.g. 100Mbit/s",
+        help="link capacity when the trace was recorded (a PS's link), e.g. 100Mbit/s",
     )
 
 
