@@ -36,9 +36,8 @@ a step beyond ``cap`` (only if whole steps take no time) stops and sets ``stalle
 
 Every helper is inlined (``inline="always"``) and each is called from one place in ``run``
 where it matters: an out-of-line call passed the whole state tuple by value (see
-``kernel.py``). numba's on-disk cache of ``run`` is checked against this file only (a
-documented numba limitation): after editing only ``kernel.py``, ``heaps.py`` or ``jit.py``,
-delete ``__pycache__/loop.*.nb[ic]`` or the old code keeps running.
+``kernel.py``). The on-disk cache of ``run`` is checked against every source file of the
+engine, not only this one (``engine_cache.py``): an edit of ``kernel.py`` compiles it again.
 """
 
 from __future__ import annotations
