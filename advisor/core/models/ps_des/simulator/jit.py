@@ -83,6 +83,21 @@ def njit(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[.
     return decorate
 
 
+def inlined(fn: Callable[..., Any]) -> Any:
+    """An engine helper that LLVM inlines into its callers (``forceinline``): compiled once, as
+    its own function, never called from Python (no wrapper) nor cached (only ``loop.run``, which
+    holds it, is). numba's own inlining (``inline="always"``) copies the callee's IR at every call
+    site, and took half of the 20 s the main loop took to compile."""
+    return njit(_nrt=False, forceinline=True, no_cpython_wrapper=True)(fn)
+
+
+def inlined_ir(fn: Callable[..., Any]) -> Any:
+    """A small engine helper that numba inlines (``inline="always"``): for those called with
+    constant arguments, which numba compiles once per constant (literal types) when it compiles
+    the helper as a function (``inlined``)."""
+    return njit(_nrt=False, inline="always")(fn)
+
+
 def _engine_function(cache_module: Any, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``numba.njit`` with the engine's cache (``engine_cache.py``) in place of numba's own; with
     neither a writable cache directory nor a prebuilt copy that fits, a warning (once)."""
