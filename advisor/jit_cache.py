@@ -12,8 +12,9 @@ compiles in the process (``simulator/jit.py`` also guards the load itself).
 
 The package itself ships the engine compiled for any x86-64 CPU (``simulator/engine_cache.py``),
 which serves any install of the same sources, numba and Python without an image's cache;
-``python -m advisor.jit_cache prebuild`` makes it again after the engine's sources change (a
-test fails until it has been), once per Python version the package ships it for.
+``python -m advisor.jit_cache prebuild [--python PYTHON]`` makes it again after the engine's
+sources change (a test fails until it has been), once per Python version the package ships it
+for (3.11, the image's and CI's, is required; 3.12 and 3.13 are shipped too).
 """
 
 from __future__ import annotations
@@ -131,10 +132,11 @@ def build(directory: Path | None) -> tuple[int, float]:
     return signatures, time.perf_counter() - start
 
 
-def prebuild(python: str = sys.executable) -> tuple[Path, list[str]]:
+def prebuild(python: str = sys.executable) -> tuple[Path, list[str], list[str]]:
     """Compile the engine for any x86-64 CPU with ``python`` and store it in the package's
-    prebuilt copy (``simulator/engine_cache.py``); returns the directory and the files written.
-    Another Python version's files stay when they were compiled from the same sources."""
+    prebuilt copy (``simulator/engine_cache.py``); returns the directory, the files written and
+    the Python versions whose files were removed. Another Python version's files stay when they
+    were compiled from the same sources, and are removed when not (they would never load)."""
     from advisor.core.models.ps_des.simulator import engine_cache
 
     with tempfile.TemporaryDirectory(prefix="advisor-prebuild-") as tmp:
@@ -156,7 +158,8 @@ def prebuild(python: str = sys.executable) -> tuple[Path, list[str]]:
         files = sorted(p for p in Path(tmp).rglob("*") if p.suffix in (".nbi", ".nbc"))
         target = engine_cache.PREBUILT / built["numba"]
         manifest = engine_cache.read_manifest(target) or {}
-        keep = set(manifest.get("python", [])) - {built["python"]} if manifest.get("stamp") == built["stamp"] else set()
+        others = set(manifest.get("python", [])) - {built["python"]}
+        keep = others if manifest.get("stamp") == built["stamp"] else set()
         target.mkdir(parents=True, exist_ok=True)
         for old in target.iterdir():  # stale sources, or this Python's previous files
             if old.name != engine_cache.MANIFEST and not any(f".{tag}." in old.name for tag in keep):
@@ -166,7 +169,7 @@ def prebuild(python: str = sys.executable) -> tuple[Path, list[str]]:
     manifest = {"numba": built["numba"], "stamp": built["stamp"], "python": sorted(keep | {built["python"]}),
                 "triple": built["triple"], "cpu": "generic"}
     (target / engine_cache.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    return target, [p.name for p in files]
+    return target, [p.name for p in files], sorted(others - keep)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -179,8 +182,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--python", default=sys.executable, help="the interpreter to compile with (default: this one)")
     args = parser.parse_args(argv)
     if args.command == "prebuild":
-        target, names = prebuild(args.python)
-        print(f"wrote {len(names)} files to {target}")
+        from advisor.core.models.ps_des.simulator.engine_cache import read_manifest
+
+        target, names, dropped = prebuild(args.python)
+        shipped = read_manifest(target) or {}
+        print(f"wrote {len(names)} files to {target}; it holds the engine for {', '.join(shipped.get('python', []))}")
+        if dropped:
+            print(f"removed {', '.join(dropped)}, compiled from other sources: compile them again with "
+                  "--python (an interpreter of that version with numba and pydantic)")
         return 0
     directory = args.directory
     if directory is None and not os.environ.get(ENV):
