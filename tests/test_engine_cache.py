@@ -183,7 +183,7 @@ def test_a_prebuilt_index_for_another_numba_or_source_is_ignored_and_the_engine_
     """The manifest says the copy fits, but numba's own index check says otherwise: numba
     compiles (the right value) and saves what it compiled in the writable cache."""
     root = _copy(tmp_path)
-    index = next((root / numba.__version__).glob("jit.quantize-*.nbi"))
+    index = next((root / numba.__version__).glob(f"jit.quantize-*.{engine_cache.python_tag()}.nbi"))
     _rewrite_index(index, **({"version": "0.0.1"} if change == "numba version" else {"stamp": "old sources"}))
     report, stderr, written = _child(tmp_path, root)
     assert report == dict(value=QUANTIZED_TENTH, hits=0, misses=1), stderr
