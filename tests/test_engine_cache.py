@@ -63,6 +63,8 @@ _CHILD = textwrap.dedent("""
         from advisor.core.models.ps_des.simulator.warm import warm
         warm()
         fn, value = run, None
+    elif sys.argv[1] == "direct":  # as inputs.py calls it, without jit.call's guard
+        fn, value = quantize, quantize(0.1)
     else:
         fn, value = quantize, call(quantize, 0.1)
     print(json.dumps(dict(value=value, hits=sum(fn.stats.cache_hits.values()),
@@ -191,13 +193,30 @@ def test_a_prebuilt_index_for_another_numba_or_source_is_ignored_and_the_engine_
 
 
 @needs_shipped
-def test_an_unreadable_prebuilt_engine_warns_and_compiles(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damaged", ["data", "index"])
+@pytest.mark.parametrize("caller", ["quantize", "direct"])
+def test_an_unreadable_prebuilt_engine_warns_and_compiles(tmp_path: Path, damaged: str, caller: str) -> None:
+    """Through jit.call or called directly from Python, a damaged file is a warning naming it
+    and a compile, never a crash."""
     root = _copy(tmp_path)
-    for data in (root / numba.__version__).glob("jit.quantize-*.nbc"):
-        data.write_bytes(b"\x80\x05not a pickle")
-    report, stderr, _ = _child(tmp_path, root)
-    assert report["value"] == QUANTIZED_TENTH
-    assert "EngineCacheWarning" in stderr and "could not be loaded" in stderr
+    suffix = "1.nbc" if damaged == "data" else "nbi"
+    for path in (root / numba.__version__).glob(f"jit.quantize-*.{engine_cache.python_tag()}.{suffix}"):
+        path.write_bytes(path.read_bytes()[:40] if damaged == "index" else b"\x80\x05not a pickle")
+    report, stderr, _ = _child(tmp_path, root, caller)
+    assert report == dict(value=QUANTIZED_TENTH, hits=0, misses=1), stderr
+    assert "EngineCacheWarning" in stderr and "could not be loaded" in stderr and "jit.quantize-" in stderr
+
+
+@needs_shipped
+def test_an_unreadable_writable_cache_falls_back_to_the_prebuilt_engine(tmp_path: Path) -> None:
+    cache = tmp_path / "numba-cache"
+    first, _, written = _child(tmp_path, "off")  # compiles into the writable cache
+    assert first["misses"] == 1 and written
+    for path in cache.rglob("*.nbc"):
+        path.write_bytes(b"\x80\x05not a pickle")
+    report, stderr, _ = _child(tmp_path, _copy(tmp_path))
+    assert report == dict(value=QUANTIZED_TENTH, hits=1, misses=0), stderr
+    assert "could not be loaded" in stderr
 
 
 def test_no_writable_directory_and_no_prebuilt_engine_warns(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,12 +30,15 @@ import inspect
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 import llvmlite.binding as llvm
 import numba
 from numba.core import caching
+
+from advisor.errors import CACHE_LOAD_ERRORS, EngineCacheWarning
 
 ENGINE_DIR = Path(__file__).resolve().parent
 PREBUILT = ENGINE_DIR / "prebuilt"
@@ -46,10 +49,12 @@ GENERIC = ("generic", "")  # numba's (CPU name, features) for NUMBA_CPU_NAME=gen
 
 @functools.cache
 def source_stamp() -> str:
-    """A hash of every source file of the engine (this folder's ``*.py``), names and contents."""
+    """A hash of every source file of the engine (this folder's ``*.py``), names and contents;
+    all but this one, which compiles nothing."""
     digest = hashlib.sha256()
     for path in sorted(ENGINE_DIR.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        if path.name != Path(__file__).name:
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return f"advisor-engine-sha256:{digest.hexdigest()}"
 
 
@@ -157,13 +162,24 @@ class EngineCache(caching.FunctionCache):
             self.prebuilt = caching.IndexDataCacheFile(str(prebuilt), self._impl.filename_base, source_stamp())
 
     def _load_overload(self, sig: Any, target_context: Any) -> Any:
+        """The compiled function from the writable cache, else from the prebuilt copy; None
+        (compile) when neither has it. A file that cannot be read is skipped with a warning."""
         if not self._enabled:
             return None
         key = self._index_key(sig, target_context.codegen())
-        data = self._cache_file.load(key) if self.writable else None
-        if data is None and self.prebuilt is not None:
-            data = self.prebuilt.load((key[0], (key[1][0], *GENERIC), key[2]))
-        return None if data is None else self._impl.rebuild(target_context, data)
+        tiers = [(self._cache_file, key)] if self.writable else []
+        if self.prebuilt is not None:
+            tiers.append((self.prebuilt, (key[0], (key[1][0], *GENERIC), key[2])))
+        for cache_file, tier_key in tiers:
+            try:
+                data = cache_file.load(tier_key)
+                if data is not None:
+                    return self._impl.rebuild(target_context, data)
+            except CACHE_LOAD_ERRORS as exc:
+                warnings.warn(f"the numba cache of the simulation engine could not be loaded from "
+                              f"{cache_file._index_path} ({type(exc).__name__}: {exc}); ignoring it", EngineCacheWarning,
+                              stacklevel=2)
+        return None
 
     def _save_overload(self, sig: Any, data: Any) -> None:
         if self.writable:
