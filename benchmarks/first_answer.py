@@ -1,7 +1,7 @@
 """How long the README's first command takes to answer on a fresh install: ``advisor predict``
 on the bundled example, first and second run, for an editable install and a wheel install.
 
-    python3 -m benchmarks.first_answer [--install editable,wheel] [--no-cold] [--keep DIR]
+    python3 -m benchmarks.first_answer [--install editable,wheel] [--no-cold] [--keep DIR] [--repo CHECKOUT]
 
 What is fresh, as on a new machine: a new virtual environment without the system's packages,
 the dependencies from the hashed lock (``requirements/controller.lock``: the package's own, and
@@ -11,7 +11,8 @@ files (tracked and untracked, not ignored: a fresh clone with the current edits,
 ``__pycache__`` and no numba cache). The runs see no ``NUMBA_*``, ``ADVISOR_*`` or
 ``PYTHONPATH`` variable, a new ``HOME``, and start in an empty directory, so numba caches where
 it would on a new machine (``__pycache__`` beside the installed sources). Each install mode gets
-its own copy and venv.
+its own copy and venv. ``--repo`` measures another checkout instead (another version of the
+code, for a before-and-after figure; its first run is its cold one if it has no prebuilt engine).
 
 Rows: the first ``advisor predict`` (the engine comes from the package's prebuilt copy, or is
 compiled when that does not fit), the second (from the cache the first wrote, or the prebuilt
@@ -70,11 +71,11 @@ def run(cmd: list[str], env: dict[str, str], cwd: Path) -> None:
         raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
 
 
-def fresh_install(work: Path, mode: str, env: dict[str, str]) -> tuple[Path, float]:
+def fresh_install(work: Path, mode: str, env: dict[str, str], repo: Path = REPO) -> tuple[Path, float]:
     """A new venv in ``work`` with the locked dependencies and advisor (``editable`` or
-    ``wheel``) from a copy of the work tree; (the venv's ``advisor`` script, seconds taken)."""
+    ``wheel``) from a copy of ``repo``'s work tree; (the venv's ``advisor`` script, seconds taken)."""
     started = time.perf_counter()
-    src = copy_tree(work / "src")
+    src = copy_tree(work / "src", repo)
     venv = work / "venv"
     run([sys.executable, "-m", "venv", str(venv)], env, work)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
@@ -103,7 +104,7 @@ def timed_predict(advisor: Path, env: dict[str, str], cwd: Path) -> tuple[float,
     return wall, cpu, done.stdout
 
 
-def measure(root: Path, mode: str, cold: bool) -> list[tuple[str, float, float, str]]:
+def measure(root: Path, mode: str, cold: bool, repo: Path = REPO) -> list[tuple[str, float, float, str]]:
     """The rows for one install mode: (label, wall, CPU, output)."""
     rows = []
     kinds = [("first", "second")] + ([("prebuilt off, first",)] if cold else [])
@@ -111,7 +112,7 @@ def measure(root: Path, mode: str, cold: bool) -> list[tuple[str, float, float, 
         work = root / f"{mode}-{i}"
         (work / "home").mkdir(parents=True)
         (work / "cwd").mkdir()
-        advisor, took = fresh_install(work, mode, clean_env())
+        advisor, took = fresh_install(work, mode, clean_env(), repo)
         print(f"  {mode}: fresh venv and install in {took:.0f} s", file=sys.stderr, flush=True)
         env = clean_env(work / "home")
         if labels[0].startswith("prebuilt off"):
@@ -126,17 +127,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--install", default="editable,wheel", help="comma-separated: editable, wheel")
     parser.add_argument("--no-cold", action="store_true", help="skip the run with ADVISOR_PREBUILT_ENGINE=off")
     parser.add_argument("--keep", type=Path, help="work in this directory and keep it (default: a temporary one)")
+    parser.add_argument("--repo", type=Path, default=REPO, help="the checkout to install (default: this one)")
     args = parser.parse_args(argv)
     modes = [m.strip() for m in args.install.split(",") if m.strip()]
     if not modes or set(modes) - {"editable", "wheel"}:
         parser.error(f"--install takes editable and/or wheel, got {args.install!r}")
     root = Path(tempfile.mkdtemp(prefix="first-answer-", dir=args.keep))
     outputs = set()
-    print(f"advisor predict on the bundled example, fresh venv per install ({os.cpu_count()} CPUs, "
+    print(f"advisor predict on the bundled example from {args.repo}, fresh venv per install ({os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f} at start)")
     try:
         for mode in modes:
-            for label, wall, cpu, out in measure(root, mode, not args.no_cold):
+            for label, wall, cpu, out in measure(root, mode, not args.no_cold, args.repo.resolve()):
                 outputs.add(out)
                 print(f"{mode:<9} {label:<22} {wall:6.1f} s wall {cpu:6.1f} s CPU", flush=True)
     finally:
