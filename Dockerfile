@@ -44,8 +44,11 @@ RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation -w /wheels . \
  && /opt/advisor/bin/python scripts/slim_venv.py /opt/advisor \
  && /opt/advisor/bin/python -c "import advisor.cli, advisor.controller.main, advisor.controller.app" \
  && NUMBA_CPU_NAME=generic /opt/advisor/bin/python -m advisor.jit_cache build /opt/advisor/numba-cache
-# ^ the simulation engine compiled once, here, for any x86-64 CPU (NUMBA_CPU_NAME=generic): pods and
-#   prediction Jobs load it read-only (advisor.jit_cache copies it to /tmp) instead of compiling.
+# ^ the simulation engine for any x86-64 CPU (NUMBA_CPU_NAME=generic), so that pods and prediction Jobs
+#   never compile it: the wheel ships it prebuilt (advisor/core/models/ps_des/simulator/engine_cache.py),
+#   and this step loads that and writes nothing; where the prebuilt copy does not fit (engine sources
+#   edited without `python -m advisor.jit_cache prebuild`, another numba), it compiles the engine here,
+#   into the directory pods read (advisor.jit_cache copies it to /tmp).
 
 FROM python:3.11.13-slim-bookworm
 LABEL org.opencontainers.image.title="advisor" \

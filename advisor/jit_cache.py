@@ -9,14 +9,22 @@ copies a read-only cache into a private directory under the temporary directory 
 ``NUMBA_CACHE_DIR`` there; a writable directory is used as it is. Index files that cannot be
 read, or that another numba version wrote, are not copied: a warning names them and the engine
 compiles in the process (``simulator/jit.py`` also guards the load itself).
+
+The package itself ships the engine compiled for any x86-64 CPU (``simulator/engine_cache.py``),
+which serves any install of the same sources, numba and Python without an image's cache;
+``python -m advisor.jit_cache prebuild [--python PYTHON]`` makes it again after the engine's
+sources change (a test fails until it has been), once per Python version the package ships it
+for (3.11, the image's and CI's, is required; 3.12 and 3.13 are shipped too).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pickle
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -124,12 +132,65 @@ def build(directory: Path | None) -> tuple[int, float]:
     return signatures, time.perf_counter() - start
 
 
+def prebuild(python: str = sys.executable) -> tuple[Path, list[str], list[str]]:
+    """Compile the engine for any x86-64 CPU with ``python`` and store it in the package's
+    prebuilt copy (``simulator/engine_cache.py``); returns the directory, the files written and
+    the Python versions whose files were removed. Another Python version's files stay when they
+    were compiled from the same sources, and are removed when not (they would never load)."""
+    from advisor.core.models.ps_des.simulator import engine_cache
+
+    with tempfile.TemporaryDirectory(prefix="advisor-prebuild-") as tmp:
+        env = {**os.environ, "NUMBA_CPU_NAME": "generic", engine_cache.ENV: "off"}
+        env.pop("NUMBA_CPU_FEATURES", None)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]),
+                                                        env.get("PYTHONPATH")) if p)
+        script = ("import json, pathlib, sys\n"
+                  "from advisor.jit_cache import build\n"
+                  "build(pathlib.Path(sys.argv[1]))\n"
+                  "import numba, llvmlite.binding as ll\n"
+                  "from advisor.core.models.ps_des.simulator import engine_cache as e\n"
+                  "print(json.dumps(dict(stamp=e.source_stamp(), python=e.python_tag(), "
+                  "triple=ll.get_process_triple(), numba=numba.__version__)))\n")
+        done = subprocess.run([python, "-c", script, tmp], env=env, capture_output=True, text=True, check=False)
+        if done.returncode:
+            raise RuntimeError(f"compiling the engine with {python} failed:\n{done.stderr}")
+        built = json.loads(done.stdout.splitlines()[-1])
+        files = sorted(p for p in Path(tmp).rglob("*") if p.suffix in (".nbi", ".nbc"))
+        target = engine_cache.PREBUILT / built["numba"]
+        manifest = engine_cache.read_manifest(target) or {}
+        others = set(manifest.get("python", [])) - {built["python"]}
+        keep = others if manifest.get("stamp") == built["stamp"] else set()
+        target.mkdir(parents=True, exist_ok=True)
+        for old in target.iterdir():  # stale sources, or this Python's previous files
+            if old.name != engine_cache.MANIFEST and not any(f".{tag}." in old.name for tag in keep):
+                old.unlink()
+        for path in files:
+            shutil.copyfile(path, target / path.name)
+    manifest = {"numba": built["numba"], "stamp": built["stamp"], "python": sorted(keep | {built["python"]}),
+                "triple": built["triple"], "cpu": "generic"}
+    (target / engine_cache.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return target, [p.name for p in files], sorted(others - keep)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m advisor.jit_cache", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="compile the simulation engine into a cache directory (an image build runs it)")
     b.add_argument("directory", type=Path, nargs="?", help=f"the cache directory (default: ${ENV})")
+    p = sub.add_parser("prebuild", help="compile the engine for any x86-64 CPU into the package's prebuilt copy "
+                                        "(after editing the engine; once per Python version shipped)")
+    p.add_argument("--python", default=sys.executable, help="the interpreter to compile with (default: this one)")
     args = parser.parse_args(argv)
+    if args.command == "prebuild":
+        from advisor.core.models.ps_des.simulator.engine_cache import read_manifest
+
+        target, names, dropped = prebuild(args.python)
+        shipped = read_manifest(target) or {}
+        print(f"wrote {len(names)} files to {target}; it holds the engine for {', '.join(shipped.get('python', []))}")
+        if dropped:
+            print(f"removed {', '.join(dropped)}, compiled from other sources: compile them again with "
+                  "--python (an interpreter of that version with numba and pydantic)")
+        return 0
     directory = args.directory
     if directory is None and not os.environ.get(ENV):
         parser.error(f"name the directory, or set {ENV}")
@@ -138,6 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     files = [p for p in where.rglob("*") if p.suffix in (".nbi", ".nbc")]
     size = sum(p.stat().st_size for p in files)
     cpu = os.environ.get("NUMBA_CPU_NAME", "host")
+    if not files:
+        print(f"loaded the engine in {seconds:.1f} s from the package's prebuilt copy (simulator/engine_cache.py): "
+              f"nothing to compile into {where}")
+        return 0
     print(f"compiled the engine in {seconds:.1f} s: {signatures} signature(s) of the main loop, {len(files)} files, "
           f"{size / 1e6:.1f} MB in {where} (CPU {cpu})")
     return 0

@@ -10,6 +10,8 @@ The profile is the synthetic Inception-scale step (``benchmarks/synthetic.py``, 
   ``NUMBA_CPU_NAME=generic`` (what the image does), given read-only as ``NUMBA_CACHE_DIR``
   (``advisor/jit_cache.py`` copies it to a private directory on start);
 - **warm**: the same cache, after a first run;
+(the package's prebuilt engine is turned off, ``ADVISOR_PREBUILT_ENGINE=off``, so that these rows
+are about numba's cache; ``benchmarks/first_answer.py`` times a fresh install with it)
 each with ``--jobs 1`` (one process) and ``--jobs N`` (``--jobs 0``: as many as the CPU quota
 allows). Then the like-for-like case of the issue: W = 4, 120 steps per worker, 50 warm-up,
 equal shares, compiled engine against the plain transcription of Algorithm 3.1
@@ -114,7 +116,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-command-"))
     profile = work / "inception.json.gz"
     write_profile(inception_like(), profile)
-    base = {**os.environ, "NUMBA_CPU_NAME": "generic", "TMPDIR": str(work / "tmp"), "PYTHONPATH": str(REPO)}
+    base = {**os.environ, "NUMBA_CPU_NAME": "generic", "TMPDIR": str(work / "tmp"), "PYTHONPATH": str(REPO),
+            "ADVISOR_PREBUILT_ENGINE": "off"}
     (work / "tmp").mkdir()
     curve = ("--workers", "1-32")
     shipped = work / "shipped"

@@ -14,16 +14,17 @@ Two kinds, both min-heaps with lexicographic keys and no allocation after setup:
   ``(queue, worker, op)`` packed into one int64 (``e_top`` unpacks it); bundled as
   ``(t, seq, payload, size)`` with ``size`` an array of length 1.
 
-Written in the subset of Python that numba compiles; without numba they run as plain
-(slow) Python.
+Written in the subset of Python that numba compiles, and inlined into the loop by numba
+(``jit.inlined_ir``: several are called with constant arguments); without numba they run as
+plain (slow) Python.
 """
 
 from __future__ import annotations
 
-from advisor.core.models.ps_des.simulator.jit import njit
+from advisor.core.models.ps_des.simulator.jit import inlined_ir
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined_ir
 def _q_less(r1, p1, s1, r2, p2, s2):  # type: ignore[no-untyped-def]
     if r1 != r2:
         return r1 < r2
@@ -32,7 +33,7 @@ def _q_less(r1, p1, s1, r2, p2, s2):  # type: ignore[no-untyped-def]
     return s1 < s2
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined_ir
 def q_push(qs, q, rnd, pri, seq, val):  # type: ignore[no-untyped-def]
     qr, qp, qq, qv, qn, qh, fifo = qs
     if fifo[q]:
@@ -50,7 +51,7 @@ def q_push(qs, q, rnd, pri, seq, val):  # type: ignore[no-untyped-def]
     qr[q, i], qp[q, i], qq[q, i], qv[q, i] = rnd, pri, seq, val
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined_ir
 def q_pop(qs, q):  # type: ignore[no-untyped-def]
     qr, qp, qq, qv, qn, qh, fifo = qs
     if fifo[q]:
@@ -85,12 +86,12 @@ E_OP_BITS, E_W_BITS, E_Q_BITS = 24, 20, 19
 E_Q_OFFSET = 4  # queues are >= -3 (loop.py's markers)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined_ir
 def _e_less(t1, s1, t2, s2):  # type: ignore[no-untyped-def]
     return t1 < t2 or (t1 == t2 and s1 < s2)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined_ir
 def _e_sift_up(et, es, ep, i, t, seq, p):  # type: ignore[no-untyped-def]
     """Place the entry ``(t, seq, p)`` at the hole ``i`` or above it, moving larger parents down."""
     while i > 0:
@@ -102,7 +103,7 @@ def _e_sift_up(et, es, ep, i, t, seq, p):  # type: ignore[no-untyped-def]
     et[i], es[i], ep[i] = t, seq, p
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined_ir
 def e_push(ev, t, seq, q, w, op):  # type: ignore[no-untyped-def]
     et, es, ep, en = ev
     p = (((q + E_Q_OFFSET) << E_W_BITS | w) << E_OP_BITS) | op
@@ -111,14 +112,14 @@ def e_push(ev, t, seq, q, w, op):  # type: ignore[no-untyped-def]
     _e_sift_up(et, es, ep, i, t, seq, p)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined_ir
 def e_top(ev):  # type: ignore[no-untyped-def]
     """The top entry's ``(queue, worker, op)``."""
     p = ev[2][0]
     return (p >> (E_W_BITS + E_OP_BITS)) - E_Q_OFFSET, (p >> E_OP_BITS) & ((1 << E_W_BITS) - 1), p & ((1 << E_OP_BITS) - 1)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined_ir
 def e_pop(ev):  # type: ignore[no-untyped-def]
     """Remove the top entry (read it first). Floyd's order: the hole at the top goes down to a
     leaf along the smaller children (chosen without a branch), then the last entry rises from

@@ -4,13 +4,14 @@ keeps a bad on-disk cache of compiled code from stopping a prediction.
 The compiled engine is written in the subset of Python numba compiles, so without numba it
 still runs, only slowly (and the results are the same).
 
-The engine's functions are cached on disk (``cache=True``; an image ships the cache built at
-build time, ``advisor/jit_cache.py``). What can go wrong with a cache is handled here, never as
-a crash: no writable cache directory at all (numba refuses ``cache=True`` at import: the
-functions are compiled without a cache, with a warning); a corrupt cache file (``call`` drops
-the caches and compiles in this process, with a warning); a cache built for another CPU or
-numba version (numba ignores it and compiles; ``call`` says so, so that a slow start has a
-named cause).
+The engine's functions are cached on disk (``cache=True``), through ``engine_cache.py``: stamped
+with the whole engine's source, and also read from the prebuilt copy the package ships, so that
+a fresh install does not compile; an image may also ship a cache built at build time
+(``advisor/jit_cache.py``). What can go wrong with a cache is handled here, never as a crash:
+no writable cache directory and no prebuilt copy that fits (the functions are compiled in every
+process, with a warning); a corrupt cache file (``call`` drops the caches and compiles in this
+process, with a warning); a cache built for another CPU, numba version or source (numba ignores
+it and compiles; ``call`` says so, so that a slow start has a named cause).
 """
 
 from __future__ import annotations
@@ -49,9 +50,14 @@ def _import_numba() -> Any:
 
 
 _numba_njit = _import_numba()
+try:  # numba's caching internals it builds on (stable since numba 0.5x); without them, numba's own cache
+    from advisor.core.models.ps_des.simulator import engine_cache
+except (ImportError, AttributeError):  # pragma: no cover - exercised only without numba or with another numba
+    engine_cache = None  # type: ignore[assignment]
 
 HAVE_NUMBA = _numba_njit is not None
 _DISPATCHERS: list[Any] = []  # every cached numba function made here, so that a bad cache can be dropped
+_WARNED_NO_CACHE = False
 
 
 def njit(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -60,6 +66,8 @@ def njit(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[.
         return lambda fn: fn
 
     def decorate(fn: Callable[..., Any]) -> Any:
+        if kwargs.get("cache") and engine_cache is not None and engine_cache.covers(fn):
+            return _engine_function(engine_cache, fn, args, kwargs)
         try:
             dispatcher = _numba_njit(*args, **kwargs)(fn)
         except RuntimeError as exc:  # "cannot cache function ...: no locator available"
@@ -73,6 +81,37 @@ def njit(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[.
         return dispatcher
 
     return decorate
+
+
+def inlined(fn: Callable[..., Any]) -> Any:
+    """An engine helper that LLVM inlines into its callers (``forceinline``): compiled once, as
+    its own function, never called from Python (no wrapper) nor cached (only ``loop.run``, which
+    holds it, is). numba's own inlining (``inline="always"``) copies the callee's IR at every call
+    site, and took half of the 20 s the main loop took to compile."""
+    return njit(_nrt=False, forceinline=True, no_cpython_wrapper=True)(fn)
+
+
+def inlined_ir(fn: Callable[..., Any]) -> Any:
+    """A small engine helper that numba inlines (``inline="always"``): for those called with
+    constant arguments, which numba compiles once per constant (literal types) when it compiles
+    the helper as a function (``inlined``)."""
+    return njit(_nrt=False, inline="always")(fn)
+
+
+def _engine_function(cache_module: Any, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``numba.njit`` with the engine's cache (``engine_cache.py``) in place of numba's own; with
+    neither a writable cache directory nor a prebuilt copy that fits, a warning (once)."""
+    global _WARNED_NO_CACHE
+    dispatcher = _numba_njit(*args, **{**kwargs, "cache": False})(fn)
+    cache = cache_module.make(fn)
+    if not cache.writable and cache.prebuilt is None and not _WARNED_NO_CACHE:
+        _WARNED_NO_CACHE = True
+        problem = cache_module.prebuilt_problem(cache_module.prebuilt_dir())
+        warnings.warn(f"no writable numba cache directory and {problem}: the engine is compiled in every process; "
+                      "set NUMBA_CACHE_DIR to a writable directory", EngineCacheWarning, stacklevel=4)
+    dispatcher._cache = cache
+    _DISPATCHERS.append(dispatcher)
+    return dispatcher
 
 
 def call(fn: Any, *args: Any) -> Any:

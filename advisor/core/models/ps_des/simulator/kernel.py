@@ -35,16 +35,17 @@ its next completion (time, seq, queue) with a flag saying it must be recomputed;
 became active and its current weight; scratch for the water-filling; each worker's NIC rate
 (``NIC``, read when the workers' rates differ, ``hetnic``; else ``nic_bps`` is every one's).
 
-Every function here is inlined into the loop (``inline="always"``): numba passes each array
-of a tuple argument as seven or more machine words, so an out-of-line call with the engine's
-state cost some 3.7 kB of argument copying, and calls were half of the engine's time.
+Every function here is inlined into the loop (``jit.inlined``, by LLVM; the small ones called
+with constant arguments ``jit.inlined_ir``, by numba): numba passes each array of a tuple
+argument as seven or more machine words, so an out-of-line call with the engine's state cost
+some 3.7 kB of argument copying, and calls were half of the engine's time.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from advisor.core.models.ps_des.simulator.jit import TIME_GRID, njit, quantize
+from advisor.core.models.ps_des.simulator.jit import TIME_GRID, inlined, inlined_ir, quantize
 
 _BIG = np.iinfo(np.int64).max
 # A flow whose rem is this many grid ticks (of its rate) above the minimum cannot complete
@@ -64,7 +65,7 @@ GENERAL, UNIFORM, PROPORTIONAL = 0, 1, 2
 _REBASE_S = 1.0
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def _advance(links, d, t, mode):  # type: ignore[no-untyped-def]
     n, last, rem, rate = links[N], links[LAST], links[REM], links[RATE]
     dt = t - last[d]
@@ -81,7 +82,7 @@ def _advance(links, d, t, mode):  # type: ignore[no-untyped-def]
     last[d] = t
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def _rates(links, d, mode, n_ps, R, W, link_bps, nic_bps, eta, hetnic):  # type: ignore[no-untyped-def]
     """Weighted water-filling as ``sharing.water_fill``; when uniform simply ``min(cap/n, NIC)``;
     when proportional the level ``cap / total weight`` (and a re-base of the virtual time)."""
@@ -155,7 +156,7 @@ def _rates(links, d, mode, n_ps, R, W, link_bps, nic_bps, eta, hetnic):  # type:
             rem_nic[w] = max(rem_nic[w] - r, 0.0)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined_ir
 def _member(kind, which, k, R, d):  # type: ignore[no-untyped-def]
     """(queue, worker, PS) of the k-th possible flow through a constraint: PS link ``which``
     (kind 0, k = worker) or the NIC of worker ``which`` (kind 1, k = PS)."""
@@ -163,7 +164,7 @@ def _member(kind, which, k, R, d):  # type: ignore[no-untyped-def]
     return w * R + 1 + 3 * i + d, w, i
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined_ir
 def _unfrozen_weight(links, d, kind, which, size, R):  # type: ignore[no-untyped-def]
     """Total weight and number of the constraint's active flows not frozen yet (``size``:
     possible flows through it). The sum is exact in any order (inputs.draw_share_weights)."""
@@ -177,12 +178,12 @@ def _unfrozen_weight(links, d, kind, which, size, R):  # type: ignore[no-untyped
     return total, count
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def _flow_end(last, rem, rate):  # type: ignore[no-untyped-def]
     return quantize(last + rem / rate) if rem > 0.0 else last
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def _next_completion(links, d, mode):  # type: ignore[no-untyped-def]
     """The direction's next completion by ``(time, seq)``."""
     act, n, last, rem, rate, fseq = links[ACT], links[N], links[LAST], links[REM], links[RATE], links[FSEQ]
@@ -221,7 +222,7 @@ def _next_completion(links, d, mode):  # type: ignore[no-untyped-def]
     links[NT][d], links[NS][d], links[NQ][d] = best_t, best_s, act[d, best_j]
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def _add_flow(links, d, q, now, bits, seq, weight, mode):  # type: ignore[no-untyped-def]
     act, n = links[ACT], links[N]
     _advance(links, d, now, mode)
@@ -237,7 +238,7 @@ def _add_flow(links, d, q, now, bits, seq, weight, mode):  # type: ignore[no-unt
     links[DIRTY][d] = 1
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def _remove_flow(links, d, q, mode):  # type: ignore[no-untyped-def]
     act, n, apos, rem, rate, fseq, wgt = links[ACT], links[N], links[APOS], links[REM], links[RATE], links[FSEQ], links[WGT]
     links[ISACT][q] = 0
@@ -254,7 +255,7 @@ def _remove_flow(links, d, q, mode):  # type: ignore[no-untyped-def]
     links[DIRTY][d] = 1
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def queued_push_bits(links, w, ps, now, R, W, mode):  # type: ignore[no-untyped-def]
     """Bits the other workers' active pushes to ``ps`` still have to send at ``now`` (the
     uplink is advanced lazily, so from ``LAST``). Added in another order than the reference's
@@ -279,7 +280,7 @@ def queued_push_bits(links, w, ps, now, R, W, mode):  # type: ignore[no-untyped-
     return total
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def activate(links, q, now, shares):  # type: ignore[no-untyped-def]
     """Connection ``q``'s weight for a chunk starting at ``now``: the next draw if it was idle."""
     if links[CONN_LAST][q] < now:

@@ -34,11 +34,9 @@ an endless run at ``pause_t``, and ``resume = 1`` continues it (with a larger ``
 arrays grown to a larger ``cap``) exactly as if it had never paused. A worker that would need
 a step beyond ``cap`` (only if whole steps take no time) stops and sets ``stalled``.
 
-Every helper is inlined (``inline="always"``) and each is called from one place in ``run``
-where it matters: an out-of-line call passed the whole state tuple by value (see
-``kernel.py``). numba's on-disk cache of ``run`` is checked against this file only (a
-documented numba limitation): after editing only ``kernel.py``, ``heaps.py`` or ``jit.py``,
-delete ``__pycache__/loop.*.nb[ic]`` or the old code keeps running.
+Every helper is inlined (``jit.inlined``) and each is called from one place in ``run`` where
+it matters: an out-of-line call passed the whole state tuple by value (see ``kernel.py``). The on-disk cache of ``run`` is checked against every source file of the
+engine, not only this one (``engine_cache.py``): an edit of ``kernel.py`` compiles it again.
 """
 
 from __future__ import annotations
@@ -46,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from advisor.core.models.ps_des.simulator.heaps import e_pop, e_push, e_top, q_pop, q_push
-from advisor.core.models.ps_des.simulator.jit import njit, quantize
+from advisor.core.models.ps_des.simulator.jit import inlined, njit, quantize
 from advisor.core.models.ps_des.simulator.kernel import (
     CONN_LAST,
     N,
@@ -72,12 +70,12 @@ GSTEP, FRESH, NWAIT, NUPD, NSTART = 0, 1, 2, 3, 4  # ws[9], the synchronous PS's
 RQ, ETA = 3, 4  # fpar, after [link_bps, nic_bps, win_bits]
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def _is_link(s):  # type: ignore[no-untyped-def]
     return s >= 1 and (s - 1) % 3 < 2
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def _release(g, w, now, graph, ipar, fpar, ws, qs, ev, links, ctr):  # type: ignore[no-untyped-def]
     """Queue ``g`` for ``w`` (or complete it, if a zero-byte transfer; or defer a pull whose
     request queues behind others' pushes: ``reference.py``)."""
@@ -94,7 +92,7 @@ def _release(g, w, now, graph, ipar, fpar, ws, qs, ev, links, ctr):  # type: ign
     _enqueue(g, w, ctr[SEQ], graph, ipar, ws, qs)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def _enqueue(g, w, seq, graph, ipar, ws, qs):  # type: ignore[no-untyped-def]
     s = graph[0][g]
     key = 0.0
@@ -103,7 +101,7 @@ def _enqueue(g, w, seq, graph, ipar, ws, qs):  # type: ignore[no-untyped-def]
     q_push(qs, w * ipar[1] + s, 0, key, seq, g)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def _compute_end(g, w, now, graph, ws):  # type: ignore[no-untyped-def]
     """``g``'s members back to back, each end rounded to the grid (``plan.chain_spans``)."""
     dur, p, mptr, midx = graph[8], graph[9][w, ws[2][w]], graph[13], graph[14]
@@ -116,7 +114,7 @@ def _compute_end(g, w, now, graph, ws):  # type: ignore[no-untyped-def]
     return t
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def _start_chunk(q, w, s, g, now, graph, ipar, fpar, ws, ch, ev, links, ctr):  # type: ignore[no-untyped-def]
     """Start ``g`` on queue ``q``: a computation (heap event at its end), a link flow, or a
     first transfer chunk whose request must queue (heap event at its activation)."""
@@ -139,7 +137,7 @@ def _start_chunk(q, w, s, g, now, graph, ipar, fpar, ws, ch, ev, links, ctr):  #
     _add_flow(links, (s - 1) % 3, q, now, size, ctr[SEQ], activate(links, q, now, graph[16]), ipar[UNIFORM])
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def _dispatch(w, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr):  # type: ignore[no-untyped-def]
     """Start queued work on every free slot of ``w``, slot 0 first."""
     R = ipar[1]
@@ -151,7 +149,7 @@ def _dispatch(w, now, graph, ipar, fpar, ws, ch, qs, ev, links, ctr):  # type: i
             _start_chunk(q, w, s, g, now, graph, ipar, fpar, ws, ch, ev, links, ctr)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def _start_step(w, k, now, graph, ipar, fpar, ws, qs, ev, links, ctr):  # type: ignore[no-untyped-def]
     """Reset ``w``'s step state and release the roots (the caller dispatches)."""
     pending, finished, kstep, served = ws[0], ws[1], ws[2], ws[3]
@@ -165,7 +163,7 @@ def _start_step(w, k, now, graph, ipar, fpar, ws, qs, ev, links, ctr):  # type: 
         _release(roots[j], w, now, graph, ipar, fpar, ws, qs, ev, links, ctr)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def _step_done(w, now, ipar, ws, ctr):  # type: ignore[no-untyped-def]
     """Record ``w``'s step end; the next step to start, or -1 if ``w`` stops."""
     k = ws[2][w]
@@ -183,7 +181,7 @@ def _step_done(w, now, ipar, ws, ctr):  # type: ignore[no-untyped-def]
     return _sync_done(w, nxt, now, ipar, ws)
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def _sync_done(w, nxt, now, ipar, ws):  # type: ignore[no-untyped-def]
     """Synchronous PS at ``w``'s step end: ``nxt`` if its stale gradient is dropped, else -1;
     an update leaves the workers to start in ``fifo[:NSTART]``, ``w`` last (``reference.py``)."""
@@ -205,7 +203,7 @@ def _sync_done(w, nxt, now, ipar, ws):  # type: ignore[no-untyped-def]
     return -1
 
 
-@njit(cache=True, _nrt=False, inline="always")
+@inlined
 def _complete(w, q, g, last, start, now, graph, ipar, fpar, ws, qs, ev, links, ctr, tl):  # type: ignore[no-untyped-def]
     """Finish a chunk of ``g``; the next step ``w`` must start, or -1."""
     pending, finished = ws[0], ws[1]
@@ -257,28 +255,32 @@ def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-u
             break
         now = best_t
         nxt = -1
+        # what completes (a heap event's operation, or a link's chunk): one call of _complete
+        completes, last, start = True, True, now
         if src == 2:
             q, w, g = e_top(ev)
             e_pop(ev)
             if q == _START:
                 nxt = 0
+                completes = False
             elif q == _DEFER:  # the pull's request has arrived: queue it (w dispatches below)
                 ctr[SEQ] += 1
                 _enqueue(g, w, ctr[SEQ], graph, ipar, ws, qs)
-            else:
-                start = now
-                if q >= 0:
-                    busy[q] = 0
-                    start = cstart[q]
-                nxt = _complete(w, q, g, True, start, now, graph, ipar, fpar, ws, qs, ev, links, ctr, tl)
+                completes = False
+            elif q >= 0:
+                busy[q] = 0
+                start = cstart[q]
         else:
             q = d_nq[src]
             w = q // R
+            g = cop[q]
             _advance(links, src, now, uni)
             _remove_flow(links, src, q, uni)
             links[CONN_LAST][q] = now
             busy[q] = 0
-            nxt = _complete(w, q, cop[q], clast[q] == 1, cstart[q], now, graph, ipar, fpar, ws, qs, ev, links, ctr, tl)
+            last, start = clast[q] == 1, cstart[q]
+        if completes:
+            nxt = _complete(w, q, g, last, start, now, graph, ipar, fpar, ws, qs, ev, links, ctr, tl)
         # Workers released by a synchronous update (w last, if it goes on), then w itself (a
         # no-op dispatch if it was released). One call site each: a second inlined copy of
         # these helpers would grow the loop.
