@@ -43,6 +43,7 @@ from advisor.core.models.registry import default_model_for
 from advisor.core.sim_types import NetworkModel
 from advisor.core.units import parse_bandwidth, parse_quantity
 from advisor.errors import AdvisorError
+from advisor.file_fields import Quantity, Rate
 from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import load_model_error
 from advisor.parallel import PointPool
@@ -60,14 +61,7 @@ class _Capacity(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     workers: int | None = Field(default=None, ge=0)
-    resources: dict[str, float | str] = Field(default_factory=dict)
-
-    @field_validator("resources")
-    @classmethod
-    def _quantities(cls, v: dict[str, float | str]) -> dict[str, float | str]:
-        for value in v.values():
-            parse_quantity(value)
-        return v
+    resources: dict[str, Quantity] = Field(default_factory=dict)
 
 
 class _Prices(BaseModel):
@@ -82,29 +76,15 @@ class _Job(BaseModel):
 
     name: str = Field(min_length=1)
     profile: Path
-    bandwidth: str | None = None
+    bandwidth: Rate | None = None
     min_workers: int = Field(default=1, ge=1)
     max_workers: int | None = Field(default=None, ge=1)
     priority: float = Field(default=1.0, gt=0)
     examples: float | None = Field(default=None, gt=0)
     deadline_hours: float | None = Field(default=None, gt=0)
-    request: dict[str, float | str] = Field(default_factory=dict)
-    overhead: dict[str, float | str] = Field(default_factory=dict)
+    request: dict[str, Quantity] = Field(default_factory=dict)
+    overhead: dict[str, Quantity] = Field(default_factory=dict)
     batch_size: int | None = Field(default=None, gt=0)
-
-    @field_validator("bandwidth")
-    @classmethod
-    def _bandwidth(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_bandwidth(v)
-        return v
-
-    @field_validator("request", "overhead")
-    @classmethod
-    def _quantities(cls, v: dict[str, float | str]) -> dict[str, float | str]:
-        for value in v.values():
-            parse_quantity(value)
-        return v
 
 
 class JobsFile(BaseModel):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from advisor import cli_output
 from advisor.cli_args import SEED, argument_type, int_at_least
@@ -39,6 +39,7 @@ from advisor.core.curve import CurveSettings
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
 from advisor.core.units import parse_bandwidth, parse_duration
 from advisor.errors import AdvisorError
+from advisor.file_fields import Duration, Rate
 from advisor.importers.loader import load_profile
 
 JSON_SCHEMA = "advisor-contention-fit/1"
@@ -53,24 +54,10 @@ class _Job(BaseModel):
 
     profile: Path
     observed: dict[int, float | list[float]] = Field(min_length=1)
-    bandwidth: str | None = None
+    bandwidth: Rate | None = None
     congestion: CongestionControl = CongestionControl.UNKNOWN
-    queue: str | None = None
+    queue: Duration | None = None
     batch_size: int | None = Field(default=None, gt=0)
-
-    @field_validator("bandwidth")
-    @classmethod
-    def _bandwidth(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_bandwidth(v)
-        return v
-
-    @field_validator("queue")
-    @classmethod
-    def _queue(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_duration(v)
-        return v
 
 
 class _JobsFile(BaseModel):
