@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from advisor.controller.jobs.kinds import parse_job
-from advisor.controller.pipeline.allocation import ALLOCATION_KEY, ClusterAllocator, Share
+from advisor.controller.pipeline.allocation import ALLOCATION_KEY, RETRY_S, ClusterAllocator, Share
 from advisor.controller.pipeline.policy import Limits
 from advisor.controller.settings import ControllerSettings, Mode, load_settings
 from advisor.controller.web.metrics import Metrics
@@ -125,7 +125,7 @@ def test_a_queue_rbac_refuses_leaves_its_jobs_sized_alone_with_one_warning_each(
 
 
 def test_an_api_server_that_does_not_answer_keeps_the_shares_in_force_and_tries_again() -> None:
-    rig = Rig()
+    rig = Rig(cluster_debounce_s=0)
     rig.observe(queued(tfjob("a")))
     rig.allocator.run()
     assert rig.share("a").workers == 3  # 6 pods: a PS and 3 workers fit (its own optimum)
@@ -134,6 +134,7 @@ def test_an_api_server_that_does_not_answer_keeps_the_shares_in_force_and_tries_
     rig.allocator.run()
     assert rig.share("a").workers == 3 and rig.share("a").status == "placed"
     assert rig.runs_asked() == asked + 1 and not rig.kube.events
+    assert rig.enqueued[-1] == (ALLOCATION_KEY, RETRY_S)  # not at once, even with no debounce
 
 
 def test_without_a_capacity_a_job_without_a_queue_is_sized_alone_and_no_event_is_sent() -> None:

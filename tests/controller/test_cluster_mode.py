@@ -220,5 +220,18 @@ def test_turning_cluster_mode_off_removes_the_allocation_from_the_jobs(emu, body
         wait_for("the annotations gone", lambda: ALLOCATION not in annotations(emu, "j")
                  and ALLOCATED not in annotations(emu, "j"))
         assert sample(controller, "advisor_allocated_workers", job_namespace=NS, tfjob="j") is None
+        assert sample(controller, "advisor_allocation_capacity", pool="settings", resource="workers") is None
+    finally:
+        controller.stop()
+
+
+def test_a_priority_that_is_not_a_number_fails_the_job_before_profiling(emu, tmp_path) -> None:
+    controller = start_controller(emu, cluster_settings(tmp_path, cluster_capacity={"workers": 2}))
+    try:
+        create_tfjob(emu, tfjob("vip", annotations={PREFIX + "priority": "high"}))
+        wait_for("Failed", lambda: phase(emu, "vip") == "Failed")
+        assert annotations(emu, "vip")[PREFIX + "reason"] == (
+            "InvalidPolicy: TFJob ml/vip: annotation training-advisor.io/priority='high' must be a number > 0")
+        assert profiling_jobs(emu) == []
     finally:
         controller.stop()

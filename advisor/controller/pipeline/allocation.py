@@ -50,6 +50,7 @@ PLACED, WAITING, UNTOUCHED = Status.PLACED.value, Status.WAITING.value, Status.U
 PER_JOB = "per-job"  # sized alone, as without cluster mode; the reason says why
 OFF = "off"  # cluster mode is off: the job carries no allocation
 PENDING = "pending"  # not allocated yet (or finished): what the job says stays as it is
+RETRY_S = 10.0  # at least this long before a reallocation tries a queue again after no answer
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,7 @@ class ClusterAllocator:
         reallocation when that changes what the allocator would see; returns its share in force."""
         if not self.enabled:
             self.forget(view.key, reallocate=False)
+            self._drop_pools()
             return Share(OFF)
         if view.finished:
             self.forget(view.key)
@@ -197,9 +199,9 @@ class ClusterAllocator:
 
     # --- the reallocation ----------------------------------------------------------------------
 
-    def request(self) -> None:
-        """Ask for a reallocation: the first request starts a wait of ``cluster_debounce_s``, and
-        every request until it ends is served by the same reallocation."""
+    def request(self, *, at_least_s: float = 0.0) -> None:
+        """Ask for a reallocation: the first request starts a wait of ``cluster_debounce_s`` (or
+        ``at_least_s``, when longer), and every request until it ends is served by the same one."""
         settings = self._settings()
         if not settings.cluster_mode:
             return
@@ -207,7 +209,7 @@ class ClusterAllocator:
             if self._pending:
                 return
             self._pending = True
-        self._enqueue_after(ALLOCATION_KEY, settings.cluster_debounce_s)
+        self._enqueue_after(ALLOCATION_KEY, max(settings.cluster_debounce_s, at_least_s))
 
     def run(self) -> None:
         """One reallocation of every pool (the leader's reconcile worker runs it)."""
@@ -216,6 +218,7 @@ class ClusterAllocator:
             members = sorted(self._members.values(), key=lambda m: m.key)
         settings = self._settings()
         if not settings.cluster_mode or not members:
+            self._drop_pools()  # the last job left, or cluster mode was turned off
             return
         started = time.monotonic()
         pools, shares, retry = self._pools(members, settings)
@@ -225,7 +228,7 @@ class ClusterAllocator:
         self._publish(shares, pools)
         log.info("reallocated %d job(s) in %d pool(s) in %.3f s", len(members), len(pools), time.monotonic() - started)
         if retry:
-            self.request()
+            self.request(at_least_s=RETRY_S)
 
     def _pools(self, members: Sequence[_Member], settings: ControllerSettings
                ) -> tuple[dict[str, tuple[Capacity, list[_Member]]], dict[Key, Share], bool]:
@@ -312,12 +315,20 @@ class ClusterAllocator:
             else:
                 remove_series(self._metrics.allocated_workers, namespace, name)
         live = {(pool, r) for pool, (capacity, _) in pools.items() for r in (*capacity.limits(), WORKERS)}
-        for pool, resource in self._series - live:
+        with self._lock:
+            gone, self._series = self._series - live, live
+        for pool, resource in gone:
             remove_series(self._metrics.allocation_capacity, pool, resource)
             remove_series(self._metrics.allocation_used, pool, resource)
-        self._series = live
         for key in changed:
             self._enqueue_after(key, 0)
+
+    def _drop_pools(self) -> None:
+        with self._lock:
+            gone, self._series = self._series, set()
+        for pool, resource in gone:
+            remove_series(self._metrics.allocation_capacity, pool, resource)
+            remove_series(self._metrics.allocation_used, pool, resource)
 
     def _export_pool(self, pool: str, capacity: Capacity, used: Mapping[str, float]) -> None:
         limits = capacity.limits()
