@@ -5,7 +5,8 @@ arguments (clock, cache reader, status writer), so tests can build a controller 
 API emulator and stop it, or build two and see that only the leader acts.
 
 Threads: one informer (list-then-watch of TFJobs), one leader elector, ``RECONCILE_THREADS``
-reconcile workers (they act only while this replica leads), the HTTP server, and apscheduler's
+reconcile workers (they act only while this replica leads; in cluster mode they also run each
+reallocation, queued as ``ALLOCATION_KEY``), the HTTP server, and apscheduler's
 background scheduler (resync, garbage collection, settings reload). Predictions run in a
 process pool or, with ``prediction_backend: job``, as Kubernetes Jobs watched by one more thread
 (``job_predictor``), whose pods fetch their input and send their answer through the HTTP API.
