@@ -10,6 +10,7 @@ errors. Third-party errors (pydantic, json, protobuf) are wrapped once, where th
         ├── TraceFormatError      unreadable: truncated, not JSON/protobuf, wrong shape
         ├── MissingTraceDataError readable, but lacks what prediction needs
         └── MultiWorkerTraceError recorded with more than one worker
+    └── QuotaError                a Kueue queue's quota cannot be read (controller cluster mode)
     └── KubeError                 a Kubernetes API call failed (advisor/controller/kube/client.py)
         ├── KubeNotFound          404: the object does not exist
         ├── KubeAlreadyExists     409 AlreadyExists: create found the name taken
@@ -62,6 +63,10 @@ class TFJobError(AdvisorError, ValueError):
 
 class JobKindError(TFJobError):
     """An object of a kind (or a job of a shape) the controller does not handle."""
+
+
+class QuotaError(AdvisorError, ValueError):
+    """A Kueue LocalQueue or ClusterQueue whose quota the controller cannot read (cluster mode)."""
 
 
 # --- Kubernetes -------------------------------------------------------------------------------

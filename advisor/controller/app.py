@@ -5,7 +5,8 @@ arguments (clock, cache reader, status writer), so tests can build a controller 
 API emulator and stop it, or build two and see that only the leader acts.
 
 Threads: one informer (list-then-watch of TFJobs), one leader elector, ``RECONCILE_THREADS``
-reconcile workers (they act only while this replica leads), the HTTP server, and apscheduler's
+reconcile workers (they act only while this replica leads; in cluster mode they also run each
+reallocation, queued as ``ALLOCATION_KEY``), the HTTP server, and apscheduler's
 background scheduler (resync, garbage collection, settings reload). Predictions run in a
 process pool or, with ``prediction_backend: job``, as Kubernetes Jobs watched by one more thread
 (``job_predictor``), whose pods fetch their input and send their answer through the HTTP API.
@@ -22,6 +23,7 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from advisor.controller.pipeline.allocation import ALLOCATION_KEY, ClusterAllocator
 from advisor.controller.pipeline.gc import collect_garbage, collect_prediction_jobs
 from advisor.controller.web.http_api import HttpApi
 from advisor.controller.kube.informer import Informer
@@ -96,6 +98,10 @@ class Controller:
         self.reconciler.refits = Refitter(settings=lambda: self.reconciler.settings, store=self.store,
                                           running=lambda key: self.reconciler.predictor.running(key),
                                           metrics=self.metrics, enqueue_after=self.queue.add_after, clock=clock)
+        # cluster mode (docs/allocation.md): its reallocation runs on a reconcile worker, as ALLOCATION_KEY
+        self.allocation = ClusterAllocator(settings=lambda: self.reconciler.settings, kube=kube, cache=self.jobs.get,
+                                           metrics=self.metrics, enqueue_after=self.queue.add_after)
+        self.reconciler.allocation = self.allocation
         self.ingest = Ingest(cache=self.jobs.get, store=self.store, metrics=self.metrics,
                              enqueue=self.queue.add, clock=clock, ingest_key=key, records=records,
                              warn=self._warn)
@@ -228,17 +234,31 @@ class Controller:
             if key is None:
                 continue
             try:
-                if self.leading:
+                if self.leading and key == ALLOCATION_KEY:
+                    self._reallocate()
+                elif self.leading:
                     self.reconciler.reconcile(key)  # type: ignore[arg-type]
                 else:
                     self.queue.add_after(key, 2.0)  # keep it for when this replica leads
             finally:
                 self.queue.done(key)
 
+    def _reallocate(self) -> None:
+        """Cluster mode's reallocation: a bug in it is logged with its trace and retried with
+        backoff, as a reconcile's is; it never takes the worker thread down."""
+        try:
+            self.allocation.run()
+            self.queue.forget(ALLOCATION_KEY)
+        except Exception:
+            self.metrics.reconcile_errors.labels("internal").inc()
+            log.exception("reallocation failed")
+            self.queue.add_rate_limited(ALLOCATION_KEY)
+
     def resync(self) -> None:
         for key in self.jobs.keys():
             self.queue.add(key)
         self.metrics.watched_jobs.set(len(self._opted_in_keys()))
+        self.allocation.request()  # cluster mode: a quota may have changed
 
     def collect_garbage(self) -> None:
         """One sweep, by the leader only, and only once the TFJob cache has synced: before that,

@@ -22,7 +22,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from advisor.core.advice import DEFAULT_MODEL, ModelChoice
 from advisor.core.models import registry
-from advisor.core.units import UnitError, parse_bandwidth, parse_duration
+from advisor.core.units import UnitError, parse_bandwidth, parse_duration, parse_quantity
 from advisor.errors import AdvisorError, ModelInputError
 
 MEASURE = "measure"  # the bandwidth setting that measures it from each profile
@@ -190,6 +190,17 @@ class ControllerSettings(BaseSettings):
     refit_tolerance: float | str = Field(default=0.1, description="refit when observed and predicted throughput "
                                                                    "differ by more than this fraction")
     refit_query_timeout_s: float | str = Field(default=10.0, description="timeout of one Prometheus query (seconds)")
+    # Cluster mode (docs/allocation.md; controller/pipeline/allocation.py): share a capacity between
+    # the opted-in jobs instead of sizing each alone.
+    cluster_mode: bool = Field(default=False, description="share a capacity between jobs: this setting's for jobs "
+                                                          "without a Kueue queue label, their ClusterQueue's for the others")
+    cluster_capacity: dict[str, int | float | str] = Field(
+        default_factory=dict, description="the capacity of the jobs without a Kueue queue label: workers and/or "
+                                          "resources, e.g. {workers: 16, cpu: 64, nvidia.com/gpu: 8}; empty: none")
+    cluster_debounce_s: float = Field(default=10.0, ge=0, description="changes within this many seconds of the first "
+                                                                      "make one reallocation")
+    cluster_stability: float = Field(default=0.05, ge=0, description="keep the allocation in force unless a new one "
+                                                                     "gains more than this fraction of goodput")
     # Profiling runs.
     profiling_steps: int = Field(default=100, ge=10, le=10_000)
     profiling_warmup_steps: int = Field(default=5, ge=0)
@@ -245,6 +256,15 @@ class ControllerSettings(BaseSettings):
     def _queue_readable(cls, value: str | None) -> str | None:
         if value is not None and parse_duration(value) < 0:
             raise ValueError(f"queue must be >= 0, got {value!r}")
+        return value
+
+    @field_validator("cluster_capacity")
+    @classmethod
+    def _capacity_readable(cls, value: dict[str, int | float | str]) -> dict[str, int | float | str]:
+        for name, amount in value.items():
+            number = parse_quantity(amount)  # UnitError (a ValueError) naming the text
+            if name == "workers" and (number < 1 or number != int(number)):
+                raise ValueError(f"workers must be a whole number >= 1, got {amount!r}")
         return value
 
     @field_validator("prediction_job_node_selector")

@@ -22,8 +22,8 @@ What happens, in order, and what it leaves on /metrics:
    have values), then resized to its recommendation and resumed
    (``advisor_resizes_total{mode="initial"}``); four more forged uploads (more than three in 30
    minutes). ``no-workers`` has PS but no Worker replicas (nothing to profile): every resync (5 s)
-   counts a reconcile error. Then two
-   more scrapes.
+   counts a reconcile error. The two predicted jobs share ``CLUSTER_MODE``'s 4 workers (the
+   allocation's series). Then two more scrapes.
 
 Throughout, one worker of ``mlp-50``'s real training run counts its examples with
 ``advisor.profiling``'s exporter (``training_worker``): the dashboard's observed-vs-predicted
@@ -68,6 +68,9 @@ CONTROLLER_POD = operator_scrape.meta_labels(namespace=NAMESPACE, pod="advisor-5
 TRAINING_EXAMPLES_PER_S = 100.0
 MAX_WORKERS = 4  # the predicted curve is W = 1..4 (short simulations)
 PRICES = {"worker_per_hour": 3.06, "ps_per_hour": 0.40}
+# the predicted jobs share 4 workers (the allocation series and annotations; advise and initial
+# modes only annotate, so the flow's jobs keep the replicas it expects)
+CLUSTER_MODE = {"cluster_mode": True, "cluster_capacity": {"workers": 4}, "cluster_debounce_s": 0.5}
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,7 @@ def scraped_controller(workdir: Path, *, rule_files: Sequence[Path] = ()) -> Ite
         # One profiling try: cnn's failed run must end the job Failed for the dashboard, not be retried.
         settings = settings_for_process(workdir / "controller", leader_election=True, lease_name=LEASE,
                                         resync_period_s=5, max_workers=MAX_WORKERS, prices=PRICES,
-                                        profiling_max_attempts=1)
+                                        profiling_max_attempts=1, **CLUSTER_MODE)
         controller = stack.enter_context(ControllerProcess(emu, workdir / "controller", settings))
         (workdir / "prometheus").mkdir(parents=True, exist_ok=True)
         worker = stack.enter_context(training_worker(TRAINING_EXAMPLES_PER_S))
@@ -177,6 +180,9 @@ def run(flow: Flow) -> None:
     _forge(emu, runs["mlp-50"], times=4)
     _wait_phases(emu, {job.name: job.phase for job in JOBS})
     wait_for("mlp-50 resized, resumed and annotated again", lambda: _resumed(emu, "mlp-50"))
+    wait_for("both predicted jobs' share of the 4 workers", lambda: all(
+        PREFIX + "allocated-workers" in emu.get("tfjobs", NS, name)["metadata"]["annotations"]
+        for name in ("mlp", "mlp-50")))
     prom.wait_for_scrapes(2)
     flow.at = time.time()
 

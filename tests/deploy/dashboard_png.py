@@ -168,7 +168,8 @@ def _table(ax: Any, panel: Mapping[str, Any], prom: Any, variables: Mapping[str,
         column = t.get("legendFormat", t["refId"])
         columns.append(column)
         for s in _instant(prom, t, variables, end):
-            key = (s["metric"].get("namespace", ""), s["metric"].get("tfjob", ""))
+            # the job's namespace (the target's own, "namespace", is the controller's: not a column)
+            key = (s["metric"].get("job_namespace", ""), s["metric"].get("tfjob", ""))
             # A column named like a label shows the label (e.g. the phase), else the value.
             value = s["metric"].get(column) or f"{float(s['value'][1]):.4g}"
             rows.setdefault(key, {"namespace": key[0], "tfjob": key[1]})[column] = value

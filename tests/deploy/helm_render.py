@@ -42,6 +42,8 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
             "bandwidth": "10Gbit/s",
             "budget_per_hour": 50,
             "max_workers": 16,
+            "cluster_mode": True,  # Kueue's LocalQueues in ml-a and ml-b, ClusterQueues cluster-wide
+            "cluster_capacity": {"workers": 24, "nvidia.com/gpu": 8},
             "prices": {"worker_per_hour": 3.06, "ps_per_hour": 0.4,
                        "node_types": {"p3.2xlarge": {"worker_per_hour": 3.06, "ps_per_hour": 3.06}}},
         },

@@ -122,7 +122,7 @@ def test_every_query_uses_only_exported_metrics_and_labels() -> None:
         used |= found.metrics
     # Every per-job series the controller exports is on the dashboard.
     per_job = {n for n in exported if n.startswith(("advisor_predicted", "advisor_recommended", "advisor_saturation",
-                                                     "advisor_current", "advisor_job_phase"))}
+                                                     "advisor_current", "advisor_job_phase", "advisor_allocat"))}
     assert per_job <= used, f"not shown: {sorted(per_job - used)}"
 
 
@@ -299,7 +299,7 @@ def test_dashboard_shows_what_the_controller_wrote_on_the_jobs(scraped: Flow) ->
         for w, thr, lower, upper in curve:
             assert (throughput[w], bounds[w, "lower"], bounds[w, "upper"]) == pytest.approx((thr, lower, upper), abs=0.006)
         for gauge, key in (("recommended", "recommended-workers"), ("saturation", "saturation-workers"),
-                           ("current", "current-workers")):
+                           ("current", "current-workers"), ("allocated", "allocated-workers")):
             (sample,) = prom.query(f"advisor_{gauge}_workers{selector}", at=at)
             assert float(sample["value"][1]) == int(notes[PREFIX + key]), (job.name, gauge)
 

@@ -37,8 +37,8 @@ def test_rbac_calls_file_is_well_formed() -> None:
     for entry in load_rbac_calls():
         assert set(entry) <= {"group", "resource", "subresource", "verbs", "scope", "when", "why"}, entry
         assert set(entry["verbs"]) <= verbs and entry["verbs"], entry
-        assert entry["scope"] in ("watched", "release") and entry.get("when", "always") in (
-            "always", "leader_election", "job_backend"), entry
+        assert entry["scope"] in ("watched", "release", "cluster") and entry.get("when", "always") in (
+            "always", "leader_election", "job_backend", "cluster_mode"), entry
         assert entry["why"], "say why the controller needs it"
 
 
@@ -59,6 +59,22 @@ def test_job_backend_rules_exist_only_with_the_job_backend() -> None:
     assert {"jobs", "pods", "pods/log"}.isdisjoint(resources({}))
     assert "pods/log" not in resources({"config": {"prediction_backend": "job"}})  # answers come over HTTP
     assert "leases" not in resources({"config": {"leader_election": False}})
+
+
+def test_cluster_mode_adds_reading_kueues_queues_and_nothing_else() -> None:
+    def rules(values: dict[str, Any]) -> set[tuple[str, str, str, str | None, str]]:
+        return {(o["kind"], o["metadata"]["name"], r, o["metadata"].get("namespace"), v)
+                for o in render_objects(values) if o["kind"] in ("Role", "ClusterRole")
+                for rule in o["rules"] for r in rule["resources"] for v in rule["verbs"]}
+
+    for namespaces in ([], ["ml-a"]):
+        off = rules({"config": {"namespaces": namespaces}})
+        on = rules({"config": {"namespaces": namespaces, "cluster_mode": True}})
+        watched = ("ClusterRole", "advisor", None) if not namespaces else ("Role", "advisor", "ml-a")
+        # LocalQueues where the jobs are; ClusterQueues are cluster-scoped: a ClusterRole of their own
+        assert on - off == {(watched[0], watched[1], "localqueues", watched[2], "get"),
+                            ("ClusterRole", "advisor-cluster-scoped", "clusterqueues", None, "get")}
+        assert off <= on
 
 
 def test_no_rbac_objects_when_disabled() -> None:
@@ -236,9 +252,9 @@ def test_every_declared_call_is_one_the_code_makes() -> None:
 RBAC_TABLE_HEADER = "| API | verbs | where | when |"
 RBAC_DOCS = (Path(__file__).resolve().parents[2] / "helm" / "advisor" / "README.md",
              Path(__file__).resolve().parents[2] / "docs" / "deploy.md")
-WHERE = {"watched namespaces": "watched", "release namespace": "release"}
+WHERE = {"watched namespaces": "watched", "release namespace": "release", "cluster-scoped": "cluster"}
 WHEN = {"always": "always", "`config.leader_election`": "leader_election",
-        "`config.prediction_backend: job`": "job_backend"}
+        "`config.prediction_backend: job`": "job_backend", "`config.cluster_mode`": "cluster_mode"}
 
 
 def documented_rbac(path: Path) -> set[tuple[str, str, str, str, frozenset[str]]]:
@@ -261,14 +277,15 @@ def rendered_rbac() -> set[tuple[str, str, str, str, frozenset[str]]]:
     """The same rows, from the chart's rendered roles: each rule's condition found by switching it on alone."""
     base = {"leader_election": False, "prediction_backend": "process"}
     configs = {"always": base, "leader_election": {**base, "leader_election": True},
-               "job_backend": {**base, "prediction_backend": "job"}}
+               "job_backend": {**base, "prediction_backend": "job"}, "cluster_mode": {**base, "cluster_mode": True}}
 
     def grants(config: dict[str, Any]) -> set[tuple[str, str, str, str]]:
         out = set()
         for obj in render_objects({"config": config}):
             if obj["kind"] not in ("Role", "ClusterRole"):
                 continue
-            where = "watched" if obj["kind"] == "ClusterRole" else "release"
+            where = ("release" if obj["kind"] == "Role" else
+                     "cluster" if obj["metadata"]["name"].endswith("-cluster-scoped") else "watched")
             for rule in obj["rules"]:
                 out |= {(g, r, where, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
         return out

@@ -68,6 +68,13 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("batch", "v1", "jobs", "Job", status_subresource=True, generation=True,
                  orphan_by_default=True),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease"),
+    # Kueue's queues (kueue.x-k8s.io/v1beta1 CRDs, status subresource): a namespaced LocalQueue
+    # points at a cluster-scoped ClusterQueue, which holds the quota
+    ResourceType("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue", status_subresource=True, generation=True,
+                 unconditional_update=False, custom=True, short_names=("queue", "queues", "lq")),
+    ResourceType("kueue.x-k8s.io", "v1beta1", "clusterqueues", "ClusterQueue", namespaced=False,
+                 status_subresource=True, generation=True, unconditional_update=False, custom=True,
+                 short_names=("cq",)),
     ResourceType("events.k8s.io", "v1", "events", "Event", short_names=("ev",)),
 )
 

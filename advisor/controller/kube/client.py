@@ -84,6 +84,9 @@ EVENTS = Resource("", "v1", "events", "Event")
 PODS = Resource("", "v1", "pods", "Pod")
 JOBS = Resource("batch", "v1", "jobs", "Job")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+# Kueue's queues, read in cluster mode only (docs/allocation.md): a LocalQueue names its ClusterQueue
+LOCALQUEUES = Resource("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue")
+CLUSTERQUEUES = Resource("kueue.x-k8s.io", "v1beta1", "clusterqueues", "ClusterQueue", namespaced=False)
 
 
 def now_rfc3339() -> str:
@@ -364,6 +367,14 @@ class Kube:
     def list_pods(self, namespace: str | None, label_selector: str | None = None) -> list[JSON]:
         return self._list(PODS, namespace, label_selector)[0]
 
+    # --- Kueue queues (cluster mode: a job's capacity is its ClusterQueue's quota) -------------
+    def get_localqueue(self, namespace: str, name: str) -> JSON:
+        """The LocalQueue; KubeNotFound when there is none (or Kueue is not installed)."""
+        return self._typed_result(LOCALQUEUES, self._call("get", "GET", LOCALQUEUES, namespace, name))
+
+    def get_clusterqueue(self, name: str) -> JSON:
+        """The (cluster-scoped) ClusterQueue; KubeNotFound when there is none."""
+        return self._typed_result(CLUSTERQUEUES, self._call("get", "GET", CLUSTERQUEUES, None, name))
 
     # --- plumbing ---------------------------------------------------------------------------
     def _list(self, res: Resource, namespace: str | None, label_selector: str | None) -> tuple[list[JSON], str]:

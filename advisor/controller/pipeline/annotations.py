@@ -41,6 +41,9 @@ SUSPENDED_BY_ADVISOR = PREFIX + "suspended-by-advisor"
 LAST_RESIZE = PREFIX + "last-resize"
 CURVE_SOURCE = PREFIX + "curve-source"  # profile | refit (controller/pipeline/refit.py)
 REFIT = PREFIX + "refit"  # the online refit behind the curve: points used, constants before and after
+# cluster mode (controller/pipeline/allocation.py): the job's share of its pool, and why
+ALLOCATED_WORKERS = PREFIX + "allocated-workers"  # an integer; 0 while it waits for room
+ALLOCATION = PREFIX + "allocation"  # {"pool", "status", "workers", "ownOptimum", "reason"}
 PHASES = ("Pending", "Profiling", "Predicting", "Predicted", "Failed")
 
 

@@ -29,6 +29,7 @@ MAX_WORKERS = PREFIX + "max-workers"
 MODE = PREFIX + "mode"
 PREDICT_MODEL = PREFIX + "predict-model"  # a model name (advisor models): overrides the setting for this job
 PREDICT_MODEL_PARAMS = PREFIX + "predict-model-params"  # a JSON object of that model's parameters
+PRIORITY = PREFIX + "priority"  # cluster mode: a number > 0 weighing the job's gain (default 1)
 
 
 @dataclass(frozen=True, slots=True)

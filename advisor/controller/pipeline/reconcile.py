@@ -89,6 +89,7 @@ class Reconciler:
     _curve_workers: dict[Key, tuple[int, ...]] = field(default_factory=dict)
     _bandwidth_of: dict[str, float | None] = field(default_factory=dict)  # profile sha -> recorded bandwidth
     refits: Any = None  # advisor.controller.pipeline.refit.Refitter: the online refit, when the app wires it
+    allocation: Any = None  # advisor.controller.pipeline.allocation.ClusterAllocator: cluster mode, when wired
     # job -> (uid, the reason annotation this replica last wrote): the informer's cache can still
     # show the one before, and must not make the same transition emit its event twice
     _reason_written: dict[Key, tuple[str, str]] = field(default_factory=dict)
@@ -178,6 +179,8 @@ class Reconciler:
             prices = job_prices(self.settings, view)
             limits = job_limits(self.settings, view, prices)
             job_model(self.settings, view)  # a bad model annotation fails now, not after a profiling run
+            if self.allocation is not None:
+                self.allocation.check(view)  # so does a bad priority annotation in cluster mode
         except TFJobError as exc:
             self._fail(view, "InvalidPolicy", str(exc))
             return
@@ -488,10 +491,14 @@ class Reconciler:
                                            predicted_at=float(prediction.get("predicted_at", 0)),
                                            profiled_generation=run.generation)
         message = f"recommended {rec.target} workers (saturation at {prediction['saturation_workers']})"
+        # cluster mode: the job's share of its pool (allocation.py), written beside the recommendation
+        share = self.allocation.observe(view, prediction, prices, limits) if self.allocation is not None else None
+        if share is not None:
+            extra.update(share.annotations())
         # Resize before annotating: those patches carry the cached resourceVersion (a concurrent
         # edit of the replicas wins), which the annotation patch would make stale.
         if not self._release_if_held(view, clamp(rec.target, limits)):
-            self._auto_resize(view, prediction, rec, prices, limits)
+            self._auto_resize(view, prediction, rec, prices, limits, share)
         self._set_phase(view, "Predicted", "Predicted", message, extra=extra)
         self._export(view, prediction, rec)
 
@@ -503,6 +510,8 @@ class Reconciler:
         never leaves a job held. The release goes first because its patch carries the cached
         resourceVersion, which the phase patch would make stale."""
         self._release_if_held(view)
+        if self.allocation is not None:
+            self.allocation.forget(view.key)  # a Failed job is not sized by the advisor: it leaves its pool
         self._set_phase(view, "Failed", reason, message, extra=extra)
 
     def _release_if_held(self, view: TFJobView, workers: int | None = None) -> bool:
@@ -523,10 +532,18 @@ class Reconciler:
         return True
 
     def _auto_resize(self, view: TFJobView, prediction: Mapping[str, Any], rec: Recommendation, prices: Prices,
-                     limits: Limits) -> None:
+                     limits: Limits, share: Any = None) -> None:
+        """``auto`` mode: to the recommendation when it is cheaper enough per example, or, in cluster
+        mode, to the job's share of its pool (``share``, unless it is sized alone)."""
         now = self.clock()
-        target = resize_target(limits, view, rec, prediction, prices, last_resize=self.store.last_resize(view.uid),
-                               now=now, min_gain=self.settings.auto_min_gain, cooldown_s=self.settings.auto_cooldown_s)
+        last, cooldown = self.store.last_resize(view.uid), self.settings.auto_cooldown_s
+        if share is not None and not share.per_job:
+            target = share.resize_target(view, limits, last_resize=last, now=now, cooldown_s=cooldown)
+            why = f"its share of {share.pool}: {share.reason}"
+        else:
+            target = resize_target(limits, view, rec, prediction, prices, last_resize=last, now=now,
+                                   min_gain=self.settings.auto_min_gain, cooldown_s=cooldown)
+            why = "predicted cheaper per example"
         if target is None:
             return
         patch = kind_of_view(view).resize_patch(view, clamp(target, limits))
@@ -534,7 +551,7 @@ class Reconciler:
         self._patch(view, patch)
         self.store.record_resize(view.uid, target, now)
         self.metrics.resizes.labels("auto").inc()
-        self._event(view, "Normal", "Resized", f"workers {view.workers} -> {target} (predicted cheaper per example)")
+        self._event(view, "Normal", "Resized", f"workers {view.workers} -> {target} ({why})")
 
     # --- writing state --------------------------------------------------------------------------
 
@@ -635,6 +652,8 @@ class Reconciler:
 
     def _forget(self, namespace: str, name: str) -> None:
         self.metrics.forget_job(namespace, name, self._curve_workers.pop((namespace, name), ()))
+        if self.allocation is not None:
+            self.allocation.forget((namespace, name))
         with self._lock:
             self._reason_written.pop((namespace, name), None)
             self._recorded.pop((namespace, name), None)

@@ -96,6 +96,19 @@ class Metrics:
             ("reason",), registry=r)
         self.leader = Gauge(
             "advisor_leader", "1 while this replica holds the leader lease.", registry=r)
+        # Cluster mode (controller/pipeline/allocation.py): a pool is "settings" (the cluster_capacity
+        # setting) or "clusterqueue/<name>"; resource is "workers", "cpu" (cores), "memory" (bytes)...
+        self.allocated_workers = Gauge(
+            "advisor_allocated_workers", "Workers the cluster allocation gives the job (0: it waits for room).",
+            JOB_LABELS, registry=r)
+        self.allocation_capacity = Gauge(
+            "advisor_allocation_capacity", "Capacity of a pool of jobs sharing it, per resource.",
+            ("pool", "resource"), registry=r)
+        self.allocation_used = Gauge(
+            "advisor_allocation_used", "What the allocation gives the jobs of a pool, per resource.",
+            ("pool", "resource"), registry=r)
+        self.reallocations = Counter(
+            "advisor_reallocations_total", "Reallocations of workers across the jobs of every pool.", registry=r)
 
         # Every known label value at zero from the start: a counter series born at 1 shows no
         # increase() in Prometheus, so the first failure or prediction would be invisible.
@@ -112,7 +125,7 @@ class Metrics:
     def forget_job(self, namespace: str, name: str, workers: Iterable[int] = ()) -> None:
         """Drop every per-job series of a job that is gone."""
         for gauge in (self.recommended_workers, self.saturation_workers, self.current_workers,
-                      self.predicted_current_throughput):
+                      self.predicted_current_throughput, self.allocated_workers):
             remove_series(gauge, namespace, name)
         for p in PHASES:
             remove_series(self.job_phase, namespace, name, p)
