@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from advisor.controller.pipeline.deadline import DECISION, deadline_json
 from advisor.controller.pipeline.policy import Recommendation, throughput_at
 from advisor.controller.jobs.tfjob import PREFIX, TFJobView
 
@@ -41,6 +42,8 @@ SUSPENDED_BY_ADVISOR = PREFIX + "suspended-by-advisor"
 LAST_RESIZE = PREFIX + "last-resize"
 CURVE_SOURCE = PREFIX + "curve-source"  # profile | refit (controller/pipeline/refit.py)
 REFIT = PREFIX + "refit"  # the online refit behind the curve: points used, constants before and after
+# DECISION (deadline.py): {"workers","probability","confidence","confident","neededThroughput",...} for a job
+# with a deadline
 PHASES = ("Pending", "Profiling", "Predicting", "Predicted", "Failed")
 
 
@@ -112,6 +115,10 @@ def prediction_annotations(
         out[REFIT] = compact({**refit, "profile": f"sha256:{profile_sha}"})
     elif REFIT in view.annotations:
         out[REFIT] = "null"  # a curve from the profile alone again (refit turned off, a new profile)
+    if rec.deadline is not None and rec.confidence is not None:  # the job asked for a deadline (deadline.py)
+        out[DECISION] = deadline_json(rec.deadline.choice, rec.confidence)
+    elif DECISION in view.annotations:
+        out[DECISION] = "null"  # the deadline annotations were removed
     network = prediction.get("network")
     if isinstance(network, Mapping) and network.get("bandwidth_bps"):
         out[BANDWIDTH] = compact({"bps": _r(network["bandwidth_bps"]),
