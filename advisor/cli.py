@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -26,7 +27,7 @@ from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, ModelChoice, Ove
 from advisor.core.bandwidth import resolve_bandwidth
 from advisor.core.calibration import calibrate
 from advisor.core.compare import compare
-from advisor.core.cost import Constraints, Prices
+from advisor.core.cost import DEFAULT_CONFIDENCE, Constraints, CostError, Prices
 from advisor.core.curve import CurveSettings
 from advisor.core.model_error import ModelError
 from advisor.core.models import registry
@@ -34,7 +35,7 @@ from advisor.core.models.protocol import DEVICE_DB, Need
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError, StreamOrder
 from advisor.core.summary import AllReduceSummary, ProfileSummary, summarize, summarize_allreduce
-from advisor.core.units import format_bandwidth, parse_bandwidth, parse_duration
+from advisor.core.units import format_bandwidth, parse_bandwidth, parse_deadline, parse_duration
 from advisor.errors import AdvisorError, EngineCacheWarning, ModelInputError
 from advisor.importers.loader import BUNDLED_EXAMPLE, load_profile
 from advisor.importers.model_error_file import load_model_error
@@ -44,7 +45,7 @@ from advisor.importers.spec_file import read_spec_document
 from advisor.importers.profile_file import write_profile
 from advisor.parallel import PointPool
 from advisor.plot import plot_advice
-from advisor.report import advice_table, advice_to_json, compare_table, compare_to_json
+from advisor.report import advice_table, advice_to_json, compare_table, compare_to_json, decision_warning
 
 EXIT_USAGE = 2
 # where an adaptive curve starts (CurveSettings.min_steps); its warm-up must be shorter
@@ -172,8 +173,14 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--price-worker", type=float, default=1.0, metavar="PER_HOUR", help="price per worker-hour")
     cmd.add_argument("--price-ps", type=float, default=0.0, metavar="PER_HOUR", help="price per PS-hour")
     cmd.add_argument("--examples", type=float, help="the job's size in examples, for --deadline/--budget")
-    cmd.add_argument("--deadline", type=float, metavar="HOURS", help="finish --examples within this many hours")
+    cmd.add_argument("--deadline", metavar="HOURS|TIME",
+                     help="finish --examples within this many hours (e.g. 36), or by this time (e.g. "
+                          "2030-06-01T18:00Z; UTC without a zone)")
     cmd.add_argument("--budget", type=float, help="spend at most this on --examples")
+    cmd.add_argument("--confidence", type=argument_type(parse_probability), default=DEFAULT_CONFIDENCE, metavar="P",
+                     help="recommend the cheapest W that meets --deadline and --budget with at least this "
+                          f"probability, strictly between 0 and 1 (default {DEFAULT_CONFIDENCE}); when none "
+                          "does, the W likeliest to, with a warning")
     cmd.add_argument("--max-workers", type=int_at_least(1), help="never recommend more workers than this")
     cmd.add_argument("--saturation-threshold", type=float, default=0.05, metavar="FRACTION",
                      help="saturation: one more worker adds less than this share of W=1 throughput (default 0.05)")
@@ -469,6 +476,9 @@ def _predict(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
     else:
         print(advice_table(profile, request, advice))
+    warning = decision_warning(advice, request)
+    if warning:
+        cli_output.warning(warning)
     if args.plot:
         with writing("--plot", args.plot):
             plot_advice(advice, args.plot, title=f"{_job_name(profile, args)}: predicted throughput")
@@ -521,7 +531,7 @@ def _advice_request(args: argparse.Namespace, profile: Profile | None, bandwidth
         curve=_curve_settings(args),
         overhead=Overhead(args.alpha, args.beta),
         prices=Prices(args.price_worker, args.price_ps),
-        constraints=Constraints(args.max_workers, args.examples, args.deadline, args.budget),
+        constraints=Constraints(args.max_workers, args.examples, _deadline_hours(args), args.budget, args.confidence),
         saturation_threshold=args.saturation_threshold,
         goodput=args.goodput,
         model=_model_choice(args, profile),
@@ -532,6 +542,28 @@ def _advice_request(args: argparse.Namespace, profile: Profile | None, bandwidth
         extras=_extras(args),
         model_error=_model_error(args),
     )
+
+
+def _deadline_hours(args: argparse.Namespace) -> float | None:
+    """--deadline as hours from now (a time is read against this machine's clock)."""
+    if args.deadline is None:
+        return None
+    try:
+        return parse_deadline(args.deadline, time.time())
+    except AdvisorError as exc:
+        raise UsageError(f"--deadline: {exc}") from None
+
+
+def parse_probability(text: str) -> float:
+    """A probability strictly between 0 and 1 (a decision's confidence)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise CostError(f"expected a probability such as 0.9, got {text!r}") from None
+    if not 0 < value < 1:
+        raise CostError(f"must be a probability strictly between 0 and 1 (e.g. 0.9), got {text!r}: 1 would ask "
+                        "for certainty, which no prediction gives, and 0 for nothing")
+    return value
 
 
 def _extras(args: argparse.Namespace) -> dict[str, Any]:

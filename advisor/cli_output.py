@@ -76,6 +76,11 @@ def note(message: str, *args: Any) -> None:
     logging.getLogger("advisor.cli").info(message, *args)
 
 
+def warning(message: str, *args: Any) -> None:
+    """A warning line on stderr ("advisor: warning: ..."), shown even with -q."""
+    logging.getLogger("advisor.cli").warning(message, *args)
+
+
 def detail(message: str, *args: Any) -> None:
     """A debug line on stderr (shown with -v)."""
     logging.getLogger("advisor.cli").debug(message, *args)

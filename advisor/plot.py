@@ -34,16 +34,17 @@ def plot_advice(advice: Advice, path: Path, title: str = "") -> None:
     ax.plot(w, [per_worker * x for x in w], "--", color="grey", label="linear scaling")
     for name, style in zip(sorted({n for p in advice.points for n in p.models}), (":", "-.", "--", (0, (1, 3)))):
         ax.plot(w, [p.models.get(name, float("nan")) for p in advice.points], linestyle=style, label=name)
-    for p in advice.points:  # a bimodal point: the other outcome, from the interval up to it
-        if p.alternating is not None:
-            ax.plot([p.workers, p.workers], [p.high, p.alternating], color="purple", lw=1.5)
-            ax.plot([p.workers], [p.alternating], "v", color="purple",
-                    label=f"W={p.workers} if the workers alternate")
+    for p in advice.points:  # a point with two outcomes: the other one with its own interval
+        for o in p.outcomes[1:]:
+            ax.errorbar([p.workers + 0.08], [o.throughput], yerr=[[o.throughput - o.low], [o.high - o.throughput]],
+                        fmt="v", color="purple", capsize=3,
+                        label=f"W={p.workers} {o.name} (probability {o.probability:.0%})")
     sat = advice.point(advice.saturation_workers)
     rec = advice.point(advice.recommended.workers)
     ax.plot([sat.workers], [sat.throughput], "s", ms=11, mfc="none", mec="red", label=f"saturation W={sat.workers}")
-    ax.plot([rec.workers], [rec.throughput], "*", ms=14, color="green", label=f"cost-optimal W={rec.workers}")
-    ax.set_ylim(0, max(max(thr), max(max(p.high, p.alternating or 0) for p in advice.points)) * 1.3)
+    label = "cost-optimal" if advice.recommended.confident else "likeliest to meet the deadline"
+    ax.plot([rec.workers], [rec.throughput], "*", ms=14, color="green", label=f"{label} W={rec.workers}")
+    ax.set_ylim(0, max([*thr, *(o.high for p in advice.points for o in p.outcomes)]) * 1.3)
     ax.set_xlabel("workers W")
     ax.set_ylabel("throughput (examples/s)")
     ax.set_title(title or "Predicted training throughput")

@@ -11,6 +11,7 @@ from typing import Any
 
 from advisor.core.advice import Advice, AdviceRequest
 from advisor.core.compare import ModelCurve, errors
+from advisor.core.cost import shortfall
 from advisor.core.profile import Profile
 from advisor.core.units import format_bandwidth
 
@@ -25,6 +26,7 @@ def advice_to_json(profile: Profile | None, request: AdviceRequest, advice: Advi
     (from the profile's transfer times, ``core/bandwidth.py``)."""
     net = request.network
     rec = advice.recommended
+    c = request.constraints
     job = profile.job if profile is not None else None
     return {
         "schema": SCHEMA,
@@ -75,11 +77,24 @@ def advice_to_json(profile: Profile | None, request: AdviceRequest, advice: Advi
                 "baselines": {"cynthia": p.cynthia, "phase_queueing": p.phase_queueing},
                 "models": {name: {"throughput": value} for name, value in p.models.items()},
                 "alternating": p.alternating,
-                "outcome_low": p.low,
-                "outcome_high": max(p.high, p.alternating or p.high),
+                "outcome_low": min((o.low for o in p.outcomes), default=p.low),
+                "outcome_high": max((o.high for o in p.outcomes), default=p.high),
+                "outcomes": [{"name": o.name, "throughput": o.throughput, "low": o.low, "high": o.high,
+                              "probability": o.probability, "probability_known": o.known, "basis": o.basis}
+                             for o in p.outcomes],
+                "p_deadline": p.p_deadline,
+                "p_budget": p.p_budget,
+                "p_meet": p.p_meet,
             }
             for p in advice.points
         ],
+        "constraints": {
+            "examples": c.examples,
+            "deadline_hours": c.deadline_hours,
+            "budget": c.budget,
+            "max_workers": c.max_workers,
+            "confidence": c.confidence,
+        },
         "saturation_workers": advice.saturation_workers,
         "recommended": {
             "workers": rec.workers,
@@ -90,10 +105,24 @@ def advice_to_json(profile: Profile | None, request: AdviceRequest, advice: Advi
             "expected_cost_per_example": rec.expected_cost_per_example,
             "hours_at_low": rec.hours_at_low,
             "p_deadline": rec.p_deadline,
+            "p_budget": rec.p_budget,
+            "p_meet": rec.p_meet,
+            "needed_throughput": rec.needed_throughput,
+            "confident": rec.confident,
+            "warning": decision_warning(advice, request),
         },
         "model_error": _model_error_json(advice),
         "notes": list(advice.notes),
     }
+
+
+def decision_warning(advice: Advice, request: AdviceRequest) -> str | None:
+    """The one line that says no W meets the deadline and budget with the confidence asked (None when one does)."""
+    if advice.recommended.confident:
+        return None
+    point = advice.point(advice.recommended.workers)
+    return shortfall(advice.recommended, request.constraints, [p.workers for p in advice.points],
+                     [(o.name, o.throughput) for o in point.outcomes])
 
 
 def _model_error_json(advice: Advice) -> dict[str, Any] | None:
@@ -102,43 +131,42 @@ def _model_error_json(advice: Advice) -> dict[str, Any] | None:
         return None
     return {"model": error.model, "level": error.level, "source": error.source,
             "regimes": [{"workers_min": r.workers_min, "workers_max": r.workers_max, "down": r.down, "up": r.up,
-                         "n": r.n, "exact": r.exact} for r in error.regimes]}
+                         "n": r.n, "exact": r.exact, "outcome": r.outcome} for r in error.regimes]}
 
 
 def advice_table(profile: Profile | None, request: AdviceRequest, advice: Advice) -> str:
     """The prediction as an aligned text table with the decision underneath."""
     sat, rec = advice.saturation_workers, advice.recommended.workers
+    c = request.constraints
     level = round(request.curve.confidence * 100)
     link = f"link {format_bandwidth(request.network.bandwidth_bps)} each way" if request.network else "no link rate"
     name = (profile.job.model if profile else None) or "job"
     head = f"{name}: model {advice.model}, batch {advice.batch_size}, {advice.parameter_servers} PS, {link}"
+    chance = c.binding
     rows = [
         head,
         "",
         f"{'W':>3}  {'examples/s':>10}  {f'{level}% interval':>19}  {'x W=1':>6}  {'cost/1M ex':>10}"
-        f"  {'Cynthia':>8}  {'phases':>8}",
+        + (f"  {'P(meet)':>7}" if chance else "") + f"  {'Cynthia':>8}  {'phases':>8}",
     ]
     base = advice.points[0].throughput / advice.points[0].workers
     for p in advice.points:
         marks = (" <- saturation" if p.workers == sat else "") + (" <- recommended" if p.workers == rec else "")
-        if p.alternating is not None:
-            marks += f" (or up to {p.alternating:.1f}: two outcomes, see note)"
+        if len(p.outcomes) > 1:
+            marks += f" ({p.outcomes[0].name}, probability {p.outcomes[0].probability:.0%})"
         rows.append(
             f"{p.workers:>3}  {p.throughput:>10.1f}  {p.low:>8.1f} - {p.high:>8.1f}  {p.throughput / base:>6.2f}"
-            f"  {p.cost_per_example * 1e6:>10.4f}  {_num(p.cynthia)}  {_num(p.phase_queueing)}{marks}"
+            f"  {p.cost_per_example * 1e6:>10.4f}" + (f"  {_prob(p.p_meet)}" if chance else "")
+            + f"  {_num(p.cynthia)}  {_num(p.phase_queueing)}{marks}"
         )
-    rows += [
-        "",
-        f"saturation point: W = {sat} (one more worker adds < {request.saturation_threshold:.0%} of W=1 throughput)",
-        f"cost-optimal:     W = {rec} at {advice.recommended.cost_per_example * 1e6:.4f} per million examples"
-        + _expected(advice.recommended.expected_cost_per_example, advice.recommended.cost_per_example),
-    ]
-    if advice.recommended.hours is not None:
-        rows.append(f"                  finishes the job in {advice.recommended.hours:.2f} h")
-    if advice.recommended.p_deadline is not None and request.constraints.deadline_hours is not None:
-        rows.append(f"                  meets the {request.constraints.deadline_hours:g} h deadline with probability "
-                    f"{advice.recommended.p_deadline:.1%} (at the interval's low end it takes "
-                    f"{advice.recommended.hours_at_low:.2f} h)")
+        for o in p.outcomes[1:]:
+            guess = "" if o.known else ", unknown"
+            rows.append(f"{'or':>3}  {o.throughput:>10.1f}  {o.low:>8.1f} - {o.high:>8.1f}  {'':>6}  {'':>10}"
+                        + (f"  {'':>7}" if chance else "") + f"  {'':>8}  {'':>8}"
+                        f" ({o.name}, probability {o.probability:.0%}{guess}: see note)")
+    rows += ["", f"saturation point: W = {sat} (one more worker adds < {request.saturation_threshold:.0%} of W=1 "
+                 "throughput)"]
+    rows += _decision_rows(advice, request)
     if advice.model_error is not None:
         rows.append(f"intervals: simulation noise and the model's error measured on held-out jobs "
                     f"({', '.join(f'{r.label} -{r.down:.0%}/+{r.up:.0%}' for r in advice.model_error.regimes)}); "
@@ -168,6 +196,34 @@ def bucket_line(buckets: Mapping[str, Any]) -> str:
     how = ("as the framework laid them out (recorded with the profile)" if buckets["source"] == "recorded"
            else f"grouped by the model at bucket_mb = {buckets['bucket_mb']:g} MiB")
     return f"buckets: {buckets['count']}, {how}; MiB in reduce order: {shown}"
+
+
+def _decision_rows(advice: Advice, request: AdviceRequest) -> list[str]:
+    """The recommendation under the table: the cheapest W that meets the deadline and budget with
+    the confidence asked, or the likeliest to meet them when none does."""
+    rec, c = advice.recommended, request.constraints
+    what = " and ".join(part for part in (f"the {c.deadline_hours:g} h deadline" if c.deadline_hours else "",
+                                          f"the budget of {c.budget:g}" if c.budget else "") if part)
+    if rec.confident:
+        rows = [f"cost-optimal:     W = {rec.workers} at {rec.cost_per_example * 1e6:.4f} per million examples"
+                + _expected(rec.expected_cost_per_example, rec.cost_per_example)]
+    else:
+        rows = [f"likeliest:        W = {rec.workers}: no worker count meets {what} with probability "
+                f"{c.confidence:.0%} or more (see the warning)"]
+    if rec.hours is not None:
+        rows.append(f"                  finishes the job in {rec.hours:.2f} h at the predicted throughput")
+    if rec.p_meet is not None:
+        rows.append(f"                  meets {what} with probability {_prob(rec.p_meet).strip()} "
+                    f"(confidence asked {c.confidence:.0%}; it needs {rec.needed_throughput:,.1f} examples/s)")
+    return rows
+
+
+def _prob(p: float | None) -> str:
+    """A probability in the table's P column."""
+    if p is None:
+        return f"{'-':>7}"
+    text = "<0.1%" if 0 < p < 0.001 else (">99.9%" if 0.999 < p < 1 else f"{p:.1%}")
+    return f"{text:>7}"
 
 
 def _expected(expected: float | None, point: float) -> str:

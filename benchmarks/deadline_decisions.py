@@ -1,76 +1,202 @@
-"""Deadlines decided on point estimates against deadlines decided at the interval's low end.
+"""Deadline decisions on jobs the model error never saw: how often the answer is confident, and what it costs.
 
-    python -m benchmarks.deadline_decisions
+    python -m benchmarks.deadline_decisions [--confidence P] [--choose]
 
 No simulation: it reads the leave-one-job-out predictions that ``benchmarks/model_error.py``
 stored in ``advisor/data/model_error.json`` (each run's W points predicted with contention
-constants fitted without its job). Per run, two deadlines as in ``benchmarks/accuracy.py``: a
-throughput half-way, and 90 % of the way, from the measured T(1) to the measured best. Each is
-decided (a) on the point estimates (the advisor before issue 14) and (b) at the interval's low
-end on expected cost, the interval being the simulation's widened by widths computed *without
-the run's own job* (cross-conformal, so the widths have not seen the answer). Then scored on the
-measurements: does the recommended W meet the deadline, and at what cost per example against
-the cheapest measured W that meets it. Prices as ``benchmarks/accuracy.py``.
+constants fitted without its job, every outcome with its simulated interval). For each run, the
+intervals are widened by widths computed *without the run's own job* (cross-conformal), and the
+W = 2 alternation probability is recounted without its runs (``arrangements.TESTBED``; every
+setting was run on one job only, so held out it is unknown, 50 %): nothing the decision reads has
+seen the answer.
+
+Deadlines, per run: a throughput half-way and 90 % of the way from the measured T(1) to the
+measured best (``benchmarks/accuracy.py``'s 14), and a *tight* one at 85 % of the best measured
+throughput (7; a measured W meets each). Each is decided (a) on the point estimates and (b) by the
+probability rule (``core/cost.decide``) at confidence P, then scored on the measurements: is the
+answer confident; does the recommended W meet the deadline; its cost per example against the
+cheapest measured W that meets it. Prices as ``benchmarks/accuracy.py``.
+
+Calibration: for P = 0.5 ... 0.95, the share of the held-out points whose measured throughput
+is at least the level-P lower bound of its belief (``Belief.quantile_at_least``): a stated
+probability is honest when that share is at least P. ``--sweep`` decides the tight deadlines at
+every P of that grid (what a higher confidence costs). docs/decisions.md has the figures.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from advisor.core.cost import Constraints, CostError, cost_optimal, cost_per_example
-from advisor.core.model_error import ModelError, regime_widths
+from advisor.core.belief import Belief, Outcome
+from advisor.core.cost import DEFAULT_CONFIDENCE, Choice, Constraints, CostError, cost_optimal, cost_per_example, decide
+from advisor.core.model_error import ModelError
+from advisor.core.models.ps_des.arrangements import TESTBED
 from advisor.importers.model_error_file import SHIPPED
 from benchmarks.accuracy import DEADLINE_LEVELS, EXAMPLES, PRICES
-from benchmarks.model_error import LEVEL, MODEL, REGIMES
+from benchmarks.model_error import LEVEL, MODEL, widths
+
+TIGHT = 0.85  # a tight deadline needs this share of the best measured throughput
+GRID = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95)
 
 
-def decide(rows: list[dict[str, Any]], error: ModelError | None, limits: Constraints) -> int | None:
-    workers = [r["workers"] for r in rows]
-    thr = [r["predicted"] for r in rows]
+@dataclass(frozen=True)
+class Run:
+    """One measured run, its held-out beliefs per W, and the measured throughput per W."""
+
+    name: str
+    job: str
+    workers: list[int]
+    predicted: list[float]
+    beliefs: list[Belief]
+    measured: dict[int, float]
+
+
+def held_out_runs(points: list[dict[str, Any]]) -> list[Run]:
+    """Every run with beliefs that saw neither its job's residuals nor its runs' arrangements."""
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for p in points:
+        by_run.setdefault(p["run"], []).append(p)
+    runs = []
+    for name, rows in by_run.items():
+        job = rows[0]["job"]
+        error = widths([p for p in points if p["job"] != job])
+        per_w: dict[int, list[dict[str, Any]]] = {}
+        for r in rows:
+            per_w.setdefault(r["workers"], []).append(r)
+        workers = sorted(per_w)
+        beliefs = [Belief.of(_outcomes(per_w[w][0], error, job, points), LEVEL) for w in workers]
+        measured = {w: statistics.mean(r["measured"] for r in per_w[w]) for w in workers}
+        runs.append(Run(name, job, workers, [per_w[w][0]["outcomes"][0]["throughput"] for w in workers], beliefs,
+                        measured))
+    return runs
+
+
+def _outcomes(row: dict[str, Any], error: ModelError, job: str, points: list[dict[str, Any]]) -> list[Outcome]:
+    """A point's outcomes widened by ``error``, the other outcome's probability recounted without ``job``."""
+    outs = row["outcomes"]
+    p_other = _held_out_probability(job, points) if len(outs) > 1 else 0.0
+    found = []
+    for i, o in enumerate(outs):
+        low, high = error.widen(MODEL, row["workers"], o["sim_low"], o["sim_high"], None if i == 0 else o["name"])
+        found.append(Outcome(o["name"], o["throughput"], low, high, 1 - p_other if i == 0 else p_other))
+    return found
+
+
+def _held_out_probability(job: str, points: list[dict[str, Any]]) -> float:
+    """The alternation probability of ``job``'s setting counted without ``job``'s own runs
+    (Laplace's (k + 1) / (n + 2) over the setting's other runs; 0.5 when it has none)."""
+    count = next((c for c in TESTBED.values() if any(f.startswith(job + "_") for f in c.files)), None)
+    if count is None:
+        return 0.5
+    mine = {f for f in count.files if f.startswith(job + "_")}
+    alternated = sum(1 for p in points if p["run"] in mine and p["workers"] == 2 and p["outcome"] is not None)
+    return (count.alternated - alternated + 1) / (count.runs - len(mine) + 2)
+
+
+def calibration(runs: Sequence[Run], grid: Sequence[float] = GRID) -> dict[float, float]:
+    """Per level P, the share of held-out points measured at or above their level-P lower bound."""
+    pairs = [(b, r.measured[w]) for r in runs for w, b in zip(r.workers, r.beliefs)]
+    return {p: sum(m >= b.quantile_at_least(p) for b, m in pairs) / len(pairs) for p in grid}
+
+
+def deadlines(run: Run) -> list[tuple[str, float]]:
+    """(set, throughput needed) for the run: the two ways from T(1) to the best, and the tight one."""
+    best, one = max(run.measured.values()), run.measured[run.workers[0]]
+    return [(f"way {level:g}", one + level * (best - one)) for level in DEADLINE_LEVELS] + [("tight", TIGHT * best)]
+
+
+def score(run: Run, needed: float, confidence: float) -> dict[str, Any]:
+    """Both rules' answers to one deadline, scored on the measurements."""
+    limits = Constraints(examples=EXAMPLES, deadline_hours=EXAMPLES / needed / 3600, confidence=confidence)
+    thr = [run.measured[w] for w in run.workers]
+    best = cost_optimal(run.workers, thr, PRICES, constraints=Constraints(examples=EXAMPLES,
+                                                                          deadline_hours=limits.deadline_hours)).workers
+    cost = {w: cost_per_example(PRICES, w, 1, run.measured[w]) for w in run.workers}
     try:
-        if error is None:
-            return cost_optimal(workers, thr, PRICES, constraints=limits).workers
-        bounds = [error.widen(MODEL, r["workers"], r["sim_low"], r["sim_high"]) for r in rows]
-        return cost_optimal(workers, thr, PRICES, constraints=limits, lows=[b[0] for b in bounds],
-                            highs=[b[1] for b in bounds], confidence=LEVEL).workers
+        point: int | None = cost_optimal(run.workers, run.predicted, PRICES, constraints=limits).workers
     except CostError:
-        return None
+        point = None
+    choice: Choice = decide(run.workers, run.predicted, PRICES, constraints=limits, beliefs=run.beliefs)
+    return {"run": run.name, "needed": needed, "best": best, "point": point, "rec": choice.workers,
+            "confident": choice.confident, "p": choice.p_meet,
+            "met": run.measured[choice.workers] >= needed * (1 - 1e-9),
+            "gap": cost[choice.workers] / cost[best] - 1,
+            "point_met": point is not None and run.measured[point] >= needed * (1 - 1e-9),
+            "point_gap": None if point is None else cost[point] / cost[best] - 1}
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One rule's figures over a set of deadlines."""
+
+    deadlines: int
+    unsure: int  # no W reached the confidence: the likeliest was given, with a warning
+    sure: int
+    sure_met: int  # confident answers whose W met the deadline on the measurements
+    within_5: int  # confident answers that met it at a cost within 5 % of the cheapest measured W that does
+    gaps: tuple[float, ...]  # cost gap of the confident answers that met it
+    unsure_met: int
+
+    @classmethod
+    def of(cls, cases: Sequence[dict[str, Any]]) -> Summary:
+        sure = [c for c in cases if c["confident"]]
+        gaps = tuple(c["gap"] for c in sure if c["met"])
+        return cls(len(cases), len(cases) - len(sure), len(sure), sum(c["met"] for c in sure),
+                   sum(g <= 0.05 + 1e-9 for g in gaps), gaps,
+                   sum(c["met"] for c in cases if not c["confident"]))
+
+
+def report(name: str, cases: list[dict[str, Any]]) -> None:
+    """One line per set of deadlines: both rules' figures."""
+    s = Summary.of(cases)
+    point = [c for c in cases if c["point"] is not None]
+    gap = f"max {max(s.gaps):+.0%}, median {statistics.median(s.gaps):+.0%}" if s.gaps else "none"
+    print(f"{name:<8} {s.deadlines:>2} deadlines | no confident answer {s.unsure} ({s.unsure / s.deadlines:.0%}); "
+          f"confident {s.sure}: met {s.sure_met}, cost within 5 % of the cheapest measured W meeting it "
+          f"{s.within_5} (gap {gap}); the likeliest met it {s.unsure_met} of {s.unsure} | point estimates: "
+          f"no W {s.deadlines - len(point)}, met {sum(c['point_met'] for c in point)} of {len(point)}")
+
+
+def sweep(runs: Sequence[Run]) -> None:
+    """The tight deadlines decided at every confidence of the grid: what each level costs and gives."""
+    print("tight deadlines by confidence P: no confident answer | confident answers that met the deadline | "
+          "within 5 % of the cheapest | median cost gap")
+    for p in GRID:
+        s = Summary.of([score(r, needed, p) for r in runs for name, needed in deadlines(r) if name == "tight"])
+        gap = f"{statistics.median(s.gaps):+.0%}" if s.gaps else "-"
+        print(f"  P={p:<5g} {s.unsure}/{s.deadlines} | {s.sure_met}/{s.sure} | {s.within_5}/{s.sure} | {gap}")
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE,
+                        help=f"the confidence P of the decisions (default {DEFAULT_CONFIDENCE})")
+    parser.add_argument("--sweep", action="store_true", help="also decide the tight deadlines at every P of the grid")
+    args = parser.parse_args()
     points = json.loads(SHIPPED.read_text())["validation"]["points"]
-    runs: dict[str, list[dict[str, Any]]] = {}
-    for p in points:
-        runs.setdefault(p["run"], []).append(p)
-    results: dict[str, list[dict[str, Any]]] = {"point estimate": [], "low end, expected cost": []}
-    for run, rows in runs.items():
-        rows.sort(key=lambda r: r["workers"])
-        job = rows[0]["job"]
-        others = [(p["workers"], p["residual"]) for p in points if p["job"] != job]
-        error = ModelError(MODEL, LEVEL, regime_widths(others, REGIMES, LEVEL))
-        measured = {r["workers"]: r["measured"] for r in rows}
-        for level in DEADLINE_LEVELS:
-            needed = measured[1] + level * (max(measured.values()) - measured[1])
-            limits = Constraints(examples=EXAMPLES, deadline_hours=EXAMPLES / needed / 3600)
-            best = cost_optimal(sorted(measured), [measured[w] for w in sorted(measured)], PRICES,
-                                constraints=limits).workers
-            cost = {w: cost_per_example(PRICES, w, 1, t) for w, t in measured.items()}
-            for name, err in (("point estimate", None), ("low end, expected cost", error)):
-                rec = decide(rows, err, limits)
-                results[name].append({"run": run, "level": level, "rec": rec, "best": best,
-                                      "met": rec is not None and measured[rec] >= needed * (1 - 1e-9),
-                                      "excess": None if rec is None else cost[rec] / cost[best] - 1})
-    for name, cases in results.items():
-        met = sum(c["met"] for c in cases)
-        none = sum(c["rec"] is None for c in cases)
-        missed = len(cases) - met - none
-        excess = [c["excess"] for c in cases if c["met"]]
-        print(f"{name:<24} {len(cases)} deadlines: met {met}, missed {missed}, no W recommended {none}; "
-              f"cost excess when met: median {statistics.median(excess):.0%}, max {max(excess):.0%}, "
-              f"cheapest in {sum(e == 0 for e in excess)}")
-        print("    " + "  ".join(f"{c['run'].split('.')[0]}@{c['level']}:{c['rec']}/{c['best']}" for c in cases))
+    runs = held_out_runs(points)
+    cal = calibration(runs)
+    print(f"held-out calibration ({sum(len(r.workers) for r in runs)} points): measured >= the level-P lower bound "
+          + ", ".join(f"P={p:g}: {share:.0%}" for p, share in cal.items()))
+    cases: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        for name, needed in deadlines(run):
+            cases.setdefault(name, []).append(score(run, needed, args.confidence))
+    print(f"confidence {args.confidence:g}; prices {PRICES.worker_per_hour}/h per worker, {PRICES.ps_per_hour}/h per PS")
+    for name, found in cases.items():
+        report(name, found)
+    report("all", [c for found in cases.values() for c in found])
+    for name, found in cases.items():
+        print(f"  {name:<8} " + "  ".join(f"{c['run'].split('.')[0]}:{c['rec']}{'' if c['confident'] else '?'}"
+                                          f"/{c['best']}" for c in found))
+    print("  (run:recommended/cheapest measured W meeting it; ? = no W reached P, the likeliest given)")
+    if args.sweep:
+        sweep(runs)
 
 
 if __name__ == "__main__":

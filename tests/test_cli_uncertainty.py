@@ -1,5 +1,7 @@
-"""advisor predict with the model error and a deadline: the JSON keeps the simulation's interval
-apart, the recommended W meets the deadline at the low end, and the output says how likely."""
+"""advisor predict with the model error, a deadline and a confidence: the JSON keeps the simulation's
+interval apart and holds each W's probability of meeting the deadline; the recommended W is the
+cheapest whose probability reaches the confidence; when none does the answer is still given (exit
+0, one warning line); only input that cannot work is refused (exit 2)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ def test_json_keeps_the_simulation_interval_in_its_own_fields(capsys: pytest.Cap
     for p in doc["curve"]:
         assert p["low"] <= p["sim_low"] <= p["throughput"] <= p["sim_high"] <= p["high"]
         assert p["low"] < p["sim_low"]  # widened by the shipped model error
-        assert p["expected_cost_per_example"] >= p["cost_per_example"]  # E[1/T] >= 1/E... Jensen
+        if len(p["outcomes"]) == 1:  # E[1/T] >= 1/T (Jensen) for one outcome
+            assert p["expected_cost_per_example"] >= p["cost_per_example"]
     assert doc["model_error"]["model"] == doc["model"] and doc["model_error"]["level"] == 0.95
     off = _json(capsys, "--model-error", "off")
     assert off["model_error"] is None
@@ -32,28 +35,76 @@ def test_json_keeps_the_simulation_interval_in_its_own_fields(capsys: pytest.Cap
     assert [p["sim_low"] for p in off["curve"]] == [p["sim_low"] for p in doc["curve"]]
 
 
-def test_the_deadline_is_met_at_the_interval_low_end(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cheapest_w_whose_probability_reaches_the_confidence(capsys: pytest.CaptureFixture[str]) -> None:
     doc = _json(capsys)
-    low = {p["workers"]: p["low"] for p in doc["curve"]}
-    sim_low = {p["workers"]: p["sim_low"] for p in doc["curve"]}
-    assert max(low[1], low[2]) < low[3]  # (W = 2's is the widest interval: the alternating regime)
-    # a deadline between the others' low ends and W = 3's: 1 h for that many examples/s
-    need = (max(low[1], low[2]) + low[3]) / 2
-    examples = str(need * 3600)
-    rec = _json(capsys, "--examples", examples, "--deadline", "1")["recommended"]
-    assert rec["workers"] == 3  # the only W whose low end meets it
-    assert rec["hours_at_low"] == pytest.approx(need / low[3]) and rec["hours_at_low"] <= 1.0
-    assert 0.5 < rec["p_deadline"] <= 1.0
-    if need <= sim_low[2]:  # the simulation's interval alone would have taken W = 2
-        off = _json(capsys, "--examples", examples, "--deadline", "1", "--model-error", "off")["recommended"]
-        assert off["workers"] == 2
+    thr = {p["workers"]: p["throughput"] for p in doc["curve"]}
+    # a deadline between W = 1's and W = 3's prediction: 1 h for that many examples/s
+    need = (thr[1] + thr[3]) / 2
+    for confidence in ("0.6", "0.9"):
+        out = _json(capsys, "--examples", str(need * 3600), "--deadline", "1", "--confidence", confidence)
+        rec, curve = out["recommended"], out["curve"]
+        assert out["constraints"]["confidence"] == float(confidence) and out["constraints"]["deadline_hours"] == 1
+        p_meet = {p["workers"]: p["p_meet"] for p in curve}
+        assert rec["confident"] and rec["warning"] is None
+        assert rec["p_meet"] == p_meet[rec["workers"]] >= float(confidence)
+        assert rec["needed_throughput"] == pytest.approx(need)
+        # every W that is cheaper (expected, per example) misses the confidence
+        cost = {p["workers"]: p["expected_cost_per_example"] for p in curve}
+        assert all(p_meet[w] < float(confidence) for w in cost if cost[w] < cost[rec["workers"]])
+        assert p_meet[1] < 0.01  # W = 1's prediction is far below what it needs
 
 
-def test_the_table_says_how_likely_the_deadline_is_met(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([*BASE, "--examples", "100000", "--deadline", "10"]) == 0
-    out = capsys.readouterr().out
-    assert "meets the 10 h deadline with probability" in out
-    assert "intervals: simulation noise and the model's error" in out
+def test_no_w_reaching_the_confidence_is_answered_with_a_warning_and_exit_0(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _json(capsys)
+    top = max(p["throughput"] for p in doc["curve"])
+    need = top * 1.1  # above every prediction: no W is 90 % likely to make it
+    assert main([*BASE, "--json", "--examples", str(need * 3600), "--deadline", "1"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    rec = out["recommended"]
+    assert rec["confident"] is False and rec["p_meet"] < 0.9
+    assert rec["p_meet"] == max(p["p_meet"] for p in out["curve"])  # the likeliest W
+    assert rec["needed_throughput"] == pytest.approx(need)
+    warnings = [line for line in captured.err.splitlines() if line.startswith("advisor: warning:")]
+    assert warnings == [f"advisor: warning: {rec['warning']}"]
+    assert f"the likeliest, W = {rec['workers']}, meets it with probability" in rec["warning"]
+    assert "with confidence 90%" in rec["warning"]
+    # the table says the same, and the warning is the one line on stderr
+    assert main([*BASE, "--examples", str(need * 3600), "--deadline", "1"]) == 0
+    captured = capsys.readouterr()
+    assert f"likeliest:        W = {rec['workers']}: no worker count meets the 1 h deadline" in captured.out
+    assert "P(meet)" in captured.out
+    assert len([line for line in captured.err.splitlines() if line.startswith("advisor: warning:")]) == 1
+
+
+def test_a_deadline_can_be_a_time(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _json(capsys, "--examples", "1000", "--deadline", "2999-01-01T00:00Z")
+    assert out["constraints"]["deadline_hours"] > 8e6 and out["recommended"]["p_meet"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--confidence", "0"], "--confidence: must be a probability strictly between 0 and 1 (e.g. 0.9), got '0'"),
+    (["--confidence", "1"], "got '1': 1 would ask for certainty"),
+    (["--confidence", "1.5"], "strictly between 0 and 1"),
+    (["--confidence", "-0.2"], "strictly between 0 and 1"),
+    (["--confidence", "sure"], "expected a probability such as 0.9, got 'sure'"),
+    (["--examples", "1e6", "--deadline", "0"], "--deadline: deadline must be a time in the future or a number of "
+                                               "hours > 0, got '0'"),
+    (["--examples", "1e6", "--deadline", "-3"], "number of hours > 0, got '-3'"),
+    (["--examples", "1e6", "--deadline", "2001-01-01T00:00Z"], "--deadline: deadline '2001-01-01T00:00Z' is in the "
+                                                               "past (it is now"),
+    (["--examples", "1e6", "--deadline", "soon"], "cannot read deadline 'soon'"),
+    (["--deadline", "3"], "a deadline or budget needs the job's size in examples"),
+])
+def test_input_that_cannot_work_is_refused_by_name(argv: list[str], message: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code = main([*BASE, *argv])
+    except SystemExit as exc:  # argparse refuses a malformed value itself
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
 
 
 def test_unreadable_model_error_data_is_one_line_and_exit_2(tmp_path: Path,

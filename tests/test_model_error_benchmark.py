@@ -36,3 +36,38 @@ def test_a_fold_fits_without_its_job_and_predicts_every_point_of_it(monkeypatch:
         assert row["measured"] == pytest.approx(statistics.mean(by_w[row["workers"]]))
         assert row["residual"] == pytest.approx(row["measured"] / row["predicted"] - 1)
         assert row["sim_low"] <= row["predicted"] <= row["sim_high"]
+
+
+def test_a_w2_run_is_measured_against_the_outcome_its_step_log_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bbr/mlp alternated at W = 2 (tests/core/test_arrangements.py): its residual is against the alternating
+    outcome; cubic/mlp drifted: against the prediction. Each joins its own outcome's regime."""
+    from benchmarks import model_error
+
+    monkeypatch.setattr(model_error, "fit_contention",
+                        lambda cases, **_: SimpleNamespace(share_sigma=1.0, multi_flow_goodput=0.85))
+    rows = {}
+    for job in ("bbr/mlp", "cubic/mlp"):
+        out = model_error.fold((job, 100, 80, (1.0,), (0.85,)))
+        rows[job] = [r for r in out["rows"] if r["workers"] == 2]
+    for r in rows["bbr/mlp"]:
+        alternating = r["outcomes"][1]
+        assert r["outcome"] == alternating["name"] == "alternating" and r["middle_share"] > 0.75
+        assert r["predicted"] == alternating["throughput"] > r["outcomes"][0]["throughput"]
+        assert r["residual"] == pytest.approx(r["measured"] / alternating["throughput"] - 1)
+    for r in rows["cubic/mlp"]:
+        assert r["outcome"] is None and r["middle_share"] < 0.75
+        assert r["predicted"] == r["outcomes"][0]["throughput"]
+    error = model_error.widths([r for found in rows.values() for r in found])
+    assert {(g.label, g.n) for g in error.regimes} == {("W=2", 2), ("W=2 alternating", 2)}
+
+
+def test_the_shipped_widths_have_no_single_band_for_two_outcomes_at_w2() -> None:
+    """The shipped data measure W = 2's prediction and its alternating outcome apart: neither carries the
+    other's spread (one band for both was +-39 %)."""
+    from advisor.importers.model_error_file import load_model_error
+
+    error = load_model_error()
+    drifting, alternating = error.regime(2), error.regime(2, "alternating")
+    assert drifting is not None and alternating is not None and drifting is not alternating
+    assert drifting.outcome is None and alternating.outcome == "alternating"
+    assert max(drifting.up, alternating.up) < 0.2

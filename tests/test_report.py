@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from advisor.core.advice import AdviceRequest, advise
+from advisor.core.advice import AdviceRequest, ModelChoice, advise
+from advisor.core.cost import cost_per_example
 from advisor.core.curve import CurveSettings
 from advisor.core.sim_types import NetworkModel
 from advisor.importers.loader import load_profile
@@ -30,12 +31,38 @@ def test_the_outcome_range_covers_both_outcomes_of_a_bimodal_point(bimodal) -> N
     doc = advice_to_json(profile, request, advice)
     two = doc["curve"][1]
     assert two["alternating"] is not None and two["alternating"] > 1.3 * two["throughput"]
-    assert (two["outcome_low"], two["outcome_high"]) == (two["low"], two["alternating"])
+    drifting, alternating = two["outcomes"]
+    assert (drifting["name"], alternating["name"]) == ("drifting", "alternating")
+    assert (drifting["throughput"], alternating["throughput"]) == (two["throughput"], two["alternating"])
+    assert (drifting["low"], drifting["high"]) == (two["low"], two["high"])  # the point's interval is the prediction's
+    # no congestion control stated: the probability is unknown, said as 50 %
+    assert drifting["probability"] == alternating["probability"] == 0.5 and not alternating["probability_known"]
+    assert "unknown" in alternating["basis"]
+    assert (two["outcome_low"], two["outcome_high"]) == (min(drifting["low"], alternating["low"]), alternating["high"])
     for point in (doc["curve"][0], doc["curve"][2]):  # no second outcome: the range is the interval
         assert point["alternating"] is None
         assert (point["outcome_low"], point["outcome_high"]) == (point["low"], point["high"])
-    row = next(line for line in advice_table(profile, request, advice).splitlines() if line.startswith("  2  "))
-    assert f"or up to {two['alternating']:.1f}" in row
+        assert [o["name"] for o in point["outcomes"]] == ["predicted"] and point["outcomes"][0]["probability"] == 1
+    lines = advice_table(profile, request, advice).splitlines()
+    row = lines.index(next(line for line in lines if line.startswith("  2  ")))
+    assert "(drifting, probability 50%)" in lines[row]
+    assert lines[row + 1].startswith(" or") and f"{two['alternating']:.1f}" in lines[row + 1]
+    assert "(alternating, probability 50%, unknown: see note)" in lines[row + 1]
+
+
+def test_a_stated_network_gives_the_alternation_its_testbed_probability() -> None:
+    """bbr: 2 of 2 testbed runs alternated, (2 + 1) / (2 + 2) = 75 % (core/models/ps_des/arrangements.py); the
+    decision weighs both outcomes: the expected cost lies between the two outcomes' point costs."""
+    profile = load_profile(EXAMPLE)
+    request = AdviceRequest(network=NetworkModel(bandwidth_bps=100e6),
+                            curve=CurveSettings(workers=(1, 2), steps=300, warmup_steps=20),
+                            model=ModelChoice("li2020-des+contention", {"congestion_control": "bbr"}))
+    two = advise(profile, request).point(2)
+    assert [(o.name, o.probability, o.known) for o in two.outcomes] == [("drifting", 0.25, True),
+                                                                          ("alternating", 0.75, True)]
+    assert "2 of 2 testbed runs" in two.outcomes[1].basis
+    costs = [cost_per_example(request.prices, 2, 1, o.throughput) for o in two.outcomes]
+    assert min(costs) < two.expected_cost_per_example < max(costs)
 
 
 def test_the_plot_draws_a_bimodal_point(bimodal, tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
 
 from advisor.core.advice import DEFAULT_MODEL, ModelChoice
+from advisor.core.cost import DEFAULT_CONFIDENCE
 from advisor.core.models import registry
 from advisor.core.units import UnitError, parse_bandwidth, parse_duration, parse_quantity
 from advisor.errors import AdvisorError, ModelInputError
@@ -175,6 +176,9 @@ class ControllerSettings(BaseSettings):
     max_workers: int = Field(default=32, ge=1, le=512)
     budget_per_hour: float | None = Field(default=None, gt=0)
     saturation_threshold: float = Field(default=0.05, gt=0, lt=1)
+    decision_confidence: float = Field(default=DEFAULT_CONFIDENCE, gt=0, lt=1, description="a job with a deadline "
+                                       "gets the cheapest W that meets it with at least this probability; its "
+                                       "annotation training-advisor.io/confidence overrides it")
     auto_min_gain: float = Field(default=0.10, gt=0, description="auto mode: least relative saving in cost per example to resize")
     auto_cooldown_s: int = Field(default=1800, ge=0)
     # Online refit to observed throughput (docs/controller.md, "Online refit"; controller/pipeline/refit.py).

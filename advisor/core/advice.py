@@ -14,13 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from advisor.core.belief import Belief, Outcome
 from advisor.core.cost import (
-    Choice, Constraints, Prices, cost_optimal, cost_per_example, expected_cost_per_example, saturation_point,
+    Choice, Constraints, Prices, cost_per_example, decide, expected_cost_per_example, meet_probabilities,
+    saturation_point,
 )
 from advisor.core.curve import CurveSettings, Mapper, Progress, predict_curve
 from advisor.core.model_error import ModelError
 from advisor.core.models import registry
-from advisor.core.models.protocol import ModelInputs, ModelParams, ThroughputModel
+from advisor.core.models.protocol import ModelInputs, ModelParams, Outlook, ThroughputModel
 from advisor.core.preprocess import add_client_gap, split_parsing_overhead
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
@@ -92,12 +94,18 @@ class AdvicePoint:
     events: int
     cost_per_example: float  # at the point estimate
     models: Mapping[str, float] = field(default_factory=dict)  # side-by-side models' examples/s at this W
-    # another outcome the model says can happen instead (e.g. W = 2 PS workers in alternation);
-    # the decision uses ``throughput``
+    # the throughput of another outcome the model says can happen instead (W = 2 PS workers in
+    # alternation); ``outcomes`` holds both with their intervals and probabilities
     alternating: float | None = None
-    expected_cost_per_example: float | None = None  # over the interval (core/cost.py): what the choice compares
+    expected_cost_per_example: float | None = None  # over the outcomes (core/cost.py): what the choice compares
     sim_low: float | None = None  # the simulation's own interval (sampling noise only); None: as low, high
     sim_high: float | None = None
+    # every outcome at this W, the predicted one first; one ("predicted", probability 1) for most points
+    outcomes: tuple[Outcome, ...] = ()
+    # the probability that this W meets the deadline, the budget, and both (None: no such constraint)
+    p_deadline: float | None = None
+    p_budget: float | None = None
+    p_meet: float | None = None
 
     @property
     def cynthia(self) -> float | None:
@@ -144,24 +152,26 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
     ps = request.parameter_servers or (profile.job.parameter_servers if profile is not None and not profile.job.kind.allreduce else 0)
     error = request.model_error
     widened = error is not None and error.model == model.name
-    bounds = [error.widen(model.name, p.workers, p.low, p.high) if error is not None else (p.low, p.high)
-              for p in curve]
+    outcomes = [point_outcomes(p.workers, p.throughput, p.low, p.high, outlook, model.name, error) for p in curve]
+    level = request.curve.confidence
+    beliefs = [Belief.of(o, level) for o in outcomes]
     workers = [p.workers for p in curve]
     thr = [p.throughput for p in curve]
-    recommended = cost_optimal(workers, thr, request.prices, parameter_servers=ps, constraints=request.constraints,
-                               lows=[lo for lo, _ in bounds], highs=[hi for _, hi in bounds],
-                               confidence=request.curve.confidence)
+    c = request.constraints
+    recommended = decide(workers, thr, request.prices, parameter_servers=ps, constraints=c, beliefs=beliefs)
+    chances = meet_probabilities(workers, thr, request.prices, beliefs, parameter_servers=ps, constraints=c)
     points = tuple(
         AdvicePoint(
-            workers=p.workers, throughput=p.throughput, low=low, high=high, steps=p.steps, events=p.events,
-            cost_per_example=cost_per_example(request.prices, p.workers, ps, p.throughput),
-            expected_cost_per_example=expected_cost_per_example(request.prices, p.workers, ps, p.throughput, low,
-                                                                high, request.curve.confidence),
+            workers=p.workers, throughput=p.throughput, low=outs[0].low, high=outs[0].high, steps=p.steps,
+            events=p.events, cost_per_example=cost_per_example(request.prices, p.workers, ps, p.throughput),
+            expected_cost_per_example=expected_cost_per_example(request.prices, p.workers, ps, p.throughput,
+                                                                outs[0].low, outs[0].high, level, belief),
             models={name: values[i] for name, values in others.items()},
-            alternating=outlook.upper.get(p.workers),
-            sim_low=p.low, sim_high=p.high,
+            alternating=outs[1].throughput if len(outs) > 1 else None,
+            sim_low=p.low, sim_high=p.high, outcomes=outs,
+            p_deadline=chance.p_deadline, p_budget=chance.p_budget, p_meet=chance.p_meet,
         )
-        for i, (p, (low, high)) in enumerate(zip(curve, bounds))
+        for i, (p, outs, belief, chance) in enumerate(zip(curve, outcomes, beliefs, chances))
     )
     notes = outlook.notes
     if error is not None and not widened:
@@ -179,6 +189,22 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
         details=outlook.details,
         model_error=error if widened else None,
     )
+
+
+def point_outcomes(workers: int, throughput: float, sim_low: float, sim_high: float, outlook: Outlook, model: str,
+                   error: ModelError | None) -> tuple[Outcome, ...]:
+    """The outcomes at one W, the predicted one first, each with its interval widened by the
+    model error measured for it (``ModelError.widen``) and its probability (``Outlook.others``)."""
+    def widen(low: float, high: float, outcome: str | None = None) -> tuple[float, float]:
+        return error.widen(model, workers, low, high, outcome) if error is not None else (low, high)
+
+    other = outlook.others.get(workers)
+    low, high = widen(sim_low, sim_high)
+    if other is None:
+        return (Outcome("predicted", throughput, low, high),)
+    a_low, a_high = widen(other.throughput, other.throughput, other.name)
+    return (Outcome(other.instead_of, throughput, low, high, 1 - other.probability, other.basis, other.known),
+            Outcome(other.name, other.throughput, a_low, a_high, other.probability, other.basis, other.known))
 
 
 def model_inputs(profile: Profile | None, request: AdviceRequest) -> ModelInputs:

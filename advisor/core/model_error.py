@@ -9,7 +9,12 @@ keeps conformal-style quantiles of the relative residuals r = measured / predict
 package ships them (``advisor/data/model_error.json``, read by ``advisor/importers``).
 
 The interval of a point is then the simulation interval widened by them:
-``low = sim_low * (1 - down)``, ``high = sim_high * (1 + up)``. The shipped widths are
+``low = sim_low * (1 - down)``, ``high = sim_high * (1 + up)``. Where the model knows two
+outcomes at one W (two PS workers alternating or drifting, ``Outlook.others``), each outcome
+has its own widths: a regime with ``outcome`` set (e.g. "alternating") holds the residuals of
+the runs that showed that outcome, measured against it; the regimes without one hold the
+residuals of the runs that showed the predicted outcome. An outcome without regimes of its own
+is widened as the prediction is. The shipped widths are
 symmetric, down = up = the regime's conformal quantile of |r| at ``level`` (split conformal's
 usual score; one-sided quantiles of -r and r, each at (1 + level) / 2, are the other option:
 with the five jobs at hand they covered 82 % of the held-out points against 94 %, README).
@@ -44,6 +49,7 @@ class ErrorRegime:
     up: float  # measured rose at most this fraction above it
     n: int  # residuals the quantiles come from
     exact: bool = True  # the conformal rank was within the n residuals
+    outcome: str | None = None  # None: the prediction's own outcome; else another one's name (e.g. "alternating")
 
     def __post_init__(self) -> None:
         if self.workers_min < 1 or (self.workers_max is not None and self.workers_max < self.workers_min):
@@ -58,8 +64,10 @@ class ErrorRegime:
     @property
     def label(self) -> str:
         if self.workers_max == self.workers_min:
-            return f"W={self.workers_min}"
-        return f"W>={self.workers_min}" if self.workers_max is None else f"W={self.workers_min}..{self.workers_max}"
+            span = f"W={self.workers_min}"
+        else:
+            span = f"W>={self.workers_min}" if self.workers_max is None else f"W={self.workers_min}..{self.workers_max}"
+        return span if self.outcome is None else f"{span} {self.outcome}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,18 +84,24 @@ class ModelError:
             raise ModelErrorDataError(f"level must be in (0, 1), got {self.level}")
         if not self.regimes:
             raise ModelErrorDataError("model-error data needs at least one regime")
-        ordered = sorted(self.regimes, key=lambda r: r.workers_min)
-        for a, b in zip(ordered, ordered[1:]):
-            if a.workers_max is None or a.workers_max >= b.workers_min:
-                raise ModelErrorDataError(f"regimes {a.label} and {b.label} overlap")
+        for outcome in {r.outcome for r in self.regimes}:
+            ordered = sorted((r for r in self.regimes if r.outcome == outcome), key=lambda r: r.workers_min)
+            for a, b in zip(ordered, ordered[1:]):
+                if a.workers_max is None or a.workers_max >= b.workers_min:
+                    raise ModelErrorDataError(f"regimes {a.label} and {b.label} overlap")
 
-    def regime(self, workers: int) -> ErrorRegime | None:
-        """The regime ``workers`` falls in; None past the data (no widening is known there)."""
-        return next((r for r in self.regimes if r.holds(workers)), None)
+    def regime(self, workers: int, outcome: str | None = None) -> ErrorRegime | None:
+        """The regime ``workers`` falls in for ``outcome`` (None: the prediction's own), the
+        prediction's when that outcome has none; None past the data (no widening is known there)."""
+        found = next((r for r in self.regimes if r.holds(workers) and r.outcome == outcome), None)
+        if found is None and outcome is not None:
+            return self.regime(workers)
+        return found
 
-    def widen(self, model: str, workers: int, low: float, high: float) -> tuple[float, float]:
-        """The simulation interval [low, high] widened by the model error (as is for another model)."""
-        regime = self.regime(workers) if model == self.model else None
+    def widen(self, model: str, workers: int, low: float, high: float, outcome: str | None = None) -> tuple[float, float]:
+        """The interval [low, high] of ``outcome`` (None: the prediction's) widened by the model
+        error (as is for another model)."""
+        regime = self.regime(workers, outcome) if model == self.model else None
         if regime is None:
             return low, high
         return low * (1 - regime.down), high * (1 + regime.up)
@@ -105,20 +119,22 @@ def conformal_quantile(values: Sequence[float], level: float) -> tuple[float, bo
 
 
 def regime_widths(residuals: Sequence[tuple[int, float]], bounds: Sequence[tuple[int, int | None]],
-                  level: float, symmetric: bool = True) -> tuple[ErrorRegime, ...]:
+                  level: float, symmetric: bool = True, outcome: str | None = None) -> tuple[ErrorRegime, ...]:
     """Per regime ``(workers_min, workers_max)``, the widths from the residuals ``(W, r)`` in it
-    (r = measured / predicted - 1): symmetric, the conformal quantile of |r| at ``level`` on
-    both sides (split conformal's usual score); else the quantiles of -r and r at
-    (1 + level) / 2 each."""
+    (r = measured / predicted - 1, predicted being ``outcome``'s throughput): symmetric, the
+    conformal quantile of |r| at ``level`` on both sides (split conformal's usual score); else
+    the quantiles of -r and r at (1 + level) / 2 each. A regime without residuals is left out."""
     tail = (1 + level) / 2
     out = []
     for lo, hi in bounds:
         rs = [r for w, r in residuals if w >= lo and (hi is None or w <= hi)]
+        if not rs:
+            continue
         if symmetric:
             width, exact = conformal_quantile([abs(r) for r in rs], level)
-            out.append(ErrorRegime(lo, hi, min(width, 0.99), width, len(rs), exact))
+            out.append(ErrorRegime(lo, hi, min(width, 0.99), width, len(rs), exact, outcome))
             continue
         down, d_exact = conformal_quantile([max(0.0, -r) for r in rs], tail)
         up, u_exact = conformal_quantile([max(0.0, r) for r in rs], tail)
-        out.append(ErrorRegime(lo, hi, min(down, 0.99), up, len(rs), d_exact and u_exact))
+        out.append(ErrorRegime(lo, hi, min(down, 0.99), up, len(rs), d_exact and u_exact, outcome))
     return tuple(out)

@@ -1,8 +1,9 @@
-"""Bandwidths, durations and Kubernetes resource quantities as people write them ("10Gbit/s",
-"100 Mbps", "1.5e9", "20ms", "500m", "4Gi")."""
+"""Bandwidths, durations, deadlines and Kubernetes resource quantities as people write them
+("10Gbit/s", "100 Mbps", "1.5e9", "20ms", "36h", "2030-06-01T18:00Z", "500m", "4Gi")."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 
@@ -16,6 +17,7 @@ _BANDWIDTH = re.compile(
 _PREFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 _DURATION = re.compile(r"^\s*(?P<num>[+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*(?P<unit>us|ms|s|)\s*$")
 _SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "": 1.0}
+_DEADLINE_SPAN = re.compile(r"^\s*(?P<num>[+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*(?P<unit>h|)\s*$")
 _QUANTITY = re.compile(r"^\s*(?P<num>[+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)(?P<suffix>m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|)\s*$")
 _QUANTITY_SCALE = {"": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
                    "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60}
@@ -71,3 +73,27 @@ def parse_quantity(text: str | float) -> float:
     if not (math.isfinite(value) and value >= 0):
         raise UnitError(f"a resource quantity must be >= 0, got {text!r}")
     return value
+
+
+def parse_deadline(text: str, now: float) -> float:
+    """Hours until a deadline: a number of hours ("36", "36h", "0.5") or an ISO 8601
+    time ("2030-06-01T18:00Z", "2030-06-01 18:00+02:00"; without a zone it is UTC), counted from
+    ``now`` (seconds since the epoch). It must lie in the future."""
+    m = _DEADLINE_SPAN.match(text)
+    if m:
+        hours = float(m["num"])
+        if not (math.isfinite(hours) and hours > 0):
+            raise UnitError(f"deadline must be a time in the future or a number of hours > 0, got {text!r}")
+        return hours
+    try:
+        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UnitError(f"cannot read deadline {text!r}; write hours (e.g. 36 or 36h) or a time "
+                        "(e.g. 2030-06-01T18:00Z)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    hours = (when.timestamp() - now) / 3600
+    if hours <= 0:
+        now_text = dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        raise UnitError(f"deadline {text!r} is in the past (it is now {now_text})")
+    return hours

@@ -33,7 +33,8 @@ def parse_model_error(doc: Any) -> ModelError:
         raise ModelErrorDataError(f"not {SCHEMA} data (its 'schema' field)")
     try:
         regimes = tuple(ErrorRegime(int(r["workers_min"]), None if r["workers_max"] is None else int(r["workers_max"]),
-                                    float(r["down"]), float(r["up"]), int(r["n"]), bool(r.get("exact", True)))
+                                    float(r["down"]), float(r["up"]), int(r["n"]), bool(r.get("exact", True)),
+                                    None if r.get("outcome") is None else str(r["outcome"]))
                         for r in doc["regimes"])
         return ModelError(str(doc["model"]), float(doc["level"]), regimes, str(doc.get("source", "")))
     except (KeyError, TypeError, ValueError) as exc:

@@ -118,3 +118,24 @@ def test_another_model_is_not_widened_and_says_so() -> None:
                                          model=ModelChoice("li2020-des"), model_error=_error()))
     assert all((p.low, p.high) == (p.sim_low, p.sim_high) for p in a.points)
     assert a.model_error is None and any("has not been measured" in n for n in a.notes)
+
+
+def test_an_outcome_with_its_own_regime_is_widened_by_it_and_others_as_the_prediction() -> None:
+    error = ModelError("m", 0.95, (ErrorRegime(1, None, 0.1, 0.1, 20),
+                                   ErrorRegime(2, 2, 0.2, 0.3, 3, False, "alternating")))
+    # the prediction at W = 2: its own regime (W >= 1), 100 x 0.9 and 110 x 1.1
+    assert error.widen("m", 2, 100.0, 110.0) == pytest.approx((90.0, 121.0))
+    # the alternating outcome at W = 2: 200 x 0.8 and 200 x 1.3
+    assert error.widen("m", 2, 200.0, 200.0, "alternating") == pytest.approx((160.0, 260.0))
+    # an outcome without regimes of its own (or a W outside them) is widened as the prediction is
+    assert error.widen("m", 3, 200.0, 200.0, "alternating") == pytest.approx((180.0, 220.0))
+    assert error.widen("m", 2, 200.0, 200.0, "in-step") == pytest.approx((180.0, 220.0))
+    assert error.regime(2, "alternating").label == "W=2 alternating"
+    # regimes of different outcomes may cover the same W; of one outcome they may not
+    with pytest.raises(ModelErrorDataError, match="overlap"):
+        ModelError("m", 0.95, (ErrorRegime(2, 2, 0.2, 0.2, 3, outcome="alternating"),
+                               ErrorRegime(1, None, 0.2, 0.2, 3, outcome="alternating")))
+    # the outcome's residuals make its own regime (r = measured / its throughput - 1)
+    widths = regime_widths([(2, -0.18), (2, -0.05)], [(2, 2)], 0.95, outcome="alternating")
+    assert [(g.outcome, g.up, g.n) for g in widths] == [("alternating", 0.18, 2)]
+    assert regime_widths([], [(2, 2)], 0.95) == ()  # no residuals in a regime: no regime

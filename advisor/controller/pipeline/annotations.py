@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from advisor.controller.pipeline.deadline import DECISION, deadline_json
 from advisor.controller.pipeline.policy import Recommendation, throughput_at
 from advisor.controller.jobs.tfjob import PREFIX, TFJobView
 
@@ -44,6 +45,8 @@ REFIT = PREFIX + "refit"  # the online refit behind the curve: points used, cons
 # cluster mode (controller/pipeline/allocation.py): the job's share of its pool, and why
 ALLOCATED_WORKERS = PREFIX + "allocated-workers"  # an integer; 0 while it waits for room
 ALLOCATION = PREFIX + "allocation"  # {"pool", "status", "workers", "ownOptimum", "reason"}
+# DECISION (deadline.py): {"workers","probability","confidence","confident","neededThroughput",...} for a job
+# with a deadline
 PHASES = ("Pending", "Profiling", "Predicting", "Predicted", "Failed")
 
 
@@ -115,6 +118,10 @@ def prediction_annotations(
         out[REFIT] = compact({**refit, "profile": f"sha256:{profile_sha}"})
     elif REFIT in view.annotations:
         out[REFIT] = "null"  # a curve from the profile alone again (refit turned off, a new profile)
+    if rec.deadline is not None and rec.confidence is not None:  # the job asked for a deadline (deadline.py)
+        out[DECISION] = deadline_json(rec.deadline.choice, rec.confidence)
+    elif DECISION in view.annotations:
+        out[DECISION] = "null"  # the deadline annotations were removed
     network = prediction.get("network")
     if isinstance(network, Mapping) and network.get("bandwidth_bps"):
         out[BANDWIDTH] = compact({"bps": _r(network["bandwidth_bps"]),

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from advisor.controller.pipeline.deadline import DeadlineDecision, JobDeadline, decide_deadline
 from advisor.controller.settings import ControllerSettings, Mode
 from advisor.controller.jobs.tfjob import PREFIX, TFJobView
 from advisor.core.advice import ModelChoice
@@ -47,6 +48,9 @@ class Recommendation:
     uncapped: int
     throughput: float  # at target
     cost_per_example: float
+    # with a deadline (deadline.py): the decision behind ``target`` and the confidence asked; else None
+    deadline: DeadlineDecision | None = None
+    confidence: float | None = None
 
 
 def job_prices(settings: ControllerSettings, view: TFJobView) -> Prices:
@@ -120,8 +124,11 @@ def job_limits(settings: ControllerSettings, view: TFJobView, prices: Prices) ->
     return Limits(low, high, mode)
 
 
-def recommend(prediction: Mapping[str, Any], prices: Prices, limits: Limits) -> Recommendation:
-    """Cost-optimal W within ``limits`` from a stored prediction, with VPA-style bounds."""
+def recommend(prediction: Mapping[str, Any], prices: Prices, limits: Limits,
+              deadline: JobDeadline | None = None) -> Recommendation:
+    """Cost-optimal W within ``limits`` from a stored prediction, with VPA-style bounds; with a
+    ``deadline``, the cheapest W that meets it with the confidence asked, or the likeliest
+    (``deadline.py``), and the bounds among the W at least as likely to meet it."""
     curve = [p for p in prediction["curve"]]
     workers = [int(p["workers"]) for p in curve]
     thr = [float(p["throughput"]) for p in curve]
@@ -131,11 +138,29 @@ def recommend(prediction: Mapping[str, Any], prices: Prices, limits: Limits) -> 
     if not inside:
         raise TFJobError(f"the prediction covers W = {workers[0]}..{workers[-1]}, none inside the job's limits "
                          f"{limits.min_workers}..{limits.max_workers}")
+    if deadline is not None:
+        return _deadline_recommendation(prediction, prices, limits, deadline, inside, ps)
     choice = cost_optimal([w for w, _ in inside], [t for _, t in inside], prices, parameter_servers=ps,
                           constraints=Constraints(max_workers=limits.max_workers))
     near = [w for w, t in inside if cost_per_example(prices, w, ps, t) <= choice.cost_per_example * (1 + BOUND_TOLERANCE)]
     return Recommendation(target=choice.workers, lower=min(near), upper=max(near), uncapped=uncapped,
                           throughput=choice.throughput, cost_per_example=choice.cost_per_example)
+
+
+def _deadline_recommendation(prediction: Mapping[str, Any], prices: Prices, limits: Limits, deadline: JobDeadline,
+                             inside: list[tuple[int, float]], ps: int) -> Recommendation:
+    """The deadline's decision as a Recommendation: bounds among the W that meet the deadline at
+    least as likely as the target (or with the confidence asked) and cost within the tolerance."""
+    decision = decide_deadline(prediction, prices, (limits.min_workers, limits.max_workers), deadline)
+    choice, p_meet = decision.choice, decision.p_meet
+    floor = min(deadline.confidence, p_meet[choice.workers])
+    near = [w for w, t in inside if p_meet[w] >= floor - 1e-12
+            and cost_per_example(prices, w, ps, t) <= choice.cost_per_example * (1 + BOUND_TOLERANCE)] or [choice.workers]
+    every = [int(p["workers"]) for p in prediction["curve"]]
+    uncapped = decide_deadline(prediction, prices, (every[0], every[-1]), deadline).choice.workers
+    return Recommendation(target=choice.workers, lower=min(near), upper=max(near), uncapped=uncapped,
+                          throughput=choice.throughput, cost_per_example=choice.cost_per_example, deadline=decision,
+                          confidence=deadline.confidence)
 
 
 def throughput_at(prediction: Mapping[str, Any], workers: int) -> Mapping[str, float] | None:
@@ -158,6 +183,11 @@ def resize_target(
         return None
     if rec.target == view.workers or (last_resize is not None and now - last_resize < cooldown_s):
         return None
+    if rec.deadline is not None and rec.confidence is not None:  # a job with a deadline: meeting it comes first
+        p_meet = rec.deadline.p_meet
+        now_p, target_p = p_meet.get(view.workers), p_meet[rec.target]
+        if now_p is not None and now_p < rec.confidence and target_p > now_p:
+            return rec.target  # the current count misses the confidence asked and the target is likelier
     current = throughput_at(prediction, view.workers)
     if current is None or current["value"] <= 0:
         return rec.target  # the current count is outside the curve (e.g. above the maximum): bring it in

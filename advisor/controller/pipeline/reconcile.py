@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from advisor.controller.pipeline import annotations as ann
+from advisor.controller.pipeline.deadline import job_deadline, shortfall_message
 from advisor.controller.web.metrics import Metrics, remove_series
 from advisor.controller.pipeline.policy import (
     Limits, Recommendation, clamp, job_limits, job_model, job_prices, recommend, resize_target, throughput_at,
@@ -97,6 +98,7 @@ class Reconciler:
     # name, cluster.JobCache.shadowed), and the uids already told so (one event each)
     shadowed: Callable[[str, str], Sequence[Mapping[str, Any]]] | None = None
     _told_shadowed: set[str] = field(default_factory=set)
+    _warned: dict[Key, tuple[str, str, str]] = field(default_factory=dict)  # job -> (uid, reason, message) told
 
     # --- entry point -------------------------------------------------------------------------
 
@@ -483,10 +485,22 @@ class Reconciler:
     def _apply(self, view: TFJobView, run: Any, sha: str, prediction: Mapping[str, Any], prices: Prices,
                limits: Limits) -> None:
         try:
-            rec = recommend(prediction, prices, limits)
+            deadline = job_deadline(self.settings, view)
+        except TFJobError as exc:  # a Warning event, never a failed job; the last good decision stays
+            self._warn_once(view, ("InvalidDeadline", str(exc)))
+            if view.annotations.get(ann.PHASE) == "Predicted" and ann.RECOMMENDATION in view.annotations:
+                return
+            deadline = None
+        try:
+            rec = recommend(prediction, prices, limits, deadline)
         except AdvisorError as exc:  # TFJobError, CostError
             self._fail(view, "NoRecommendation", str(exc))
             return
+        if deadline is not None:  # no W meets it with the confidence asked: the likeliest, and a Warning
+            at_risk = rec.deadline is not None and not rec.deadline.choice.confident
+            self._warn_once(view, ("DeadlineAtRisk", shortfall_message(
+                rec.deadline.choice, deadline, (limits.min_workers, limits.max_workers))) if at_risk and rec.deadline
+                else None)
         extra = ann.prediction_annotations(view, prediction, rec, profile_sha=sha,
                                            predicted_at=float(prediction.get("predicted_at", 0)),
                                            profiled_generation=run.generation)
@@ -619,6 +633,17 @@ class Reconciler:
         self.kube.emit_event(obj, "Warning", reason_code, message)
         self.metrics.set_phase(ns, name, "Failed")
 
+    def _warn_once(self, view: TFJobView, warning: tuple[str, str] | None) -> None:
+        """A Warning event (reason, message) for a condition of the job's own asking (a deadline it
+        cannot meet, a deadline annotation that cannot work), once while it lasts; None: it is over."""
+        with self._lock:
+            told = self._warned.pop(view.key, None)
+            if warning is None:
+                return
+            self._warned[view.key] = (view.uid, *warning)
+        if told != (view.uid, *warning):
+            self._event(view, "Warning", *warning)
+
     def _event(self, view: TFJobView, type_: str, reason: str, message: str) -> None:
         self._emit({"apiVersion": "kubeflow.org/v1", "kind": view.kind,
                     "metadata": {"name": view.name, "namespace": view.namespace, "uid": view.uid,
@@ -657,6 +682,7 @@ class Reconciler:
         with self._lock:
             self._reason_written.pop((namespace, name), None)
             self._recorded.pop((namespace, name), None)
+            self._warned.pop((namespace, name), None)
 
 
 def _reason_and_message(run: Any) -> tuple[str, str]:

@@ -102,12 +102,25 @@ class Exact:
 
 
 @dataclass(frozen=True)
+class Alternative:
+    """Another stable outcome at one W that can happen instead of the predicted one (e.g. two PS
+    workers settling into alternating pulls and pushes), and how likely it is."""
+
+    name: str  # what happens, e.g. "alternating"
+    throughput: float  # examples/s if it does
+    probability: float  # that it happens instead of the prediction, in [0, 1]
+    instead_of: str = "predicted"  # the name of the predicted outcome, e.g. "drifting"
+    basis: str = ""  # where the probability comes from, in words
+    known: bool = True  # False: no data says which happens; ``probability`` is a stated guess (0.5)
+
+
+@dataclass(frozen=True)
 class Outlook:
     """What a model adds to its finished curve: notes for the user, and per W another outcome
-    that can happen instead of the predicted one (e.g. two PS workers settling into alternation)."""
+    that can happen instead of the predicted one (``Alternative``)."""
 
     notes: tuple[str, ...] = ()
-    upper: Mapping[int, float] = field(default_factory=dict)
+    others: Mapping[int, Alternative] = field(default_factory=dict)
     # derived settings worth reporting (JSON-able); "batch_size": examples per worker step, for
     # models that read no profile
     details: Mapping[str, Any] = field(default_factory=dict)

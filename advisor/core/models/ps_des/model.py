@@ -29,8 +29,9 @@ from pydantic import Field
 
 from advisor.core.advice import ModelChoice
 from advisor.core.models.protocol import (
-    ModelBase, ModelInputs, ModelParams, Need, Outlook, Run, Samples, require_ps_profile,
+    Alternative, ModelBase, ModelInputs, ModelParams, Need, Outlook, Run, Samples, require_ps_profile,
 )
+from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, alternation_chance
 from advisor.core.models.ps_des.contention import (
     BIMODAL_RATIO, MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention, alternating_bound, bimodal_note,
 )
@@ -127,8 +128,9 @@ class PsDes(ModelBase):
 
     def outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
         """The contention notes, and at W = 2 the alternating outcome when it is far above the
-        prediction. Only with the contention rules (which predict the drifting regime) and only
-        for W = 2: from W = 3 on the testbed's workers show random phases, never stable alternation."""
+        prediction, with its probability for the stated network (``arrangements.py``). Only with
+        the contention rules (which predict the drifting regime) and only for W = 2: from W = 3 on
+        the testbed's workers show random phases, never stable alternation."""
         link = worker_link_note(inputs.profile, inputs.network) if inputs.profile and inputs.network else None
         if not isinstance(params, ContentionParams):
             return Outlook((link,) if link else (), details=self._placement_details(inputs, params))
@@ -146,7 +148,9 @@ class PsDes(ModelBase):
                                   self.network(inputs, params).bandwidth_bps)
         if bound <= BIMODAL_RATIO * curve[2]:
             return Outlook(notes, details=details)
-        return Outlook(notes + (bimodal_note(curve[2], bound),), {2: bound}, details)
+        chance = alternation_chance(c)
+        other = Alternative(ALTERNATING, bound, chance.probability, DRIFTING, chance.basis, chance.known)
+        return Outlook(notes + (bimodal_note(curve[2], bound, chance.probability, chance.basis),), {2: other}, details)
 
     def timeline(self, inputs: ModelInputs, params: ModelParams, workers: int, steps: int, seed: int) -> dict[str, Any]:
         """A synthetic multi-worker timeline as a Chrome trace (for Perfetto)."""

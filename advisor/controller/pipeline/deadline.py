@@ -1,0 +1,142 @@
+"""A job's deadline: what its annotations ask, and the decision taken with a stated confidence.
+
+A job asks for a deadline with two annotations, ``training-advisor.io/examples`` (its size) and
+``training-advisor.io/deadline`` (hours of training, e.g. ``36`` or ``36h``), and may set the
+confidence, ``training-advisor.io/confidence`` (else the setting ``decision_confidence``). The
+decision is the CLI's (``core/cost.decide``): the cheapest W within the job's limits whose
+probability of meeting the deadline is at least the confidence, read from the stored
+prediction's intervals and outcomes; when none reaches it, the W most likely to meet it. That
+answer is the recommendation either way; ``DECISION`` says which it is, and the reconcile tells
+a shortfall with a Warning event. A job is never failed for a deadline that cannot be met.
+
+Pure functions of the settings, the job's view and the stored prediction (schema
+``advisor-prediction/1``), as ``policy.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from advisor.controller.jobs.tfjob import PREFIX, TFJobView
+from advisor.controller.settings import ControllerSettings
+from advisor.core.belief import Belief, Outcome
+from advisor.core.cost import Choice, Constraints, CostError, Prices, decide, meet_probabilities, shortfall
+from advisor.errors import TFJobError
+
+EXAMPLES = PREFIX + "examples"  # the job's size in examples
+DEADLINE = PREFIX + "deadline"  # hours of training: "36" or "36h"
+CONFIDENCE = PREFIX + "confidence"  # the least probability of meeting the deadline, in (0, 1)
+DECISION = PREFIX + "decision"  # written: the deadline decision, compact JSON (docs/controller.md)
+_HOURS = re.compile(r"^\s*(?P<num>[+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*h?\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class JobDeadline:
+    examples: float
+    hours: float
+    confidence: float
+
+
+def job_deadline(settings: ControllerSettings, view: TFJobView) -> JobDeadline | None:
+    """The deadline the job's annotations ask for; None without one. ``TFJobError`` names the
+    annotation that cannot work (not a number, not positive, a confidence outside (0, 1), one
+    of examples and deadline without the other)."""
+    notes = view.annotations
+    if EXAMPLES not in notes and DEADLINE not in notes:
+        if CONFIDENCE in notes:
+            _confidence(view, settings)  # a bad one is still reported
+        return None
+    where = f"{view.kind} {view.namespace}/{view.name}"
+    if EXAMPLES not in notes or DEADLINE not in notes:
+        given, missing = (EXAMPLES, DEADLINE) if EXAMPLES in notes else (DEADLINE, EXAMPLES)
+        raise TFJobError(f"{where}: annotation {given} needs {missing} too (a deadline is for a job of a known size)")
+    examples = _positive(view, EXAMPLES, notes[EXAMPLES], "a number of examples > 0, e.g. 1e7")
+    m = _HOURS.match(notes[DEADLINE])
+    if not m:
+        raise TFJobError(f"{where}: annotation {DEADLINE}={notes[DEADLINE]!r} is not a number of hours "
+                         "(e.g. 36 or 36h)")
+    hours = _positive(view, DEADLINE, m["num"], "a number of hours > 0, e.g. 36h")
+    return JobDeadline(examples, hours, _confidence(view, settings))
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlineDecision:
+    choice: Choice  # the recommended W: confident, or the likeliest
+    p_meet: Mapping[int, float]  # every W inside the limits: its probability of meeting the deadline
+
+
+def decide_deadline(prediction: Mapping[str, Any], prices: Prices, workers_range: tuple[int, int],
+                    deadline: JobDeadline) -> DeadlineDecision:
+    """The W for the deadline within ``workers_range`` (min, max): confident, or the likeliest."""
+    lo, hi = workers_range
+    points = [p for p in prediction["curve"] if lo <= int(p["workers"]) <= hi]
+    if not points:
+        raise TFJobError(f"the prediction covers no worker count inside the job's limits {lo}..{hi}")
+    level = float((prediction.get("settings") or {}).get("confidence", 0.95))
+    workers, thr = [int(p["workers"]) for p in points], [float(p["throughput"]) for p in points]
+    beliefs = [belief_of(p, level) for p in points]
+    ps = int(prediction["job"]["parameter_servers"])
+    c = Constraints(examples=deadline.examples, deadline_hours=deadline.hours, confidence=deadline.confidence)
+    try:
+        choice = decide(workers, thr, prices, parameter_servers=ps, constraints=c, beliefs=beliefs)
+        options = meet_probabilities(workers, thr, prices, beliefs, parameter_servers=ps, constraints=c)
+    except CostError as exc:
+        raise TFJobError(str(exc)) from None
+    return DeadlineDecision(choice, {o.workers: o.p_meet or 0.0 for o in options})
+
+
+def belief_of(point: Mapping[str, Any], level: float) -> Belief:
+    """A stored curve point's belief: its outcomes when it lists them, else its interval."""
+    outcomes = point.get("outcomes")
+    if isinstance(outcomes, list) and outcomes:
+        return Belief.of([Outcome(str(o["name"]), float(o["throughput"]), float(o["low"]), float(o["high"]),
+                                  float(o["probability"])) for o in outcomes], level)
+    return Belief.interval(float(point["throughput"]), float(point["low"]), float(point["high"]), level)
+
+
+def deadline_json(choice: Choice, confidence: float) -> str:
+    """``DECISION``: the chosen W, its probability of meeting the deadline, and the confidence
+    asked (compact JSON; ``confident`` false: no W reaches it and this is the likeliest)."""
+    return json.dumps({"confidence": confidence, "confident": choice.confident,
+                       "neededThroughput": _r(choice.needed_throughput), "probability": _r(choice.p_meet, 4),
+                       "workers": choice.workers}, separators=(",", ":"), sort_keys=True)
+
+
+def shortfall_message(choice: Choice, deadline: JobDeadline, workers_range: tuple[int, int]) -> str:
+    """The Warning event's message when no W reaches the confidence (the CLI's warning line)."""
+    c = Constraints(examples=deadline.examples, deadline_hours=deadline.hours, confidence=deadline.confidence)
+    return shortfall(choice, c, list(workers_range)) + "; recommended anyway"
+
+
+def _confidence(view: TFJobView, settings: ControllerSettings) -> float:
+    text = view.annotations.get(CONFIDENCE)
+    if text is None:
+        return settings.decision_confidence
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1:
+        raise TFJobError(f"{view.kind} {view.namespace}/{view.name}: annotation {CONFIDENCE}={text!r} must be a "
+                         "probability strictly between 0 and 1, e.g. 0.9")
+    return value
+
+
+def _positive(view: TFJobView, key: str, text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise TFJobError(f"{view.kind} {view.namespace}/{view.name}: annotation {key}={view.annotations[key]!r} "
+                         f"must be {what}")
+    return value
+
+
+def _r(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(float(value), digits)

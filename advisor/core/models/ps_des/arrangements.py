@@ -1,0 +1,110 @@
+"""Two workers on a parameter server settle into one of two arrangements; how likely each is.
+
+At W = 2 real workers either **alternate** (one pulls while the other pushes, each then nearly
+as fast as alone) or **drift** (share the links unevenly, or run in step). The contention rules
+predict the drifting arrangement; ``contention.alternating_bound`` is the alternating one. A
+1-worker trace cannot tell which will happen, but the network can make one likelier: the
+testbed's runs (``tests/data/ps-async/measured``) show which each took, read from its step log
+by ``alternated``, and ``TESTBED`` counts them per network setting.
+
+Which runs count: those where the model reports two outcomes (``outlook``: the alternating bound
+exceeds the prediction by more than ``BIMODAL_RATIO``), i.e. the transfer-bound mlp at
+100 Mbit/s. The compute-bound cnn (alternation would change little, and the model reports one
+outcome) never alternated under cubic or bbr.
+
+The probability of alternation for a stated setting is Laplace's rule of succession over the
+runs of that setting, (k + 1) / (n + 2): with 0 of 2, 2 of 2 and 1 of 1 that is 25 %, 75 % and
+67 % rather than 0 % or 100 % from two runs. A setting the testbed did not run, or one not
+stated, is *unknown*: 50 %, said as such. Loss-based control (cubic, reno) counts as the
+testbed's cubic; a stated queue counts as the 20 ms one up to ``SHORT_QUEUE_LIMIT_S`` (half-way
+between 20 and 100 ms on a log scale) and as the 100 ms one above.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from advisor.core.models.ps_des.contention import CongestionControl, Contention
+
+ALTERNATING = "alternating"
+DRIFTING = "drifting"
+# a step log alternates when at least this share of one worker's step ends fall in the middle half
+# of the other's step (random phases put half there, workers in step almost none); the testbed's
+# W = 2 runs show 0.87-0.99 against 0.22-0.43 (benchmarks/model_error.py prints each)
+MIDDLE_SHARE = 0.75
+SHORT_QUEUE_LIMIT_S = math.sqrt(0.020 * 0.100)  # 44.7 ms: the geometric mean of the two queues run
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    """How many of a setting's testbed runs alternated at W = 2."""
+
+    setting: str
+    alternated: int
+    runs: int
+    files: tuple[str, ...]
+
+    @property
+    def probability(self) -> float:
+        """Laplace's rule of succession: (k + 1) / (n + 2)."""
+        return (self.alternated + 1) / (self.runs + 2)
+
+
+# tests/core/test_arrangements.py recounts these from the step logs
+TESTBED = {
+    "loss-based, deep queue": Count("cubic with a 100 ms queue", 0, 2,
+                                    ("cubic/mlp_bw100.json", "cubic/mlp_bw100_repeat.json")),
+    "loss-based, short queue": Count("cubic with a 20 ms queue", 1, 1, ("cubic_q20ms/mlp_bw100.json",)),
+    "bbr": Count("bbr", 2, 2, ("bbr/mlp_bw100.json", "bbr/mlp_bw100_repeat.json")),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Chance:
+    """The probability of the alternating arrangement for a network setting, and why."""
+
+    probability: float
+    known: bool
+    basis: str
+
+
+def alternation_chance(contention: Contention) -> Chance:
+    """How likely two workers are to alternate under the stated congestion control and queue."""
+    cc = contention.congestion_control
+    if cc is CongestionControl.BBR:
+        key = "bbr"
+    elif cc.loss_based and contention.queue_s is not None:
+        key = "loss-based, short queue" if contention.queue_s <= SHORT_QUEUE_LIMIT_S else "loss-based, deep queue"
+    else:
+        why = "no congestion control stated" if cc is CongestionControl.UNKNOWN else \
+            f"{cc.value} without a stated queue (--queue)"
+        return Chance(0.5, False, f"unknown: {why}")
+    count = TESTBED[key]
+    stated = cc.value + (f", queue {contention.queue_s * 1e3:g} ms" if contention.queue_s is not None and
+                         cc.loss_based else "")
+    return Chance(count.probability, True,
+                  f"{stated}: {count.alternated} of {count.runs} testbed runs with {count.setting} alternated")
+
+
+def middle_share(ends_a: Sequence[float], ends_b: Sequence[float]) -> float:
+    """The share of worker b's step ends that fall in the middle half of worker a's step
+    (phase 0.25-0.75 between a's surrounding step ends); NaN when none falls inside a's steps."""
+    a = np.sort(np.asarray(ends_a, dtype=np.float64))
+    b = np.asarray(ends_b, dtype=np.float64)
+    i = np.searchsorted(a, b)
+    inside = (i > 0) & (i < len(a))
+    if not inside.any():
+        return math.nan
+    lo, hi = a[i[inside] - 1], a[i[inside]]
+    phase = (b[inside] - lo) / np.where(hi > lo, hi - lo, np.inf)
+    return float(np.mean((phase > 0.25) & (phase < 0.75)))
+
+
+def alternated(ends_a: Sequence[float], ends_b: Sequence[float]) -> bool:
+    """Whether two workers' step ends show the alternating arrangement (``MIDDLE_SHARE``)."""
+    share = middle_share(ends_a, ends_b)
+    return not math.isnan(share) and share >= MIDDLE_SHARE

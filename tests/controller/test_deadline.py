@@ -1,0 +1,149 @@
+"""A job's deadline in the controller (controller/pipeline/deadline.py): the annotations it reads,
+the decision with a stated confidence, the annotation it writes, and, over the API emulator, the
+Warning event for a deadline no W meets with that confidence (the job is never failed for it)."""
+
+from __future__ import annotations
+
+import json
+from statistics import NormalDist
+
+import pytest
+
+from advisor.controller.pipeline import annotations as ann
+from advisor.controller.pipeline.deadline import CONFIDENCE, DEADLINE, DECISION, EXAMPLES, JobDeadline, job_deadline
+from advisor.controller.pipeline.policy import Limits, recommend, resize_target
+from advisor.controller.settings import Mode, load_settings
+from advisor.controller.jobs.tfjob import PREFIX, parse_tfjob
+from advisor.core.cost import Prices
+from advisor.errors import TFJobError
+from tests.controller.harness import (
+    NS, annotations, create_tfjob, phase, profiling_jobs, settings_for, start_controller, upload_as_profiling_pod,
+    wait_for,
+)
+from tests.controller.test_end_to_end import events, reconciles
+from tests.controller.test_policy_and_annotations import FLAT_THEN_SATURATED, prediction
+from tests.controller.tfjobs import tfjob, with_uid
+
+PHI = NormalDist().cdf
+Z95 = NormalDist().inv_cdf(0.975)
+
+
+def view(notes: dict[str, str], workers: int = 2, dynamic: bool | None = None):
+    return parse_tfjob(with_uid(tfjob(workers=workers, annotations=notes, dynamic=dynamic)))
+
+
+def need(rate: float, confidence: float = 0.9) -> JobDeadline:
+    """A deadline of 1 h for ``rate`` x 3600 examples: it needs ``rate`` examples/s."""
+    return JobDeadline(rate * 3600, 1.0, confidence)
+
+
+def test_the_annotations_ask_for_a_deadline_and_a_confidence() -> None:
+    settings = load_settings(decision_confidence=0.8)
+    assert job_deadline(settings, view({})) is None
+    asked = job_deadline(settings, view({EXAMPLES: "1e7", DEADLINE: "36h"}))
+    assert asked == JobDeadline(1e7, 36.0, 0.8)  # the setting's confidence
+    assert job_deadline(settings, view({EXAMPLES: "1e7", DEADLINE: "12", CONFIDENCE: "0.95"})) == \
+        JobDeadline(1e7, 12.0, 0.95)
+
+
+@pytest.mark.parametrize(("notes", "problem"), [
+    ({EXAMPLES: "1e7"}, "needs training-advisor.io/deadline too"),
+    ({DEADLINE: "12h"}, "needs training-advisor.io/examples too"),
+    ({EXAMPLES: "1e7", DEADLINE: "0"}, "deadline='0' must be a number of hours > 0"),
+    ({EXAMPLES: "1e7", DEADLINE: "-5h"}, "must be a number of hours > 0"),
+    ({EXAMPLES: "1e7", DEADLINE: "tomorrow"}, "is not a number of hours"),
+    ({EXAMPLES: "lots", DEADLINE: "12"}, "examples='lots' must be a number of examples > 0"),
+    ({EXAMPLES: "1e7", DEADLINE: "12", CONFIDENCE: "1"}, "confidence='1' must be a probability strictly between"),
+    ({EXAMPLES: "1e7", DEADLINE: "12", CONFIDENCE: "0"}, "strictly between 0 and 1"),
+    ({CONFIDENCE: "high"}, "confidence='high' must be a probability"),
+])
+def test_deadline_annotations_that_cannot_work_are_named(notes: dict[str, str], problem: str) -> None:
+    with pytest.raises(TFJobError, match=problem):
+        job_deadline(load_settings(), view(notes))
+
+
+def test_the_deadline_picks_the_cheapest_w_that_meets_it_with_the_confidence() -> None:
+    # Curve 100, 200, 300, 400, 410, 420 (+-2 % at 95 %: sigma = 0.02 T / z), worker 1/h, PS free.
+    pred, prices, limits = prediction(FLAT_THEN_SATURATED), Prices(1.0, 0.0), Limits(1, 6, Mode.ADVISE)
+    assert recommend(pred, prices, limits).target == 1  # without a deadline the cost optimum (a tie, to fewer)
+    # 350 ex/s: W = 4 meets it (50 / (8 / z) = 12 sigma), W = 3 cannot; W = 4 is the cheapest that does
+    rec = recommend(pred, prices, limits, need(350.0))
+    assert (rec.target, rec.lower, rec.upper) == (4, 4, 4) and rec.deadline is not None
+    assert rec.deadline.choice.confident
+    # 405 ex/s: W = 5 meets it with Phi(5 / (8.2 / z)) = 0.884 < 0.9; W = 6 with Phi(15 / (8.4 / z)) = 0.9998
+    p5 = PHI(5 * Z95 / 8.2)
+    rec = recommend(pred, prices, limits, need(405.0))
+    assert rec.target == 6 and rec.deadline is not None
+    assert rec.deadline.p_meet[5] == pytest.approx(p5) == pytest.approx(0.884, abs=1e-3)
+    # asking for 0.85 admits the cheaper W = 5
+    assert recommend(pred, prices, limits, need(405.0, confidence=0.85)).target == 5
+
+
+def test_a_deadline_no_w_meets_with_the_confidence_gets_the_likeliest_and_says_so() -> None:
+    pred, prices = prediction(FLAT_THEN_SATURATED), Prices(1.0, 0.0)
+    # 430 ex/s is above every point: W = 6 is the likeliest, with 1 - Phi(10 / (8.4 / z)) = 1 %
+    rec = recommend(pred, prices, Limits(1, 6, Mode.ADVISE), need(430.0))
+    assert rec.target == 6 and rec.deadline is not None and not rec.deadline.choice.confident
+    assert rec.deadline.choice.p_meet == pytest.approx(1 - PHI(10 * Z95 / 8.4))
+    out = ann.prediction_annotations(view({}), pred, rec, profile_sha="ab" * 32, predicted_at=0.0,
+                                     profiled_generation=1)
+    doc = json.loads(out[DECISION])
+    assert doc == {"workers": 6, "confident": False, "confidence": 0.9, "neededThroughput": 430.0,
+                   "probability": round(1 - PHI(10 * Z95 / 8.4), 4)}
+    # without a deadline no decision is written, and an old one is cleared
+    plain = recommend(pred, prices, Limits(1, 6, Mode.ADVISE))
+    assert DECISION not in ann.prediction_annotations(view({}), pred, plain, profile_sha="ab" * 32, predicted_at=0.0,
+                                                      profiled_generation=1)
+    had = view({DECISION: out[DECISION]})
+    assert ann.prediction_annotations(had, pred, plain, profile_sha="ab" * 32, predicted_at=0.0,
+                                      profiled_generation=1)[DECISION] == "null"
+
+
+def test_auto_resizes_to_meet_a_deadline_even_when_cost_would_not() -> None:
+    # At W = 2 (cost 2 / 200 = 0.01) the target W = 4 costs the same per example (4 / 400): no cost gain, but
+    # W = 2 cannot make 350 ex/s and W = 4 can
+    pred, prices, limits = prediction(FLAT_THEN_SATURATED), Prices(1.0, 0.0), Limits(1, 6, Mode.AUTO)
+    job = view({}, workers=2, dynamic=True)
+    args = dict(last_resize=None, now=10_000.0, min_gain=0.10, cooldown_s=600.0)
+    assert resize_target(limits, job, recommend(pred, prices, limits), pred, prices, **args) is None
+    assert resize_target(limits, job, recommend(pred, prices, limits, need(350.0)), pred, prices, **args) == 4
+    assert resize_target(limits, job, recommend(pred, prices, limits, need(350.0)), pred, prices,
+                         **{**args, "last_resize": 9_900.0}) is None  # the cooldown still holds
+
+
+def test_over_the_emulator_a_deadline_at_risk_is_a_warning_never_a_failed_job(emu, body, tmp_path) -> None:
+    """The canned curve (harness.canned_prediction): 100, 190, 260, 300 ex/s, +-2 %; cheapest W = 3."""
+    controller = start_controller(emu, settings_for(tmp_path, leader_election=False))
+    try:
+        # 280 ex/s: W = 4 (300, sigma 6 / z: 20 / 3.06 = 6.5 sigma) meets it, W = 3 (260) cannot
+        create_tfjob(emu, tfjob("on-time", workers=2, annotations={EXAMPLES: str(280 * 3600 * 10), DEADLINE: "10h"}))
+        # 330 ex/s: no W; W = 4 is the likeliest, with 1 - Phi(30 / (6 / z)) = 0
+        create_tfjob(emu, tfjob("too-fast", workers=2, annotations={EXAMPLES: str(330 * 3600), DEADLINE: "1"}))
+        # a confidence that cannot work: a Warning, and the decision on cost alone
+        create_tfjob(emu, tfjob("bad-p", workers=2, annotations={EXAMPLES: "1e6", DEADLINE: "1", CONFIDENCE: "1.5"}))
+        runs = wait_for("three profiling runs", lambda: len(profiling_jobs(emu)) == 3 and profiling_jobs(emu))
+        for run in runs:
+            assert upload_as_profiling_pod(emu, run, body).ok
+        for name in ("on-time", "too-fast", "bad-p"):
+            wait_for(f"{name} Predicted", lambda n=name: phase(emu, n) == "Predicted")
+        on_time = annotations(emu, "on-time")
+        assert on_time[PREFIX + "recommended-workers"] == "4"
+        assert json.loads(on_time[DECISION])["confident"] is True
+        too_fast = annotations(emu, "too-fast")
+        assert too_fast[PREFIX + "recommended-workers"] == "4"
+        decision = json.loads(too_fast[DECISION])
+        assert (decision["confident"], decision["workers"], decision["neededThroughput"]) == (False, 4, 330.0)
+        wait_for("the Warning", lambda: ("Warning", "DeadlineAtRisk") in events(emu, "too-fast"))
+        warning = next(e for e in emu.list("events", NS) if e["reason"] == "DeadlineAtRisk")
+        assert "with confidence 90%: the likeliest, W = 4" in warning["message"]
+        assert annotations(emu, "bad-p")[PREFIX + "recommended-workers"] == "3"
+        wait_for("the Warning", lambda: ("Warning", "InvalidDeadline") in events(emu, "bad-p"))
+        for _ in range(2):  # resyncs reconcile every job again: neither warning is repeated
+            before = reconciles(controller)
+            controller.resync()
+            wait_for("a resync's reconciles", lambda: reconciles(controller) >= before + 3)
+        assert events(emu, "too-fast").count(("Warning", "DeadlineAtRisk")) == 1
+        assert events(emu, "bad-p").count(("Warning", "InvalidDeadline")) == 1
+        assert all(phase(emu, n) == "Predicted" for n in ("on-time", "too-fast", "bad-p"))
+    finally:
+        controller.stop()
