@@ -190,6 +190,11 @@ class ControllerSettings(BaseSettings):
     refit_tolerance: float | str = Field(default=0.1, description="refit when observed and predicted throughput "
                                                                    "differ by more than this fraction")
     refit_query_timeout_s: float | str = Field(default=10.0, description="timeout of one Prometheus query (seconds)")
+    # The closed loop's update (docs/closed-loop.md; core/online_calibration.py).
+    refit_observation_noise: float | str = Field(default=0.03, description="relative noise of one observed "
+                                                 "throughput (a log-scale sd; run-to-run spread on the testbed)")
+    refit_rule: str = Field(default="posterior", description="how observations update the curve: posterior, "
+                            "refit-condition, refit or condition (docs/closed-loop.md)")
     # Profiling runs.
     profiling_steps: int = Field(default=100, ge=10, le=10_000)
     profiling_warmup_steps: int = Field(default=5, ge=0)

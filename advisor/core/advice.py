@@ -21,6 +21,7 @@ from advisor.core.curve import CurveSettings, Mapper, Progress, predict_curve
 from advisor.core.model_error import ModelError
 from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs, ModelParams, ThroughputModel
+from advisor.core.posterior import CurvePosterior
 from advisor.core.preprocess import add_client_gap, split_parsing_overhead
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
@@ -74,6 +75,9 @@ class AdviceRequest:
     # measured model error, widening each point's interval beyond the simulation's (core/model_error.py);
     # None: the interval is the simulation's alone
     model_error: ModelError | None = None
+    # the curve conditioned on the job's observed throughput (core/online_calibration.py), put in
+    # place of the model's points and intervals where it has them; None: as the model predicts
+    posterior: CurvePosterior | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.goodput <= 1:
@@ -148,20 +152,22 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
               for p in curve]
     workers = [p.workers for p in curve]
     thr = [p.throughput for p in curve]
+    if request.posterior is not None:  # observed throughput re-centres and narrows the points
+        thr, bounds = request.posterior.apply(workers, thr, bounds)
     recommended = cost_optimal(workers, thr, request.prices, parameter_servers=ps, constraints=request.constraints,
                                lows=[lo for lo, _ in bounds], highs=[hi for _, hi in bounds],
                                confidence=request.curve.confidence)
     points = tuple(
         AdvicePoint(
-            workers=p.workers, throughput=p.throughput, low=low, high=high, steps=p.steps, events=p.events,
-            cost_per_example=cost_per_example(request.prices, p.workers, ps, p.throughput),
-            expected_cost_per_example=expected_cost_per_example(request.prices, p.workers, ps, p.throughput, low,
+            workers=p.workers, throughput=t, low=low, high=high, steps=p.steps, events=p.events,
+            cost_per_example=cost_per_example(request.prices, p.workers, ps, t),
+            expected_cost_per_example=expected_cost_per_example(request.prices, p.workers, ps, t, low,
                                                                 high, request.curve.confidence),
             models={name: values[i] for name, values in others.items()},
             alternating=outlook.upper.get(p.workers),
             sim_low=p.low, sim_high=p.high,
         )
-        for i, (p, (low, high)) in enumerate(zip(curve, bounds))
+        for i, (p, t, (low, high)) in enumerate(zip(curve, thr, bounds))
     )
     notes = outlook.notes
     if error is not None and not widened:
