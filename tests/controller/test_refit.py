@@ -236,7 +236,8 @@ def test_prometheus_unreachable_or_empty_changes_nothing_and_is_asked_again_late
 
 
 @pytest.mark.parametrize("bad", [{"refit_prometheus_url": "prometheus:9090"}, {"refit_min_observation_s": 0},
-                                 {"refit_interval_s": "soon"}])
+                                 {"refit_interval_s": "soon"}, {"refit_rule": "guess"},
+                                 {"refit_observation_noise": 1.5}])
 def test_a_setting_that_cannot_work_warns_once_per_job_and_keeps_the_previous_behaviour(tmp_path, prom, bad) -> None:
     rig, job = Rig(tmp_path, prom), running_job(2)
     rig.settings = rig.settings.model_copy(update=bad)
