@@ -154,14 +154,17 @@ def test_a_bandwidth_stated_twice_too_high_converges_to_the_cheapest_workers(
             assert seen[0] == 2 and seen[-1] == 3 and sum(1 for a, b in zip(steps, steps[1:]) if a * b < 0) <= 1
             assert sum(1 for _, r, _ in events(emu, "cnn") if r == "Resized") == len(seen) - 1
 
-            # bad input: a restarted pod (its counter back to 0) ...
-            job.restart(0)
-            wait_for("the reset event", lambda: ("Warning", "ObservedCounterReset") in {
-                (t, r) for t, r, _ in events(emu, "cnn")}, timeout_s=30)
+            # bad input: a pod that restarts (its counter back to 0; again and again, since a
+            # restart between two observation windows is in neither) ...
+            def restarted() -> bool:
+                job.restart(0)
+                return ("Warning", "ObservedCounterReset") in {(t, r) for t, r, _ in events(emu, "cnn")}
+
+            wait_for("the reset event", restarted, timeout_s=60)
             # ... and a pod whose series stops (its exporter or scrape broke)
             job.silence(1)
             wait_for("the missing-series event", lambda: ("Warning", "ObservedSeriesMissing") in {
-                (t, r) for t, r, _ in events(emu, "cnn")}, timeout_s=30)
+                (t, r) for t, r, _ in events(emu, "cnn")}, timeout_s=60)
             time.sleep(2 * WINDOW_S)
             assert trainer.workers() == 3  # the last good decision stays
             assert phase(emu, "cnn") == "Predicted"
