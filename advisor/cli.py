@@ -305,8 +305,11 @@ def _models(args: argparse.Namespace) -> int:
     for model in registry.all_models():
         params = [{"name": k, "type": _type_name(f.annotation), "default": _jsonable(f.default),
                    "description": f.description or ""} for k, f in model.Params.model_fields.items()]
+        calibration = [{"name": c.name, "low": c.low, "high": c.high, "grid": list(c.grid), "log": c.log,
+                        "description": c.description} for c in model.calibration]
         rows.append({"name": model.name, "description": model.description,
-                     "needs": sorted(n.value for n in model.needs), "params": params})
+                     "needs": sorted(n.value for n in model.needs), "params": params,
+                     "calibration": calibration, "calibration_note": model.calibration_note})
     if args.json:
         print(json.dumps({"default": registry.DEFAULT_MODEL, "models": rows}, indent=2))
         return 0
@@ -315,6 +318,12 @@ def _models(args: argparse.Namespace) -> int:
         print(f"{r['name']}{mark}\n  {r['description']}\n  needs: {', '.join(r['needs'])}")
         for p in r["params"]:
             print(f"  --model-param {p['name']}=  {p['type']}, default {p['default']}: {p['description']}")
+        # what a running job's observed throughput corrects (the controller's closed loop)
+        if r["calibration"]:
+            print("  calibrated from observed throughput: " + ", ".join(
+                f"{c['name']} {c['low']:g}..{c['high']:g}" for c in r["calibration"]))
+        else:
+            print(f"  not calibrated from observed throughput: {r['calibration_note']}")
     return 0
 
 

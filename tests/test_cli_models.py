@@ -28,8 +28,20 @@ def test_models_lists_every_registered_model_with_its_needs_and_parameters(capsy
     des = next(m for m in doc["models"] if m["name"] == "li2020-des+contention")
     assert des["needs"] == ["bandwidth", "profile"]
     assert {p["name"]: p["default"] for p in des["params"]}["share_sigma"] == 1.0
+    # what observed throughput corrects, with its range, or why nothing
+    assert [(c["name"], c["low"], c["high"]) for c in des["calibration"]] == [
+        ("share_sigma", 0.0, 2.0), ("multi_flow_goodput", 0.6, 1.0), ("goodput", 0.25, 1.0)]
+    assert des["calibration_note"] == ""
+    ring = next(m for m in doc["models"] if m["name"] == "ring-allreduce")
+    assert [c["name"] for c in ring["calibration"]] == ["latency_s", "goodput"]
+    dts = next(m for m in doc["models"] if m["name"] == "dts")
+    assert dts["calibration"] == [] and "cluster spec" in dts["calibration_note"]
+    assert all(m["calibration"] or m["calibration_note"] for m in doc["models"])  # every model says which
     assert main(["models"]) == 0
-    assert "li2020-des+contention (default)" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "li2020-des+contention (default)" in text
+    assert "calibrated from observed throughput: share_sigma 0..2, multi_flow_goodput 0.6..1, goodput 0.25..1" in text
+    assert "not calibrated from observed throughput: its rates are the cluster spec's" in text
 
 
 def test_predict_with_another_model_reports_it(capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,7 +10,7 @@ caller predicts the same way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from advisor.core.curve import CurveSettings, Mapper, Progress, predict_curve
 from advisor.core.model_error import ModelError
 from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs, ModelParams, Outlook, ThroughputModel
+from advisor.core.posterior import CurvePosterior
 from advisor.core.preprocess import add_client_gap, split_parsing_overhead
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
@@ -76,6 +77,9 @@ class AdviceRequest:
     # measured model error, widening each point's interval beyond the simulation's (core/model_error.py);
     # None: the interval is the simulation's alone
     model_error: ModelError | None = None
+    # the curve conditioned on the job's observed throughput (core/online_calibration.py), put in
+    # place of the model's points and intervals where it has them; None: as the model predicts
+    posterior: CurvePosterior | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.goodput <= 1:
@@ -156,22 +160,25 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
     level = request.curve.confidence
     beliefs = [Belief.of(o, level) for o in outcomes]
     workers = [p.workers for p in curve]
-    thr = [p.throughput for p in curve]
+    if request.posterior is not None:  # observed throughput re-centres and narrows the points
+        outcomes = observed_outcomes(workers, outcomes, request.posterior)
+        beliefs = [Belief.of(o, level) for o in outcomes]
+    thr = [outs[0].throughput for outs in outcomes]  # the predicted (or observed) outcome comes first
     c = request.constraints
     recommended = decide(workers, thr, request.prices, parameter_servers=ps, constraints=c, beliefs=beliefs)
     chances = meet_probabilities(workers, thr, request.prices, beliefs, parameter_servers=ps, constraints=c)
     points = tuple(
         AdvicePoint(
-            workers=p.workers, throughput=p.throughput, low=outs[0].low, high=outs[0].high, steps=p.steps,
-            events=p.events, cost_per_example=cost_per_example(request.prices, p.workers, ps, p.throughput),
-            expected_cost_per_example=expected_cost_per_example(request.prices, p.workers, ps, p.throughput,
+            workers=p.workers, throughput=t, low=outs[0].low, high=outs[0].high, steps=p.steps,
+            events=p.events, cost_per_example=cost_per_example(request.prices, p.workers, ps, t),
+            expected_cost_per_example=expected_cost_per_example(request.prices, p.workers, ps, t,
                                                                 outs[0].low, outs[0].high, level, belief),
             models={name: values[i] for name, values in others.items()},
             alternating=outs[1].throughput if len(outs) > 1 else None,
             sim_low=p.low, sim_high=p.high, outcomes=outs,
             p_deadline=chance.p_deadline, p_budget=chance.p_budget, p_meet=chance.p_meet,
         )
-        for i, (p, outs, belief, chance) in enumerate(zip(curve, outcomes, beliefs, chances))
+        for i, (p, t, outs, belief, chance) in enumerate(zip(curve, thr, outcomes, beliefs, chances))
     )
     notes = outlook.notes
     if error is not None and not widened:
@@ -205,6 +212,15 @@ def point_outcomes(workers: int, throughput: float, sim_low: float, sim_high: fl
     a_low, a_high = widen(other.throughput, other.throughput, other.name)
     return (Outcome(other.instead_of, throughput, low, high, 1 - other.probability, other.basis, other.known),
             Outcome(other.name, other.throughput, a_low, a_high, other.probability, other.basis, other.known))
+
+
+def observed_outcomes(workers: Sequence[int], outcomes: Sequence[tuple[Outcome, ...]],
+                      posterior: CurvePosterior) -> list[tuple[Outcome, ...]]:
+    """The outcomes once observed throughput has conditioned the curve: where the posterior has a
+    point, its median and interval are the one outcome (the observations already say which
+    arrangement the workers run in, and its width already holds the model's remaining error)."""
+    return [(Outcome("observed", *posterior.table[w]),) if w in posterior.table else outs
+            for w, outs in zip(workers, outcomes)]
 
 
 def model_inputs(profile: Profile | None, request: AdviceRequest) -> ModelInputs:

@@ -2,7 +2,7 @@
 
 Why not the real binary (tests/deploy/prometheus_harness.py): the refit needs a job to have
 trained at one worker count for minutes of scrapes, which a test cannot wait for. This server
-answers the two queries ``controller/pipeline/observed.py`` sends, from a table the test sets, over real
+answers the three queries ``controller/pipeline/observed.py`` sends, from a table the test sets, over real
 HTTP, and records every query so a test can check what was asked. It answers only for the job
 and window a query names (a query for another job is answered with an empty vector, as
 Prometheus would), so a wrong selector shows as "no data".
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-SELECTOR = re.compile(r'^(rate|count_over_time)\(advisor_training_examples_total\{job_namespace="([^"]*)",'
+SELECTOR = re.compile(r'^(rate|count_over_time|resets)\(advisor_training_examples_total\{job_namespace="([^"]*)",'
                       r'tfjob="([^"]*)"\}\[(\d+)s\]\)$')
 
 
@@ -29,6 +29,7 @@ class Pod:
     name: str
     rate: float
     samples: int
+    resets: int = 0
 
 
 @dataclass
@@ -82,6 +83,6 @@ class FakePrometheus:
         function, namespace, name, _ = m.groups()
         at = float(args["time"])
         result = [{"metric": {"job_namespace": namespace, "tfjob": name, "pod": p.name},
-                   "value": [at, str(p.rate if function == "rate" else p.samples)]}
+                   "value": [at, str({"rate": p.rate, "resets": p.resets}.get(function, p.samples))]}
                   for p in self.jobs.get((namespace, name), [])]
         return 200, {"status": "success", "data": {"resultType": "vector", "result": result}}

@@ -36,10 +36,18 @@ def test_examples_per_second_is_summed_over_the_jobs_pods(prom: FakePrometheus) 
     # 40 + 41.5 + 39 = 120.5 examples/s; 30 + 29 + 30 = 89 samples from 3 pods
     assert (point.workers, point.examples_per_s, point.samples, point.series) == (3, 120.5, 89, 3)
     assert (point.window_s, point.at) == (600.0, 1_000_000.0)
-    # what was asked: the two queries over the job's series, at the given time
+    assert point.resets == 0
+    # what was asked: the three queries over the job's series, at the given time
     sel = 'advisor_training_examples_total{job_namespace="ml",tfjob="mnist"}'
-    assert [q["query"] for q in prom.queries] == [f"rate({sel}[600s])", f"count_over_time({sel}[600s])"]
+    assert [q["query"] for q in prom.queries] == [f"rate({sel}[600s])", f"count_over_time({sel}[600s])",
+                                                  f"resets({sel}[600s])"]
     assert {q["time"] for q in prom.queries} == {"1000000.000"}
+
+
+def test_counter_resets_in_the_window_are_summed_over_the_pods(prom: FakePrometheus) -> None:
+    prom.jobs[("ml", "mnist")] = [Pod("mnist-worker-0", 40.0, 30, resets=2), Pod("mnist-worker-1", 41.0, 30, resets=1)]
+    point = observe(PrometheusClient(prom.url), "ml", "mnist", 2, window_s=600, at=1e6)
+    assert point is not None and point.resets == 3
 
 
 def test_no_series_is_no_observation(prom: FakePrometheus) -> None:

@@ -131,6 +131,22 @@ def test_auto_resizes_only_for_a_real_gain_and_not_within_the_cooldown() -> None
     assert auto(4) is None  # already at the target
 
 
+def test_auto_compares_expected_costs_so_an_uncertain_target_must_win_by_more() -> None:
+    # W=5 -> 4 wins 14.6 % on point costs (above). Stored expected costs (per example, over each
+    # point's interval) of 0.01463 at W=5 (a narrow interval: as the point) and 0.0140 at W=4 (a
+    # wide one: E[1/T] above 1/T) make the expected gain 1 - 0.0140 / 0.01463 = 4.3 %: below 10 %.
+    view = parse_tfjob(with_uid(tfjob(workers=5, dynamic=True)))
+    pred, prices = prediction(FLAT_THEN_SATURATED), Prices(1.0, 1.0)
+    for point in pred["curve"]:
+        point["expected_cost_per_example"] = {4: 0.0140, 5: 0.01463}.get(point["workers"], 1.0)
+    rec = recommend(pred, prices, Limits(1, 6, Mode.AUTO))
+    assert rec.target == 4
+    assert resize_target(Limits(1, 6, Mode.AUTO), view, rec, pred, prices, last_resize=None, now=0.0,
+                         min_gain=0.10, cooldown_s=0.0) is None
+    assert resize_target(Limits(1, 6, Mode.AUTO), view, rec, pred, prices, last_resize=None, now=0.0,
+                         min_gain=0.04, cooldown_s=0.0) == 4
+
+
 def test_auto_never_touches_jobs_without_dynamic_workers() -> None:
     view = parse_tfjob(with_uid(tfjob(workers=1, dynamic=False)))
     pred, prices = prediction(FLAT_THEN_SATURATED), Prices(1.0, 1.0)

@@ -4,9 +4,10 @@ A ``Refitter`` with a hand-driven clock, an in-memory store of predictions, a re
 events and a real HTTP stand-in for Prometheus (fake_prometheus.py). The prediction it is
 compared with is hand-made: 100 and 190 examples/s at W = 1 and 2, 260 at W = 3. What must
 hold: a bad setting or a Prometheus that cannot answer changes nothing but says so; a job is
-looked at only after it trained long enough at one W >= 2; a gap beyond the tolerance adds the
-point to the parameters (a new prediction key); the outcome is counted; a failed refit falls
-back to the curve before it; a restart finds the points again in the annotation.
+looked at only after it trained long enough at one W; a W not observed before, or a gap beyond
+the tolerance, adds the point to the parameters (a new prediction key); the outcome is counted;
+a failed refit falls back to the curve before it; a restart finds the points again in the
+annotation; a window with a restarted counter or a missing series is not used, and says so.
 """
 
 from __future__ import annotations
@@ -103,14 +104,18 @@ def test_nothing_is_asked_before_the_job_trained_long_enough_at_one_worker_count
     assert rig.params(resized) == rig.base and prom.queries == []
 
 
-def test_a_one_worker_job_and_a_job_not_running_are_never_observed(tmp_path, prom) -> None:
+def test_a_job_not_running_is_never_observed_and_one_worker_is(tmp_path, prom) -> None:
     rig = Rig(tmp_path, prom)
     not_started = parse_tfjob(with_uid(tfjob("mnist", workers=2)))
-    for view in (running_job(1), not_started):
-        rig.params(view)
-        rig.now += 10 * INTERVAL
-        assert rig.params(view) == rig.base
-    assert prom.queries == []
+    rig.params(not_started)
+    rig.now += 10 * INTERVAL
+    assert rig.params(not_started) == rig.base and prom.queries == []
+    # one worker informs the link's goodput (a calibration parameter of every model with a link)
+    observed(prom, 70.0)
+    one = running_job(1)
+    rig.params(one)
+    rig.now += MIN_OBSERVATION
+    assert json.loads(rig.params(one).refit)["points"][0]["workers"] == 1
 
 
 def test_observed_20_percent_below_adds_the_point_and_counts_the_refit(tmp_path, prom) -> None:
@@ -120,39 +125,85 @@ def test_observed_20_percent_below_adds_the_point_and_counts_the_refit(tmp_path,
     rig.now += MIN_OBSERVATION
     refit = rig.params(job)
     assert refit != rig.base and refit.refit
-    points = json.loads(refit.refit)["points"]
+    doc = json.loads(refit.refit)
+    points = doc["points"]
     assert points == [{"workers": 2, "observed": 152.0, "predicted": 190.0, "window_s": MIN_OBSERVATION,
-                       "samples": 80, "at": ann.rfc3339(rig.now)}]
+                       "samples": 80, "noise": 0.03, "at": ann.rfc3339(rig.now)}]
+    assert doc["rule"] == "posterior"  # the setting's default
     assert refit.model == rig.base.model and refit.model_params == rig.base.model_params
     key = prediction_key(SHA, refit)
     assert key != prediction_key(SHA, rig.base)  # a prediction of its own
-    assert rig.events[-1][:2] == ("Normal", "Refitting") and "(-20%)" in rig.events[-1][2]
+    assert rig.events[-1][:2] == ("Normal", "Refitting") and "(-20%; a worker count not observed" in rig.events[-1][2]
     rig.running.add(key)  # the reconcile submitted it; while it runs the same parameters are given
     rig.now += 5
     assert rig.params(job) == refit
     rig.running.discard(key)
-    section = {"outcome": "refitted", "points": points, "share_sigma": {"before": 1.0, "after": 0.5},
-               "multi_flow_goodput": {"before": 0.85, "after": 0.7}, "notes": []}
+    section = {"outcome": "refitted", "points": points, "rule": "posterior", "notes": [],
+               "parameters": {"share_sigma": {"before": 1.0, "after": 0.5},
+                              "multi_flow_goodput": {"before": 0.85, "after": 0.7},
+                              "goodput": {"before": 0.95, "after": 0.95}}}
     rig.predictions[key] = json.dumps({**json.loads(prediction((100.0, 152.0, 200.0))), "refit": section})
     assert rig.params(job) == refit
     assert rig.outcomes() == {"refitted": 1.0}
-    assert rig.events[-1][:2] == ("Normal", "Refitted") and rig.events[-1][2].startswith(
-        "share_sigma 1.0 -> 0.5, multi_flow_goodput 0.85 -> 0.7 from W=2 at 152 examples/s")
+    # the values that moved, the point, and the new interval there (152 x 0.98 .. 152 x 1.02)
+    assert rig.events[-1] == ("Normal", "Refitted", "share_sigma 1.0 -> 0.5, multi_flow_goodput 0.85 -> 0.7 from "
+                              "W=2 at 152 examples/s; W=2 now 149-155 examples/s")
     # it now agrees (152 observed, 152 predicted): nothing more to refit
     rig.now += INTERVAL
     assert rig.params(job) == refit and rig.outcomes() == {"refitted": 1.0, "agrees": 1.0}
 
 
-def test_within_tolerance_nothing_changes(tmp_path, prom) -> None:
+def test_a_new_worker_count_is_observed_even_when_it_agrees_and_then_only_a_gap_counts(tmp_path, prom) -> None:
     rig, job = Rig(tmp_path, prom), running_job(2)
-    observed(prom, 90.0, 90.0)  # 180 where 190 were predicted: 5 % below, within 10 %
+    observed(prom, 90.0, 90.0)  # 180 where 190 were predicted: 5 % below, within 10 %, but W = 2 is new
+    rig.params(job)
+    rig.now += MIN_OBSERVATION
+    refit = rig.params(job)
+    assert [p["observed"] for p in json.loads(refit.refit)["points"]] == [180.0]
+    key = prediction_key(SHA, refit)
+    rig.predictions[key] = json.dumps({**json.loads(prediction((100.0, 181.0, 240.0))),
+                                       "refit": {"outcome": "refitted", "parameters": {}, "notes": []}})
+    rig.params(job)
+    rig.now += INTERVAL
+    observed(prom, 92.0, 92.0)  # 184 against the new curve's 181: within the tolerance, W = 2 is known
+    assert rig.params(job) == refit
+    assert rig.outcomes() == {"refitted": 1.0, "agrees": 1.0}
+    rig.now += INTERVAL - 1  # looked at again only after the interval
+    rig.params(job)
+    assert len(prom.queries) == 6  # two looks, three queries each
+
+
+def test_a_restarted_counter_or_a_missing_series_is_not_used_and_says_so(tmp_path, prom) -> None:
+    rig, job = Rig(tmp_path, prom), running_job(2)
+    prom.jobs[("ml", "mnist")] = [Pod("mnist-worker-0", 60.0, 40, resets=1), Pod("mnist-worker-1", 76.0, 40)]
     rig.params(job)
     rig.now += MIN_OBSERVATION
     assert rig.params(job) == rig.base
-    assert rig.outcomes() == {"agrees": 1.0} and rig.events == []
-    rig.now += INTERVAL - 1  # looked at again only after the interval
+    assert rig.events[-1][:2] == ("Warning", "ObservedCounterReset")
+    assert "went back 1 time(s)" in rig.events[-1][2] and "stays at 2 workers" in rig.events[-1][2]
+    prom.jobs[("ml", "mnist")] = [Pod("mnist-worker-1", 76.0, 40)]  # one pod's series is gone
+    rig.now += INTERVAL
+    assert rig.params(job) == rig.base
+    assert rig.events[-1][:2] == ("Warning", "ObservedSeriesMissing") and "series of 1 pod(s)" in rig.events[-1][2]
+    observed(prom, 90.0, 90.0)  # both back: used
+    rig.now += INTERVAL
+    assert rig.params(job).refit
+    assert rig.outcomes() == {"counter_reset": 1.0, "series_missing": 1.0}
+
+
+def test_series_that_disappear_after_being_seen_are_a_warning(tmp_path, prom) -> None:
+    rig, job = Rig(tmp_path, prom), running_job(2)
+    observed(prom, 95.0, 95.0)
     rig.params(job)
-    assert len(prom.queries) == 2
+    rig.now += MIN_OBSERVATION
+    refit = rig.params(job)
+    rig.predictions[prediction_key(SHA, refit)] = json.dumps(
+        {**json.loads(prediction((100.0, 190.0, 260.0))), "refit": {"outcome": "refitted", "notes": []}})
+    rig.params(job)
+    prom.jobs.clear()  # the job's series vanish
+    rig.now += INTERVAL
+    assert rig.params(job) == refit  # the last good curve stays
+    assert rig.events[-1][:2] == ("Warning", "ObservedSeriesMissing") and "are gone" in rig.events[-1][2]
 
 
 def test_a_failed_refit_falls_back_to_the_curve_before_it(tmp_path, prom) -> None:
@@ -185,7 +236,8 @@ def test_prometheus_unreachable_or_empty_changes_nothing_and_is_asked_again_late
 
 
 @pytest.mark.parametrize("bad", [{"refit_prometheus_url": "prometheus:9090"}, {"refit_min_observation_s": 0},
-                                 {"refit_interval_s": "soon"}])
+                                 {"refit_interval_s": "soon"}, {"refit_rule": "guess"},
+                                 {"refit_observation_noise": 1.5}])
 def test_a_setting_that_cannot_work_warns_once_per_job_and_keeps_the_previous_behaviour(tmp_path, prom, bad) -> None:
     rig, job = Rig(tmp_path, prom), running_job(2)
     rig.settings = rig.settings.model_copy(update=bad)
@@ -198,10 +250,10 @@ def test_a_setting_that_cannot_work_warns_once_per_job_and_keeps_the_previous_be
     assert rig.events[0][2].startswith("online refit is off: ") and next(iter(bad)) in rig.events[0][2]
 
 
-def test_other_models_are_not_refitted(tmp_path, prom) -> None:
+def test_a_model_without_calibration_parameters_is_not_refitted(tmp_path, prom) -> None:
     rig, job = Rig(tmp_path, prom), running_job(2)
     equal = prediction_params(1e8, Prices(1.0, 1.0), bandwidth_bps=None, max_workers=3, target=0.05, seed=0,
-                              saturation_threshold=0.05, model=ModelChoice("li2020-des"))
+                              saturation_threshold=0.05, model=ModelChoice("dts"))
     rig.params(job, equal)
     rig.now += MIN_OBSERVATION
     assert rig.params(job, equal) == equal and prom.queries == []
@@ -225,18 +277,17 @@ def test_a_restart_finds_the_points_in_the_annotation(tmp_path, prom) -> None:
 # --- in the prediction worker --------------------------------------------------------------------------
 
 
-def test_points_that_cannot_inform_a_fit_keep_the_constants_and_say_why(tmp_path, prom) -> None:
+def test_points_off_the_curve_keep_the_request_and_say_why(tmp_path, prom) -> None:
     from advisor.controller.pipeline.predictions import build_request
     from advisor.controller.pipeline.refit_worker import refit_request
     from tests.factories import one_layer
 
-    request = build_request(Rig(tmp_path, prom).base)
-    one_worker = points_json([{"workers": 1, "observed": 50.0, "predicted": 60.0, "window_s": 600.0,
-                               "samples": 40, "at": "2026-01-01T01:00:00Z"}])
-    same, section = refit_request(one_layer(), request, one_worker)
+    request = build_request(Rig(tmp_path, prom).base)  # W = 1..3
+    beyond = points_json([{"workers": 5, "observed": 50.0, "predicted": 60.0, "window_s": 600.0,
+                           "samples": 40, "at": "2026-01-01T01:00:00Z"}])
+    same, section = refit_request(one_layer(), request, beyond)
     assert same == request
-    assert section["outcome"] == "unchanged" and section["share_sigma"] == {"before": 1.0, "after": 1.0}
-    assert "no observation can inform the fit" in section["notes"][0]
+    assert section["outcome"] == "unchanged" and "W=5 is outside the curve" in section["notes"][0]
 
 
 @pytest.mark.parametrize(("text", "problem"), [
@@ -245,6 +296,8 @@ def test_points_that_cannot_inform_a_fit_keep_the_constants_and_say_why(tmp_path
     ('{"points": [{"workers": 0, "observed": 5}]}', "workers must be an integer >= 1"),
     ('{"points": [{"workers": 2, "observed": -5}]}', "observed examples/s must be a number > 0"),
     ('{"points": [{"workers": 2, "observed": "fast"}]}', "observed examples/s must be a number > 0"),
+    ('{"points": [{"workers": 2, "observed": 5, "noise": 1.5}]}', "noise must be a fraction in"),
+    ('{"points": [{"workers": 2, "observed": 5}], "rule": "guess"}', "rule must be one of refit, condition"),
 ])
 def test_unreadable_points_are_refused_with_the_reason(text: str, problem: str) -> None:
     from advisor.controller.pipeline.refit_worker import read_points

@@ -1,11 +1,11 @@
 """The online refit end to end: the real controller, the API emulator over real HTTP, the real
 prediction worker process (simulation and fit), and an HTTP stand-in for Prometheus.
 
-The story of issue 14, item 5: a job in ``auto`` mode is profiled and predicted from its trace
-(the testbed's MLP at 100 Mbit/s, two workers); it then trains 20 % slower than predicted, as
-Prometheus shows. The controller must refit its contention constants to that point, annotate
-the new curve as ``refit`` with the point it used, recommend again from the new curve, resize
-the job within policy, and count the refit.
+A job in ``auto`` mode is profiled and predicted from its trace (the testbed's MLP at 100
+Mbit/s, two workers); it then trains 20 % slower than predicted, as Prometheus shows. The
+controller must update the model's calibration and the curve from that point, annotate the new
+curve as ``refit`` with the point it used, recommend again from the new curve, resize the job
+within policy, and count the refit.
 """
 
 from __future__ import annotations
@@ -83,16 +83,19 @@ def test_a_job_observed_20_percent_below_its_prediction_is_refitted_and_resized(
         [point] = refit["points"]
         assert point["workers"] == workers and point["observed"] == pytest.approx(observed, abs=1e-3)
         assert point["predicted"] == pytest.approx(predicted, abs=0.01) and point["window_s"] == 1.0
-        assert point["samples"] == 12 * workers
-        assert refit["outcome"] == "refitted"
-        before = refit["multi_flow_goodput"]["before"], refit["share_sigma"]["before"]
-        after = refit["multi_flow_goodput"]["after"], refit["share_sigma"]["after"]
-        assert before == (0.85, 1.0) and after != before
-        # The new curve: unchanged at W = 1 (neither constant acts on one flow), near the
-        # observation at W = 2 (far nearer than the 25 % the first curve was off by).
+        assert point["samples"] == 12 * workers and point["noise"] == 0.03
+        assert refit["outcome"] == "refitted" and refit["rule"] == "posterior"
+        values = refit["parameters"]
+        assert {k: v["before"] for k, v in values.items()} == {"share_sigma": 1.0, "multi_flow_goodput": 0.85,
+                                                                "goodput": 0.95}
+        # The new curve: near the observation at W = 2 (far nearer than the 25 % the first curve
+        # was off by), its interval there narrowed; at W = 1 within the first curve's interval
+        # (one observation at 2 says little about one worker alone).
         new_curve = json.loads(refitted[PREFIX + "curve"])
-        assert new_curve[0][1] == curve[0][1]
         assert abs(new_curve[workers - 1][1] / observed - 1) < 0.1
+        w2 = new_curve[workers - 1]
+        assert (w2[3] - w2[2]) < (curve[workers - 1][3] - curve[workers - 1][2])
+        assert curve[0][2] <= new_curve[0][1] <= curve[0][3]
         # A new recommendation, the cost optimum of the new curve (computed here by hand) ...
         rec = json.loads(refitted[PREFIX + "recommendation"])
         target, low, high = cheapest(new_curve)

@@ -2,8 +2,9 @@
 
 A model joins these checks by its registry line: determinism under a seed, the linear-scaling
 and link-capacity ceilings, a W = 1 point near the trace's own rate for models that replay a
-trace, bad parameters and missing inputs refused with ``ModelInputError`` naming the model, and
-the layering (a model imports no other model; the curve, advice, report, CLI and controller
+trace, bad parameters and missing inputs refused with ``ModelInputError`` naming the model, its
+calibration parameters (real parameters, valid at every value of their grid, and acting on the
+curve) or the reason it has none, and the layering (a model imports no other model; the curve, advice, report, CLI and controller
 reach models only through the protocol and the registry).
 """
 
@@ -19,7 +20,7 @@ import pytest
 from advisor.core.advice import AdviceRequest, ModelChoice, model_inputs
 from advisor.core.curve import CurveSettings, predict_curve
 from advisor.core.models import registry
-from advisor.core.models.protocol import ModelInputs, ModelParams, Need, ThroughputModel
+from advisor.core.models.protocol import GOODPUT, CalibrationParam, ModelInputs, ModelParams, Need, ThroughputModel
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
 from advisor.errors import ModelInputError
@@ -111,6 +112,59 @@ def test_the_curve_keeps_the_invariants(model: ThroughputModel, case: str, profi
         bound = model.link_bound(inputs, params, p.workers)
         if model.capacity_bound:
             assert p.throughput <= bound * 1.01, f"W={p.workers}: {p.throughput:.1f} ex/s above the links' {bound:.1f}"
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
+def test_calibration_parameters_are_real_parameters_or_their_absence_is_explained(model: ThroughputModel) -> None:
+    if not model.calibration:
+        assert len(model.calibration_note) > 20 and "\n" not in model.calibration_note
+        return
+    assert model.calibration_note == ""
+    names = [p.name for p in model.calibration]
+    assert len(set(names)) == len(names)
+    for p in model.calibration:
+        assert isinstance(p, CalibrationParam) and p.description and p.low < p.high
+        if p.name == GOODPUT:  # the link's delivered share: only a model that reads a link has it
+            assert Need.BANDWIDTH in model.needs and 0 < p.low and p.high <= 1
+            continue
+        assert p.name in model.Params.model_fields, f"{p.name} is not a parameter of {model.name}"
+        for value in p.grid:  # every value a calibration may try is a valid parameter value
+            registry.params_for(model, {p.name: value})
+        default = model.Params.model_fields[p.name].default
+        assert p.low <= default <= p.high, f"{p.name}'s default {default} lies outside its range"
+
+
+def test_a_calibration_value_cannot_be_given_as_a_goodput_parameter() -> None:
+    # goodput is an input of every model with a link (ModelInputs.goodput), never one of its Params
+    for model in MODELS:
+        assert GOODPUT not in model.Params.model_fields
+
+
+REAL_FOR_CALIBRATION = next(c for c in CASES if c[0].endswith("mlp_bw100.json.gz") and "cubic" in c[0])
+
+
+@pytest.mark.parametrize("model", [m for m in MODELS if m.calibration], ids=lambda m: m.name)
+def test_each_calibration_parameter_moves_the_curve(model: ThroughputModel) -> None:
+    # Each declared parameter must act on the prediction: its two ends give different curves
+    # (somewhere in W = 1..12: a hierarchical ring's inter-node latency acts only beyond one node
+    # of 8), or observed throughput could never tell its value.
+    from advisor.core.online_calibration import with_values
+
+    _, profile, bandwidth = REAL_FOR_CALIBRATION
+    inputs = _inputs(profile, bandwidth) if Need.PROFILE in model.needs else _spec_inputs(SPECS[0])
+    if not _applies(model, inputs):
+        pytest.skip(f"{model.name} does not apply")
+    params = registry.params_for(model)
+    stated = [inputs.goodput if p.name == GOODPUT else getattr(params, p.name) for p in model.calibration]
+    cfg = CurveSettings(workers=(1, 2, 4, 6, 12), steps=160, warmup_steps=20, seed=1)
+    for j, p in enumerate(model.calibration):
+        curves = []
+        for end in (p.low, p.high):
+            values = list(stated)
+            values[j] = end
+            inp, par = with_values(model, inputs, params, values)
+            curves.append([c.throughput for c in predict_curve(model, inp, par, cfg)])
+        assert max(abs(a / b - 1) for a, b in zip(*curves)) > 0.01, f"{p.name} does not move {model.name}'s curve"
 
 
 def test_cynthia_as_published_can_exceed_link_capacity() -> None:

@@ -9,7 +9,10 @@ two instant queries over the window:
 
 - ``rate(advisor_training_examples_total{...}[W])``: examples/s per counting pod, summed here;
 - ``count_over_time(advisor_training_examples_total{...}[W])``: samples per pod in the window,
-  summed here (how much the rate rests on) and counted (how many pods it comes from).
+  summed here (how much the rate rests on) and counted (how many pods it comes from);
+- ``resets(advisor_training_examples_total{...}[W])``: how often a pod's counter went back in
+  the window (a restarted pod), summed here: such a window mixes a restart into the rate, and
+  the closed loop does not use it.
 
 It returns an ``ObservedPoint`` or None when Prometheus has no such series (pods that do not
 export, a scrape that has not started); ``ObservedQueryError`` when Prometheus cannot be reached
@@ -50,6 +53,7 @@ class ObservedPoint:
     samples: int  # scraped samples in the window, summed over the pods
     series: int  # pods that reported in the window
     at: float  # the query's evaluation time (unix seconds)
+    resets: int = 0  # counter resets in the window, summed over the pods (a restarted pod)
 
 
 Opener = Callable[[urllib.request.Request, float], Any]  # (request, timeout) -> a response with .read()
@@ -99,11 +103,13 @@ def observe(client: PrometheusClient, namespace: str, name: str, workers: int, *
     counts = client.query(f"count_over_time({series}{window})", at)
     if not rates or not counts:
         return None
+    resets = client.query(f"resets({series}{window})", at)
     total = sum(v for _, v in rates)
     if not math.isfinite(total) or total < 0:
         raise ObservedQueryError(f"Prometheus gave an examples/s of {total!r} for {namespace}/{name}")
     return ObservedPoint(workers=workers, examples_per_s=total, window_s=float(int(window_s)),
-                         samples=int(sum(v for _, v in counts)), series=len(counts), at=at)
+                         samples=int(sum(v for _, v in counts)), series=len(counts), at=at,
+                         resets=int(sum(v for _, v in resets)))
 
 
 def _vector(body: bytes, where: str) -> list[tuple[dict[str, str], float]]:

@@ -176,8 +176,10 @@ def resize_target(
 ) -> int | None:
     """In ``auto`` mode, the worker count to set on a running job, or None to leave it.
 
-    Only jobs that allow it (``enableDynamicWorker``), only when the predicted cost per example
-    at the target beats the current count's by more than ``min_gain``, never within the cooldown.
+    Only jobs that allow it (``enableDynamicWorker``), never within the cooldown, and only when
+    the *expected* cost per example at the target (over its interval: an uncertain point costs
+    more on average, ``core/cost.py``) beats the current count's by more than ``min_gain``: the
+    hysteresis that keeps a job from flapping between counts the curve can barely tell apart.
     """
     if limits.mode is not Mode.AUTO or not view.dynamic_workers or view.finished or "Worker" not in view.spec_keys:
         return None
@@ -192,8 +194,20 @@ def resize_target(
     if current is None or current["value"] <= 0:
         return rec.target  # the current count is outside the curve (e.g. above the maximum): bring it in
     ps = int(prediction["job"]["parameter_servers"])
-    gain = 1 - rec.cost_per_example / cost_per_example(prices, view.workers, ps, current["value"])
+    cost_now = expected_cost_at(prediction, view.workers) or cost_per_example(prices, view.workers, ps,
+                                                                             current["value"])
+    cost_target = expected_cost_at(prediction, rec.target) or rec.cost_per_example
+    gain = 1 - cost_target / cost_now
     return rec.target if gain > min_gain else None
+
+
+def expected_cost_at(prediction: Mapping[str, Any], workers: int) -> float | None:
+    """The stored expected cost per example at ``workers`` (None when the prediction has none)."""
+    for p in prediction["curve"]:
+        if int(p["workers"]) == workers:
+            value = p.get("expected_cost_per_example")
+            return float(value) if isinstance(value, (int, float)) and math.isfinite(value) and value > 0 else None
+    return None
 
 
 def _annotation_int(view: TFJobView, key: str, default: int) -> int:

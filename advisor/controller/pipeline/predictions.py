@@ -76,8 +76,8 @@ class PredictionParams:
     bandwidth_source: str = "given"  # given (the controller's setting), recorded (with the profile), measured
     model: str = ""  # the model's registry name; "" in parameters stored before (the fields above say which)
     model_params: str = "{}"  # its parameters, as canonical JSON (sorted keys)
-    # The observed points to refit the model's contention constants to first (controller/pipeline/refit.py),
-    # as canonical JSON; "" for a prediction from the profile alone (and then left out of the key).
+    # The observed points to calibrate the model to first (controller/pipeline/refit.py), with the
+    # update rule, as canonical JSON; "" for a prediction from the profile alone (then not in the key).
     refit: str = ""
 
     def choice(self) -> ModelChoice:
@@ -153,8 +153,9 @@ def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) ->
     request = build_request(p, measured.bps if measured else None)
     assert measured is None or measured.goodput == request.goodput, "measured and replayed at the same goodput"
     refit = None
-    if p.refit:  # fit the job's contention constants to its observed points first (online refit)
-        request, refit = refit_request(profile, request, p.refit)
+    if p.refit:  # calibrate the job's model to its observed points first (the closed loop)
+        digest = hashlib.sha256(json.dumps(profile_doc, sort_keys=True).encode()).hexdigest()
+        request, refit = refit_request(profile, request, p.refit, cache_key=digest)
     advice = advise(profile, request)  # the model loads its engine (numba) here, in the child
     doc = advice_to_json(profile, request, advice, bandwidth_source=p.bandwidth_source)
     if refit is not None:

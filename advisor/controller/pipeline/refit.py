@@ -1,15 +1,16 @@
-"""Online refit: a running job's observed throughput refits its contention constants, and its curve
-is predicted again (issue 14, item 5).
+"""The closed loop: a running job's observed throughput updates its model's calibration and its
+curve, and the job is decided again.
 
-Why: a prediction from a one-worker profile carries the contention constants fitted on one testbed
-(``core/models/ps_des/contention.py``). Once a job has trained at some worker count W >= 2 for
-``refit_min_observation_s``, its examples/s (the training pods' counters, read from Prometheus by
-``observed.py``) says how its own links are shared. When that differs from the curve by more than
-``refit_tolerance``, the job's constants are refitted to every point observed so far
-(``core/models/ps_des/refit.py``: the simulator's structure kept, only its two measured constants
-moved, within bounds) and the whole curve is predicted again: the reconcile applies it as it
-applies a first prediction (annotations with ``curve-source: refit`` and the points used, the
-recommendation, and in ``auto`` mode a resize within policy).
+Why: a prediction from a one-worker profile rests on values a profile cannot reveal (each model
+declares them: ``ThroughputModel.calibration``). Once a job has trained at some worker count W
+for ``refit_min_observation_s``, its examples/s (the training pods' counters, read from
+Prometheus by ``observed.py``) say what they are. Each observation at a W not yet observed, and
+any later one that differs from the curve by more than ``refit_tolerance``, joins the job's
+observed points; the job is then predicted again from the points (``refit_worker.py`` calls
+``core/online_calibration.py``: the calibration values updated, the curve conditioned on the
+points by ``refit_rule``), and the reconcile applies the new curve as it applies a first
+prediction (annotations with ``curve-source: refit`` and the points used, the recommendation,
+and in ``auto`` mode a resize within policy, with its hysteresis: ``policy.resize_target``).
 
 How it rides on the prediction path, not beside it: ``Refitter.params`` is called by the
 reconcile with the job's prediction parameters and returns them with the observed points added
@@ -21,7 +22,9 @@ again.
 
 Never worse than no refit: a setting that cannot work gives a Warning event on the jobs and the
 previous behaviour (no refit); Prometheus unreachable or without data is evented and asked again
-after ``refit_interval_s``; a refit whose prediction fails falls back to the curve before it.
+after ``refit_interval_s``; a window in which a pod's counter went back (a restarted pod) or a
+pod's series is missing is not used (a Warning event says which, and the last decision stays);
+a refit whose prediction fails falls back to the curve before it.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from advisor.controller.pipeline.policy import throughput_at
 from advisor.controller.pipeline.predictions import PredictionParams, prediction_key
 from advisor.controller.pipeline.refit_worker import read_points
 from advisor.controller.settings import ControllerSettings, SettingsError
-from advisor.core.online_refit import refittable
+from advisor.core.online_calibration import Rule, calibratable
 from advisor.core.units import UnitError, parse_duration
 
 log = logging.getLogger(__name__)
@@ -62,6 +65,8 @@ class RefitConfig:
     interval_s: float
     tolerance: float
     query_timeout_s: float
+    noise: float = 0.03  # relative noise of one observation
+    rule: Rule = Rule.POSTERIOR
 
 
 def refit_config(settings: ControllerSettings) -> RefitConfig | None:
@@ -74,10 +79,14 @@ def refit_config(settings: ControllerSettings) -> RefitConfig | None:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise RefitSettingsError(f"refit_prometheus_url {url!r} is not an http(s) URL of Prometheus, e.g. "
                                  "http://prometheus-operated.monitoring.svc:9090")
+    if settings.refit_rule not in {r.value for r in Rule}:
+        raise RefitSettingsError(f"refit_rule must be one of {', '.join(r.value for r in Rule)}, "
+                                 f"got {settings.refit_rule!r}")
     return RefitConfig(url, _seconds(settings.refit_min_observation_s, "refit_min_observation_s", least=1.0),
                        _seconds(settings.refit_interval_s, "refit_interval_s", least=1.0),
-                       _fraction(settings.refit_tolerance),
-                       _seconds(settings.refit_query_timeout_s, "refit_query_timeout_s", least=0.001))
+                       _fraction(settings.refit_tolerance, "refit_tolerance"),
+                       _seconds(settings.refit_query_timeout_s, "refit_query_timeout_s", least=0.001),
+                       _fraction(settings.refit_observation_noise, "refit_observation_noise"), Rule(settings.refit_rule))
 
 
 def _seconds(value: float | str, name: str, *, least: float) -> float:
@@ -90,33 +99,35 @@ def _seconds(value: float | str, name: str, *, least: float) -> float:
     return seconds
 
 
-def _fraction(value: float | str) -> float:
+def _fraction(value: float | str, name: str) -> float:
     try:
         x = float(value)
     except ValueError:
-        raise RefitSettingsError(f"refit_tolerance must be a number, got {value!r}") from None
+        raise RefitSettingsError(f"{name} must be a number, got {value!r}") from None
     if not (math.isfinite(x) and 0 <= x < 1):
-        raise RefitSettingsError(f"refit_tolerance must be a fraction in [0, 1), got {value!r}")
+        raise RefitSettingsError(f"{name} must be a fraction in [0, 1), got {value!r}")
     return x
 
 
 # --- the points, as the prediction parameters and the annotation carry them --------------------------
 
 
-def point_doc(point: ObservedPoint, predicted: float) -> dict[str, Any]:
+def point_doc(point: ObservedPoint, predicted: float, noise: float) -> dict[str, Any]:
     """One observation as the refit records it (rounded, so that its JSON is canonical)."""
     return {"workers": point.workers, "observed": round(point.examples_per_s, 3),
             "predicted": round(predicted, 3), "window_s": round(point.window_s, 1), "samples": point.samples,
-            "at": ann.rfc3339(point.at)}
+            "noise": round(noise, 4), "at": ann.rfc3339(point.at)}
 
 
-def points_json(points: Sequence[Mapping[str, Any]]) -> str:
-    """The canonical text of a refit's points (``PredictionParams.refit``): by worker count."""
-    return ann.compact({"points": sorted((dict(p) for p in points), key=lambda p: int(p["workers"]))})
+def points_json(points: Sequence[Mapping[str, Any]], rule: Rule = Rule.POSTERIOR) -> str:
+    """The canonical text of a refit's points and rule (``PredictionParams.refit``): by worker count."""
+    return ann.compact({"points": sorted((dict(p) for p in points), key=lambda p: int(p["workers"])),
+                        "rule": rule.value})
 
 
-def with_points(params: PredictionParams, points: Sequence[Mapping[str, Any]]) -> PredictionParams:
-    return replace(params, refit=points_json(points)) if points else params
+def with_points(params: PredictionParams, points: Sequence[Mapping[str, Any]],
+                rule: Rule = Rule.POSTERIOR) -> PredictionParams:
+    return replace(params, refit=points_json(points, rule)) if points else params
 
 
 # --- in the controller ----------------------------------------------------------------------------------
@@ -159,6 +170,7 @@ class _Job:
     wake: float = 0.0  # the time a reconcile is already asked for
     said: dict[str, str] = field(default_factory=dict)  # event reason -> the message last emitted
     touched: float = 0.0
+    seen: int = 0  # pods that reported in the last usable window (0: none yet)
 
 
 class Refitter:
@@ -183,14 +195,14 @@ class Refitter:
         when it has one. Looks at its observed throughput when that is due; never raises for a
         refit's sake (an API error of an event is the event function's to handle)."""
         cfg = self._config(view, event)
-        if cfg is None or not refittable(base.model):
+        if cfg is None or not calibratable(base.model):
             return base
         now = self._clock()
         with self._lock:
             job = self._job(view, sha, now)
         if job.pending:
             self._settle(view, job, sha, base, cfg, event, now)
-        current = with_points(base, job.points)
+        current = with_points(base, job.points, cfg.rule)
         if job.pending:
             job.asked = True
             return current
@@ -225,8 +237,8 @@ class Refitter:
             job.points = _annotated_points(view, sha)
             if job.points:  # applied before a restart: stored under its key, or predicted again
                 job.pending = job.restored = True
-        if job.workers != view.workers:
-            job.workers, job.since = view.workers, now
+        if job.workers != view.workers:  # resized: its pods are other pods, observed afresh
+            job.workers, job.since, job.seen = view.workers, now, 0
         job.touched = now
         return job
 
@@ -234,7 +246,7 @@ class Refitter:
                 now: float) -> None:
         """A refit's prediction was asked for: stored (count it, say it), still running, or failed
         (back to the curve before it)."""
-        key = prediction_key(sha, with_points(base, job.points))
+        key = prediction_key(sha, with_points(base, job.points, cfg.rule))
         stored = self._store.prediction(sha, key)
         if stored is None and (self._running(key) or not job.asked):
             return
@@ -251,21 +263,24 @@ class Refitter:
         if job.restored:
             job.restored = False
             return
-        section = (json.loads(stored).get("refit") or {})
+        doc = json.loads(stored)
+        section = doc.get("refit") or {}
         outcome = "refitted" if section.get("outcome") == "refitted" else "unchanged"
         self._metrics.refits.labels(outcome).inc()
-        moved = [f"{name} {c.get('before')} -> {c.get('after')}" for name in ("share_sigma", "multi_flow_goodput")
-                 if isinstance(c := section.get(name), dict) and c.get("before") != c.get("after")]
-        change = ", ".join(moved) or "contention constants kept"
+        values = section.get("parameters")
+        values = values if isinstance(values, dict) else {}
+        moved = [f"{name} {c.get('before')} -> {c.get('after')}" for name, c in values.items()
+                 if isinstance(c, dict) and c.get("before") != c.get("after")]
+        change = ", ".join(moved) or "calibration values kept"
         notes = "; ".join(section.get("notes") or [])
         self._say(view, job, event, "Normal", "Refitted" if outcome == "refitted" else "RefitUnchanged",
-                  f"{change} from {_points_text(job.points)}"
+                  f"{change} from {_points_text(job.points)}; {_band_text(doc, job.points)}"
                   + (f" ({notes})" if notes else ""))
 
     def _due(self, view: JobView, job: _Job, cfg: RefitConfig, now: float) -> bool:
         """Whether to look at the job's observed throughput now; asks for a reconcile when it will be."""
-        if not view.started or view.suspended or view.finished or view.workers < 2:
-            return False  # one worker: one flow per link, neither constant can be refitted
+        if not view.started or view.suspended or view.finished:
+            return False
         when = max(job.since + cfg.min_observation_s, job.next_look)
         if now >= when:
             return True
@@ -294,6 +309,11 @@ class Refitter:
         if point is None:
             self._metrics.refits.labels("no_data").inc()
             log.info("%s/%s: no observed throughput in Prometheus", view.namespace, view.name)
+            if job.seen:  # it had series: they are gone (pods that stopped exporting, a broken scrape)
+                self._say(view, job, event, "Warning", "ObservedSeriesMissing",
+                          f"the job's advisor_training_examples_total series are gone from Prometheus over the last "
+                          f"{window:.0f} s: nothing is observed, and the decision stays at {view.workers} workers")
+                return current
             self._say(view, job, event, "Normal", "NoObservedThroughput",
                       f"Prometheus has no advisor_training_examples_total of this job over the last {window:.0f} s: "
                       "do its pods set ADVISOR_METRICS_PORT and does the chart's trainingPodMonitor scrape them?")
@@ -302,20 +322,38 @@ class Refitter:
             log.info("%s/%s: %d pods reported over the window, more than its %d workers (a resize or restarts);"
                      " observed again later", view.namespace, view.name, point.series, view.workers)
             return current
+        if point.resets:
+            self._metrics.refits.labels("counter_reset").inc()
+            self._say(view, job, event, "Warning", "ObservedCounterReset",
+                      f"advisor_training_examples_total went back {point.resets} time(s) within the last "
+                      f"{window:.0f} s (a restarted pod): that window is not used, the decision stays at "
+                      f"{view.workers} workers; observed again in {cfg.interval_s:.0f} s")
+            return current
+        if point.series < max(view.workers, job.seen):
+            self._metrics.refits.labels("series_missing").inc()
+            self._say(view, job, event, "Warning", "ObservedSeriesMissing",
+                      f"Prometheus has series of {point.series} pod(s) over the last {window:.0f} s where "
+                      f"{max(view.workers, job.seen)} reported: the job's examples/s would be understated, so that "
+                      f"window is not used and the decision stays at {view.workers} workers; observed again in "
+                      f"{cfg.interval_s:.0f} s")
+            return current
+        job.seen = point.series
         predicted = throughput_at(json.loads(stored), view.workers)
         if predicted is None or predicted["value"] <= 0:
             return current
         gap = point.examples_per_s / predicted["value"] - 1
-        if abs(gap) <= cfg.tolerance:
+        known = any(int(p["workers"]) == point.workers for p in job.points)
+        if known and abs(gap) <= cfg.tolerance:
             self._metrics.refits.labels("agrees").inc()
             return current
-        observed = point_doc(point, predicted["value"])
+        observed = point_doc(point, predicted["value"], cfg.noise)
         points = tuple(p for p in job.points if int(p["workers"]) != point.workers) + (observed,)
         job.fallback, job.points, job.pending, job.asked = job.points, points[-MAX_POINTS:], True, True
+        why = "a worker count not observed before" if not known else f"more than {cfg.tolerance:.0%} off"
         self._say(view, job, event, "Normal", "Refitting",
                   f"observed {point.examples_per_s:.1f} examples/s at {point.workers} workers over {window:.0f} s, "
-                  f"predicted {predicted['value']:.1f} ({gap:+.0%}): refitting the contention constants")
-        return with_points(base, job.points)
+                  f"predicted {predicted['value']:.1f} ({gap:+.0%}; {why}): updating the curve ({cfg.rule.value})")
+        return with_points(base, job.points, cfg.rule)
 
     def _say(self, view: JobView, job: _Job, event: Event, type_: str, reason: str, message: str) -> None:
         """An event, unless the same was said last time for this reason."""
@@ -350,4 +388,14 @@ def _annotated_points(view: JobView, sha: str) -> tuple[dict[str, Any], ...]:
 
 def _points_text(points: Sequence[Mapping[str, Any]]) -> str:
     return ", ".join(f"W={p['workers']} at {p['observed']:g} examples/s" for p in points)
+
+
+def _band_text(prediction: Mapping[str, Any], points: Sequence[Mapping[str, Any]]) -> str:
+    """The new interval at each observed W, and the predicted one it replaced where known."""
+    parts = []
+    for p in points:
+        now = throughput_at(prediction, int(p["workers"]))
+        if now is not None:
+            parts.append(f"W={p['workers']} now {now['lower']:.0f}-{now['upper']:.0f} examples/s")
+    return "; ".join(parts) or "the curve is predicted again"
 

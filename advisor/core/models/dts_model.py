@@ -35,6 +35,8 @@ class DtsModel(ModelBase):
     description = "DTS (Robinson et al.): PL/FL/SL/PSL/FSL per-batch equations on a cluster spec, role allocation"
     Params = DtsParams
     needs = frozenset({Need.CLUSTER_SPEC})
+    calibration_note = ("its rates are the cluster spec's processor speeds and link bandwidths, not model parameters, "
+                        "and its parameters are choices (architecture, paths): correct the spec itself")
 
     def check(self, inputs: ModelInputs, params: ModelParams) -> None:
         self._spec(inputs)

@@ -23,8 +23,8 @@ from pydantic import Field
 from advisor.core.huang.opdb import OpDatabase, OpEstimateError, build_database
 from advisor.core.huang.replay import Replay, ReplayGraph
 from advisor.core.huang.timing import timed_graph
-from advisor.core.models.protocol import (DEVICE_DB, ModelBase, ModelInputs, ModelParams, Need, Samples,
-                                          require_ps_profile)
+from advisor.core.models.protocol import (DEVICE_DB, LINK_GOODPUT, CalibrationParam, ModelBase, ModelInputs,
+                                          ModelParams, Need, Samples, require_ps_profile)
 from advisor.core.profile import Profile
 from advisor.errors import ModelInputError
 
@@ -67,6 +67,9 @@ class HuangReplay(ModelBase):
     needs = frozenset({Need.PROFILE, Need.BANDWIDTH})
     anchored = True  # its W = 1 replay reproduces the trace's step (docs/models-huang.md)
     capacity_bound = True  # a FIFO link never carries more than link_bound
+    # its other knobs are counts and choices; the link's delivered rate is what observation corrects
+    calibration: tuple[CalibrationParam, ...] = (LINK_GOODPUT,)
+    calibration_note = ""
 
     def check(self, inputs: ModelInputs, params: ModelParams) -> None:
         self._graph(inputs, self._params(params))

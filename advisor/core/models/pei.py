@@ -17,7 +17,9 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from advisor.core.models.protocol import Exact, ExactRun, ModelBase, ModelInputs, ModelParams, Need, Outlook, Run
+from advisor.core.models.protocol import (
+    CalibrationParam, Exact, ExactRun, ModelBase, ModelInputs, ModelParams, Need, Outlook, Run,
+)
 from advisor.core.pei import transmission
 from advisor.core.pei.iteration import Iteration, predict_iteration
 from advisor.core.profile import Profile
@@ -62,6 +64,11 @@ class PeiModel(ModelBase):
                    "plus PS or NCCL ring transmission, from a layer spec; no trace needed")
     Params = PeiParams
     needs = frozenset({Need.LAYER_SPEC})
+    # its links come from the spec (not ModelInputs.goodput); what the spec cannot say is how well
+    # the GPU's blocks run in parallel, the one continuous knob observed throughput can correct
+    calibration: tuple[CalibrationParam, ...] = (CalibrationParam(
+        "dop", (0.2, 0.35, 0.5, 0.65, 0.8, 0.9, 1.0), "degree of parallelism of the GPU's block partition (1 = ideal)"),)
+    calibration_note = ""
 
     def _spec(self, inputs: ModelInputs) -> Spec:
         spec = inputs.spec

@@ -13,6 +13,12 @@ the batch-means interval and decides whether to look further. A closed-form mode
 ``link_bound`` is the examples/s that the model's own traffic pattern lets the links carry at W
 workers (math.inf when nothing is transferred): the contract tests check every model against it,
 as an invariant that needs no second implementation.
+
+``calibration`` names the parameters a running job's observed throughput may correct (the
+closed loop, ``core/online_calibration.py``): each a field of the model's ``Params`` or the
+link's ``goodput`` (``ModelInputs.goodput``), with the values a calibration may give it. A model
+with none says why in ``calibration_note``. The controller and ``advisor models`` read only these
+declarations, never a model's own package.
 """
 
 from __future__ import annotations
@@ -43,6 +49,46 @@ class Need(StrEnum):
     GRADIENTS = "gradients"  # gradient sizes and when each is ready (from a profile's pushes, or a spec)
     LAYER_SPEC = "layer-spec"  # layer shapes and a GPU (ModelInputs.spec)
     CLUSTER_SPEC = "cluster-spec"  # processors and links (ModelInputs.spec)
+
+
+GOODPUT = "goodput"  # the calibration parameter that is an input (ModelInputs.goodput), not a field of Params
+
+
+@dataclass(frozen=True)
+class CalibrationParam:
+    """A parameter that a job's observed throughput may correct: a field of the model's
+    ``Params`` (or ``GOODPUT``), the values a calibration tries (``grid``, increasing: its ends
+    are the range) and what it stands for. ``log``: the parameter varies over orders of
+    magnitude, so distances (the prior around the stated value) are taken on a log scale."""
+
+    name: str
+    grid: tuple[float, ...]
+    description: str
+    log: bool = False
+
+    def __post_init__(self) -> None:
+        if len(self.grid) < 2 or list(self.grid) != sorted(set(self.grid)):
+            raise ValueError(f"calibration parameter {self.name}: the grid needs two or more increasing values")
+        if self.log and self.grid[0] <= 0:
+            raise ValueError(f"calibration parameter {self.name}: a log-scale grid must be > 0")
+
+    @property
+    def low(self) -> float:
+        return self.grid[0]
+
+    @property
+    def high(self) -> float:
+        return self.grid[-1]
+
+
+# The share of the stated link rate that the job's links deliver as payload: every model that
+# reads a bandwidth can calibrate it. It absorbs a bandwidth stated too high (0.475 for 2x),
+# another job on the links, a slower path than the nominal one; 1.0 is its upper end, so a
+# bandwidth stated too low cannot be corrected here (the notes say so).
+LINK_GOODPUT = CalibrationParam(
+    GOODPUT, (0.25, 0.3, 0.36, 0.43, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0),
+    "share of the stated link rate the job's links deliver as payload (a wrong bandwidth, another job on the links)",
+    log=True)
 
 
 class ModelParams(BaseModel):
@@ -157,6 +203,8 @@ class ThroughputModel(Protocol):
     needs: frozenset[Need]
     anchored: bool  # its W = 1 point reproduces the trace's own rate (contract-tested)
     capacity_bound: bool  # its throughput never exceeds link_bound (contract-tested)
+    calibration: tuple[CalibrationParam, ...]  # what observed throughput may correct (contract-tested)
+    calibration_note: str  # why it has no calibration parameters ("" when it has some)
 
     def check(self, inputs: ModelInputs, params: ModelParams) -> None:
         """Raise ``ModelInputError`` naming what is missing or invalid; return None when it can predict."""
@@ -184,6 +232,8 @@ class ModelBase:
     # its throughput stays within ``link_bound`` (contract-tested); False only for a published
     # formula that ignores link capacity, kept as its paper states it
     capacity_bound: bool = True
+    calibration: tuple[CalibrationParam, ...] = ()
+    calibration_note: str = "declares no calibration parameters"
 
     def outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
         return Outlook()

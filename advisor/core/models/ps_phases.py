@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from advisor.core.models.protocol import (Exact, ExactRun, ModelBase, ModelInputs, ModelParams, Need, Run,
-                                          require_ps_profile)
+from advisor.core.models.protocol import (LINK_GOODPUT, CalibrationParam, Exact, ExactRun, ModelBase, ModelInputs,
+                                          ModelParams, Need, Run, require_ps_profile)
 from advisor.core.phases import ps_link_bound
 from advisor.core.profile import Profile
 from advisor.errors import ModelInputError
@@ -27,6 +27,9 @@ class PhaseModel(ModelBase, ABC):
     Params: type[ModelParams] = NoParams
     needs = frozenset({Need.PROFILE, Need.BANDWIDTH})
     anchored = False  # phases summed: the overlap a trace shows is not reproduced at W = 1
+    # no knobs of its own: what observed throughput can correct is the link's delivered rate
+    calibration: tuple[CalibrationParam, ...] = (LINK_GOODPUT,)
+    calibration_note = ""
 
     @abstractmethod
     def throughput(self, profile: Profile, rate_bps: float, workers: int) -> float:

@@ -29,7 +29,8 @@ from pydantic import Field
 
 from advisor.core.advice import ModelChoice
 from advisor.core.models.protocol import (
-    Alternative, ModelBase, ModelInputs, ModelParams, Need, Outlook, Run, Samples, require_ps_profile,
+    LINK_GOODPUT, Alternative, CalibrationParam, ModelBase, ModelInputs, ModelParams, Need, Outlook, Run, Samples,
+    require_ps_profile,
 )
 from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, alternation_chance
 from advisor.core.models.ps_des.contention import (
@@ -73,6 +74,14 @@ class ContentionParams(DesParams):
         return Contention(self.congestion_control, self.queue_s, self.share_sigma, self.multi_flow_goodput)
 
 
+# The contention rules' two measured constants (contention.py): what a running job's observed
+# throughput corrects first. The grids span the bounds the offline refit keeps them in.
+SHARE_SIGMA_CAL = CalibrationParam("share_sigma", (0.0, 0.5, 1.0, 1.5, 2.0),
+                                   "how unevenly TCP connections share a contended link (lognormal sigma)")
+MULTI_FLOW_GOODPUT_CAL = CalibrationParam("multi_flow_goodput", (0.6, 0.7, 0.8, 0.9, 1.0),
+                                          "what a link direction several workers share delivers, relative to one flow")
+
+
 def contention_choice(contention: Contention | None) -> ModelChoice:
     """The choice that means this simulation with the rules ``contention``; None: Li et al.'s
     equal shares (``li2020-des``)."""
@@ -94,6 +103,9 @@ class PsDes(ModelBase):
         self.Params: type[ModelParams] = ContentionParams if contention else DesParams
         self.description = ("Li et al.'s PS simulation with the testbed's contention rules (default)" if contention
                             else "Li et al.'s PS simulation (Algorithm 3.1), equal link shares")
+        self.calibration: tuple[CalibrationParam, ...] = (
+            (SHARE_SIGMA_CAL, MULTI_FLOW_GOODPUT_CAL, LINK_GOODPUT) if contention else (LINK_GOODPUT,))
+        self.calibration_note = ""
         self._compiled: tuple[Any, Compiled] | None = None
         self._placed: tuple[Profile, int, str, Profile] | None = None
 

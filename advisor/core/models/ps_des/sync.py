@@ -17,6 +17,12 @@ hold every counted gradient at its update time and advance evenly (a row is not 
 Registered as ``li2020-des-sync`` (equal link shares) and ``li2020-des-sync+contention`` (the
 testbed's contention rules), with every input and parameter of the asynchronous models
 (heterogeneous workers, PS-count what-if) plus ``replicas_to_aggregate`` or ``backup_workers``.
+
+``barrier_s`` is what a synchronous update costs beyond what the one-worker trace shows (the
+token queue's round trips, the chief's bookkeeping): every update from W = 2 on, and all the
+work after it, is that much later (update j at its simulated time + (j + 1) x barrier_s). It is
+0 unless stated, and it is one of the calibration parameters: a running job's observed
+throughput tells it, where a one-worker trace cannot.
 """
 
 from __future__ import annotations
@@ -28,8 +34,12 @@ from typing import Any
 import numpy as np
 from pydantic import Field, model_validator
 
-from advisor.core.models.protocol import ModelInputs, ModelParams, Outlook, Run, Samples
-from advisor.core.models.ps_des.model import ContentionParams, DesParams, PsDes, worker_regime
+from advisor.core.models.protocol import (
+    LINK_GOODPUT, CalibrationParam, ModelInputs, ModelParams, Outlook, Run, Samples,
+)
+from advisor.core.models.ps_des.model import (
+    MULTI_FLOW_GOODPUT_CAL, SHARE_SIGMA_CAL, ContentionParams, DesParams, PsDes, worker_regime,
+)
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings, SimulationSettingsError
 
@@ -67,6 +77,20 @@ def update_samples(updates_s: np.ndarray, workers: int, replicas: int, until_s: 
     return Samples(update_rows(kept, workers, replicas), until, steps, events, batch_size)
 
 
+def with_barrier(updates_s: np.ndarray, until_s: float, workers: int, barrier_s: float) -> tuple[np.ndarray, float]:
+    """Update times (and the window's end) with ``barrier_s`` more per update from W = 2 on:
+    update j, and everything after it, (j + 1) x barrier_s later (module docstring)."""
+    if workers < 2 or barrier_s <= 0:
+        return np.asarray(updates_s, dtype=np.float64), until_s
+    updates = np.asarray(updates_s, dtype=np.float64)
+    before = int(np.searchsorted(updates, until_s, side="right"))  # updates applied by the window's end
+    return updates + barrier_s * np.arange(1, len(updates) + 1), until_s + barrier_s * before
+
+
+BARRIER_CAL = CalibrationParam("barrier_s", (0.0, 0.001, 0.003, 0.01, 0.03, 0.1),
+                               "what each synchronous update costs beyond the trace (s), from W = 2 on")
+
+
 def engine_steps(steps: int, workers: int, replicas: int) -> int:
     """Engine steps (of the first worker) for rows of about ``steps`` counted gradients: with
     R < W a row gets R/W of the updates."""
@@ -80,6 +104,8 @@ class SyncFields(ModelParams):
         default=None, ge=1, description="gradients per update (default: every worker's; at W < it, W)")
     backup_workers: int | None = Field(
         default=None, ge=0, description="instead of replicas_to_aggregate: W minus this many gradients per update")
+    barrier_s: float = Field(default=0.0, ge=0, allow_inf_nan=False,
+                             description="cost of each synchronous update beyond the trace's (s), from W = 2 on")
 
     @model_validator(mode="after")
     def _one_of(self) -> SyncFields:
@@ -110,16 +136,20 @@ class PsDesSync(PsDes):
             "synchronous PS (SyncReplicasOptimizer, backup workers) in Li et al.'s simulation, with contention rules"
             if contention else "synchronous PS (SyncReplicasOptimizer, backup workers) in Li et al.'s simulation"
         )  # fmt: skip
+        self.calibration = ((BARRIER_CAL, SHARE_SIGMA_CAL, MULTI_FLOW_GOODPUT_CAL, LINK_GOODPUT) if contention
+                            else (BARRIER_CAL, LINK_GOODPUT))
 
     def start(self, inputs: ModelInputs, params: ModelParams, workers: int, seed: int) -> Run:
         profile, net = self._profile(inputs, params), self.network(inputs, params)
         regime = worker_regime(inputs, self.name)
         r = self.sync_replicas(params, workers)
+        barrier = params.barrier_s if isinstance(params, SyncFields) else 0.0
         if getattr(params, "engine", "compiled") == "reference":
-            return _SyncReferenceRun(profile, net, workers, seed, r, regime)
+            return _SyncReferenceRun(profile, net, workers, seed, r, regime, barrier)
         from advisor.core.models.ps_des.simulator.fast import FastRun  # loads numba: only when predicting
 
-        return _SyncRun(FastRun(self._compile(profile, net, regime), workers, seed, sync_replicas=r), workers, r)
+        return _SyncRun(FastRun(self._compile(profile, net, regime), workers, seed, sync_replicas=r), workers, r,
+                        barrier)
 
     def sync_replicas(self, params: ModelParams, workers: int) -> int:
         return params.replicas(workers) if isinstance(params, SyncFields) else workers
@@ -139,21 +169,22 @@ class PsDesSync(PsDes):
 class _SyncRun:
     """The compiled engine's synchronous run: counted gradients at their updates (module docstring)."""
 
-    def __init__(self, run: Any, workers: int, replicas: int) -> None:
-        self._run, self._w, self._r = run, workers, replicas
+    def __init__(self, run: Any, workers: int, replicas: int, barrier_s: float = 0.0) -> None:
+        self._run, self._w, self._r, self._barrier = run, workers, replicas, barrier_s
 
     def advance(self, steps: int) -> Samples:
         seen = self._run.advance(engine_steps(steps, self._w, self._r))
-        return update_samples(seen.updates_s, self._w, self._r, seen.until_s, steps, seen.events, seen.batch_size)
+        updates, until = with_barrier(seen.updates_s, seen.until_s, self._w, self._barrier)
+        return update_samples(updates, self._w, self._r, until, steps, seen.events, seen.batch_size)
 
 
 class _SyncReferenceRun:
     """The reference engine's synchronous run (no pause: each ``advance`` starts over, same seed)."""
 
     def __init__(self, profile: Profile, network: NetworkModel, workers: int, seed: int, replicas: int,
-                 regime: tuple[tuple[float, ...], ...]) -> None:  # fmt: skip
+                 regime: tuple[tuple[float, ...], ...], barrier_s: float = 0.0) -> None:  # fmt: skip
         self._args = (profile, network, workers, seed)
-        self._r, self._regime = replicas, regime
+        self._r, self._regime, self._barrier = replicas, regime, barrier_s
 
     def advance(self, steps: int) -> Samples:
         from advisor.core.models.ps_des.simulator import simulate_reference_engine
@@ -166,5 +197,5 @@ class _SyncReferenceRun:
         until = min((e[-1] for e in result.step_ends_s if len(e)), default=math.inf)
         if not math.isfinite(until):
             raise SimulationSettingsError("the measurement window is empty: simulate more steps")
-        return update_samples(np.asarray(result.updates_s or ()), workers, self._r, until, steps, result.events,
-                              result.batch_size)  # fmt: skip
+        updates, until = with_barrier(np.asarray(result.updates_s or ()), until, workers, self._barrier)
+        return update_samples(updates, workers, self._r, until, steps, result.events, result.batch_size)

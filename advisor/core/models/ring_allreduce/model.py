@@ -35,7 +35,9 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from advisor.core.models.protocol import ModelBase, ModelInputs, ModelParams, Need, Outlook, Samples
+from advisor.core.models.protocol import (
+    LINK_GOODPUT, CalibrationParam, ModelBase, ModelInputs, ModelParams, Need, Outlook, Samples,
+)
 from advisor.core.models.ring_allreduce.trace import (
     MIB, BucketPlan, StepCosts, bucket_plan, recorded_bucket_plan, step_costs,
 )
@@ -56,6 +58,12 @@ STEP_BLOCK = 64  # compute steps are drawn in blocks of this many, so chunked ru
 DEFAULT_BUCKET_MB = 25.0  # PyTorch DDP's default bucket_cap_mb
 RECORDED = "recorded"  # BucketLayout.source: the framework's own layout, as the profile recorded it
 BY_CAP = "bucket_mb"  # BucketLayout.source: gradients grouped by the model at a cap of bucket_mb MiB
+
+
+# A ring round's latency spans three orders of magnitude between RDMA (microseconds) and TCP
+# through a kernel and a virtual network (a millisecond): a running job tells which it has.
+LATENCY_CAL = CalibrationParam("latency_s", (5e-6, 1.5e-5, 5e-5, 1.5e-4, 5e-4, 1.5e-3, 5e-3),
+                               "latency of one ring round on a worker link (s)", log=True)
 
 
 class RingParams(ModelParams):
@@ -261,6 +269,10 @@ class RingAllReduce(ModelBase):
     # (tests/core/test_ring_allreduce.py); against an all-reduce trace it is the trace's own rate
     # (tests/core/test_allreduce_profiles.py)
     anchored: bool = False
+    # the inter-node ring's latency and the links' goodput (the hierarchical ring keeps its
+    # intra-node figures, NCCL's own, as stated)
+    calibration: tuple[CalibrationParam, ...] = (LATENCY_CAL, LINK_GOODPUT)
+    calibration_note: str = ""
 
     def check(self, inputs: ModelInputs, params: ModelParams) -> None:
         _setup(self.name, inputs, self._own(params))

@@ -1,0 +1,126 @@
+"""The closed loop's update (core/online_calibration.py) on models fast enough to check it exactly.
+
+``phase-mva`` is a closed form whose only calibration parameter is the link's goodput, so the
+"truth" can be the same model at another goodput: a bandwidth stated 2x too high is a goodput
+of 0.95 where the links deliver 0.475 of the stated rate.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from advisor.core.advice import AdviceRequest, ModelChoice, advise
+from advisor.core.curve import CurveSettings
+from advisor.core.models.ps_des.sync import with_barrier
+from advisor.core.online_calibration import (
+    MAX_GRID, CalibrationError, Observation, Rule, axes, calibratable, calibrate,
+)
+from advisor.core.models.protocol import CalibrationParam
+from advisor.core.sim_types import NetworkModel
+from benchmarks.synthetic import tiny_mlp
+
+WORKERS = tuple(range(1, 7))
+
+
+def request(goodput: float = 0.95, bandwidth: float = 1e8, model: str = "phase-mva") -> AdviceRequest:
+    return AdviceRequest(network=NetworkModel(bandwidth_bps=bandwidth),
+                         curve=CurveSettings(workers=WORKERS, steps=200, warmup_steps=20), goodput=goodput,
+                         model=ModelChoice(model))
+
+
+def truth_at(workers: int, goodput: float = 0.475) -> float:
+    return advise(tiny_mlp(), request(goodput)).point(workers).throughput
+
+
+def test_the_observed_point_narrows_to_its_noise_and_stays_where_the_curve_agreed() -> None:
+    stated = advise(tiny_mlp(), request())
+    at3 = stated.point(3).throughput
+    result = calibrate(tiny_mlp(), request(), [Observation(3, at3, 0.03)])
+    point, low, high = result.request.posterior.table[3]
+    assert point == pytest.approx(at3, rel=0.01)
+    # log-scale half-width ~ 1.96 x 0.03 (the observation's noise; the assumed model error, 10 % at
+    # 95 %, is the larger, so the noise sets it): about +-6 %
+    assert math.log(high / low) / 2 == pytest.approx(1.96 * 0.03, rel=0.15)
+    assert result.values["goodput"] == pytest.approx(0.95)
+
+
+def test_a_bandwidth_stated_twice_too_high_is_taken_by_the_goodput_and_corrects_other_workers() -> None:
+    observed = [Observation(4, truth_at(4), 0.03)]
+    result = calibrate(tiny_mlp(), request(), observed)
+    assert 0.4 <= result.values["goodput"] <= 0.55 and result.stated["goodput"] == 0.95
+    assert result.error_before > 0.3 and result.error_after < 0.05  # 99 % off before, a few after
+    table = result.request.posterior.table
+    for w in (2, 6):  # not observed: corrected by the goodput, within a few percent of the truth
+        assert table[w][0] == pytest.approx(truth_at(w), rel=0.06)
+        assert table[w][1] <= truth_at(w) <= table[w][2]
+    assert result.changed and "goodput" in result.report()["parameters"]
+
+
+def test_the_refit_rule_moves_the_values_and_keeps_the_models_own_interval() -> None:
+    result = calibrate(tiny_mlp(), request(), [Observation(4, truth_at(4), 0.03)], rule=Rule.REFIT)
+    assert result.request.posterior is None
+    assert result.values["goodput"] == pytest.approx(0.5)  # the grid value nearest 0.475
+    assert result.request.goodput == pytest.approx(0.5)
+
+
+def test_the_refit_rule_keeps_the_stated_values_when_they_explain_the_observation() -> None:
+    at4 = advise(tiny_mlp(), request()).point(4).throughput
+    result = calibrate(tiny_mlp(), request(), [Observation(4, at4 * 1.01, 0.03)], rule=Rule.REFIT)
+    assert result.values == result.stated and not result.changed
+
+
+def test_the_condition_rule_keeps_the_values_and_moves_the_curve() -> None:
+    result = calibrate(tiny_mlp(), request(), [Observation(4, truth_at(4), 0.03)], rule=Rule.CONDITION)
+    assert result.values == result.stated
+    # the assumed model error is +-10 % at 95 %: s = ln(1.1 / 0.9) / (2 x 1.959964) = 0.051192; the
+    # median moves s^2 / (s^2 + 0.03^2) = 0.744365 of the way (in log) from the curve to the observation
+    stated = advise(tiny_mlp(), request()).point(4).throughput
+    moved = stated * math.exp(0.744365 * math.log(truth_at(4) / stated))
+    assert result.request.posterior.table[4][0] == pytest.approx(moved, rel=0.01)
+
+
+def test_the_grid_is_kept_for_the_next_observation() -> None:
+    cache: dict = {}
+    calibrate(tiny_mlp(), request(), [Observation(4, truth_at(4), 0.03)], cache=cache, cache_key="tiny")
+    [(key, grid)] = cache.items()
+    calibrate(tiny_mlp(), request(), [Observation(4, truth_at(4), 0.03), Observation(2, truth_at(2), 0.03)],
+              cache=cache, cache_key="tiny")
+    assert list(cache.items()) == [(key, grid)]  # the same grid object: not predicted again
+    # the grid spans the goodput, so a request at another stated goodput uses it too
+    calibrate(tiny_mlp(), request(goodput=0.8), [Observation(4, truth_at(4), 0.03)], cache=cache, cache_key="tiny")
+    assert len(cache) == 1
+
+
+def test_what_cannot_be_calibrated_says_why() -> None:
+    with pytest.raises(CalibrationError, match="W=9 is outside the curve"):
+        calibrate(tiny_mlp(), request(), [Observation(9, 100.0, 0.03)])
+    dts = AdviceRequest(network=None, curve=CurveSettings(workers=(1, 2)), model=ModelChoice("dts"))
+    with pytest.raises(CalibrationError, match="model 'dts' has no calibration parameters: its rates are"):
+        calibrate(None, dts, [Observation(1, 100.0, 0.03)])
+    assert calibratable("li2020-des+contention") and not calibratable("dts") and not calibratable("nonesuch")
+    with pytest.raises(CalibrationError, match="relative noise must be in"):
+        Observation(2, 100.0, 1.5)
+    with pytest.raises(CalibrationError, match="must be finite and > 0"):
+        Observation(2, -1.0, 0.03)
+
+
+def test_axes_are_thinned_to_the_limit_and_keep_the_stated_value() -> None:
+    a = CalibrationParam("a", tuple(float(x) for x in range(11)), "a")
+    b = CalibrationParam("b", tuple(float(x) for x in range(9)), "b")
+    c = CalibrationParam("c", (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7), "c")
+    out = axes((a, b, c), (3.5, 4.0, 0.35))
+    assert math.prod(len(x) for x in out) <= MAX_GRID
+    assert 3.5 in out[0] and 4.0 in out[1] and 0.35 in out[2]
+    assert all(x[0] == p.low and x[-1] == p.high for x, p in zip(out, (a, b, c)))  # the ends stay
+
+
+def test_a_barrier_cost_delays_every_update_and_the_work_after_it() -> None:
+    # updates at 1, 2, 3 s, the window ending at 2.5 s; barrier 0.1 s from W = 2 on:
+    # update j at t_j + (j + 1) 0.1 = 1.1, 2.2, 3.3; two updates were applied by 2.5 s: it ends 0.2 s later
+    updates, until = with_barrier(np.array([1.0, 2.0, 3.0]), 2.5, workers=2, barrier_s=0.1)
+    assert updates.tolist() == pytest.approx([1.1, 2.2, 3.3]) and until == pytest.approx(2.7)
+    same, until1 = with_barrier(np.array([1.0, 2.0]), 2.5, workers=1, barrier_s=0.1)
+    assert same.tolist() == [1.0, 2.0] and until1 == 2.5  # one worker: no barrier to wait at
