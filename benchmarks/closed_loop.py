@@ -210,7 +210,7 @@ def true_excess(scenario: Scenario, workers: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rule", default="posterior", help="refit_rule (docs/closed-loop.md)")
+    parser.add_argument("--rule", default="posterior", help="refit_rule (docs/decisions.md#the-closed-loop-how-a-running-job-corrects-its-own-curve)")
     parser.add_argument("--window-s", type=float, default=900.0, help="observation window (s)")
     parser.add_argument("--noise", type=float, default=0.03, help="relative noise of a window's throughput")
     parser.add_argument("--seed", type=int, default=0, help="seed of the windows' noise")

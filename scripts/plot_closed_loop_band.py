@@ -1,4 +1,4 @@
-"""Draw the curve and its interval before and after one observation (docs/closed-loop.md).
+"""Draw the curve and its interval before and after one observation (docs/decisions.md#the-closed-loop-how-a-running-job-corrects-its-own-curve).
 
     python scripts/plot_closed_loop_band.py [--out docs/img/closed-loop-band.png]
 

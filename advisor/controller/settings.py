@@ -205,11 +205,11 @@ class ControllerSettings(BaseSettings):
                                                                       "make one reallocation")
     cluster_stability: float = Field(default=0.05, ge=0, description="keep the allocation in force unless a new one "
                                                                      "gains more than this fraction of goodput")
-    # The closed loop's update (docs/closed-loop.md; core/online_calibration.py).
+    # The closed loop's update (docs/decisions.md; core/online_calibration.py).
     refit_observation_noise: float | str = Field(default=0.03, description="relative noise of one observed "
                                                  "throughput (a log-scale sd; run-to-run spread on the testbed)")
     refit_rule: str = Field(default="posterior", description="how observations update the curve: posterior, "
-                            "refit-condition, refit or condition (docs/closed-loop.md)")
+                            "refit-condition, refit or condition (docs/decisions.md#the-closed-loop-how-a-running-job-corrects-its-own-curve)")
     # Profiling runs.
     profiling_steps: int = Field(default=100, ge=10, le=10_000)
     profiling_warmup_steps: int = Field(default=5, ge=0)

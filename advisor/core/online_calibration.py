@@ -7,7 +7,7 @@ cost). Once the job has run at some worker counts, its examples/s there say what
 Every model declares those parameters through the protocol (``ThroughputModel.calibration``),
 so this module, and the controller that calls it, know no model's internals.
 
-How (``docs/closed-loop.md``): every combination of the declared values (``grid``, thinned to at
+How (``docs/decisions.md``): every combination of the declared values (``grid``, thinned to at
 most ``MAX_GRID`` combinations) predicts the curve once, cheaply (``GRID_STEPS`` steps, the
 request's seed: common random numbers, so grid points differ by their values, not their luck).
 Then a rule (``Rule``) turns the observations into the curve to decide with:
@@ -25,7 +25,7 @@ Then a rule (``Rule``) turns the observations into the curve to decide with:
 ``benchmarks/calibration_rules.py`` measures them on the repository's real curves (one
 observation, scored at the worker counts it did not show); ``posterior`` had the smallest
 large errors and the best coverage while narrowing the intervals, and is the default
-(``docs/closed-loop.md`` has the table). The grid does not depend on the observations, so a
+(``docs/decisions.md`` has the table). The grid does not depend on the observations, so a
 caller that observes the same job again passes ``cache`` and pays for it once. Pure: no I/O.
 """
 
