@@ -5,7 +5,8 @@ arguments (clock, cache reader, status writer), so tests can build a controller 
 API emulator and stop it, or build two and see that only the leader acts.
 
 Threads: one informer (list-then-watch of TFJobs), one leader elector, ``RECONCILE_THREADS``
-reconcile workers (they act only while this replica leads), the HTTP server, and apscheduler's
+reconcile workers (they act only while this replica leads), the HTTP servers (ingest; metrics and
+probes), and apscheduler's
 background scheduler (resync, garbage collection, settings reload). Predictions run in a
 process pool or, with ``prediction_backend: job``, as Kubernetes Jobs watched by one more thread
 (``job_predictor``), whose pods fetch their input and send their answer through the HTTP API.
@@ -23,7 +24,7 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from advisor.controller.pipeline.gc import collect_garbage, collect_prediction_jobs
-from advisor.controller.web.http_api import HttpApi
+from advisor.controller.web.http_api import BOTH, INGEST, OPS, HttpApi
 from advisor.controller.kube.informer import Informer
 from advisor.controller.pipeline.ingest import Ingest
 from advisor.controller.jobs.cluster import InformerSource, JobCache, watched_resources
@@ -49,7 +50,7 @@ RECONCILE_THREADS = 4
 # Settings a running controller cannot take over: its threads, server, store, key, prediction
 # pool or Jobs were made from them at start. A reload that changes one says a restart is needed.
 RESTART_ONLY = frozenset({
-    "namespaces", "http_port", "ingest_max_bytes", "ingest_url", "ingest_key", "ingest_key_file", "store_path",
+    "namespaces", "http_port", "metrics_port", "ingest_max_bytes", "ingest_url", "ingest_key", "ingest_key_file", "store_path",
     "leader_election", "lease_name", "lease_namespace", "identity", "kubeconfig", "kube_context",
     "prediction_backend", "prediction_processes", "prediction_job_image", "prediction_job_image_pull_secrets",
     "prediction_job_timeout_s", "prediction_job_start_timeout_s", "prediction_job_resources",
@@ -104,13 +105,20 @@ class Controller:
                                      lease_duration_s=duration, renew_deadline_s=renew, retry_period_s=retry,
                                      on_started_leading=self._started_leading,
                                      on_stopped_leading=self._stopped_leading) if settings.leader_election else None
-        self.http = HttpApi("0.0.0.0", settings.http_port, metrics=self.metrics,
-                            verify_token=self.ingest.verify_token, accept_trace=self.ingest.accept_trace,
-                            healthy=self.healthy, ready=self.ready, max_bytes=settings.ingest_max_bytes,
-                            max_inflated_bytes=32 * settings.ingest_max_bytes,
-                            predictions=self.predictor if isinstance(self.predictor, JobPredictor) else None,
-                            lazy_upload_field=STEPS_FIELD)
+        # ingest (profiling and prediction pods) and ops (/metrics, probes) on two ports, or one
+        # when both settings name the same port
+        one_port = settings.metrics_port == settings.http_port and settings.http_port != 0
+        self.http = self._http_api(settings.http_port, BOTH if one_port else frozenset({INGEST}))
+        self.ops_http = None if one_port else self._http_api(settings.metrics_port, frozenset({OPS}))
         self.scheduler = BackgroundScheduler(daemon=True)
+
+    def _http_api(self, port: int, serves: frozenset[str]) -> HttpApi:
+        s = self.settings
+        return HttpApi("0.0.0.0", port, metrics=self.metrics, verify_token=self.ingest.verify_token,
+                       accept_trace=self.ingest.accept_trace, healthy=self.healthy, ready=self.ready,
+                       max_bytes=s.ingest_max_bytes, max_inflated_bytes=32 * s.ingest_max_bytes,
+                       predictions=self.predictor if isinstance(self.predictor, JobPredictor) else None,
+                       lazy_upload_field=STEPS_FIELD, serves=serves)
 
     def _make_predictor(self, on_done: Done, job_poll_s: float) -> ProcessPredictor | JobPredictor:
         s = self.settings
@@ -134,6 +142,8 @@ class Controller:
 
     def start(self) -> None:
         self.http.start()
+        if self.ops_http is not None:
+            self.ops_http.start()
         for informer in self.jobs.informers:
             self._spawn("informer" if informer is self.informer else "informer-pytorchjobs", informer.run, self._stop)
         if self.elector is not None:
@@ -158,6 +168,8 @@ class Controller:
         for t in self._threads:
             t.join(timeout=10)
         self.http.stop()
+        if self.ops_http is not None:
+            self.ops_http.stop()
         shutdown = getattr(self.predictor, "shutdown", None)
         if shutdown is not None:
             shutdown()

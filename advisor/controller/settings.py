@@ -215,7 +215,12 @@ class ControllerSettings(BaseSettings):
     prediction_job_run_as_user: int = Field(default=65532, ge=1, description="the image's user; non-root")
     prediction_job_run_as_group: int = Field(default=65532, ge=0)
     # Plumbing.
-    http_port: int = Field(default=8080, ge=0, le=65535, description="0 picks a free port (tests)")
+    http_port: int = Field(default=8080, ge=0, le=65535, description="trace ingest and prediction Jobs' "
+                                                                      "requests; 0 picks a free port (tests)")
+    # /metrics and the probes on a port of their own, so a NetworkPolicy can open ingest to
+    # profiling pods and metrics to Prometheus separately; equal to http_port: one port for all.
+    metrics_port: int = Field(default=8081, ge=0, le=65535, description="/metrics, /healthz, /readyz; "
+                                                                        "0 picks a free port (tests)")
     ingest_url: str = Field(default="http://advisor.advisor-system.svc:8080", description="how pods reach us")
     ingest_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     # The key profiling runs' upload tokens are derived from (controller/state/tokens.py): the same on

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from advisor.controller.web.http_api import HttpApi, IngestResult
+from advisor.controller.web.http_api import INGEST, OPS, HttpApi, IngestResult
 from advisor.controller.web.metrics import Metrics
 from advisor.errors import HttpApiError
 
@@ -558,3 +558,34 @@ def test_a_prediction_answer_is_handed_over(job_api: tuple[HttpApi, Predictions]
 def test_without_the_job_backend_there_are_no_prediction_routes(api: HttpApi) -> None:
     reply = request(api, "GET", f"/v1/predictions/{KEY}/input", headers={"Authorization": f"Bearer {TOKEN}"})
     assert reply.status == 404
+
+
+# -- two ports: ingest and ops -------------------------------------------------------------------
+
+
+def test_ingest_and_ops_ports_serve_only_their_own_routes(controller: Controller, metrics: Metrics) -> None:
+    """A NetworkPolicy opens each port to its own clients, so neither may answer the other's
+    routes: the ingest port takes uploads but no scrape or probe; the ops port the reverse."""
+    ingest = make_api(controller, metrics, serves=frozenset({INGEST}))
+    ops = make_api(controller, metrics, serves=frozenset({OPS}))
+    ingest.start()
+    ops.start()
+    try:
+        assert upload(ingest).status == 202 and len(controller.received) == 1
+        reply = upload(ops)
+        assert reply.status == 404 and "it serves /metrics, /healthz and /readyz" in reply.json()["message"]
+        assert len(controller.received) == 1  # nothing reached accept_trace through the ops port
+        for path in ("/metrics", "/healthz", "/readyz"):
+            assert request(ops, "GET", path).status == 200
+            refused = request(ingest, "GET", path)
+            assert refused.status == 404 and "served on the metrics port" in refused.json()["message"]
+        assert b"advisor_ingest_accepted_total 1.0" in request(ops, "GET", "/metrics").body
+    finally:
+        ingest.stop()
+        ops.stop()
+
+
+def test_serves_names_known_routes_only(controller: Controller, metrics: Metrics) -> None:
+    for bad in (frozenset(), frozenset({"admin"})):
+        with pytest.raises(ValueError, match="serves must name some of"):
+            make_api(controller, metrics, serves=bad)

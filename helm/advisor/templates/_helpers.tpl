@@ -107,6 +107,10 @@ Jobs run the controller's image, pulled with its imagePullSecrets, unless config
 {{- end }}
 {{- $_ := set $cfg "ingest_url" (include "advisor.ingestURL" .) }}
 {{- $_ := set $cfg "http_port" (int .Values.containerPort) }}
+{{- $_ := set $cfg "metrics_port" (int .Values.metricsPort) }}
+{{- if eq (int .Values.metricsPort) (int .Values.containerPort) }}
+{{- fail "metricsPort must differ from containerPort: the NetworkPolicy opens ingest and metrics to different clients" }}
+{{- end }}
 {{- $_ := set $cfg "store_path" (printf "%s/advisor.db" (trimSuffix "/" .Values.persistence.mountPath)) }}
 {{- $_ := set $cfg "ingest_key_file" "/etc/advisor-ingest-key/key" }}
 {{- toYaml $cfg }}
