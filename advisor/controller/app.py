@@ -259,7 +259,7 @@ class Controller:
             return
         s, now = self.settings, self.clock()
         collect_garbage(self.kube, self.jobs, self.store, self.metrics, now=now, max_age_s=s.gc_period_s,
-                        namespaces=s.namespaces)
+                        namespaces=s.namespaces, opt_in=s.opt_in)
         if isinstance(self.predictor, JobPredictor):
             collect_prediction_jobs(self.kube, self.store, namespace=self.predictor.spec.namespace, now=now,
                                     max_age_s=s.gc_period_s, abandon_after_s=s.prediction_job_timeout_s + s.gc_period_s,

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from advisor.controller.pipeline import annotations as ann
+from advisor.controller.pipeline.cleanup import delete_profiling_runs
 from advisor.controller.web.metrics import Metrics, remove_series
 from advisor.controller.pipeline.policy import (
     Limits, Recommendation, clamp, job_limits, job_model, job_prices, recommend, resize_target, throughput_at,
@@ -171,6 +172,7 @@ class Reconciler:
         self._rv[view.key] = view.resource_version
         if not view.opted_in(self.settings.opt_in):
             self._release_if_held(view)  # opted out while held: the advisor no longer acts on it
+            self._stop_profiling(view)  # and its profiling run is of no use any more
             self._forget(namespace, name)
             return
         self.metrics.current_workers.labels(namespace, name).set(view.workers)
@@ -201,6 +203,27 @@ class Reconciler:
             self._predict_or_apply(view, run, prices, limits)
         else:  # failed / timed_out: wait for a new generation of the job's templates
             self._fail(view, *_reason_and_message(run))  # a release that failed (e.g. 409) is retried here
+
+    def _stop_profiling(self, view: TFJobView) -> None:
+        """The job no longer opts in: delete its profiling run if one is still profiling, forget
+        that run, and clear the run's annotations (phase ``Pending``, reason ``OptedOut``), so a
+        job that opts in again starts a fresh run instead of adopting the deleted one."""
+        latest = self.store.latest_run(view.uid)
+        generations = {latest.generation} if latest is not None and latest.state == "profiling" else set()
+        profiling = view.annotations.get(ann.PHASE) == "Profiling"
+        noted = _int_or_none(view.annotations.get(ann.PROFILED_GENERATION))
+        if profiling and noted is not None:
+            generations.add(noted)  # started by another replica: the annotations say which
+        if not generations:
+            return
+        deleted = delete_profiling_runs(self.kube, self.cache, view, generations, "the job no longer opts in")
+        for generation in generations:
+            if self.store.forget_live_run(view.uid, generation):
+                self.metrics.profiling_runs.labels("opted_out").inc()
+        if profiling:
+            gone = f"; deleted {', '.join(deleted)}" if deleted else ""
+            self._set_phase(view, "Pending", "OptedOut", f"the job no longer opts in: profiling stopped{gone}",
+                            extra=dict.fromkeys(_RUN_ANNOTATIONS))
 
     def _tell_shadowed(self, namespace: str, name: str, seen: Mapping[str, Any]) -> None:
         """A Warning event, once, on each opted-in object that shares this key with ``seen`` and is
@@ -237,10 +260,17 @@ class Reconciler:
                                              profiling_job_name(view.name, generation), now, token)
         # Every time, not only when created: the two are separate transactions, and a restart in
         # between must not leave an older run (and its token) live for good.
-        for old in self.store.supersede_runs(view.uid, generation, now):
+        superseded = self.store.supersede_runs(view.uid, generation, now)
+        for old in superseded:
             self.metrics.profiling_runs.labels("superseded").inc()
             log.info("%s/%s: profiling run %s superseded by generation %d; its token is revoked",
                      view.namespace, view.name, old.profiling_job, generation)
+        if created or superseded:  # the older generations' runs go now, not at the next sweep
+            older = {old.generation for old in superseded}
+            noted = _int_or_none(view.annotations.get(ann.PROFILED_GENERATION))  # another replica's, maybe
+            if noted is not None and noted < generation:
+                older.add(noted)
+            delete_profiling_runs(self.kube, self.cache, view, older, f"superseded by generation {generation}")
         name = run.profiling_job
         profiled = {ann.TEMPLATE_HASH: view.template_hash, ann.PROFILED_GENERATION: str(generation)}
         if limits.mode is Mode.INITIAL and not view.started and not view.suspended:
@@ -539,7 +569,7 @@ class Reconciler:
     # --- writing state --------------------------------------------------------------------------
 
     def _set_phase(self, view: TFJobView, phase: str, reason: str, message: str = "",
-                   extra: Mapping[str, str] | None = None) -> None:
+                   extra: Mapping[str, str | None] | None = None) -> None:
         """Patch the annotations that changed; an event when the phase or reason changes."""
         desired = ann.status_annotations(view, phase, reason, now=self.clock(), message=message)
         desired.update(extra or {})
@@ -638,6 +668,18 @@ class Reconciler:
         with self._lock:
             self._reason_written.pop((namespace, name), None)
             self._recorded.pop((namespace, name), None)
+
+
+# What says a run was started for a generation: removed when that run is stopped for good (opt-out).
+_RUN_ANNOTATIONS = (ann.PROFILING_RUN, ann.PROFILING_STARTED, ann.PROFILING_ATTEMPTS, ann.PROFILED_GENERATION,
+                    ann.TEMPLATE_HASH)
+
+
+def _int_or_none(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
 
 
 def _reason_and_message(run: Any) -> tuple[str, str]:

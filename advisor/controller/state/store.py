@@ -330,6 +330,13 @@ class Store:
                                           uid, generation, *TOKEN_STATES))
         return [_run(r) for r in rows]
 
+    def forget_live_run(self, uid: str, generation: int) -> bool:
+        """Delete a run still waiting for its trace (state ``profiling``): stopped for good (the
+        job no longer opts in), so a later opt-in starts afresh. False when there is none."""
+        with self._tx(write=True) as c:
+            return c.execute("DELETE FROM runs WHERE uid = ? AND generation = ? AND state = 'profiling'",
+                             (uid, generation)).rowcount == 1
+
     def delete_runs(self, uid: str) -> int:
         """Forget a job that is gone: its runs, their traces and its resize record. Returns the
         number of runs deleted. Predictions stay (they are keyed by profile): see ``prune_predictions``."""
