@@ -84,10 +84,10 @@ class Controller:
                      for res in watched_resources(kube, watch_pytorchjobs=settings.watch_pytorchjobs)]
         self.informer = informers[0]
         self.jobs = JobCache(informers)
+        key = load_key(settings)
         # the predictor calls back into the reconciler, made just after it
         self.predictor = predictor or self._make_predictor(
-            lambda key, result, error: self.reconciler.prediction_done(key, result, error), job_poll_s)
-        key = load_key(settings)
+            lambda pkey, result, error: self.reconciler.prediction_done(pkey, result, error), job_poll_s, key)
         records = ProfileRecords(kube)
         self.reconciler = Reconciler(settings=settings, kube=kube, cache=self.jobs.get, store=self.store,
                                      predictor=self.predictor, metrics=self.metrics,
@@ -120,7 +120,7 @@ class Controller:
                        predictions=self.predictor if isinstance(self.predictor, JobPredictor) else None,
                        lazy_upload_field=STEPS_FIELD, serves=serves)
 
-    def _make_predictor(self, on_done: Done, job_poll_s: float) -> ProcessPredictor | JobPredictor:
+    def _make_predictor(self, on_done: Done, job_poll_s: float, key: bytes) -> ProcessPredictor | JobPredictor:
         s = self.settings
         if s.prediction_backend is PredictionBackend.PROCESS:
             return ProcessPredictor(s.prediction_processes, self.metrics, on_done)
@@ -134,9 +134,11 @@ class Controller:
                                  node_selector=s.prediction_job_node_selector,
                                  tolerations=tuple(t.as_kubernetes() for t in s.prediction_job_tolerations),
                                  priority_class_name=s.prediction_job_priority_class_name,
-                                 run_as_user=s.prediction_job_run_as_user, run_as_group=s.prediction_job_run_as_group)
+                                 run_as_user=s.prediction_job_run_as_user, run_as_group=s.prediction_job_run_as_group,
+                                 owner=f"{s.lease_namespace}/{s.lease_name}")
         return JobPredictor(kube=self.kube, store=self.store, metrics=self.metrics, on_done=on_done, spec=spec,
-                            start_timeout_s=s.prediction_job_start_timeout_s, clock=self.clock, poll_s=job_poll_s)
+                            start_timeout_s=s.prediction_job_start_timeout_s, clock=self.clock, poll_s=job_poll_s,
+                            token_key=key)
 
     # --- lifecycle -----------------------------------------------------------------------------
 

@@ -477,13 +477,18 @@ def test_access_log_goes_through_logging_not_stderr(api: HttpApi, caplog: pytest
 KEY = "0123456789abcdef01234567"
 
 
+ELSEWHERE = "token-of-an-attempt-another-replica-runs"
+
+
 @dataclass
 class Predictions:
     """Stands in for the JobPredictor: one running prediction, its input, the answers it got."""
 
     answers: list[dict[str, Any]] = field(default_factory=list)
 
-    def verify_prediction_token(self, key: str, token: str) -> bool:
+    def verify_prediction_token(self, key: str, token: str) -> bool | None:
+        if token == ELSEWHERE:
+            return None  # a live Job's token for an attempt another replica runs
         return (key, token) == (KEY, TOKEN)
 
     def prediction_input(self, key: str) -> IngestResult:
@@ -589,3 +594,15 @@ def test_serves_names_known_routes_only(controller: Controller, metrics: Metrics
     for bad in (frozenset(), frozenset({"admin"})):
         with pytest.raises(ValueError, match="serves must name some of"):
             make_api(controller, metrics, serves=bad)
+
+
+def test_a_token_this_replica_does_not_know_yet_is_retried_not_refused(job_api: tuple[HttpApi, Predictions]) -> None:
+    """503 with Retry-After: the pod retries, and the Service takes it to the replica running the
+    attempt (or this one, once it adopted it); a 403 would end the pod for good."""
+    api, predictions = job_api
+    auth = {"Authorization": f"Bearer {ELSEWHERE}", "Content-Type": "application/json"}
+    for method, part, body in (("GET", "input", None), ("PUT", "result", b"{}")):
+        reply = request(api, method, f"/v1/predictions/{KEY}/{part}", body, auth)
+        assert (reply.status, reply.headers["Retry-After"]) == (503, "2")
+        assert "not known to this replica (yet)" in reply.json()["message"]
+    assert predictions.answers == []

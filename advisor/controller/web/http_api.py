@@ -64,7 +64,7 @@ AcceptTrace = Callable[[str, str, int, dict[str, Any], bytes], "IngestResult"]
 class PredictionEndpoints(Protocol):
     """What the prediction Jobs' routes need (``advisor.controller.pipeline.job_predictor.JobPredictor``)."""
 
-    def verify_prediction_token(self, key: str, token: str) -> bool: ...
+    def verify_prediction_token(self, key: str, token: str) -> bool | None: ...  # None: not known here (yet)
     def prediction_input(self, key: str) -> IngestResult: ...
     def accept_prediction_result(self, key: str, document: dict[str, Any]) -> IngestResult: ...
 
@@ -309,12 +309,17 @@ class _Handler(BaseHTTPRequestHandler):
                            f"{namespace}/{name} generation {generation}")
         return self._check_json_body(api.max_bytes, gzip_allowed=True)
 
-    def _check_bearer(self, verify: Callable[[str], bool], what: str) -> None:
+    def _check_bearer(self, verify: Callable[[str], bool | None], what: str) -> None:
+        """401 without a token, 403 with one refused; 503 (retry) when ``verify`` answers None: the
+        token may be valid on another replica, or on this one soon (a leader adopting an attempt)."""
         auth = _BEARER.fullmatch(self.headers.get("Authorization", ""))
         if auth is None:
             raise _Reject(401, "an 'Authorization: Bearer <token>' header is required", "unauthorized",
                           [("WWW-Authenticate", 'Bearer realm="advisor"')])
-        if not verify(auth["token"]):
+        verdict = verify(auth["token"])
+        if verdict is None:
+            raise _Reject(503, f"{what} is not known to this replica (yet); retry", headers=[("Retry-After", "2")])
+        if not verdict:
             raise _Reject(403, f"the token is not valid for {what}", "unauthorized")
 
     def _check_json_body(self, max_bytes: int, *, gzip_allowed: bool) -> tuple[int, bool]:
