@@ -16,6 +16,7 @@ from typing import Any
 
 from advisor.controller.pipeline.policy import Recommendation, throughput_at
 from advisor.controller.jobs.tfjob import PREFIX, TFJobView
+from advisor.controller.state.formats import STATE_FORMAT, STATE_FORMAT_ANNOTATION
 
 PHASE = PREFIX + "phase"  # Pending | Profiling | Predicting | Predicted | Failed
 REASON = PREFIX + "reason"  # CamelCase reason, then ": " and a message for Failed
@@ -80,7 +81,7 @@ def status_annotations(
         conditions.append({"type": kind, "status": status, "reason": reason, "message": message[:200],
                            "lastTransitionTime": since})
     return {PHASE: phase, REASON: text[:1024], OBSERVED_GENERATION: str(view.generation),
-            CONDITIONS: compact(conditions)}
+            CONDITIONS: compact(conditions), STATE_FORMAT_ANNOTATION: str(STATE_FORMAT)}
 
 
 def prediction_annotations(

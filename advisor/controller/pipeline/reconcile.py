@@ -31,6 +31,7 @@ from advisor.controller.pipeline.policy import (
 )
 from advisor.controller.pipeline.predictions import PredictionParams, prediction_key, prediction_params
 from advisor.controller.settings import ControllerSettings, Mode
+from advisor.controller.state.formats import STATE_FORMAT, STATE_FORMAT_ANNOTATION, check_format
 from advisor.controller.state.records import ProfileRecords
 from advisor.controller.jobs.cluster import verbs_for
 from advisor.controller.jobs.kinds import kind_of_view, parse_job
@@ -42,7 +43,8 @@ from advisor.controller.state.tokens import run_token
 from advisor.core.cost import Prices
 from advisor.core.profile import parse_profile
 from advisor.errors import (
-    AdvisorError, JobKindError, KubeAlreadyExists, KubeConflict, KubeError, KubeNotFound, StoreError, TFJobError,
+    AdvisorError, JobKindError, KubeAlreadyExists, KubeConflict, KubeError, KubeNotFound, StateFormatError,
+    StoreError, TFJobError,
 )
 
 log = logging.getLogger(__name__)
@@ -97,6 +99,7 @@ class Reconciler:
     # name, cluster.JobCache.shadowed), and the uids already told so (one event each)
     shadowed: Callable[[str, str], Sequence[Mapping[str, Any]]] | None = None
     _told_shadowed: set[str] = field(default_factory=set)
+    _told_newer: set[tuple[str, str]] = field(default_factory=set)  # (job uid, message) said once
 
     # --- entry point -------------------------------------------------------------------------
 
@@ -107,6 +110,8 @@ class Reconciler:
             self._reconcile(*key)
             if self.forget is not None:
                 self.forget(key)  # success: the next error starts its backoff from the shortest delay
+        except StateFormatError as exc:  # a newer controller's state: not ours to read or overwrite
+            self._tell_newer_format(key, str(exc))
         except KubeConflict:
             # someone wrote in between (a resourceVersion precondition failed): re-read the job
             # from the cache, which the watch brings up to date, and retry with backoff
@@ -169,6 +174,8 @@ class Reconciler:
             if owner:
                 self.enqueue_after((namespace, owner), 0)
             return
+        check_format(f"the state of {view.kind} {namespace}/{name}", view.annotations.get(STATE_FORMAT_ANNOTATION),
+                     STATE_FORMAT)  # before any write: a newer controller's state is left as it is
         self._rv[view.key] = view.resource_version
         if not view.opted_in(self.settings.opt_in):
             self._release_if_held(view)  # opted out while held: the advisor no longer acts on it
@@ -224,6 +231,20 @@ class Reconciler:
             gone = f"; deleted {', '.join(deleted)}" if deleted else ""
             self._set_phase(view, "Pending", "OptedOut", f"the job no longer opts in: profiling stopped{gone}",
                             extra=dict.fromkeys(_RUN_ANNOTATIONS))
+
+    def _tell_newer_format(self, key: Key, message: str) -> None:
+        """Say once per job and message (a Warning event and a log line) that its state is newer
+        than this controller reads; nothing else is written. It is looked at again at resyncs."""
+        obj = self.cache(*key)
+        uid = str(((obj or {}).get("metadata") or {}).get("uid", ""))
+        with self._lock:
+            if (uid, message) in self._told_newer:
+                return
+            self._told_newer.add((uid, message))
+        log.warning("%s/%s: %s", *key, message)
+        if obj is not None and opted_in((obj.get("metadata") or {}).get("labels") or {},
+                                        (obj.get("metadata") or {}).get("annotations") or {}, self.settings.opt_in):
+            self._emit(obj, "Warning", "StateFormatUnsupported", message)
 
     def _tell_shadowed(self, namespace: str, name: str, seen: Mapping[str, Any]) -> None:
         """A Warning event, once, on each opted-in object that shares this key with ``seen`` and is
@@ -571,12 +592,12 @@ class Reconciler:
     def _set_phase(self, view: TFJobView, phase: str, reason: str, message: str = "",
                    extra: Mapping[str, str | None] | None = None) -> None:
         """Patch the annotations that changed; an event when the phase or reason changes."""
-        desired = ann.status_annotations(view, phase, reason, now=self.clock(), message=message)
-        desired.update(extra or {})
+        desired: dict[str, str | None] = {**ann.status_annotations(view, phase, reason, now=self.clock(),
+                                                                   message=message), **(extra or {})}
         patch = ann.annotation_patch(view.annotations, desired)
         if patch is not None:
             self._patch(view, patch)
-            new_reason = desired[ann.REASON]
+            new_reason = str(desired[ann.REASON])
             with self._lock:
                 written = self._reason_written.get(view.key)
                 self._reason_written[view.key] = (view.uid, new_reason)
