@@ -129,6 +129,24 @@ class Toleration(BaseModel):
         return {name: v for name, v in doc.items() if v is not None and v != ""}
 
 
+class NodeSpeed(BaseModel):
+    """What a node of one kind (one value of a node label) is worth to a worker on it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    speed: float = Field(gt=0, description="compute speed relative to the other entries (1: the reference)")
+    link: str | None = Field(default=None, description="the node's link rate, e.g. 10Gbit/s; none: the job's")
+
+    @field_validator("link")
+    @classmethod
+    def _link_readable(cls, value: str | None) -> str | None:
+        if value is not None and parse_bandwidth(value) <= 0:  # UnitError (a ValueError) names an unknown unit
+            raise ValueError(f"link must be > 0, got {value!r}")
+        return value
+
+    def link_bps(self) -> float | None:
+        return parse_bandwidth(self.link) if self.link else None
+
+
 class PriceSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     worker_per_hour: float = Field(default=1.0, ge=0, description="price of one worker replica per hour")
@@ -190,6 +208,12 @@ class ControllerSettings(BaseSettings):
     refit_tolerance: float | str = Field(default=0.1, description="refit when observed and predicted throughput "
                                                                    "differ by more than this fraction")
     refit_query_timeout_s: float | str = Field(default=10.0, description="timeout of one Prometheus query (seconds)")
+    # Worker speeds from the nodes the job's workers run on (docs/controller.md, "Worker speeds
+    # from nodes"): node label -> label value -> {speed, link}. Empty: off (and no right on pods
+    # or nodes is needed); the first label of a node found here decides.
+    node_speeds: dict[str, dict[str, NodeSpeed]] = Field(default_factory=dict, description="e.g. "
+                                                         "{node.kubernetes.io/instance-type: {p3.2xlarge: {speed: 1, "
+                                                         "link: 10Gbit/s}}}")
     # Profiling runs.
     profiling_steps: int = Field(default=100, ge=10, le=10_000)
     profiling_warmup_steps: int = Field(default=5, ge=0)
@@ -258,6 +282,15 @@ class ControllerSettings(BaseSettings):
         for key, label in value.items():
             if problem := label_key_problem(key) or label_value_problem(label):
                 raise ValueError(problem)
+        return value
+
+    @field_validator("node_speeds")
+    @classmethod
+    def _node_speed_labels(cls, value: dict[str, dict[str, NodeSpeed]]) -> dict[str, dict[str, NodeSpeed]]:
+        for key, values in value.items():
+            for label in values:
+                if problem := label_key_problem(key) or label_value_problem(label):
+                    raise ValueError(problem)
         return value
 
     @field_validator("prediction_job_priority_class_name")

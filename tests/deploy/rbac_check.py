@@ -171,13 +171,14 @@ def declared_calls(config: Mapping[str, Any], release_namespace: str,
         "always": True,
         "leader_election": bool(config.get("leader_election", True)),
         "job_backend": config.get("prediction_backend", "process") == "job",
+        "node_speeds": bool(config.get("node_speeds")),
     }
     watched: list[str | None] = list(config.get("namespaces") or []) or [None]
     result = []
     for entry in spec if spec is not None else load_rbac_calls():
         if not conditions[entry.get("when", "always")]:
             continue
-        namespaces = watched if entry["scope"] == "watched" else [release_namespace]
+        namespaces = {"watched": watched, "release": [release_namespace], "cluster": [None]}[entry["scope"]]
         for namespace in namespaces:
             for verb in entry["verbs"]:
                 result.append(ApiCall(verb, entry["group"], entry["resource"], entry.get("subresource", ""), namespace))

@@ -37,8 +37,8 @@ def test_rbac_calls_file_is_well_formed() -> None:
     for entry in load_rbac_calls():
         assert set(entry) <= {"group", "resource", "subresource", "verbs", "scope", "when", "why"}, entry
         assert set(entry["verbs"]) <= verbs and entry["verbs"], entry
-        assert entry["scope"] in ("watched", "release") and entry.get("when", "always") in (
-            "always", "leader_election", "job_backend"), entry
+        assert entry["scope"] in ("watched", "release", "cluster") and entry.get("when", "always") in (
+            "always", "leader_election", "job_backend", "node_speeds"), entry
         assert entry["why"], "say why the controller needs it"
 
 
@@ -236,9 +236,10 @@ def test_every_declared_call_is_one_the_code_makes() -> None:
 RBAC_TABLE_HEADER = "| API | verbs | where | when |"
 RBAC_DOCS = (Path(__file__).resolve().parents[2] / "helm" / "advisor" / "README.md",
              Path(__file__).resolve().parents[2] / "docs" / "deploy.md")
-WHERE = {"watched namespaces": "watched", "release namespace": "release"}
+WHERE = {"watched namespaces": "watched", "release namespace": "release", "cluster": "cluster"}
 WHEN = {"always": "always", "`config.leader_election`": "leader_election",
-        "`config.prediction_backend: job`": "job_backend"}
+        "`config.prediction_backend: job`": "job_backend", "`config.node_speeds`": "node_speeds"}
+NODE_SPEEDS = {"node.kubernetes.io/instance-type": {"p3.2xlarge": {"speed": 1.0}}}
 
 
 def documented_rbac(path: Path) -> set[tuple[str, str, str, str, frozenset[str]]]:
@@ -261,14 +262,15 @@ def rendered_rbac() -> set[tuple[str, str, str, str, frozenset[str]]]:
     """The same rows, from the chart's rendered roles: each rule's condition found by switching it on alone."""
     base = {"leader_election": False, "prediction_backend": "process"}
     configs = {"always": base, "leader_election": {**base, "leader_election": True},
-               "job_backend": {**base, "prediction_backend": "job"}}
+               "job_backend": {**base, "prediction_backend": "job"}, "node_speeds": {**base, "node_speeds": NODE_SPEEDS}}
 
     def grants(config: dict[str, Any]) -> set[tuple[str, str, str, str]]:
         out = set()
         for obj in render_objects({"config": config}):
             if obj["kind"] not in ("Role", "ClusterRole"):
                 continue
-            where = "watched" if obj["kind"] == "ClusterRole" else "release"
+            cluster_scoped = obj["metadata"]["name"].endswith("-cluster")
+            where = ("cluster" if cluster_scoped else "watched") if obj["kind"] == "ClusterRole" else "release"
             for rule in obj["rules"]:
                 out |= {(g, r, where, v) for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
         return out

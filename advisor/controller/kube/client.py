@@ -82,6 +82,7 @@ SECRETS = Resource("", "v1", "secrets", "Secret")
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 EVENTS = Resource("", "v1", "events", "Event")
 PODS = Resource("", "v1", "pods", "Pod")
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 JOBS = Resource("batch", "v1", "jobs", "Job")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 
@@ -363,6 +364,13 @@ class Kube:
 
     def list_pods(self, namespace: str | None, label_selector: str | None = None) -> list[JSON]:
         return self._list(PODS, namespace, label_selector)[0]
+
+    def get_node(self, name: str) -> JSON | None:
+        """A node (cluster-scoped), for its labels; None when it is gone."""
+        try:
+            return self._typed_result(NODES, self._call("get", "GET", NODES, None, name))
+        except KubeNotFound:
+            return None
 
 
     # --- plumbing ---------------------------------------------------------------------------

@@ -42,6 +42,7 @@ SUSPENDED_BY_ADVISOR = PREFIX + "suspended-by-advisor"
 LAST_RESIZE = PREFIX + "last-resize"
 CURVE_SOURCE = PREFIX + "curve-source"  # profile | refit (controller/pipeline/refit.py)
 REFIT = PREFIX + "refit"  # the online refit behind the curve: points used, constants before and after
+WORKER_SPEEDS = PREFIX + "worker-speeds"  # the per-worker speeds and links the curve is for (node_speeds)
 PHASES = ("Pending", "Profiling", "Predicting", "Predicted", "Failed")
 
 
@@ -113,6 +114,11 @@ def prediction_annotations(
         out[REFIT] = compact({**refit, "profile": f"sha256:{profile_sha}"})
     elif REFIT in view.annotations:
         out[REFIT] = "null"  # a curve from the profile alone again (refit turned off, a new profile)
+    speeds = prediction.get("worker_speeds")
+    if isinstance(speeds, Mapping):
+        out[WORKER_SPEEDS] = compact(speeds)
+    elif WORKER_SPEEDS in view.annotations:
+        out[WORKER_SPEEDS] = "null"  # every worker as traced again (node_speeds turned off)
     network = prediction.get("network")
     if isinstance(network, Mapping) and network.get("bandwidth_bps"):
         out[BANDWIDTH] = compact({"bps": _r(network["bandwidth_bps"]),

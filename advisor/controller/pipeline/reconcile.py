@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from advisor.controller.pipeline import annotations as ann
@@ -30,6 +30,7 @@ from advisor.controller.pipeline.policy import (
     Limits, Recommendation, clamp, job_limits, job_model, job_prices, recommend, resize_target, throughput_at,
 )
 from advisor.controller.pipeline.predictions import PredictionParams, prediction_key, prediction_params
+from advisor.controller.pipeline.worker_speeds import JOB_NAME_LABEL, placement, worker_pods
 from advisor.controller.settings import ControllerSettings, Mode
 from advisor.controller.state.formats import STATE_FORMAT, STATE_FORMAT_ANNOTATION, check_format
 from advisor.controller.state.records import ProfileRecords
@@ -54,6 +55,7 @@ RECHECK_S = 30.0  # how often a profiling run is looked at (its record may come 
 PREDICTION_RETRY_S = (10.0, 1000.0)  # a failed prediction is retried after 10 s, doubling, at most 1000 s
 RETRIED_FAILURES = ("ProfilingFailed", "ProfilingTimedOut")  # not NoTrace: the program does not upload
 PROFILING_FAILURES = ("ProfilingFailed", "ProfilingTimedOut", "NoTrace")
+NODE_TTL_S = 300.0  # a node's labels are read again after this long (node_speeds)
 
 
 class Predictor(Protocol):
@@ -100,6 +102,7 @@ class Reconciler:
     shadowed: Callable[[str, str], Sequence[Mapping[str, Any]]] | None = None
     _told_shadowed: set[str] = field(default_factory=set)
     _told_newer: set[tuple[str, str]] = field(default_factory=set)  # (job uid, message) said once
+    _nodes: dict[str, tuple[float, Mapping[str, Any] | None]] = field(default_factory=dict)  # name -> (read at, node)
 
     # --- entry point -------------------------------------------------------------------------
 
@@ -486,6 +489,8 @@ class Reconciler:
             return
         if self.refits is not None:  # online refit (refit.py): the job's observed points join the params
             params = self.refits.params(view, sha, params, self._event)
+        if self.settings.node_speeds:  # where the workers run (worker_speeds.py) joins the params
+            params = replace(params, worker_speeds=ann.compact(self._placement(view, run)))
         pkey = prediction_key(sha, params)
         stored = self.store.prediction(sha, pkey)
         if stored is None:
@@ -513,6 +518,37 @@ class Reconciler:
         if run.state != "predicted":
             self.store.set_state(view.uid, run.generation, "predicted", "", self.clock())
             self.store.revoke_token(view.uid, run.generation)
+
+    def _placement(self, view: TFJobView, run: Any) -> dict[str, Any]:
+        """The speeds the job's workers run at (worker_speeds.placement): its worker pods and the
+        profiling run's traced pod, listed; nodes read at most every NODE_TTL_S. The traced pod
+        goes with its run, so once gone its node's speed is taken from the job's annotation
+        written with this run's prediction."""
+        workers = worker_pods(self.kube.list_pods(view.namespace, f"{JOB_NAME_LABEL}={view.name}"))
+        traced = worker_pods(self.kube.list_pods(view.namespace, f"{JOB_NAME_LABEL}={run.profiling_job}"))
+        before = None
+        if not traced:
+            try:
+                noted = json.loads(view.annotations.get(ann.WORKER_SPEEDS) or "null")
+            except ValueError:
+                noted = None
+            before = noted.get("traced") if isinstance(noted, dict) else None
+            before = before if isinstance(before, dict) and before.get("run") == run.profiling_job else None
+        doc = placement(workers, traced[0] if traced else None, self._node, self.settings.node_speeds,
+                        traced_as=before)
+        doc["traced"]["run"] = run.profiling_job
+        return doc
+
+    def _node(self, name: str) -> Mapping[str, Any] | None:
+        now = self.clock()
+        with self._lock:
+            cached = self._nodes.get(name)
+        if cached is not None and now - cached[0] < NODE_TTL_S:
+            return cached[1]
+        node = self.kube.get_node(name)
+        with self._lock:
+            self._nodes[name] = (now, node)
+        return node
 
     def _record_prediction(self, view: TFJobView, generation: int, pkey: str, stored: str) -> None:
         """Put the applied prediction beside the profile in the job's record (once per key)."""

@@ -122,6 +122,7 @@ Jobs run the controller's image, pulled with its imagePullSecrets, unless config
 {{- if eq $when "always" }}true
 {{- else if eq $when "leader_election" }}{{ if .root.Values.config.leader_election }}true{{ end }}
 {{- else if eq $when "job_backend" }}{{ if eq .root.Values.config.prediction_backend "job" }}true{{ end }}
+{{- else if eq $when "node_speeds" }}{{ if .root.Values.config.node_speeds }}true{{ end }}
 {{- else }}{{ fail (printf "rbac-calls.yaml: unknown condition %q" $when) }}
 {{- end }}
 {{- end }}
