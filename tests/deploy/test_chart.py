@@ -211,6 +211,8 @@ def test_defaults_match_the_controller() -> None:
         ({"config": {"prices": {"worker_per_hour": -1}}}, "/config/prices/worker_per_hour"),
         ({"config": {"namespaces": ["ML_Team"]}}, "/config/namespaces/0"),
         ({"config": {"prediction_backend": "lambda"}}, "/config/prediction_backend"),
+        ({"config": {"node_speeds": {"node.kubernetes.io/instance-type": {"p2.xlarge": {"speed": -1}}}}},
+         "/config/node_speeds/node.kubernetes.io~1instance-type/p2.xlarge/speed"),
         ({"replicaCount": 0}, "/replicaCount"),
         ({"image": {"digest": "latest"}}, "/image/digest"),
         ({"serviceMonitor": {"interval": 30}}, "/serviceMonitor/interval"),
