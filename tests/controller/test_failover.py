@@ -133,7 +133,9 @@ def test_a_standby_with_its_own_store_takes_the_upload_and_the_leader_finishes(e
         wait_for("Predicted", lambda: phase(emu, "relay") == "Predicted", timeout_s=60)
         assert standby.store.runs() == []  # the standby reconciled nothing and recorded nothing locally
         assert leader.store.profile_sha(pj["metadata"]["annotations"]["training-advisor.io/profiling-for-uid"], 1)
-        # the run is over: its token opens nothing any more, on either replica
+        # the run is over (the leader's store says so just after the annotations): its token opens
+        # nothing any more, on either replica
+        wait_for("the run over", lambda: leader.store.runs(state="predicted"))
         assert upload_as_profiling_pod(emu, pj, body, port=standby.http.port).status == 403
         assert upload_as_profiling_pod(emu, pj, body, port=leader.http.port).status == 403
     finally:
