@@ -18,8 +18,9 @@
 #
 # Size: see docs/deploy.md "The image" (python -m benchmarks.image_size measures the environment).
 #
-# No HEALTHCHECK: Kubernetes ignores it. The chart's Deployment probes the controller's one
-# HTTP port (8080): GET /healthz (liveness) and GET /readyz (readiness).
+# No HEALTHCHECK: Kubernetes ignores it. The chart's Deployment probes the controller's metrics
+# port (8081): GET /healthz (liveness) and GET /readyz (readiness); /metrics is there too. Port
+# 8080 takes trace uploads and the prediction Jobs' requests.
 #
 # The base is pinned to an exact Python patch release and Debian release; pin it by digest
 # (python:3.11.13-slim-bookworm@sha256:...) where the build has registry access to resolve it.
@@ -71,6 +72,6 @@ RUN python -m pip uninstall --yes --quiet pip setuptools wheel \
 COPY --from=build /opt/advisor /opt/advisor
 USER 65532:65532
 WORKDIR /var/lib/advisor
-EXPOSE 8080
+EXPOSE 8080 8081
 ENTRYPOINT ["advisor"]
 CMD ["controller"]

@@ -22,6 +22,7 @@ errors. Third-party errors (pydantic, json, protobuf) are wrapped once, where th
         └── KubeConfigError       no usable kubeconfig or in-cluster configuration
     └── StoreError                the controller's store cannot be opened or used (controller/state/store.py)
         └── UnknownRunError       no profiling run for that job uid and generation
+    └── StateFormatError          state written by a newer controller, left untouched (controller/state/formats.py)
     └── HttpApiError              the controller's HTTP server cannot start (controller/web/http_api.py)
 """
 
@@ -138,6 +139,11 @@ class StoreError(AdvisorError):
 
 class UnknownRunError(StoreError):
     """No profiling run is stored for that job uid and generation."""
+
+
+class StateFormatError(AdvisorError):
+    """State in the cluster (a job's annotations, a profile record) is of a format newer than this
+    controller knows: written by a newer version. It is left as it is; the message names it."""
 
 
 class HttpApiError(AdvisorError):

@@ -6,7 +6,8 @@ API emulator and stop it, or build two and see that only the leader acts.
 
 Threads: one informer (list-then-watch of TFJobs), one leader elector, ``RECONCILE_THREADS``
 reconcile workers (they act only while this replica leads; in cluster mode they also run each
-reallocation, queued as ``ALLOCATION_KEY``), the HTTP server, and apscheduler's
+reallocation, queued as ``ALLOCATION_KEY``), the HTTP servers (ingest; metrics and probes), and
+apscheduler's
 background scheduler (resync, garbage collection, settings reload). Predictions run in a
 process pool or, with ``prediction_backend: job``, as Kubernetes Jobs watched by one more thread
 (``job_predictor``), whose pods fetch their input and send their answer through the HTTP API.
@@ -25,7 +26,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from advisor.controller.pipeline.allocation import ALLOCATION_KEY, ClusterAllocator
 from advisor.controller.pipeline.gc import collect_garbage, collect_prediction_jobs
-from advisor.controller.web.http_api import HttpApi
+from advisor.controller.web.http_api import BOTH, INGEST, OPS, HttpApi
 from advisor.controller.kube.informer import Informer
 from advisor.controller.pipeline.ingest import Ingest
 from advisor.controller.jobs.cluster import InformerSource, JobCache, watched_resources
@@ -51,7 +52,7 @@ RECONCILE_THREADS = 4
 # Settings a running controller cannot take over: its threads, server, store, key, prediction
 # pool or Jobs were made from them at start. A reload that changes one says a restart is needed.
 RESTART_ONLY = frozenset({
-    "namespaces", "http_port", "ingest_max_bytes", "ingest_url", "ingest_key", "ingest_key_file", "store_path",
+    "namespaces", "http_port", "metrics_port", "ingest_max_bytes", "ingest_url", "ingest_key", "ingest_key_file", "store_path",
     "leader_election", "lease_name", "lease_namespace", "identity", "kubeconfig", "kube_context",
     "prediction_backend", "prediction_processes", "prediction_job_image", "prediction_job_image_pull_secrets",
     "prediction_job_timeout_s", "prediction_job_start_timeout_s", "prediction_job_resources",
@@ -85,10 +86,10 @@ class Controller:
                      for res in watched_resources(kube, watch_pytorchjobs=settings.watch_pytorchjobs)]
         self.informer = informers[0]
         self.jobs = JobCache(informers)
+        key = load_key(settings)
         # the predictor calls back into the reconciler, made just after it
         self.predictor = predictor or self._make_predictor(
-            lambda key, result, error: self.reconciler.prediction_done(key, result, error), job_poll_s)
-        key = load_key(settings)
+            lambda pkey, result, error: self.reconciler.prediction_done(pkey, result, error), job_poll_s, key)
         records = ProfileRecords(kube)
         self.reconciler = Reconciler(settings=settings, kube=kube, cache=self.jobs.get, store=self.store,
                                      predictor=self.predictor, metrics=self.metrics,
@@ -110,15 +111,22 @@ class Controller:
                                      lease_duration_s=duration, renew_deadline_s=renew, retry_period_s=retry,
                                      on_started_leading=self._started_leading,
                                      on_stopped_leading=self._stopped_leading) if settings.leader_election else None
-        self.http = HttpApi("0.0.0.0", settings.http_port, metrics=self.metrics,
-                            verify_token=self.ingest.verify_token, accept_trace=self.ingest.accept_trace,
-                            healthy=self.healthy, ready=self.ready, max_bytes=settings.ingest_max_bytes,
-                            max_inflated_bytes=32 * settings.ingest_max_bytes,
-                            predictions=self.predictor if isinstance(self.predictor, JobPredictor) else None,
-                            lazy_upload_field=STEPS_FIELD)
+        # ingest (profiling and prediction pods) and ops (/metrics, probes) on two ports, or one
+        # when both settings name the same port
+        one_port = settings.metrics_port == settings.http_port and settings.http_port != 0
+        self.http = self._http_api(settings.http_port, BOTH if one_port else frozenset({INGEST}))
+        self.ops_http = None if one_port else self._http_api(settings.metrics_port, frozenset({OPS}))
         self.scheduler = BackgroundScheduler(daemon=True)
 
-    def _make_predictor(self, on_done: Done, job_poll_s: float) -> ProcessPredictor | JobPredictor:
+    def _http_api(self, port: int, serves: frozenset[str]) -> HttpApi:
+        s = self.settings
+        return HttpApi("0.0.0.0", port, metrics=self.metrics, verify_token=self.ingest.verify_token,
+                       accept_trace=self.ingest.accept_trace, healthy=self.healthy, ready=self.ready,
+                       max_bytes=s.ingest_max_bytes, max_inflated_bytes=32 * s.ingest_max_bytes,
+                       predictions=self.predictor if isinstance(self.predictor, JobPredictor) else None,
+                       lazy_upload_field=STEPS_FIELD, serves=serves)
+
+    def _make_predictor(self, on_done: Done, job_poll_s: float, key: bytes) -> ProcessPredictor | JobPredictor:
         s = self.settings
         if s.prediction_backend is PredictionBackend.PROCESS:
             return ProcessPredictor(s.prediction_processes, self.metrics, on_done)
@@ -132,14 +140,18 @@ class Controller:
                                  node_selector=s.prediction_job_node_selector,
                                  tolerations=tuple(t.as_kubernetes() for t in s.prediction_job_tolerations),
                                  priority_class_name=s.prediction_job_priority_class_name,
-                                 run_as_user=s.prediction_job_run_as_user, run_as_group=s.prediction_job_run_as_group)
+                                 run_as_user=s.prediction_job_run_as_user, run_as_group=s.prediction_job_run_as_group,
+                                 owner=f"{s.lease_namespace}/{s.lease_name}")
         return JobPredictor(kube=self.kube, store=self.store, metrics=self.metrics, on_done=on_done, spec=spec,
-                            start_timeout_s=s.prediction_job_start_timeout_s, clock=self.clock, poll_s=job_poll_s)
+                            start_timeout_s=s.prediction_job_start_timeout_s, clock=self.clock, poll_s=job_poll_s,
+                            token_key=key)
 
     # --- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
         self.http.start()
+        if self.ops_http is not None:
+            self.ops_http.start()
         for informer in self.jobs.informers:
             self._spawn("informer" if informer is self.informer else "informer-pytorchjobs", informer.run, self._stop)
         if self.elector is not None:
@@ -164,6 +176,8 @@ class Controller:
         for t in self._threads:
             t.join(timeout=10)
         self.http.stop()
+        if self.ops_http is not None:
+            self.ops_http.stop()
         shutdown = getattr(self.predictor, "shutdown", None)
         if shutdown is not None:
             shutdown()
@@ -267,7 +281,7 @@ class Controller:
             return
         s, now = self.settings, self.clock()
         collect_garbage(self.kube, self.jobs, self.store, self.metrics, now=now, max_age_s=s.gc_period_s,
-                        namespaces=s.namespaces)
+                        namespaces=s.namespaces, opt_in=s.opt_in)
         if isinstance(self.predictor, JobPredictor):
             collect_prediction_jobs(self.kube, self.store, namespace=self.predictor.spec.namespace, now=now,
                                     max_age_s=s.gc_period_s, abandon_after_s=s.prediction_job_timeout_s + s.gc_period_s,

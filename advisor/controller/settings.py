@@ -130,6 +130,24 @@ class Toleration(BaseModel):
         return {name: v for name, v in doc.items() if v is not None and v != ""}
 
 
+class NodeSpeed(BaseModel):
+    """What a node of one kind (one value of a node label) is worth to a worker on it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    speed: float = Field(gt=0, description="compute speed relative to the other entries (1: the reference)")
+    link: str | None = Field(default=None, description="the node's link rate, e.g. 10Gbit/s; none: the job's")
+
+    @field_validator("link")
+    @classmethod
+    def _link_readable(cls, value: str | None) -> str | None:
+        if value is not None and parse_bandwidth(value) <= 0:  # UnitError (a ValueError) names an unknown unit
+            raise ValueError(f"link must be > 0, got {value!r}")
+        return value
+
+    def link_bps(self) -> float | None:
+        return parse_bandwidth(self.link) if self.link else None
+
+
 class PriceSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     worker_per_hour: float = Field(default=1.0, ge=0, description="price of one worker replica per hour")
@@ -210,6 +228,12 @@ class ControllerSettings(BaseSettings):
                                                  "throughput (a log-scale sd; run-to-run spread on the testbed)")
     refit_rule: str = Field(default="posterior", description="how observations update the curve: posterior, "
                             "refit-condition, refit or condition (docs/decisions.md#the-closed-loop-how-a-running-job-corrects-its-own-curve)")
+    # Worker speeds from the nodes the job's workers run on (docs/controller.md, "Worker speeds
+    # from nodes"): node label -> label value -> {speed, link}. Empty: off (and no right on pods
+    # or nodes is needed); the first label of a node found here decides.
+    node_speeds: dict[str, dict[str, NodeSpeed]] = Field(default_factory=dict, description="e.g. "
+                                                         "{node.kubernetes.io/instance-type: {p3.2xlarge: {speed: 1, "
+                                                         "link: 10Gbit/s}}}")
     # Profiling runs.
     profiling_steps: int = Field(default=100, ge=10, le=10_000)
     profiling_warmup_steps: int = Field(default=5, ge=0)
@@ -235,7 +259,12 @@ class ControllerSettings(BaseSettings):
     prediction_job_run_as_user: int = Field(default=65532, ge=1, description="the image's user; non-root")
     prediction_job_run_as_group: int = Field(default=65532, ge=0)
     # Plumbing.
-    http_port: int = Field(default=8080, ge=0, le=65535, description="0 picks a free port (tests)")
+    http_port: int = Field(default=8080, ge=0, le=65535, description="trace ingest and prediction Jobs' "
+                                                                      "requests; 0 picks a free port (tests)")
+    # /metrics and the probes on a port of their own, so a NetworkPolicy can open ingest to
+    # profiling pods and metrics to Prometheus separately; equal to http_port: one port for all.
+    metrics_port: int = Field(default=8081, ge=0, le=65535, description="/metrics, /healthz, /readyz; "
+                                                                        "0 picks a free port (tests)")
     ingest_url: str = Field(default="http://advisor.advisor-system.svc:8080", description="how pods reach us")
     ingest_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     # The key profiling runs' upload tokens are derived from (controller/state/tokens.py): the same on
@@ -282,6 +311,15 @@ class ControllerSettings(BaseSettings):
         for key, label in value.items():
             if problem := label_key_problem(key) or label_value_problem(label):
                 raise ValueError(problem)
+        return value
+
+    @field_validator("node_speeds")
+    @classmethod
+    def _node_speed_labels(cls, value: dict[str, dict[str, NodeSpeed]]) -> dict[str, dict[str, NodeSpeed]]:
+        for key, values in value.items():
+            for label in values:
+                if problem := label_key_problem(key) or label_value_problem(label):
+                    raise ValueError(problem)
         return value
 
     @field_validator("prediction_job_priority_class_name")

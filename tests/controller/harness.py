@@ -47,7 +47,8 @@ def settings_for(tmp: Path, **overrides: Any) -> ControllerSettings:
     tmp.mkdir(parents=True, exist_ok=True)
     port = overrides.pop("http_port", None) or free_port()
     base: dict[str, Any] = dict(
-        namespaces=[NS], store_path=tmp / "advisor.db", http_port=port, ingest_url=f"http://127.0.0.1:{port}",
+        namespaces=[NS], store_path=tmp / "advisor.db", http_port=port, metrics_port=0,
+        ingest_url=f"http://127.0.0.1:{port}",
         lease_namespace=NS, identity="replica-a", max_workers=4, prediction_target=0.05, resync_period_s=5,
         gc_period_s=3600, prices={"worker_per_hour": 1.0, "ps_per_hour": 1.0}, ingest_key=INGEST_KEY)
     base.update(overrides)

@@ -5,26 +5,35 @@ needs is in the cluster (the job's annotations, the profile's ConfigMap, the der
 The leader is killed as the kubelet kills a pod that does not stop (SIGKILL, its prediction
 workers too) at two moments: while the job is being profiled, and while its prediction runs.
 Each time the surviving replica finishes the job, with the one profiling run the job ever had
-and the token the profiling pod holds. The in-process test shows the standby taking the upload
+and the token the profiling pod holds. With the job backend, the prediction Job running when the
+leader dies is adopted by the survivor: one Job, its answer applied once. The in-process test shows the standby taking the upload
 itself (readiness = able to serve) before it leads.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
+import threading
+import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from advisor.controller.jobs.tfjob import PREFIX
 from tests.controller.harness import (
-    INGEST_KEY, NS, create_tfjob, phase, profiling_jobs, settings_for, start_controller, upload_as_profiling_pod,
-    wait_for,
+    INGEST_KEY, JOB_IMAGE, NS, create_tfjob, phase, profiling_jobs, settings_for, start_controller,
+    upload_as_profiling_pod, wait_for,
 )
 from tests.controller.tfjobs import tfjob
 from tests.deploy.controller_process import ControllerProcess, descendants, settings_for_process
 from tests.kube_emulator import KubeEmulator
+from tests.kube_emulator.job_runner import JobRunner
 
 LEASE = "advisor-leader"
 REPO = Path(__file__).resolve().parents[2]
@@ -58,6 +67,10 @@ def two_replicas(emu: KubeEmulator, tmp_path: Path, **overrides: Any) -> dict[st
     for ctl in replicas.values():
         ctl.wait_for_probe("/readyz")  # both Ready: a standby serves too
     return replicas
+
+
+def prediction_jobs(emu: KubeEmulator) -> list[dict[str, Any]]:
+    return emu.list("jobs.batch", NS, label_selector=f"{PREFIX}role=prediction")
 
 
 def patches_of(emu: KubeEmulator, name: str) -> int:
@@ -120,7 +133,9 @@ def test_a_standby_with_its_own_store_takes_the_upload_and_the_leader_finishes(e
         wait_for("Predicted", lambda: phase(emu, "relay") == "Predicted", timeout_s=60)
         assert standby.store.runs() == []  # the standby reconciled nothing and recorded nothing locally
         assert leader.store.profile_sha(pj["metadata"]["annotations"]["training-advisor.io/profiling-for-uid"], 1)
-        # the run is over: its token opens nothing any more, on either replica
+        # the run is over (the leader's store says so just after the annotations): its token opens
+        # nothing any more, on either replica
+        wait_for("the run over", lambda: leader.store.runs(state="predicted"))
         assert upload_as_profiling_pod(emu, pj, body, port=standby.http.port).status == 403
         assert upload_as_profiling_pod(emu, pj, body, port=leader.http.port).status == 403
     finally:
@@ -157,3 +172,134 @@ def test_a_new_leader_with_its_own_store_leaves_a_finished_job_finished(emu, bod
         assert creates(emu, "tfjobs") == 4  # two jobs, two profiling runs: none after the new start
     finally:
         second.stop()
+
+
+class ProcessService:
+    """The controller's Service in front of replicas that are OS processes: each request goes to
+    the next replica, in turn, whose ``/readyz`` answers 200 (the Service's endpoints; 503 when
+    none is). ``hold_results`` keeps a pod's answer (``PUT .../result``) waiting at the Service, so
+    the leader can be killed at a known point. ``served``: (method, path, status, identity)."""
+
+    def __init__(self) -> None:
+        self.replicas: list[ControllerProcess] = []
+        self.served: list[tuple[str, str, int, str]] = []
+        self.held, self._pass = threading.Event(), threading.Event()
+        self._pass.set()
+        self._turn = itertools.count()
+        service = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                service.forward(self)
+
+            do_PUT = do_GET  # noqa: N815
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> ProcessService:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pass.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+    def hold_results(self) -> None:
+        self._pass.clear()
+
+    def release_results(self) -> None:
+        self._pass.set()
+
+    def forward(self, request: BaseHTTPRequestHandler) -> None:
+        body = request.rfile.read(int(request.headers.get("Content-Length") or 0))
+        if request.path.endswith("/result") and not self._pass.is_set():
+            self.held.set()
+            self._pass.wait(timeout=50)  # under the pod's 60 s socket timeout
+        ready = [c for c in list(self.replicas) if _ready(c)]
+        if not ready:
+            return _answer(request, 503, {}, b"no ready endpoint")
+        replica = ready[next(self._turn) % len(ready)]
+        headers = {h: request.headers[h] for h in ("Authorization", "Content-Type", "Accept", "Accept-Encoding")
+                   if request.headers.get(h)}
+        upstream = urllib.request.Request(f"http://127.0.0.1:{replica.settings['http_port']}{request.path}",
+                                          data=body or None, method=request.command, headers=headers)
+        try:
+            with urllib.request.urlopen(upstream, timeout=30) as resp:
+                status, got, raw = resp.status, resp.headers, resp.read()
+        except urllib.error.HTTPError as exc:
+            status, got, raw = exc.code, exc.headers, exc.read()
+        self.served.append((request.command, request.path, status, replica.settings["identity"]))
+        _answer(request, status, {h: got[h] for h in ("Content-Type", "Content-Encoding", "Retry-After")
+                                  if got.get(h)}, raw)
+
+
+def predicted_events(emu: KubeEmulator, name: str) -> list[dict[str, Any]]:
+    return [e for e in emu.list("events", NS) if e["involvedObject"]["name"] == name and e["reason"] == "Predicted"]
+
+
+def _ready(ctl: ControllerProcess) -> bool:
+    try:
+        return ctl.get("/readyz", timeout_s=2)[0] == 200
+    except OSError:  # killed: its port refuses
+        return False
+
+
+def _answer(request: BaseHTTPRequestHandler, status: int, headers: dict[str, str], raw: bytes) -> None:
+    request.send_response(status)
+    for name, value in headers.items():
+        request.send_header(name, value)
+    request.send_header("Content-Length", str(len(raw)))
+    request.end_headers()
+    request.wfile.write(raw)
+
+
+def test_kill_9_of_the_leader_mid_prediction_job_adopts_the_job(emu: KubeEmulator, body: bytes,
+                                                                 tmp_path: Path) -> None:
+    """Job backend, each replica its own store: the leader is SIGKILLed while its prediction Job
+    runs. The new leader finds the Job in the cluster and adopts it: the pod's answer lands there,
+    no second Job runs, and the prediction is applied once."""
+    with ProcessService() as service, JobRunner(emu, NS) as runner:
+        replicas = two_replicas(emu, tmp_path, prediction_backend="job", prediction_job_image=JOB_IMAGE,
+                                ingest_url=service.url)
+        try:
+            leader_name = wait_for("a leader", lambda: holder(emu), timeout_s=30)
+            leader = replicas[leader_name]
+            survivor = next(c for n, c in replicas.items() if n != leader_name)
+            service.replicas = [survivor, leader]  # the standby first: the pod's first request goes there
+            service.hold_results()
+            create_tfjob(emu, tfjob("steady"))
+            pj = wait_for("the profiling run", lambda: profiling_jobs(emu), timeout_s=30)[0]
+            assert upload_as_profiling_pod(emu, pj, body, port=leader.settings["http_port"]).status == 202
+            (job,) = wait_for("the prediction Job", lambda: prediction_jobs(emu), timeout_s=30)
+            name, key = job["metadata"]["name"], job["metadata"]["labels"][PREFIX + "prediction-key"]
+            wait_for("the pod's answer", service.held.is_set, timeout_s=90)
+            # the standby, which runs no attempt, sent the pod on (503) instead of refusing it
+            inputs = [(status, who) for method, path, status, who in service.served if path.endswith("/input")]
+            assert inputs == [(503, survivor.settings["identity"]), (200, leader_name)]
+            assert phase(emu, "steady") == "Predicting"
+
+            kill_9(leader)  # mid-prediction: the Job runs, its answer waits at the Service
+            service.replicas = [survivor]
+            wait_for("the survivor leads", lambda: holder(emu) == survivor.settings["identity"], timeout_s=40)
+            service.release_results()
+            wait_for("Predicted", lambda: phase(emu, "steady") == "Predicted", timeout_s=120)
+
+            (run,) = wait_for("the pod's exit", lambda: runner.runs, timeout_s=30)  # one pod ran...
+            assert run.job == name and run.exit_code == 0, run.output
+            assert [j["metadata"]["name"] for j in prediction_jobs(emu)] == [name]  # ...the one Job
+            assert [c.code for c in emu.calls(verb="create", resource="jobs") if c.code < 300] == [201]
+            results = [(status, who) for method, path, status, who in service.served if path.endswith("/result")]
+            assert results[-1] == (202, survivor.settings["identity"]) and all(s == 503 for s, _ in results[:-1])
+            # applied once: one Predicted event, one prediction by the survivor, through a resync (5 s)
+            wait_for("the Predicted event", lambda: predicted_events(emu, "steady"), timeout_s=10)
+            time.sleep(6)
+            assert len(predicted_events(emu, "steady")) == 1
+            assert 'advisor_predictions_total{outcome="succeeded"} 1.0' in survivor.metrics_text()
+        finally:
+            for ctl in replicas.values():
+                ctl.stop()

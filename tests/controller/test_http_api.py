@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from advisor.controller.web.http_api import HttpApi, IngestResult
+from advisor.controller.web.http_api import INGEST, OPS, HttpApi, IngestResult
 from advisor.controller.web.metrics import Metrics
 from advisor.errors import HttpApiError
 
@@ -477,13 +477,18 @@ def test_access_log_goes_through_logging_not_stderr(api: HttpApi, caplog: pytest
 KEY = "0123456789abcdef01234567"
 
 
+ELSEWHERE = "token-of-an-attempt-another-replica-runs"
+
+
 @dataclass
 class Predictions:
     """Stands in for the JobPredictor: one running prediction, its input, the answers it got."""
 
     answers: list[dict[str, Any]] = field(default_factory=list)
 
-    def verify_prediction_token(self, key: str, token: str) -> bool:
+    def verify_prediction_token(self, key: str, token: str) -> bool | None:
+        if token == ELSEWHERE:
+            return None  # a live Job's token for an attempt another replica runs
         return (key, token) == (KEY, TOKEN)
 
     def prediction_input(self, key: str) -> IngestResult:
@@ -558,3 +563,46 @@ def test_a_prediction_answer_is_handed_over(job_api: tuple[HttpApi, Predictions]
 def test_without_the_job_backend_there_are_no_prediction_routes(api: HttpApi) -> None:
     reply = request(api, "GET", f"/v1/predictions/{KEY}/input", headers={"Authorization": f"Bearer {TOKEN}"})
     assert reply.status == 404
+
+
+# -- two ports: ingest and ops -------------------------------------------------------------------
+
+
+def test_ingest_and_ops_ports_serve_only_their_own_routes(controller: Controller, metrics: Metrics) -> None:
+    """A NetworkPolicy opens each port to its own clients, so neither may answer the other's
+    routes: the ingest port takes uploads but no scrape or probe; the ops port the reverse."""
+    ingest = make_api(controller, metrics, serves=frozenset({INGEST}))
+    ops = make_api(controller, metrics, serves=frozenset({OPS}))
+    ingest.start()
+    ops.start()
+    try:
+        assert upload(ingest).status == 202 and len(controller.received) == 1
+        reply = upload(ops)
+        assert reply.status == 404 and "it serves /metrics, /healthz and /readyz" in reply.json()["message"]
+        assert len(controller.received) == 1  # nothing reached accept_trace through the ops port
+        for path in ("/metrics", "/healthz", "/readyz"):
+            assert request(ops, "GET", path).status == 200
+            refused = request(ingest, "GET", path)
+            assert refused.status == 404 and "served on the metrics port" in refused.json()["message"]
+        assert b"advisor_ingest_accepted_total 1.0" in request(ops, "GET", "/metrics").body
+    finally:
+        ingest.stop()
+        ops.stop()
+
+
+def test_serves_names_known_routes_only(controller: Controller, metrics: Metrics) -> None:
+    for bad in (frozenset(), frozenset({"admin"})):
+        with pytest.raises(ValueError, match="serves must name some of"):
+            make_api(controller, metrics, serves=bad)
+
+
+def test_a_token_this_replica_does_not_know_yet_is_retried_not_refused(job_api: tuple[HttpApi, Predictions]) -> None:
+    """503 with Retry-After: the pod retries, and the Service takes it to the replica running the
+    attempt (or this one, once it adopted it); a 403 would end the pod for good."""
+    api, predictions = job_api
+    auth = {"Authorization": f"Bearer {ELSEWHERE}", "Content-Type": "application/json"}
+    for method, part, body in (("GET", "input", None), ("PUT", "result", b"{}")):
+        reply = request(api, method, f"/v1/predictions/{KEY}/{part}", body, auth)
+        assert (reply.status, reply.headers["Retry-After"]) == (503, "2")
+        assert "not known to this replica (yet)" in reply.json()["message"]
+    assert predictions.answers == []

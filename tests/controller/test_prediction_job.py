@@ -9,7 +9,8 @@ import pytest
 
 from advisor.controller.pipeline.job_client import EXIT_FINAL
 from advisor.controller.pipeline.prediction_job import (
-    PredictionJobSpec, assess, build_prediction_job, build_token_secret, parse_time, prediction_job_name,
+    Found, PredictionJobSpec, adoptable, assess, attempt_of, build_prediction_job, build_token_secret, parse_time,
+    prediction_job_name,
 )
 from tests.kube_emulator.batch import job_causes
 from tests.kube_emulator.job_runner import EndedPod, policy_action
@@ -174,3 +175,52 @@ def test_an_unschedulable_pod_is_noted_but_left_to_the_jobs_deadline() -> None:
 def test_parse_time() -> None:
     assert parse_time("1970-01-01T00:01:00Z") == 60.0
     assert parse_time(None) is None and parse_time("yesterday") is None
+
+
+# --- what a new leader adopts ------------------------------------------------------------------
+
+OWNER = "advisor-system/advisor-leader"
+
+
+def made(attempt: int, *, owner: str = OWNER, started: str = "2025-01-01T00:05:00Z",
+         condition: str | None = None) -> dict[str, Any]:
+    """A prediction Job as the cluster shows it: made by this code, started at ``started``."""
+    job = build_prediction_job(KEY, attempt, replace(SPEC, owner=owner), attempt_id=f"{1735689900 + attempt}.000000")
+    job["metadata"]["creationTimestamp"] = started
+    job["status"] = {"startTime": started}
+    if condition:
+        job["status"]["conditions"] = [{"type": condition, "status": "True"}]
+    return job
+
+
+def test_a_running_job_of_this_controller_is_adopted_the_latest_first() -> None:
+    found = adoptable([made(1, condition="Failed"), made(3), made(2)], KEY, owner=OWNER, now=NOW)
+    assert found.job is not None and found.job["metadata"]["name"] == prediction_job_name(KEY, 3)
+    assert found.highest_attempt == 3
+
+
+@pytest.mark.parametrize(("job", "why"), [
+    (made(1, condition="Complete"), "its answer went to a replica that is gone"),
+    (made(1, condition="Failed"), "failed"),
+    (made(1, started="2025-01-01T00:10:00Z", condition="FailureTarget"), "failing"),
+    (made(1, started="2024-12-31T23:54:59Z"), "past activeDeadlineSeconds (900 s) at NOW"),
+    (made(1, owner="other-ns/advisor-leader"), "another controller's"),
+    (made(1, owner=""), "no owner: made before tokens were derived"),
+])
+def test_a_job_that_cannot_be_adopted_is_replaced_under_a_free_name(job: dict[str, Any], why: str) -> None:
+    found = adoptable([job], KEY, owner=OWNER, now=NOW)
+    assert found.job is None, why
+    assert found.highest_attempt == 1  # the next attempt is 2: its name is free
+
+
+def test_a_job_within_its_deadline_is_adopted() -> None:
+    # NOW is 00:10:00; started at 23:55:00 the day before, the Job is 900 s old: at its
+    # activeDeadlineSeconds (900), not past it; a second earlier it is past it
+    assert adoptable([made(1, started="2024-12-31T23:55:00Z")], KEY, owner=OWNER, now=NOW).job is not None
+    assert adoptable([made(1, started="2024-12-31T23:54:59Z")], KEY, owner=OWNER, now=NOW).job is None
+
+
+def test_jobs_of_other_keys_and_names_count_for_nothing() -> None:
+    other = build_prediction_job("f" * 24, 7, replace(SPEC, owner=OWNER), attempt_id="1.000000")
+    assert adoptable([other], KEY, owner=OWNER, now=NOW) == Found(None, 0)
+    assert attempt_of(prediction_job_name(KEY, 12), KEY) == 12 and attempt_of("advisor-predict-x-1", KEY) is None

@@ -276,10 +276,20 @@ def test_a_prediction_job_attempt_runs_once_and_the_next_follows_a_finished_one(
     done = must(store.prediction_job("k"))
     assert (done.state, done.result_json, done.token, done.updated) == ("succeeded", '{"curve": []}', None, 3.0)
     assert store.prediction_job_input("k") is None  # the input is dropped with the attempt
-    assert store.start_prediction_job("k", 3, "job-3", "{}", "{}", now=5.0) is None  # attempts go one by one
-    second = must(store.start_prediction_job("k", 2, "job-2", "{}", "{}", now=5.0))
-    assert (second.attempt, second.state, second.result_json) == (2, "running", None)
+    assert store.start_prediction_job("k", 1, "job-1", "{}", "{}", now=5.0) is None  # never an earlier one again
+    # a later number may skip (the cluster holds Jobs of attempts this store never knew), once
+    second = must(store.start_prediction_job("k", 3, "job-3", "{}", "{}", now=5.0))
+    assert (second.attempt, second.state, second.result_json) == (3, "running", None)
     assert must(second.token) != must(first.token)
+    assert store.start_prediction_job("k", 4, "job-4", "{}", "{}", now=6.0) is None  # 3 runs: no other
+
+
+def test_an_adopted_attempt_keeps_its_start_time_and_token(store: Store) -> None:
+    """A Job another replica started: its record keeps the Job's start (its attempt id) and the
+    token derived for it, not a fresh one."""
+    row = must(store.start_prediction_job("k", 2, "job-2", "{}", "{}", now=9.0, token="derived", started=4.5))
+    assert (row.attempt, row.started, row.updated, row.token) == (2, 4.5, 9.0, "derived")
+    assert store.verify_prediction_token("k", "derived") is True
 
 
 def test_a_prediction_token_is_valid_for_its_running_attempt_only(store: Store) -> None:

@@ -117,7 +117,7 @@ def scraped_controller(workdir: Path, *, rule_files: Sequence[Path] = ()) -> Ite
         (workdir / "prometheus").mkdir(parents=True, exist_ok=True)
         worker = stack.enter_context(training_worker(TRAINING_EXAMPLES_PER_S))
         start = time.time()
-        target = f"127.0.0.1:{settings['http_port']}"
+        target = f"127.0.0.1:{settings['metrics_port']}"
         prom = stack.enter_context(PrometheusServer(workdir / "prometheus", target, rule_files=rule_files,
                                                     scrape_configs=operator_scrape_configs(target, worker.port)))
         flow = Flow(emu, controller, prom, start)

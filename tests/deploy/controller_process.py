@@ -43,6 +43,7 @@ def settings_for_process(workdir: Path, **overrides: Any) -> dict[str, Any]:
     port = overrides.pop("http_port", None) or free_port()
     settings: dict[str, Any] = {
         "namespaces": [NS], "store_path": str(workdir / "advisor.db"), "http_port": port,
+        "metrics_port": overrides.pop("metrics_port", None) or free_port(),
         "ingest_url": f"http://127.0.0.1:{port}", "leader_election": False, "lease_namespace": NS,
         "identity": "advisor-0", "max_workers": 4, "prediction_target": 0.05, "log_level": "WARNING",
         "prices": {"worker_per_hour": 1.0, "ps_per_hour": 1.0},
@@ -77,7 +78,8 @@ class ControllerProcess:
                  env: Mapping[str, str] | None = None) -> None:
         self.emu, self.workdir, self.settings = emu, workdir, dict(settings)
         self.extra_env = dict(env or {})
-        self.url = f"http://127.0.0.1:{self.settings['http_port']}"
+        # the metrics port: /metrics and the probes (uploads go to settings["http_port"])
+        self.url = f"http://127.0.0.1:{self.settings.get('metrics_port') or self.settings['http_port']}"
         self.log_path = workdir / "controller.log"
         self._process: subprocess.Popen[bytes] | None = None
 

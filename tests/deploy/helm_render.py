@@ -46,6 +46,8 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
             "cluster_capacity": {"workers": 24, "nvidia.com/gpu": 8},
             "prices": {"worker_per_hour": 3.06, "ps_per_hour": 0.4,
                        "node_types": {"p3.2xlarge": {"worker_per_hour": 3.06, "ps_per_hour": 3.06}}},
+            "node_speeds": {"node.kubernetes.io/instance-type": {"p3.2xlarge": {"speed": 1.0, "link": "10Gbit/s"},
+                                                                 "p2.xlarge": {"speed": 0.3, "link": "1Gbit/s"}}},
         },
     },
     # Production hardening: HTTPS with a cert-manager certificate, a NetworkPolicy, a PDB over two replicas.

@@ -172,6 +172,7 @@ def declared_calls(config: Mapping[str, Any], release_namespace: str,
         "leader_election": bool(config.get("leader_election", True)),
         "job_backend": config.get("prediction_backend", "process") == "job",
         "cluster_mode": bool(config.get("cluster_mode", False)),
+        "node_speeds": bool(config.get("node_speeds")),
     }
     watched: list[str | None] = list(config.get("namespaces") or []) or [None]
     scopes: dict[str, list[str | None]] = {"watched": watched, "release": [release_namespace], "cluster": [None]}

@@ -25,7 +25,7 @@ from tests.deploy.helm_render import (
 )
 
 # Chart-managed settings: set from other values, never in `config` (see values.yaml).
-CHART_MANAGED = {"http_port", "store_path", "lease_namespace", "identity", "kubeconfig", "kube_context",
+CHART_MANAGED = {"http_port", "metrics_port", "store_path", "lease_namespace", "identity", "kubeconfig", "kube_context",
                  "ingest_key", "ingest_key_file"}
 # Optional settings whose `None` the chart writes as an empty value ("" or 0) and leaves out of
 # the settings file, so the controller's own default applies.
@@ -70,7 +70,7 @@ def _check_operator_object(obj: dict[str, Any]) -> None:
     assert obj["apiVersion"] == "monitoring.coreos.com/v1"
     if obj["kind"] == "ServiceMonitor":
         (endpoint,) = obj["spec"]["endpoints"]
-        assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
+        assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
         assert obj["spec"]["selector"]["matchLabels"]
     elif obj["kind"] == "PodMonitor":
         (endpoint,) = obj["spec"]["podMetricsEndpoints"]
@@ -117,11 +117,12 @@ def test_deployment_is_hardened_and_probed(value_set: tuple[str, dict[str, Any]]
     assert sc["capabilities"]["drop"] == ["ALL"]
     assert container["resources"]["requests"] and container["resources"]["limits"]
     assert container["args"] == ["controller"]  # the image's ENTRYPOINT is `advisor`
-    (port,) = container["ports"]
-    assert port == {"name": "http", "containerPort": values["containerPort"], "protocol": "TCP"}
+    assert container["ports"] == [{"name": "http", "containerPort": values["containerPort"], "protocol": "TCP"},
+                                  {"name": "metrics", "containerPort": values["metricsPort"], "protocol": "TCP"}]
     scheme = {"scheme": "HTTPS"} if values.get("tls", {}).get("enabled") else {}
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http", **scheme}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http", **scheme}
+    # the probes go to the metrics port, which the controller serves them on (not the ingest port)
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics", **scheme}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics", **scheme}
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
@@ -129,11 +130,15 @@ def test_deployment_is_hardened_and_probed(value_set: tuple[str, dict[str, Any]]
     assert Path(env["ADVISOR_CONFIG_FILE"]["value"]).parent == Path(next(p for p, n in mounts.items() if n == "config"))
 
 
-def test_service_exposes_the_container_port(value_set: tuple[str, dict[str, Any]]) -> None:
+def test_service_exposes_the_ingest_and_metrics_ports(value_set: tuple[str, dict[str, Any]]) -> None:
     values = merged_values(value_set[1])
     objects = render_objects(value_set[1])
-    (port,) = only(objects, "Service")["spec"]["ports"]
-    assert port["port"] == values["service"]["port"] and port["targetPort"] == "http"
+    ingest, metrics = only(objects, "Service")["spec"]["ports"]
+    assert (ingest["name"], ingest["port"], ingest["targetPort"]) == ("http", values["service"]["port"], "http")
+    assert (metrics["name"], metrics["port"], metrics["targetPort"]) == (
+        "metrics", values["service"]["metricsPort"], "metrics")
+    if values["serviceMonitor"]["enabled"]:  # Prometheus scrapes the metrics port, never ingest
+        assert [e["port"] for e in only(objects, "ServiceMonitor")["spec"]["endpoints"]] == ["metrics"]
     selector = only(objects, "Service")["spec"]["selector"]
     labels = only(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert selector.items() <= labels.items()
@@ -164,6 +169,7 @@ def test_settings_file_is_accepted_by_the_controller(value_set: tuple[str, dict[
     expected_ingest = values["config"]["ingest_url"] or f"{scheme}://{fullname}.{NAMESPACE}.svc:{values['service']['port']}"
     assert settings.ingest_url == expected_ingest
     assert settings.http_port == values["containerPort"]
+    assert settings.metrics_port == values["metricsPort"] != settings.http_port
     assert settings.store_path.parent == Path(values["persistence"]["mountPath"])
     assert settings.namespaces == values["config"]["namespaces"]
     assert settings.prediction_backend.value == values["config"]["prediction_backend"]
@@ -205,6 +211,8 @@ def test_defaults_match_the_controller() -> None:
         ({"config": {"prices": {"worker_per_hour": -1}}}, "/config/prices/worker_per_hour"),
         ({"config": {"namespaces": ["ML_Team"]}}, "/config/namespaces/0"),
         ({"config": {"prediction_backend": "lambda"}}, "/config/prediction_backend"),
+        ({"config": {"node_speeds": {"node.kubernetes.io/instance-type": {"p2.xlarge": {"speed": -1}}}}},
+         "/config/node_speeds/node.kubernetes.io~1instance-type/p2.xlarge/speed"),
         ({"replicaCount": 0}, "/replicaCount"),
         ({"image": {"digest": "latest"}}, "/image/digest"),
         ({"serviceMonitor": {"interval": 30}}, "/serviceMonitor/interval"),
@@ -339,36 +347,82 @@ def test_hardening_options_refuse_contradictions(values: dict[str, Any], complai
         render(values)
 
 
-def test_network_policy_admits_training_pods_prediction_pods_and_prometheus_only() -> None:
-    policy = only(render_objects(VALUE_SETS["hardened-tls-netpol-pdb"]), "NetworkPolicy")
+def _rules_by_port(policy: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """port name -> the peers its rule admits; each rule names exactly one port."""
+    rules = {}
+    for rule in policy["spec"]["ingress"]:
+        (port,) = rule["ports"]
+        assert port["protocol"] == "TCP" and port["port"] not in rules
+        rules[port["port"]] = rule["from"]
+    return rules
+
+
+PROFILING_PODS = {"matchLabels": {"training-advisor.io/role": "profiling"}}
+PROMETHEUS = {"namespaceSelector": {}, "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
+
+
+def test_network_policy_opens_ingest_to_profiling_pods_and_metrics_to_prometheus_only() -> None:
+    objects = render_objects(VALUE_SETS["hardened-tls-netpol-pdb"])
+    policy = only(objects, "NetworkPolicy")
     spec = policy["spec"]
     assert spec["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "advisor",
                                                    "app.kubernetes.io/instance": "advisor"}
     assert spec["policyTypes"] == ["Ingress"]
-    (rule,) = spec["ingress"]
-    assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
-    training, prometheus = rule["from"]
-    # training operator pods, only in the watched namespaces
-    assert training["podSelector"] == {"matchExpressions": [{"key": "training.kubeflow.org/job-name",
-                                                             "operator": "Exists"}]}
-    assert training["namespaceSelector"] == {"matchExpressions": [
-        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["ml-a"]}]}
-    assert prometheus == {"namespaceSelector": {}, "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
-    # the job backend's prediction pods (release namespace) are admitted with it
-    job = only(render_objects({"networkPolicy": {"enabled": True}, "config": {"prediction_backend": "job"}}),
-               "NetworkPolicy")
-    peers = job["spec"]["ingress"][0]["from"]
-    assert {"podSelector": {"matchLabels": {"training-advisor.io/role": "prediction"}}} in peers
-    assert peers[0]["namespaceSelector"] == {}  # every namespace is watched
+    rules = _rules_by_port(policy)
+    assert set(rules) == {"http", "metrics"}
+    # ingest: the profiling pods (the controller's label), only in the watched namespaces; not the
+    # job's other training pods (no operator label here), not Prometheus
+    assert rules["http"] == [{"podSelector": PROFILING_PODS, "namespaceSelector": {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["ml-a"]}]}}]
+    # metrics and probes: Prometheus only
+    assert rules["metrics"] == [PROMETHEUS]
+    # the names in the policy are the container's ports, and those are what the controller serves
+    container = only(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    settings = rendered_settings(objects)
+    assert ports == {"http": settings["http_port"], "metrics": settings["metrics_port"]}
+
+
+def test_network_policy_follows_the_backend_the_namespaces_and_the_values() -> None:
+    values: dict[str, Any] = {"networkPolicy": {"enabled": True, "extraFrom": [{"ipBlock": {"cidr": "10.0.0.0/8"}}],
+                                                "metricsFrom": [{"namespaceSelector": {"matchLabels": {
+                                                    "kubernetes.io/metadata.name": "monitoring"}}}]},
+                              "config": {"prediction_backend": "job"}}
+    rules = _rules_by_port(only(render_objects(values), "NetworkPolicy"))
+    # every namespace is watched: profiling pods from any namespace; the prediction pods (release
+    # namespace: no namespaceSelector) with the job backend; extraFrom reaches ingest, not metrics
+    assert rules["http"] == [{"podSelector": PROFILING_PODS, "namespaceSelector": {}},
+                             {"podSelector": {"matchLabels": {"training-advisor.io/role": "prediction"}}},
+                             {"ipBlock": {"cidr": "10.0.0.0/8"}}]
+    assert rules["metrics"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    # no metricsFrom: nobody reaches the metrics port (a rule without peers would admit everyone)
+    closed = _rules_by_port(only(render_objects({"networkPolicy": {"enabled": True, "metricsFrom": []}}),
+                                 "NetworkPolicy"))
+    assert set(closed) == {"http"}
     assert "NetworkPolicy" not in {o["kind"] for o in render_objects({})}
 
 
 def test_network_policy_selects_the_pods_the_controller_creates() -> None:
-    """The peers match the labels the training operator and the controller put on their pods."""
-    from advisor.controller.jobs import tfjob
-    from advisor.controller.pipeline import prediction_job
+    """The peers match the labels the controller puts on its pods: the profiling run's pod
+    templates (every kind) and the prediction Job's."""
+    from advisor.controller.jobs.kinds import kind_of_view, parse_job
+    from advisor.controller.jobs.tfjob import ProfilingSpec
+    from advisor.controller.pipeline.prediction_job import PredictionJobSpec, build_prediction_job
+    from tests.controller.tfjobs import mwms_tfjob, pytorchjob, tfjob, with_uid
 
-    assert tfjob.ROLE_LABEL == "training-advisor.io/role" and prediction_job.ROLE == "prediction"
+    spec = ProfilingSpec("http://advisor.advisor-system.svc:8080", 100, 5, 1800, token="t")
+    for body in (with_uid(tfjob("ps-job")), with_uid(mwms_tfjob("mwms-job")), with_uid(pytorchjob("ddp-job"))):
+        view = parse_job(body)
+        run = kind_of_view(view).build_profiling_run(body, view, spec, 1)
+        (specs,) = [v for k, v in run["spec"].items() if k.endswith("ReplicaSpecs")]
+        for replica in specs.values():
+            assert replica["template"]["metadata"]["labels"].items() >= PROFILING_PODS["matchLabels"].items()
+        (own,) = [v for k, v in body["spec"].items() if k.endswith("ReplicaSpecs")]
+        for replica in own.values():  # the job's own pods are not labelled so
+            assert "training-advisor.io/role" not in (replica["template"].get("metadata") or {}).get("labels", {})
+    job = build_prediction_job("ab" * 12, 1, PredictionJobSpec(namespace="advisor-system", image="advisor:0.1.0",
+                                                                controller_url="http://x", timeout_s=60))
+    assert job["spec"]["template"]["metadata"]["labels"]["training-advisor.io/role"] == "prediction"
 
 
 def test_pod_disruption_budget_keeps_one_of_two() -> None:

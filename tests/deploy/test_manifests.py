@@ -90,7 +90,8 @@ def test_example_tfjob_runs_the_example_program_with_its_flags() -> None:
 def controller_annotations() -> set[str]:
     """Every training-advisor.io/ key the controller's modules define."""
     keys: set[str] = set()
-    for name in ("pipeline.annotations", "pipeline.policy", "pipeline.deadline", "jobs.tfjob"):
+    for name in ("pipeline.annotations", "pipeline.policy", "pipeline.deadline", "jobs.tfjob", "state.formats",
+                 "state.records", "pipeline.prediction_job"):
         module = pytest.importorskip(f"advisor.controller.{name}", reason="controller dependencies missing")
         keys |= {v for v in vars(module).values()
                  if isinstance(v, str) and re.fullmatch(r"training-advisor\.io/[\w.-]+", v)}

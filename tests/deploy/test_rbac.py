@@ -38,7 +38,7 @@ def test_rbac_calls_file_is_well_formed() -> None:
         assert set(entry) <= {"group", "resource", "subresource", "verbs", "scope", "when", "why"}, entry
         assert set(entry["verbs"]) <= verbs and entry["verbs"], entry
         assert entry["scope"] in ("watched", "release", "cluster") and entry.get("when", "always") in (
-            "always", "leader_election", "job_backend", "cluster_mode"), entry
+            "always", "leader_election", "job_backend", "cluster_mode", "node_speeds"), entry
         assert entry["why"], "say why the controller needs it"
 
 
@@ -254,7 +254,9 @@ RBAC_DOCS = (Path(__file__).resolve().parents[2] / "helm" / "advisor" / "README.
              Path(__file__).resolve().parents[2] / "docs" / "deploy.md")
 WHERE = {"watched namespaces": "watched", "release namespace": "release", "cluster-scoped": "cluster"}
 WHEN = {"always": "always", "`config.leader_election`": "leader_election",
-        "`config.prediction_backend: job`": "job_backend", "`config.cluster_mode`": "cluster_mode"}
+        "`config.prediction_backend: job`": "job_backend", "`config.cluster_mode`": "cluster_mode",
+        "`config.node_speeds`": "node_speeds"}
+NODE_SPEEDS = {"node.kubernetes.io/instance-type": {"p3.2xlarge": {"speed": 1.0}}}
 
 
 def documented_rbac(path: Path) -> set[tuple[str, str, str, str, frozenset[str]]]:
@@ -277,7 +279,8 @@ def rendered_rbac() -> set[tuple[str, str, str, str, frozenset[str]]]:
     """The same rows, from the chart's rendered roles: each rule's condition found by switching it on alone."""
     base = {"leader_election": False, "prediction_backend": "process"}
     configs = {"always": base, "leader_election": {**base, "leader_election": True},
-               "job_backend": {**base, "prediction_backend": "job"}, "cluster_mode": {**base, "cluster_mode": True}}
+               "job_backend": {**base, "prediction_backend": "job"}, "cluster_mode": {**base, "cluster_mode": True},
+               "node_speeds": {**base, "node_speeds": NODE_SPEEDS}}
 
     def grants(config: dict[str, Any]) -> set[tuple[str, str, str, str]]:
         out = set()

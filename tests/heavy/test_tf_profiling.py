@@ -43,20 +43,32 @@ def tf() -> Any:
 
 WIDTHS = (16, 32, 4)  # input, hidden, classes
 BATCH = 8
-WARMUP, STEPS = 3, 20
+# TensorFlow drops the PS-side transfer records of a share of the steps (see the test below), and
+# the importer keeps a transfer only if most steps record it. Measured with 20 traced steps and
+# busy cores beside the test: 0 to 9 of 20 dropped, 5 on average (55 runs). A run whose share came
+# past half failed (binomial tail: 1.7 % of runs at a 30 % share, 5 % at 35 %). 60 steps cost
+# well under a second more and bring that to 0.04 % and 0.6 %.
+WARMUP, STEPS = 3, 60
 # fc0: 16x32 + 32, fc1: 32x4 + 4 = 512 + 32 + 128 + 4 = 676 float32 parameters = 2,704 bytes
 PARAM_BYTES = 2_704
 EXAMPLE = REPO / "deploy" / "example" / "train_ps.py"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports: all bound at once, so none is handed out twice."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def _cluster() -> dict[str, list[str]]:
-    return {"ps": [f"127.0.0.1:{_free_port()}"], "worker": [f"127.0.0.1:{_free_port()}"]}
+    ps, worker = _free_ports(2)
+    return {"ps": [f"127.0.0.1:{ps}"], "worker": [f"127.0.0.1:{worker}"]}
 
 
 def _tf_config(cluster: dict[str, list[str]], task_type: str, index: int = 0) -> str:
@@ -137,9 +149,10 @@ def test_hook_traces_uploads_and_stops(tf: Any, token: Path) -> None:
     profile = build_profile_from_trace(read_trace_upload_bytes(request.body, origin="heavy"))
     assert len(profile.steps) + profile.job.skipped_steps == STEPS
     # TF logs the PS's transfer records asynchronously and drops some or all of them in a share
-    # of steps: 0-3 % in tests/data/ps-async (300 ms steps), 10-25 % measured here (4 ms steps). The
-    # importer skips those steps and counts them; most must survive.
-    assert profile.job.skipped_steps <= STEPS // 2
+    # of steps: 0-3 % in tests/data/ps-async (300 ms steps), 10-25 % here (4 ms steps) on an idle
+    # machine, 15-45 % with a busy core beside it. The importer skips those steps and counts them;
+    # most must survive (else it could not even tell the transfers, and the bytes below fail).
+    assert profile.job.skipped_steps <= STEPS // 2, f"{profile.job.skipped_steps} of {STEPS} steps dropped"
     assert _bytes_each_way(profile) == (PARAM_BYTES + 8, PARAM_BYTES + 4)
     assert profile.job.recorded_bandwidth_bps == 10_000e6
     for step in profile.steps:  # the client's wall time brackets the recorded step

@@ -65,6 +65,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "events", "Event", short_names=("ev",)),
     ResourceType("", "v1", "pods", "Pod", status_subresource=True, return_deleted_object=True,
                  log_subresource=True, short_names=("po",)),
+    ResourceType("", "v1", "nodes", "Node", namespaced=False, status_subresource=True, short_names=("no",)),
     ResourceType("batch", "v1", "jobs", "Job", status_subresource=True, generation=True,
                  orphan_by_default=True),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease"),

@@ -28,6 +28,7 @@ API_VERSION = f"{GROUP}/{VERSION}"
 PREFIX = "training-advisor.io/"
 OPT_IN = PREFIX + "enabled"
 ROLE_LABEL = PREFIX + "role"
+PROFILING_ROLE = "profiling"  # ROLE_LABEL's value on profiling runs and on their pods (a NetworkPolicy selects them)
 PROFILING_FOR_LABEL = PREFIX + "profiling-for"
 GENERATION_LABEL = PREFIX + "generation"
 PROFILING_FOR_UID = PREFIX + "profiling-for-uid"  # annotation: the uid of the job a profiling run is for
@@ -290,7 +291,7 @@ def profiling_object(obj: Mapping[str, Any], view: TFJobView, spec: ProfilingSpe
         "metadata": {
             "name": name,
             "namespace": view.namespace,
-            "labels": {**labels, ROLE_LABEL: "profiling", PROFILING_FOR_LABEL: view.name[:_NAME_LIMIT],
+            "labels": {**labels, ROLE_LABEL: PROFILING_ROLE, PROFILING_FOR_LABEL: view.name[:_NAME_LIMIT],
                        GENERATION_LABEL: str(generation)},
             "annotations": {**notes, PROFILING_FOR_UID: view.uid},
             "ownerReferences": [owner_reference(view)],
@@ -336,13 +337,16 @@ def profiling_env(view: TFJobView, spec: ProfilingSpec, generation: int) -> list
 def profiling_replica(source: Mapping[str, Any], env: list[dict[str, str]], token: str) -> dict[str, Any]:
     """One replica of a profiling run of any kind. The token is an annotation of the pod template,
     projected as the file ADVISOR_TOKEN_FILE names by a downwardAPI volume: no Secret, and the
-    profiling hook reads a file as before."""
+    profiling hook reads a file as before. The pods are labelled ``ROLE_LABEL: profiling``, the one
+    label that tells them from the job's training pods (the chart's NetworkPolicy admits uploads
+    from them alone)."""
     replica = copy.deepcopy(dict(source))
     replica["replicas"] = 1
     replica["restartPolicy"] = "Never"
     template = replica["template"]
     meta = template.setdefault("metadata", {})
     meta["annotations"] = {**(meta.get("annotations") or {}), TOKEN_ANNOTATION: token}
+    meta["labels"] = {**(meta.get("labels") or {}), ROLE_LABEL: PROFILING_ROLE}
     pod = template.setdefault("spec", {})
     names = {e["name"] for e in env}
     for container in pod["containers"]:

@@ -82,6 +82,7 @@ SECRETS = Resource("", "v1", "secrets", "Secret")
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 EVENTS = Resource("", "v1", "events", "Event")
 PODS = Resource("", "v1", "pods", "Pod")
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 JOBS = Resource("batch", "v1", "jobs", "Job")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 # Kueue's queues, read in cluster mode only (docs/allocation.md): a LocalQueue names its ClusterQueue
@@ -375,6 +376,14 @@ class Kube:
     def get_clusterqueue(self, name: str) -> JSON:
         """The (cluster-scoped) ClusterQueue; KubeNotFound when there is none."""
         return self._typed_result(CLUSTERQUEUES, self._call("get", "GET", CLUSTERQUEUES, None, name))
+
+    def get_node(self, name: str) -> JSON | None:
+        """A node (cluster-scoped), for its labels; None when it is gone."""
+        try:
+            return self._typed_result(NODES, self._call("get", "GET", NODES, None, name))
+        except KubeNotFound:
+            return None
+
 
     # --- plumbing ---------------------------------------------------------------------------
     def _list(self, res: Resource, namespace: str | None, label_selector: str | None) -> tuple[list[JSON], str]:

@@ -17,6 +17,7 @@ from typing import Any
 from advisor.controller.pipeline.deadline import DECISION, deadline_json
 from advisor.controller.pipeline.policy import Recommendation, throughput_at
 from advisor.controller.jobs.tfjob import PREFIX, TFJobView
+from advisor.controller.state.formats import STATE_FORMAT, STATE_FORMAT_ANNOTATION
 
 PHASE = PREFIX + "phase"  # Pending | Profiling | Predicting | Predicted | Failed
 REASON = PREFIX + "reason"  # CamelCase reason, then ": " and a message for Failed
@@ -47,6 +48,7 @@ ALLOCATED_WORKERS = PREFIX + "allocated-workers"  # an integer; 0 while it waits
 ALLOCATION = PREFIX + "allocation"  # {"pool", "status", "workers", "ownOptimum", "reason"}
 # DECISION (deadline.py): {"workers","probability","confidence","confident","neededThroughput",...} for a job
 # with a deadline
+WORKER_SPEEDS = PREFIX + "worker-speeds"  # the per-worker speeds and links the curve is for (node_speeds)
 PHASES = ("Pending", "Profiling", "Predicting", "Predicted", "Failed")
 
 
@@ -86,7 +88,7 @@ def status_annotations(
         conditions.append({"type": kind, "status": status, "reason": reason, "message": message[:200],
                            "lastTransitionTime": since})
     return {PHASE: phase, REASON: text[:1024], OBSERVED_GENERATION: str(view.generation),
-            CONDITIONS: compact(conditions)}
+            CONDITIONS: compact(conditions), STATE_FORMAT_ANNOTATION: str(STATE_FORMAT)}
 
 
 def prediction_annotations(
@@ -122,6 +124,11 @@ def prediction_annotations(
         out[DECISION] = deadline_json(rec.deadline.choice, rec.confidence)
     elif DECISION in view.annotations:
         out[DECISION] = "null"  # the deadline annotations were removed
+    speeds = prediction.get("worker_speeds")
+    if isinstance(speeds, Mapping):
+        out[WORKER_SPEEDS] = compact(speeds)
+    elif WORKER_SPEEDS in view.annotations:
+        out[WORKER_SPEEDS] = "null"  # every worker as traced again (node_speeds turned off)
     network = prediction.get("network")
     if isinstance(network, Mapping) and network.get("bandwidth_bps"):
         out[BANDWIDTH] = compact({"bps": _r(network["bandwidth_bps"]),

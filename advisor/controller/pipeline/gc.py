@@ -2,7 +2,8 @@
 
 In a real cluster the owner references already delete a job's profiling runs and profile
 records with the job; this sweep covers what they cannot: runs superseded by a newer
-generation, runs finished longer than ``max_age_s`` ago, and store rows of jobs that are gone.
+generation or of a job that no longer opts in (the reconcile deletes those at once; this is the
+safety net), runs finished longer than ``max_age_s`` ago, and store rows of jobs that are gone.
 Upload tokens need no sweep: they are derived, not stored, and ingest refuses them once the run
 is over. With the job backend it also deletes
 prediction Jobs no running prediction needs (their TTL would, but not those of a lost store or
@@ -18,7 +19,7 @@ from typing import Any
 from advisor.controller.web.metrics import Metrics
 from advisor.controller.pipeline.prediction_job import parse_time
 from advisor.controller.jobs.cluster import verbs_for
-from advisor.controller.jobs.tfjob import GENERATION_LABEL, PREFIX, PROFILING_FOR_LABEL, ROLE_LABEL
+from advisor.controller.jobs.tfjob import GENERATION_LABEL, PREFIX, PROFILING_FOR_LABEL, ROLE_LABEL, opted_in
 from advisor.errors import KubeError, KubeNotFound
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ LIVE_STATES = ("profiling", "received")
 
 
 def collect_garbage(kube: Any, informer: Any, store: Any, metrics: Metrics, *, now: float, max_age_s: float,
-                    namespaces: Sequence[str] = ()) -> int:
+                    namespaces: Sequence[str] = (), opt_in: str = "annotation") -> int:
     """One sweep over ``namespaces`` (empty: all); returns how many objects were deleted.
 
     API errors are logged and the sweep goes on.
@@ -43,7 +44,7 @@ def collect_garbage(kube: Any, informer: Any, store: Any, metrics: Metrics, *, n
         obj = informer.get(ns, name)
         if obj is None or (obj.get("metadata", {}).get("labels") or {}).get(ROLE_LABEL) != "profiling":
             continue
-        if _stale_profiling_run(obj, informer, store, now, max_age_s):
+        if _stale_profiling_run(obj, informer, store, now, max_age_s, opt_in):
             deleted += _delete(verbs_for(kube, "PyTorchJob" if obj.get("kind") == "PyTorchJob" else "TFJob").delete,
                                ns, name)
     live_uids = {(informer.get(*k) or {}).get("metadata", {}).get("uid") for k in informer.keys()}
@@ -53,13 +54,17 @@ def collect_garbage(kube: Any, informer: Any, store: Any, metrics: Metrics, *, n
     return deleted
 
 
-def _stale_profiling_run(obj: dict[str, Any], informer: Any, store: Any, now: float, max_age_s: float) -> bool:
+def _stale_profiling_run(obj: dict[str, Any], informer: Any, store: Any, now: float, max_age_s: float,
+                         opt_in: str = "annotation") -> bool:
     meta = obj.get("metadata", {})
     owner_name = (meta.get("labels") or {}).get(PROFILING_FOR_LABEL)
     owner_uid = (meta.get("annotations") or {}).get(PREFIX + "profiling-for-uid")
     owner = informer.get(meta.get("namespace"), owner_name) if owner_name else None
     if owner is None or owner.get("metadata", {}).get("uid") != owner_uid:
         return True  # its job is gone or was replaced by another of the same name
+    owner_meta = owner.get("metadata", {})
+    if not opted_in(owner_meta.get("labels") or {}, owner_meta.get("annotations") or {}, opt_in):
+        return True  # the job no longer opts in: nobody waits for this run
     generation = _int((meta.get("labels") or {}).get(GENERATION_LABEL))
     run = store.run(owner_uid, generation)
     latest = store.latest_run(owner_uid)

@@ -55,7 +55,12 @@ class Ingest:
         uid = ((self.cache(namespace, name) or {}).get("metadata") or {}).get("uid")
         if not isinstance(uid, str):
             return False
-        return token_matches(self.ingest_key, uid, generation, token) and self._live(namespace, name, uid, generation)
+        if not token_matches(self.ingest_key, uid, generation, token):
+            # a run started by a release that kept a random token per run in its store (and a
+            # Secret): still accepted after an upgrade that kept the store volume
+            stored = self.store.verify_token(namespace, name, generation, token)
+            return stored is not None and stored.uid == uid
+        return self._live(namespace, name, uid, generation)
 
     def _live(self, namespace: str, name: str, uid: str, generation: int) -> bool:
         """This replica's record of the run decides; without one (a standby, a new leader), the

@@ -13,7 +13,13 @@ input never sits in an object (ConfigMap size limits, who can read it).
 Durability: the store records every attempt (name, token, input, answer). After a restart the
 reconciler submits again; an attempt still running is adopted (the Job's create answers 409),
 an answer that arrived while nobody waited is delivered from the store, and only a finished
-attempt without an answer starts a new one. Two paths can end an attempt, the answer and the
+attempt without an answer starts a new one. A replica whose store knows no running attempt (a
+new leader with a store of its own) looks in the cluster first: a Job of this controller for
+the key that still runs within its deadline is adopted (``prediction_job.adoptable``), its token
+derived again from the controller's key, so the prediction is neither run twice nor answered by
+two writers; only a failed, finished or overdue one is replaced, by the next free attempt
+number. A request for an attempt this replica does not know (a standby, or a new leader before
+it adopted) is answered 503, which the pod retries until the Service reaches the replica that does. Two paths can end an attempt, the answer and the
 Job's status; the store lets exactly one of them do it. A replica that has just recorded a new
 attempt and finds its Job's name taken joins that Job when it was made for the same record (a new
 leader adopted the attempt while this one's create was on its way); only a Job made for another
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -37,13 +44,14 @@ from typing import Any
 from advisor.controller.web.http_api import IngestResult
 from advisor.controller.web.metrics import Metrics
 from advisor.controller.pipeline.prediction_job import (
-    ATTEMPT_ANNOTATION, JOB_LABEL, ROLE, TOKEN_KEY, PredictionJobSpec, assess, build_prediction_job,
-    build_token_secret, prediction_job_name,
+    ATTEMPT_ANNOTATION, JOB_LABEL, KEY_LABEL, ROLE, TOKEN_KEY, PredictionJobSpec, adoptable, assess,
+    build_prediction_job, build_token_secret, prediction_job_name,
 )
 from advisor.controller.pipeline.predictions import (
     PREDICTION_ERROR_SCHEMA, Done, PredictionParams, PredictionResultError, validate_prediction,
 )
 from advisor.controller.state.store import PredictionJobRecord
+from advisor.controller.state.tokens import prediction_token
 from advisor.controller.jobs.tfjob import ROLE_LABEL
 from advisor.errors import KubeAlreadyExists, KubeError, KubeNotFound, StoreError
 
@@ -66,8 +74,12 @@ class JobPredictor:
     backend = "job"
 
     def __init__(self, *, kube: Any, store: Any, metrics: Metrics, on_done: Done, spec: PredictionJobSpec,
-                 start_timeout_s: float, clock: Callable[[], float] = time.time, poll_s: float = 5.0) -> None:
+                 start_timeout_s: float, clock: Callable[[], float] = time.time, poll_s: float = 5.0,
+                 token_key: bytes | None = None) -> None:
+        """``token_key``: the controller's key, the same on every replica (the ingest key), that
+        Jobs' tokens are derived from; None: a random one (one replica, tests)."""
         self._kube, self._store, self._metrics, self._on_done = kube, store, metrics, on_done
+        self._token_key = token_key or secrets.token_bytes(32)
         self.spec = spec
         self._start_timeout_s, self._clock, self._poll_s = start_timeout_s, clock, poll_s
         self._lock = threading.Lock()
@@ -117,8 +129,31 @@ class JobPredictor:
 
     # --- the HTTP endpoints (advisor.controller.web.http_api.PredictionEndpoints) ------------------
 
-    def verify_prediction_token(self, key: str, token: str) -> bool:
-        return bool(self._store.verify_prediction_token(key, token))
+    def verify_prediction_token(self, key: str, token: str) -> bool | None:
+        """True: the token of the attempt at ``key`` running here. False: refused for good (a
+        forged token, or the token of an attempt that ended here). None: the token of a live Job
+        of this controller that this replica does not track (yet): a standby, or a leader that has
+        not adopted it; the pod retries (503) until it reaches the replica that does."""
+        if self._store.verify_prediction_token(key, token):
+            return True
+        row = self._store.prediction_job(key)
+        if row is not None and (row.state == "running"
+                                or token == prediction_token(self._token_key, key, _attempt_id(row))):
+            return False
+        return None if self._token_of_a_live_job(key, token) else False
+
+    def _token_of_a_live_job(self, key: str, token: str) -> bool:
+        """Whether ``token`` is that of a Job of this controller for ``key`` still running: one
+        list, only for a key this store does not run (an API error counts as yes: retried)."""
+        try:
+            jobs = self._kube.list_jobs(self.spec.namespace, f"{SELECTOR},{KEY_LABEL}={key}")
+        except KubeError as exc:
+            log.warning("prediction %s: cannot list its Jobs to check a token: %s", key, exc)
+            return True
+        live = adoptable(jobs, key, owner=self.spec.owner, now=self._clock()).job
+        attempt_id = ((live or {}).get("metadata") or {}).get("annotations", {}).get(ATTEMPT_ANNOTATION)
+        return bool(attempt_id) and secrets.compare_digest(
+            prediction_token(self._token_key, key, str(attempt_id)).encode(), token.encode())
 
     def prediction_input(self, key: str) -> IngestResult:
         found = self._store.prediction_job_input(key)
@@ -152,11 +187,18 @@ class JobPredictor:
             self._ensure_job(row, adopt=True)
             log.info("prediction %s: adopted Job %s", key, row.job_name)
             return _Tracked(row.attempt, row.job_name, self._clock())
-        attempt = row.attempt + 1 if row is not None else 1
         profile_json, params_json = json.dumps(profile_doc, separators=(",", ":")), json.dumps(params.as_dict())
+        found = adoptable(self._kube.list_jobs(self.spec.namespace, f"{SELECTOR},{KEY_LABEL}={key}"), key,
+                          owner=self.spec.owner, now=self._clock())
+        if found.job is not None:  # started by another replica (a leader that is gone): adopt it
+            adopted = self._adopt(key, found.job, profile_json, params_json)
+            if adopted is not None:
+                return adopted
+        attempt = max(row.attempt if row is not None else 0, found.highest_attempt) + 1
         for _ in range(3):
+            now = self._clock()
             fresh = self._store.start_prediction_job(key, attempt, prediction_job_name(key, attempt), profile_json,
-                                                     params_json, self._clock())
+                                                     params_json, now, token=self._token(key, now))
             if fresh is None:  # only the leader submits, one launch per key at a time: not expected
                 raise StoreError(f"prediction {key}: attempt {attempt} was started by someone else")
             if self._ensure_job(fresh, adopt=False):
@@ -169,6 +211,26 @@ class JobPredictor:
                                               self._clock())
             attempt += 1
         raise StoreError(f"prediction {key}: Jobs up to attempt {attempt - 1} exist but the store knows none")
+
+    def _adopt(self, key: str, job: Mapping[str, Any], profile_json: str, params_json: str) -> _Tracked | None:
+        """Record the running attempt ``job`` (another replica's) as this store's and track it;
+        None when the store refuses (it knows a later attempt)."""
+        meta = job["metadata"]
+        try:
+            started = float(meta["annotations"][ATTEMPT_ANNOTATION])
+        except ValueError:  # not an attempt this code wrote: replaced, not adopted
+            return None
+        attempt = int(str(meta["name"]).rsplit("-", 1)[1])
+        row = self._store.start_prediction_job(key, attempt, str(meta["name"]), profile_json, params_json,
+                                               self._clock(), token=self._token(key, started), started=started)
+        if row is None:
+            return None
+        self._ensure_job(row, adopt=True)  # its token Secret, should the old leader have died before making it
+        log.info("prediction %s: adopted Job %s from the cluster (started by another replica)", key, row.job_name)
+        return _Tracked(row.attempt, row.job_name, self._clock())
+
+    def _token(self, key: str, started: float) -> str:
+        return prediction_token(self._token_key, key, _attempt_id_of(started))
 
     def _ensure_job(self, row: PredictionJobRecord, *, adopt: bool) -> bool:
         """Create the Job and its token Secret. An existing Job is adopted when ``adopt`` or when
@@ -267,4 +329,8 @@ class JobPredictor:
 def _attempt_id(row: PredictionJobRecord) -> str:
     """Names the store's record of an attempt: its start time, the same for every replica that
     reads the record, and another for a record made again after the store was lost."""
-    return f"{row.started:.6f}"
+    return _attempt_id_of(row.started)
+
+
+def _attempt_id_of(started: float) -> str:
+    return f"{started:.6f}"

@@ -11,6 +11,11 @@ Why these choices:
   annotation ``ATTEMPT_ANNOTATION`` names the store's record of the attempt, so a replica whose
   create answers 409 can tell the same attempt's Job (made by another replica) from a Job left
   by a lost store.
+- A new leader whose store does not know an attempt finds its Job by label (``ROLE``,
+  ``KEY_LABEL``) and owner (``OWNER_ANNOTATION``: the controller that made it, named by its
+  lease) and adopts it (``adoptable``) when it still runs within its deadline: its token is
+  derived from the controller's key and the attempt (``state.tokens.prediction_token``), so the
+  new leader checks it without the old leader's store, and no second Job runs.
 - The pod gets no Kubernetes credentials (``automountServiceAccountToken: false``): it talks
   only to the controller's HTTP endpoint, with a token of its own from the Secret.
 - The Secret is owned by the Job, so whatever deletes the Job (its TTL, garbage collection, a
@@ -43,6 +48,9 @@ ROLE = "prediction"
 KEY_LABEL = PREFIX + "prediction-key"
 JOB_LABEL = PREFIX + "prediction-job"  # on the pods too, to find a Job's pods
 ATTEMPT_ANNOTATION = PREFIX + "prediction-attempt"  # the store record the Job was made for
+# the controller that made the Job: "<lease namespace>/<lease name>", the same on every replica;
+# a Job with it has a derived token (state/tokens.py), so any replica of that controller can adopt it
+OWNER_ANNOTATION = PREFIX + "prediction-owner"
 CONTAINER = "predict"
 TOKEN_ENV = "ADVISOR_PREDICTION_TOKEN"
 TOKEN_KEY = "token"
@@ -73,10 +81,61 @@ class PredictionJobSpec:
     priority_class_name: str = ""  # "": the cluster's default priority
     run_as_user: int = RUN_AS
     run_as_group: int = RUN_AS
+    owner: str = ""  # OWNER_ANNOTATION's value: "<lease namespace>/<lease name>"
 
 
 def prediction_job_name(key: str, attempt: int) -> str:
     return f"advisor-predict-{key}-{attempt}"
+
+
+def attempt_of(job_name: str, key: str) -> int | None:
+    """The attempt number in a name ``prediction_job_name`` made for ``key``; None for another name."""
+    prefix = f"advisor-predict-{key}-"
+    tail = job_name[len(prefix):] if job_name.startswith(prefix) else ""
+    return int(tail) if tail.isdigit() else None
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What the cluster holds for one prediction: the Job to adopt (None: none can be) and the
+    highest attempt number any of its Jobs has (0: none), so a new attempt takes a free name."""
+
+    job: Mapping[str, Any] | None
+    highest_attempt: int
+
+
+def adoptable(jobs: Sequence[Mapping[str, Any]], key: str, *, owner: str, now: float) -> Found:
+    """Of the prediction Jobs listed for ``key``, the one a new leader adopts: made by this
+    controller (``owner``) for an attempt it names, neither finished (Complete: its answer went to
+    a replica that is gone; Failed) nor past its deadline (``activeDeadlineSeconds`` from its
+    start); the latest attempt when several are."""
+    highest, best, best_attempt = 0, None, 0
+    for job in jobs:
+        meta = job.get("metadata") or {}
+        attempt = attempt_of(str(meta.get("name", "")), key)
+        if attempt is None:
+            continue
+        highest = max(highest, attempt)
+        notes = meta.get("annotations") or {}
+        if notes.get(OWNER_ANNOTATION) != owner or not owner or not notes.get(ATTEMPT_ANNOTATION):
+            continue
+        if _finished(job) or _past_deadline(job, now):
+            continue
+        if attempt > best_attempt:
+            best, best_attempt = job, attempt
+    return Found(best, highest)
+
+
+def _finished(job: Mapping[str, Any]) -> bool:
+    return any(isinstance(c, Mapping) and c.get("type") in ("Complete", "Failed", "FailureTarget")
+               and c.get("status") == "True" for c in (job.get("status") or {}).get("conditions") or [])
+
+
+def _past_deadline(job: Mapping[str, Any], now: float) -> bool:
+    deadline = (job.get("spec") or {}).get("activeDeadlineSeconds")
+    started = parse_time((job.get("status") or {}).get("startTime")) or parse_time(
+        (job.get("metadata") or {}).get("creationTimestamp"))
+    return isinstance(deadline, int) and started is not None and now - started > deadline
 
 
 def token_secret_name(job_name: str) -> str:
@@ -119,8 +178,9 @@ def build_prediction_job(key: str, attempt: int, spec: PredictionJobSpec, *, att
     if spec.priority_class_name:
         pod["priorityClassName"] = spec.priority_class_name
     meta: dict[str, Any] = {"name": name, "namespace": spec.namespace, "labels": labels}
-    if attempt_id:
-        meta["annotations"] = {ATTEMPT_ANNOTATION: attempt_id}
+    notes = {ATTEMPT_ANNOTATION: attempt_id, OWNER_ANNOTATION: spec.owner}
+    if any(notes.values()):
+        meta["annotations"] = {k: v for k, v in notes.items() if v}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

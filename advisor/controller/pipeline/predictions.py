@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from advisor import __version__
 from advisor.controller.pipeline.refit_worker import refit_request
+from advisor.controller.pipeline.worker_speeds import speeds_and_links
 from advisor.core.advice import AdviceRequest, ModelChoice, advise
 from advisor.core.bandwidth import choose_bandwidth
 from advisor.core.cost import Prices
@@ -79,6 +80,9 @@ class PredictionParams:
     # The observed points to calibrate the model to first (controller/pipeline/refit.py), with the
     # update rule, as canonical JSON; "" for a prediction from the profile alone (then not in the key).
     refit: str = ""
+    # Where the job's workers run (setting node_speeds; controller/pipeline/worker_speeds.py): the
+    # placement document as canonical JSON; "" when off (and then left out of the key).
+    worker_speeds: str = ""
 
     def choice(self) -> ModelChoice:
         """The model and its parameters (older stored parameters: the PS simulation they meant)."""
@@ -91,8 +95,9 @@ class PredictionParams:
             "share_sigma": self.share_sigma, "multi_flow_goodput": self.multi_flow_goodput})
 
     def as_dict(self) -> dict[str, Any]:
-        """The fields; ``refit`` only when set, so the keys of predictions from before it stay the same."""
-        return {k: getattr(self, k) for k in self.__slots__ if k != "refit" or self.refit}
+        """The fields; ``refit`` and ``worker_speeds`` only when set, so the keys of predictions
+        from before them stay the same."""
+        return {k: getattr(self, k) for k in self.__slots__ if k not in ("refit", "worker_speeds") or getattr(self, k)}
 
 
 def prediction_params(
@@ -122,7 +127,10 @@ def build_request(params: PredictionParams, bandwidth_bps: float | None = None) 
     bandwidth = params.bandwidth_bps or bandwidth_bps
     if bandwidth is None:
         raise PredictionInputError("no bandwidth: measure it from the profile first (core/bandwidth.py)")
+    speeds, links = speeds_and_links(json.loads(params.worker_speeds)) if params.worker_speeds else ((), ())
     return AdviceRequest(
+        worker_speeds=speeds,
+        worker_bandwidths_bps=links,
         network=NetworkModel(bandwidth_bps=bandwidth),
         curve=CurveSettings(workers=tuple(range(1, params.max_workers + 1)), seed=params.seed,
                             target_rel_halfwidth=params.target_rel_halfwidth),
@@ -160,6 +168,8 @@ def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) ->
     doc = advice_to_json(profile, request, advice, bandwidth_source=p.bandwidth_source)
     if refit is not None:
         doc["refit"] = refit
+    if p.worker_speeds:  # what the curve was predicted with: the job's annotation says it
+        doc["worker_speeds"] = json.loads(p.worker_speeds)
     if measured is not None:
         doc["notes"].append(bandwidth_note(measured))
     text = json.dumps(doc, separators=(",", ":"))

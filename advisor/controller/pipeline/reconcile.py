@@ -20,17 +20,20 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from advisor.controller.pipeline import annotations as ann
 from advisor.controller.pipeline.deadline import job_deadline, shortfall_message
+from advisor.controller.pipeline.cleanup import delete_profiling_runs
 from advisor.controller.web.metrics import Metrics, remove_series
 from advisor.controller.pipeline.policy import (
     Limits, Recommendation, clamp, job_limits, job_model, job_prices, recommend, resize_target, throughput_at,
 )
 from advisor.controller.pipeline.predictions import PredictionParams, prediction_key, prediction_params
+from advisor.controller.pipeline.worker_speeds import JOB_NAME_LABEL, placement, worker_pods
 from advisor.controller.settings import ControllerSettings, Mode
+from advisor.controller.state.formats import STATE_FORMAT, STATE_FORMAT_ANNOTATION, check_format
 from advisor.controller.state.records import ProfileRecords
 from advisor.controller.jobs.cluster import verbs_for
 from advisor.controller.jobs.kinds import kind_of_view, parse_job
@@ -42,7 +45,8 @@ from advisor.controller.state.tokens import run_token
 from advisor.core.cost import Prices
 from advisor.core.profile import parse_profile
 from advisor.errors import (
-    AdvisorError, JobKindError, KubeAlreadyExists, KubeConflict, KubeError, KubeNotFound, StoreError, TFJobError,
+    AdvisorError, JobKindError, KubeAlreadyExists, KubeConflict, KubeError, KubeNotFound, StateFormatError,
+    StoreError, TFJobError,
 )
 
 log = logging.getLogger(__name__)
@@ -52,6 +56,7 @@ RECHECK_S = 30.0  # how often a profiling run is looked at (its record may come 
 PREDICTION_RETRY_S = (10.0, 1000.0)  # a failed prediction is retried after 10 s, doubling, at most 1000 s
 RETRIED_FAILURES = ("ProfilingFailed", "ProfilingTimedOut")  # not NoTrace: the program does not upload
 PROFILING_FAILURES = ("ProfilingFailed", "ProfilingTimedOut", "NoTrace")
+NODE_TTL_S = 300.0  # a node's labels are read again after this long (node_speeds)
 
 
 class Predictor(Protocol):
@@ -99,6 +104,8 @@ class Reconciler:
     shadowed: Callable[[str, str], Sequence[Mapping[str, Any]]] | None = None
     _told_shadowed: set[str] = field(default_factory=set)
     _warned: dict[Key, tuple[str, str, str]] = field(default_factory=dict)  # job -> (uid, reason, message) told
+    _told_newer: set[tuple[str, str]] = field(default_factory=set)  # (job uid, message) said once
+    _nodes: dict[str, tuple[float, Mapping[str, Any] | None]] = field(default_factory=dict)  # name -> (read at, node)
 
     # --- entry point -------------------------------------------------------------------------
 
@@ -109,6 +116,8 @@ class Reconciler:
             self._reconcile(*key)
             if self.forget is not None:
                 self.forget(key)  # success: the next error starts its backoff from the shortest delay
+        except StateFormatError as exc:  # a newer controller's state: not ours to read or overwrite
+            self._tell_newer_format(key, str(exc))
         except KubeConflict:
             # someone wrote in between (a resourceVersion precondition failed): re-read the job
             # from the cache, which the watch brings up to date, and retry with backoff
@@ -171,9 +180,12 @@ class Reconciler:
             if owner:
                 self.enqueue_after((namespace, owner), 0)
             return
+        check_format(f"the state of {view.kind} {namespace}/{name}", view.annotations.get(STATE_FORMAT_ANNOTATION),
+                     STATE_FORMAT)  # before any write: a newer controller's state is left as it is
         self._rv[view.key] = view.resource_version
         if not view.opted_in(self.settings.opt_in):
             self._release_if_held(view)  # opted out while held: the advisor no longer acts on it
+            self._stop_profiling(view)  # and its profiling run is of no use any more
             self._forget(namespace, name)
             return
         self.metrics.current_workers.labels(namespace, name).set(view.workers)
@@ -206,6 +218,41 @@ class Reconciler:
             self._predict_or_apply(view, run, prices, limits)
         else:  # failed / timed_out: wait for a new generation of the job's templates
             self._fail(view, *_reason_and_message(run))  # a release that failed (e.g. 409) is retried here
+
+    def _stop_profiling(self, view: TFJobView) -> None:
+        """The job no longer opts in: delete its profiling run if one is still profiling, forget
+        that run, and clear the run's annotations (phase ``Pending``, reason ``OptedOut``), so a
+        job that opts in again starts a fresh run instead of adopting the deleted one."""
+        latest = self.store.latest_run(view.uid)
+        generations = {latest.generation} if latest is not None and latest.state == "profiling" else set()
+        profiling = view.annotations.get(ann.PHASE) == "Profiling"
+        noted = _int_or_none(view.annotations.get(ann.PROFILED_GENERATION))
+        if profiling and noted is not None:
+            generations.add(noted)  # started by another replica: the annotations say which
+        if not generations:
+            return
+        deleted = delete_profiling_runs(self.kube, self.cache, view, generations, "the job no longer opts in")
+        for generation in generations:
+            if self.store.forget_live_run(view.uid, generation):
+                self.metrics.profiling_runs.labels("opted_out").inc()
+        if profiling:
+            gone = f"; deleted {', '.join(deleted)}" if deleted else ""
+            self._set_phase(view, "Pending", "OptedOut", f"the job no longer opts in: profiling stopped{gone}",
+                            extra=dict.fromkeys(_RUN_ANNOTATIONS))
+
+    def _tell_newer_format(self, key: Key, message: str) -> None:
+        """Say once per job and message (a Warning event and a log line) that its state is newer
+        than this controller reads; nothing else is written. It is looked at again at resyncs."""
+        obj = self.cache(*key)
+        uid = str(((obj or {}).get("metadata") or {}).get("uid", ""))
+        with self._lock:
+            if (uid, message) in self._told_newer:
+                return
+            self._told_newer.add((uid, message))
+        log.warning("%s/%s: %s", *key, message)
+        if obj is not None and opted_in((obj.get("metadata") or {}).get("labels") or {},
+                                        (obj.get("metadata") or {}).get("annotations") or {}, self.settings.opt_in):
+            self._emit(obj, "Warning", "StateFormatUnsupported", message)
 
     def _tell_shadowed(self, namespace: str, name: str, seen: Mapping[str, Any]) -> None:
         """A Warning event, once, on each opted-in object that shares this key with ``seen`` and is
@@ -242,10 +289,17 @@ class Reconciler:
                                              profiling_job_name(view.name, generation), now, token)
         # Every time, not only when created: the two are separate transactions, and a restart in
         # between must not leave an older run (and its token) live for good.
-        for old in self.store.supersede_runs(view.uid, generation, now):
+        superseded = self.store.supersede_runs(view.uid, generation, now)
+        for old in superseded:
             self.metrics.profiling_runs.labels("superseded").inc()
             log.info("%s/%s: profiling run %s superseded by generation %d; its token is revoked",
                      view.namespace, view.name, old.profiling_job, generation)
+        if created or superseded:  # the older generations' runs go now, not at the next sweep
+            older = {old.generation for old in superseded}
+            noted = _int_or_none(view.annotations.get(ann.PROFILED_GENERATION))  # another replica's, maybe
+            if noted is not None and noted < generation:
+                older.add(noted)
+            delete_profiling_runs(self.kube, self.cache, view, older, f"superseded by generation {generation}")
         name = run.profiling_job
         profiled = {ann.TEMPLATE_HASH: view.template_hash, ann.PROFILED_GENERATION: str(generation)}
         if limits.mode is Mode.INITIAL and not view.started and not view.suspended:
@@ -440,6 +494,8 @@ class Reconciler:
             return
         if self.refits is not None:  # online refit (refit.py): the job's observed points join the params
             params = self.refits.params(view, sha, params, self._event)
+        if self.settings.node_speeds:  # where the workers run (worker_speeds.py) joins the params
+            params = replace(params, worker_speeds=ann.compact(self._placement(view, run)))
         pkey = prediction_key(sha, params)
         stored = self.store.prediction(sha, pkey)
         if stored is None:
@@ -467,6 +523,37 @@ class Reconciler:
         if run.state != "predicted":
             self.store.set_state(view.uid, run.generation, "predicted", "", self.clock())
             self.store.revoke_token(view.uid, run.generation)
+
+    def _placement(self, view: TFJobView, run: Any) -> dict[str, Any]:
+        """The speeds the job's workers run at (worker_speeds.placement): its worker pods and the
+        profiling run's traced pod, listed; nodes read at most every NODE_TTL_S. The traced pod
+        goes with its run, so once gone its node's speed is taken from the job's annotation
+        written with this run's prediction."""
+        workers = worker_pods(self.kube.list_pods(view.namespace, f"{JOB_NAME_LABEL}={view.name}"))
+        traced = worker_pods(self.kube.list_pods(view.namespace, f"{JOB_NAME_LABEL}={run.profiling_job}"))
+        before = None
+        if not traced:
+            try:
+                noted = json.loads(view.annotations.get(ann.WORKER_SPEEDS) or "null")
+            except ValueError:
+                noted = None
+            before = noted.get("traced") if isinstance(noted, dict) else None
+            before = before if isinstance(before, dict) and before.get("run") == run.profiling_job else None
+        doc = placement(workers, traced[0] if traced else None, self._node, self.settings.node_speeds,
+                        traced_as=before)
+        doc["traced"]["run"] = run.profiling_job
+        return doc
+
+    def _node(self, name: str) -> Mapping[str, Any] | None:
+        now = self.clock()
+        with self._lock:
+            cached = self._nodes.get(name)
+        if cached is not None and now - cached[0] < NODE_TTL_S:
+            return cached[1]
+        node = self.kube.get_node(name)
+        with self._lock:
+            self._nodes[name] = (now, node)
+        return node
 
     def _record_prediction(self, view: TFJobView, generation: int, pkey: str, stored: str) -> None:
         """Put the applied prediction beside the profile in the job's record (once per key)."""
@@ -570,14 +657,14 @@ class Reconciler:
     # --- writing state --------------------------------------------------------------------------
 
     def _set_phase(self, view: TFJobView, phase: str, reason: str, message: str = "",
-                   extra: Mapping[str, str] | None = None) -> None:
+                   extra: Mapping[str, str | None] | None = None) -> None:
         """Patch the annotations that changed; an event when the phase or reason changes."""
-        desired = ann.status_annotations(view, phase, reason, now=self.clock(), message=message)
-        desired.update(extra or {})
+        desired: dict[str, str | None] = {**ann.status_annotations(view, phase, reason, now=self.clock(),
+                                                                   message=message), **(extra or {})}
         patch = ann.annotation_patch(view.annotations, desired)
         if patch is not None:
             self._patch(view, patch)
-            new_reason = desired[ann.REASON]
+            new_reason = str(desired[ann.REASON])
             with self._lock:
                 written = self._reason_written.get(view.key)
                 self._reason_written[view.key] = (view.uid, new_reason)
@@ -683,6 +770,18 @@ class Reconciler:
             self._reason_written.pop((namespace, name), None)
             self._recorded.pop((namespace, name), None)
             self._warned.pop((namespace, name), None)
+
+
+# What says a run was started for a generation: removed when that run is stopped for good (opt-out).
+_RUN_ANNOTATIONS = (ann.PROFILING_RUN, ann.PROFILING_STARTED, ann.PROFILING_ATTEMPTS, ann.PROFILED_GENERATION,
+                    ann.TEMPLATE_HASH)
+
+
+def _int_or_none(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
 
 
 def _reason_and_message(run: Any) -> tuple[str, str]:

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from advisor.controller.jobs.tfjob import (
     GENERATION_LABEL, PREFIX, PROFILING_FOR_LABEL, PROFILING_FOR_UID, ROLE_LABEL, owner_ref,
 )
+from advisor.controller.state.formats import RECORD_FORMAT, RECORD_FORMAT_ANNOTATION, check_format
 from advisor.errors import AdvisorError, KubeAlreadyExists, KubeNotFound
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ class ProfileRecords:
             "metadata": {
                 "name": cm_name, "namespace": namespace,
                 "labels": {ROLE_LABEL: "profile", PROFILING_FOR_LABEL: name[:63], GENERATION_LABEL: str(generation)},
-                "annotations": {PROFILING_FOR_UID: uid, PROFILE_SHA: sha},
+                "annotations": {PROFILING_FOR_UID: uid, PROFILE_SHA: sha, RECORD_FORMAT_ANNOTATION: str(RECORD_FORMAT)},
                 "ownerReferences": [owner_ref(name, uid, kind)],
             },
             "binaryData": {PROFILE_KEY: base64.b64encode(packed).decode()},
@@ -128,10 +129,14 @@ class ProfileRecords:
 
 
 def read_record(cm: Mapping[str, Any], uid: str) -> ProfileRecord | None:
+    """The record in ``cm`` when it is this job's (``uid``), in any format up to ``RECORD_FORMAT``;
+    ``StateFormatError`` for a newer one (the caller leaves the job alone)."""
     meta = cm.get("metadata") or {}
     notes = meta.get("annotations") or {}
     if notes.get(PROFILING_FOR_UID) != uid:
         return None
+    check_format(f"profile record {meta.get('namespace')}/{meta.get('name')}", notes.get(RECORD_FORMAT_ANNOTATION),
+                 RECORD_FORMAT)
     try:
         text = gzip.decompress(base64.b64decode((cm.get("binaryData") or {})[PROFILE_KEY])).decode()
         json.loads(text)

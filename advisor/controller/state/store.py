@@ -330,6 +330,13 @@ class Store:
                                           uid, generation, *TOKEN_STATES))
         return [_run(r) for r in rows]
 
+    def forget_live_run(self, uid: str, generation: int) -> bool:
+        """Delete a run still waiting for its trace (state ``profiling``): stopped for good (the
+        job no longer opts in), so a later opt-in starts afresh. False when there is none."""
+        with self._tx(write=True) as c:
+            return c.execute("DELETE FROM runs WHERE uid = ? AND generation = ? AND state = 'profiling'",
+                             (uid, generation)).rowcount == 1
+
     def delete_runs(self, uid: str) -> int:
         """Forget a job that is gone: its runs, their traces and its resize record. Returns the
         number of runs deleted. Predictions stay (they are keyed by profile): see ``prune_predictions``."""
@@ -430,11 +437,15 @@ class Store:
     # -- prediction Jobs (job backend) -------------------------------------------------------
 
     def start_prediction_job(self, key: str, attempt: int, job_name: str, profile_json: str, params_json: str,
-                             now: float) -> PredictionJobRecord | None:
-        """Record ``attempt`` of prediction ``key`` as running, with a fresh token: the first when
-        there is no row, else only the attempt right after a finished one. None (and nothing
-        written) otherwise: an attempt is still running, or this one already exists."""
-        token = secrets.token_urlsafe(32)
+                             now: float, *, token: str | None = None, started: float | None = None,
+                             ) -> PredictionJobRecord | None:
+        """Record ``attempt`` of prediction ``key`` as running with ``token`` (a fresh one if None),
+        started at ``started`` (default ``now``; an attempt adopted from the cluster keeps its
+        own): any attempt when there is no row, else only one after the finished latest. None
+        (and nothing written) otherwise: an attempt is still running, or this one exists already.
+        Attempts may skip numbers: the cluster can hold Jobs of attempts this store never knew."""
+        token = token or secrets.token_urlsafe(32)
+        started = now if started is None else started
         with self._tx(write=True) as c:
             cur = c.execute(
                 "INSERT INTO prediction_jobs (key, attempt, job_name, state, reason, profile_json, params_json, token,"
@@ -443,8 +454,8 @@ class Store:
                 " state = 'running', reason = '', profile_json = excluded.profile_json,"
                 " params_json = excluded.params_json, token = excluded.token, token_sha = excluded.token_sha,"
                 " result_json = NULL, started = excluded.started, updated = excluded.updated"
-                " WHERE prediction_jobs.state != 'running' AND prediction_jobs.attempt = excluded.attempt - 1",
-                (key, attempt, job_name, profile_json, params_json, token, _sha256(token), now, now))
+                " WHERE prediction_jobs.state != 'running' AND prediction_jobs.attempt < excluded.attempt",
+                (key, attempt, job_name, profile_json, params_json, token, _sha256(token), started, now))
             if cur.rowcount != 1:
                 return None
             row = c.execute(f"SELECT {_JOB_COLUMNS} FROM prediction_jobs WHERE key = ?", (key,)).fetchone()

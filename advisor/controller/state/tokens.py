@@ -24,6 +24,7 @@ from advisor.controller.settings import ControllerSettings, SettingsError
 log = logging.getLogger(__name__)
 MIN_KEY_BYTES = 16
 _CONTEXT = b"advisor/profiling-run/v1"
+_PREDICTION_CONTEXT = b"advisor/prediction-job/v1"
 
 
 def run_token(key: bytes, uid: str, generation: int) -> str:
@@ -35,6 +36,14 @@ def run_token(key: bytes, uid: str, generation: int) -> str:
 def token_matches(key: bytes, uid: str, generation: int, token: str) -> bool:
     """Constant-time comparison of ``token`` with the run's token."""
     return hmac.compare_digest(run_token(key, uid, generation).encode(), token.encode())
+
+
+def prediction_token(key: bytes, prediction_key: str, attempt_id: str) -> str:
+    """The bearer token of one attempt at a prediction (its Job's, job backend), derived as the
+    upload tokens are: a new leader that adopts the attempt from the cluster knows it without the
+    old leader's store. ``attempt_id`` names the attempt (the Job's prediction-attempt annotation)."""
+    message = b"\x00".join((_PREDICTION_CONTEXT, prediction_key.encode(), attempt_id.encode()))
+    return base64.urlsafe_b64encode(hmac.new(key, message, hashlib.sha256).digest()).decode().rstrip("=")
 
 
 def load_key(settings: ControllerSettings) -> bytes:

@@ -9,6 +9,11 @@ against ``Content-Length`` before reading (and ``Expect: 100-continue`` answered
 headers pass), a capped streaming inflate against gzip bombs, a deadline on reading the body
 against slow clients, and a 500 rather than a dead server when a handler fails.
 
+Two kinds of routes, which a replica serves on two ports (``serves``): ``INGEST`` (trace uploads
+and the prediction Jobs' routes, reached by profiling and prediction pods) and ``OPS``
+(``/metrics`` and the probes, reached by Prometheus and the kubelet). Apart, a NetworkPolicy can
+admit each port from its own clients only; one server may still serve both (tests, one port).
+
 This module knows nothing of the store or of traces: token checks, decoding and storing are
 injected callables (``verify_token``, ``accept_trace``, and ``predictions`` for the prediction
 Jobs' routes, absent with the process backend), so it is tested over real HTTP with plain
@@ -47,6 +52,8 @@ from advisor.tls import ServerTls
 
 logger = logging.getLogger(__name__)
 
+INGEST, OPS = "ingest", "ops"  # the two kinds of routes (see the module's docstring)
+BOTH = frozenset({INGEST, OPS})
 Probe = Callable[[], tuple[bool, str]]  # (ok, short reason shown when not ok)
 VerifyToken = Callable[[str, str, int, str], bool]  # (namespace, name, generation, token)
 # (namespace, name, generation, parsed bundle, the bundle as received, gzip-compressed)
@@ -57,7 +64,7 @@ AcceptTrace = Callable[[str, str, int, dict[str, Any], bytes], "IngestResult"]
 class PredictionEndpoints(Protocol):
     """What the prediction Jobs' routes need (``advisor.controller.pipeline.job_predictor.JobPredictor``)."""
 
-    def verify_prediction_token(self, key: str, token: str) -> bool: ...
+    def verify_prediction_token(self, key: str, token: str) -> bool | None: ...  # None: not known here (yet)
     def prediction_input(self, key: str) -> IngestResult: ...
     def accept_prediction_result(self, key: str, document: dict[str, Any]) -> IngestResult: ...
 
@@ -106,9 +113,13 @@ class HttpApi:
     def __init__(self, host: str, port: int, *, metrics: Metrics, verify_token: VerifyToken,
                  accept_trace: AcceptTrace, healthy: Probe, ready: Probe, max_bytes: int,
                  max_inflated_bytes: int, io_timeout_s: float = 10.0, body_timeout_s: float = 60.0,
-                 predictions: PredictionEndpoints | None = None, lazy_upload_field: str | None = None) -> None:
+                 predictions: PredictionEndpoints | None = None, lazy_upload_field: str | None = None,
+                 serves: frozenset[str] = BOTH) -> None:
         if max_bytes < 1 or max_inflated_bytes < 1:
             raise ValueError("max_bytes and max_inflated_bytes must be positive")
+        if not serves or not serves <= BOTH:
+            raise ValueError(f"serves must name some of {sorted(BOTH)}, got {sorted(serves)}")
+        self.serves = frozenset(serves)
         self.host, self.port = host, port
         self.metrics = metrics
         self.verify_token, self.accept_trace = verify_token, accept_trace
@@ -135,7 +146,7 @@ class HttpApi:
         self._thread = threading.Thread(target=self._server.serve_forever, args=(_POLL_S,), name="advisor-http",
                                         daemon=True)
         self._thread.start()
-        logger.info("HTTP API listening on %s:%d", self.host, self.port)
+        logger.info("HTTP API (%s) listening on %s:%d", " and ".join(sorted(self.serves)), self.host, self.port)
 
     def stop(self) -> None:
         """Stop accepting and close the socket; requests in flight finish on their daemon threads."""
@@ -241,6 +252,11 @@ class _Handler(BaseHTTPRequestHandler):
         """Route the request and run every check that needs no body; returns the step that answers."""
         path = urlsplit(self.path).path
         step: Callable[[], None]
+        serves = self.server.api.serves
+        if path in _PROBE_PATHS and OPS not in serves:
+            raise _Reject(404, f"no such path on this port: {path} is served on the metrics port")
+        if path not in _PROBE_PATHS and INGEST not in serves:
+            raise _Reject(404, f"no such path on this port: {path} (it serves /metrics, /healthz and /readyz)")
         if path in _PROBE_PATHS:
             self._allow("GET", "HEAD")
             step = {"/metrics": self._get_metrics, "/healthz": self._get_healthz, "/readyz": self._get_readyz}[path]
@@ -293,12 +309,17 @@ class _Handler(BaseHTTPRequestHandler):
                            f"{namespace}/{name} generation {generation}")
         return self._check_json_body(api.max_bytes, gzip_allowed=True)
 
-    def _check_bearer(self, verify: Callable[[str], bool], what: str) -> None:
+    def _check_bearer(self, verify: Callable[[str], bool | None], what: str) -> None:
+        """401 without a token, 403 with one refused; 503 (retry) when ``verify`` answers None: the
+        token may be valid on another replica, or on this one soon (a leader adopting an attempt)."""
         auth = _BEARER.fullmatch(self.headers.get("Authorization", ""))
         if auth is None:
             raise _Reject(401, "an 'Authorization: Bearer <token>' header is required", "unauthorized",
                           [("WWW-Authenticate", 'Bearer realm="advisor"')])
-        if not verify(auth["token"]):
+        verdict = verify(auth["token"])
+        if verdict is None:
+            raise _Reject(503, f"{what} is not known to this replica (yet); retry", headers=[("Retry-After", "2")])
+        if not verdict:
             raise _Reject(403, f"the token is not valid for {what}", "unauthorized")
 
     def _check_json_body(self, max_bytes: int, *, gzip_allowed: bool) -> tuple[int, bool]:

@@ -24,7 +24,8 @@ PREDICTION_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 RECONCILE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 PHASES = ("Pending", "Profiling", "Predicting", "Predicted", "Failed")
 PREDICTION_OUTCOMES = ("succeeded", "failed", "retried")  # retried: its worker process died, it runs again
-PROFILING_OUTCOMES = ("started", "succeeded", "failed", "timed_out", "superseded")  # superseded: by a new generation
+# superseded: by a new generation; opted_out: stopped because the job no longer opts in
+PROFILING_OUTCOMES = ("started", "succeeded", "failed", "timed_out", "superseded", "opted_out")
 RECONCILE_ERROR_REASONS = ("conflict", "api", "internal", "invalid_object")
 RESIZE_MODES = ("initial", "auto")
 # refitted: new constants applied; unchanged: fitted, the constants kept; agrees: observed within

@@ -107,6 +107,10 @@ Jobs run the controller's image, pulled with its imagePullSecrets, unless config
 {{- end }}
 {{- $_ := set $cfg "ingest_url" (include "advisor.ingestURL" .) }}
 {{- $_ := set $cfg "http_port" (int .Values.containerPort) }}
+{{- $_ := set $cfg "metrics_port" (int .Values.metricsPort) }}
+{{- if eq (int .Values.metricsPort) (int .Values.containerPort) }}
+{{- fail "metricsPort must differ from containerPort: the NetworkPolicy opens ingest and metrics to different clients" }}
+{{- end }}
 {{- $_ := set $cfg "store_path" (printf "%s/advisor.db" (trimSuffix "/" .Values.persistence.mountPath)) }}
 {{- $_ := set $cfg "ingest_key_file" "/etc/advisor-ingest-key/key" }}
 {{- toYaml $cfg }}
@@ -119,6 +123,7 @@ Jobs run the controller's image, pulled with its imagePullSecrets, unless config
 {{- else if eq $when "leader_election" }}{{ if .root.Values.config.leader_election }}true{{ end }}
 {{- else if eq $when "job_backend" }}{{ if eq .root.Values.config.prediction_backend "job" }}true{{ end }}
 {{- else if eq $when "cluster_mode" }}{{ if .root.Values.config.cluster_mode }}true{{ end }}
+{{- else if eq $when "node_speeds" }}{{ if .root.Values.config.node_speeds }}true{{ end }}
 {{- else }}{{ fail (printf "rbac-calls.yaml: unknown condition %q" $when) }}
 {{- end }}
 {{- end }}
