@@ -29,7 +29,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from advisor import cli_output
@@ -43,7 +42,7 @@ from advisor.core.models.registry import default_model_for
 from advisor.core.sim_types import NetworkModel
 from advisor.core.units import parse_bandwidth, parse_quantity
 from advisor.errors import AdvisorError
-from advisor.file_fields import Quantity, Rate
+from advisor.file_fields import Quantity, Rate, load_yaml
 from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import load_model_error
 from advisor.parallel import PointPool
@@ -142,14 +141,7 @@ def run(args: argparse.Namespace) -> int:
 
 def read_jobs_file(path: Path) -> JobsFile:
     """The file, validated; one line naming the place of any problem."""
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise AllocateFileError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-        raise AllocateFileError(f"{path}: not valid YAML{where}") from None
+    raw = load_yaml(path, AllocateFileError)
     try:
         return JobsFile.model_validate(raw)
     except ValidationError as exc:

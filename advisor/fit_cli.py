@@ -23,7 +23,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from advisor import cli_output
@@ -39,7 +38,7 @@ from advisor.core.curve import CurveSettings
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
 from advisor.core.units import parse_bandwidth, parse_duration
 from advisor.errors import AdvisorError
-from advisor.file_fields import Duration, Rate
+from advisor.file_fields import Duration, Rate, load_yaml
 from advisor.importers.loader import load_profile
 
 JSON_SCHEMA = "advisor-contention-fit/1"
@@ -161,15 +160,7 @@ def _cases(args: argparse.Namespace) -> tuple[list[FitCase], list[str]]:
 
 
 def _read_jobs(path: Path) -> list[_Job]:
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise JobsFileError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise JobsFileError(f"{path}: not valid YAML{where}: {problem}") from None
+    doc = load_yaml(path, JobsFileError)
     try:
         return _JobsFile.model_validate(doc).jobs
     except ValidationError as exc:

@@ -21,7 +21,6 @@ tries again. A job whose minimum alone exceeds the capacity is left as it is (``
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +30,7 @@ from typing import Any
 from advisor.controller.jobs.requests import job_requests
 from advisor.controller.jobs.tfjob import TFJobView
 from advisor.controller.pipeline import annotations as ann
+from advisor.controller.pipeline.deadline import positive_annotation
 from advisor.controller.pipeline.kueue import QUEUE_LABEL, cluster_queue_of, nominal_quota, queue_name
 from advisor.controller.pipeline.policy import PRIORITY, Limits, clamp
 from advisor.controller.settings import ControllerSettings, Mode
@@ -39,7 +39,7 @@ from advisor.core.allocation import WORKERS, AllocationError, Capacity, CurvePoi
 from advisor.core.cost import Prices
 from advisor.core.units import parse_quantity
 from advisor.errors import (
-    AdvisorError, KubeError, KubeForbidden, KubeNotFound, KubeUnavailable, QuotaError, TFJobError,
+    AdvisorError, KubeError, KubeForbidden, KubeNotFound, KubeUnavailable, QuotaError,
 )
 
 log = logging.getLogger(__name__)
@@ -111,16 +111,7 @@ class _Member:
 def priority(view: TFJobView) -> float:
     """The job's ``priority`` annotation (default 1); ``TFJobError`` when it is not a number > 0."""
     text = view.annotations.get(PRIORITY)
-    if text is None:
-        return 1.0
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise TFJobError(f"{view.kind} {view.namespace}/{view.name}: annotation {PRIORITY}={text!r} must be a "
-                         "number > 0")
-    return value
+    return 1.0 if text is None else positive_annotation(view, PRIORITY, text, "a number > 0")
 
 
 def settings_capacity(settings: ControllerSettings) -> Capacity | None:

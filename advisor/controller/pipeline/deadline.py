@@ -55,12 +55,12 @@ def job_deadline(settings: ControllerSettings, view: TFJobView) -> JobDeadline |
     if EXAMPLES not in notes or DEADLINE not in notes:
         given, missing = (EXAMPLES, DEADLINE) if EXAMPLES in notes else (DEADLINE, EXAMPLES)
         raise TFJobError(f"{where}: annotation {given} needs {missing} too (a deadline is for a job of a known size)")
-    examples = _positive(view, EXAMPLES, notes[EXAMPLES], "a number of examples > 0, e.g. 1e7")
+    examples = positive_annotation(view, EXAMPLES, notes[EXAMPLES], "a number of examples > 0, e.g. 1e7")
     m = _HOURS.match(notes[DEADLINE])
     if not m:
         raise TFJobError(f"{where}: annotation {DEADLINE}={notes[DEADLINE]!r} is not a number of hours "
                          "(e.g. 36 or 36h)")
-    hours = _positive(view, DEADLINE, m["num"], "a number of hours > 0, e.g. 36h")
+    hours = positive_annotation(view, DEADLINE, m["num"], "a number of hours > 0, e.g. 36h")
     return JobDeadline(examples, hours, _confidence(view, settings))
 
 
@@ -127,7 +127,8 @@ def _confidence(view: TFJobView, settings: ControllerSettings) -> float:
     return value
 
 
-def _positive(view: TFJobView, key: str, text: str, what: str) -> float:
+def positive_annotation(view: TFJobView, key: str, text: str, what: str) -> float:
+    """The number ``text`` (annotation ``key``'s value) when finite and > 0, else ``TFJobError`` saying it must be ``what``."""
     try:
         value = float(text)
     except ValueError:
