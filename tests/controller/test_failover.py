@@ -12,14 +12,9 @@ itself (readiness = able to serve) before it leads.
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
-import threading
 import time
-import urllib.error
-import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +25,7 @@ from tests.controller.harness import (
     INGEST_KEY, JOB_IMAGE, NS, create_tfjob, phase, profiling_jobs, settings_for, start_controller,
     upload_as_profiling_pod, wait_for,
 )
+from tests.controller.stand_in_service import StandInService
 from tests.controller.tfjobs import tfjob
 from tests.deploy.controller_process import ControllerProcess, descendants, settings_for_process
 from tests.kube_emulator import KubeEmulator
@@ -174,68 +170,11 @@ def test_a_new_leader_with_its_own_store_leaves_a_finished_job_finished(emu, bod
         second.stop()
 
 
-class ProcessService:
-    """The controller's Service in front of replicas that are OS processes: each request goes to
-    the next replica, in turn, whose ``/readyz`` answers 200 (the Service's endpoints; 503 when
-    none is). ``hold_results`` keeps a pod's answer (``PUT .../result``) waiting at the Service, so
-    the leader can be killed at a known point. ``served``: (method, path, status, identity)."""
-
-    def __init__(self) -> None:
-        self.replicas: list[ControllerProcess] = []
-        self.served: list[tuple[str, str, int, str]] = []
-        self.held, self._pass = threading.Event(), threading.Event()
-        self._pass.set()
-        self._turn = itertools.count()
-        service = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-                service.forward(self)
-
-            do_PUT = do_GET  # noqa: N815
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> ProcessService:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._pass.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-    def hold_results(self) -> None:
-        self._pass.clear()
-
-    def release_results(self) -> None:
-        self._pass.set()
-
-    def forward(self, request: BaseHTTPRequestHandler) -> None:
-        body = request.rfile.read(int(request.headers.get("Content-Length") or 0))
-        if request.path.endswith("/result") and not self._pass.is_set():
-            self.held.set()
-            self._pass.wait(timeout=50)  # under the pod's 60 s socket timeout
-        ready = [c for c in list(self.replicas) if _ready(c)]
-        if not ready:
-            return _answer(request, 503, {}, b"no ready endpoint")
-        replica = ready[next(self._turn) % len(ready)]
-        headers = {h: request.headers[h] for h in ("Authorization", "Content-Type", "Accept", "Accept-Encoding")
-                   if request.headers.get(h)}
-        upstream = urllib.request.Request(f"http://127.0.0.1:{replica.settings['http_port']}{request.path}",
-                                          data=body or None, method=request.command, headers=headers)
-        try:
-            with urllib.request.urlopen(upstream, timeout=30) as resp:
-                status, got, raw = resp.status, resp.headers, resp.read()
-        except urllib.error.HTTPError as exc:
-            status, got, raw = exc.code, exc.headers, exc.read()
-        self.served.append((request.command, request.path, status, replica.settings["identity"]))
-        _answer(request, status, {h: got[h] for h in ("Content-Type", "Content-Encoding", "Retry-After")
-                                  if got.get(h)}, raw)
+def process_service() -> StandInService[ControllerProcess]:
+    """The Service in front of replicas that are OS processes, each request to the next ready one
+    in turn (``/readyz`` answers 200)."""
+    return StandInService(_ready, lambda c: c.settings["http_port"], lambda c: c.settings["identity"],
+                          round_robin=True)
 
 
 def predicted_events(emu: KubeEmulator, name: str) -> list[dict[str, Any]]:
@@ -249,21 +188,12 @@ def _ready(ctl: ControllerProcess) -> bool:
         return False
 
 
-def _answer(request: BaseHTTPRequestHandler, status: int, headers: dict[str, str], raw: bytes) -> None:
-    request.send_response(status)
-    for name, value in headers.items():
-        request.send_header(name, value)
-    request.send_header("Content-Length", str(len(raw)))
-    request.end_headers()
-    request.wfile.write(raw)
-
-
 def test_kill_9_of_the_leader_mid_prediction_job_adopts_the_job(emu: KubeEmulator, body: bytes,
                                                                  tmp_path: Path) -> None:
     """Job backend, each replica its own store: the leader is SIGKILLed while its prediction Job
     runs. The new leader finds the Job in the cluster and adopts it: the pod's answer lands there,
     no second Job runs, and the prediction is applied once."""
-    with ProcessService() as service, JobRunner(emu, NS) as runner:
+    with process_service() as service, JobRunner(emu, NS) as runner:
         replicas = two_replicas(emu, tmp_path, prediction_backend="job", prediction_job_image=JOB_IMAGE,
                                 ingest_url=service.url)
         try:

@@ -14,9 +14,6 @@ the Job lands after the new leader adopted the attempt; and a Job a lost store l
 from __future__ import annotations
 
 import threading
-import urllib.error
-import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -33,86 +30,25 @@ from advisor.controller.state.store import Store
 from advisor.controller.jobs.tfjob import PREFIX
 from advisor.core.cost import Prices
 from tests.controller.harness import (
-    NS, annotations, create_tfjob, free_port, job_settings_for, phase, profiling_jobs, start_controller, trace_body,
+    NS, annotations, create_tfjob, job_settings_for, phase, profiling_jobs, start_controller, trace_body,
     upload_as_profiling_pod, wait_for,
 )
 from tests.controller.tfjobs import tfjob
+from tests.controller.stand_in_service import StandInService
 from tests.kube_emulator import KubeEmulator
 from tests.kube_emulator.job_runner import JobRunner
 
 SLOW = 90  # s: a first prediction in a fresh process may compile the simulator
-_FORWARDED = ("Authorization", "Content-Type", "Content-Encoding", "Accept", "Accept-Encoding")
 
 
-class Service:
-    """Forwards HTTP requests to the first ready replica in ``replicas``; 503 when none is ready
-    (the pod's client retries that, as it retries the refused connections of a Service without
-    endpoints). ``served`` records (method, path, identity of the replica that answered)."""
+def in_process_service() -> StandInService[Controller]:
+    """The Service in front of in-process controllers: each request to the first ready one."""
+    return StandInService(lambda c: c.ready()[0], lambda c: c.http.port, lambda c: c.settings.identity)
 
-    def __init__(self) -> None:
-        self.replicas: list[Controller] = []
-        self.served: list[tuple[str, str, str]] = []
-        self.held = threading.Event()  # a result is waiting at the Service
-        self._pass = threading.Event()
-        self._pass.set()
-        service = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-                service.forward(self)
-
-            do_PUT = do_POST = do_GET  # noqa: N815
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> Service:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._pass.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-    def hold_results(self) -> None:
-        self._pass.clear()
-
-    def release_results(self) -> None:
-        self._pass.set()
-
-    def forward(self, request: BaseHTTPRequestHandler) -> None:
-        body = request.rfile.read(int(request.headers.get("Content-Length") or 0))
-        if request.path.endswith("/result") and not self._pass.is_set():
-            self.held.set()
-            self._pass.wait(timeout=50)  # under the pod's 60 s socket timeout
-        ready = [c for c in self.replicas if c.ready()[0]]
-        if not ready:
-            return self._answer(request, 503, {"Content-Type": "text/plain"}, b"no ready endpoint")
-        replica = ready[0]
-        headers = {h: request.headers[h] for h in _FORWARDED if request.headers.get(h)}
-        upstream = urllib.request.Request(f"http://127.0.0.1:{replica.http.port}{request.path}", data=body or None,
-                                          method=request.command, headers=headers)
-        try:
-            with urllib.request.urlopen(upstream, timeout=30) as resp:
-                status, got, raw = resp.status, resp.headers, resp.read()
-        except urllib.error.HTTPError as exc:
-            status, got, raw = exc.code, exc.headers, exc.read()
-        self.served.append((request.command, request.path, replica.settings.identity))
-        self._answer(request, status, {h: got[h] for h in ("Content-Type", "Content-Encoding") if got.get(h)}, raw)
-
-    @staticmethod
-    def _answer(request: BaseHTTPRequestHandler, status: int, headers: dict[str, str], raw: bytes) -> None:
-        request.send_response(status)
-        for name, value in headers.items():
-            request.send_header(name, value)
-        request.send_header("Content-Length", str(len(raw)))
-        request.end_headers()
-        request.wfile.write(raw)
-
+def answered(service: StandInService[Controller]) -> list[tuple[str, str, str]]:
+    """(method, path, identity of the replica that answered) of every request the Service passed on."""
+    return [(method, path, who) for method, path, _, who in service.served]
 
 
 def prediction_jobs(emu: KubeEmulator) -> list[dict[str, Any]]:
@@ -120,7 +56,7 @@ def prediction_jobs(emu: KubeEmulator) -> list[dict[str, Any]]:
 
 
 def test_the_standby_adopts_the_leaders_running_prediction_job(emu: KubeEmulator, tmp_path) -> None:
-    with Service() as service, JobRunner(emu, NS) as runner:
+    with in_process_service() as service, JobRunner(emu, NS) as runner:
         # One store file, one address for the pods, leader election with the harness's fast lease.
         a, b = (start_controller(emu, job_settings_for(tmp_path, identity=name, leader_election=True,
                                                        ingest_url=service.url)) for name in ("a", "b"))
@@ -138,7 +74,7 @@ def test_the_standby_adopts_the_leaders_running_prediction_job(emu: KubeEmulator
 
             # Mid-prediction: the pod got its input from the leader and computed; its answer waits.
             wait_for("the pod's answer", service.held.is_set, timeout_s=SLOW)
-            assert ("GET", f"/v1/predictions/{key}/input", leader.settings.identity) in service.served
+            assert ("GET", f"/v1/predictions/{key}/input", leader.settings.identity) in answered(service)
             assert phase(emu, "ha") == "Predicting"
             assert leader.predictor.tracked_jobs() == {name} and standby.predictor.tracked_jobs() == set()
 
@@ -152,7 +88,7 @@ def test_the_standby_adopts_the_leaders_running_prediction_job(emu: KubeEmulator
 
             service.release_results()
             wait_for("Predicted", lambda: phase(emu, "ha") == "Predicted", timeout_s=30)
-            assert ("PUT", f"/v1/predictions/{key}/result", standby.settings.identity) in service.served
+            assert ("PUT", f"/v1/predictions/{key}/result", standby.settings.identity) in answered(service)
             notes = annotations(emu, "ha")
             assert notes[PREFIX + "recommended-workers"] and notes[PREFIX + "curve"]
             (run,) = wait_for("the pod's exit", lambda: runner.runs)
