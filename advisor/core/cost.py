@@ -33,10 +33,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from advisor.core.belief import Belief, Spread
+from advisor.core.belief import Belief
 from advisor.errors import AdvisorError
 
-__all__ = ["DEFAULT_CONFIDENCE", "SECONDS_PER_HOUR", "Choice", "Constraints", "CostError", "Prices", "Spread",
+__all__ = ["DEFAULT_CONFIDENCE", "SECONDS_PER_HOUR", "Choice", "Constraints", "CostError", "Prices",
            "cost_optimal", "cost_per_example", "decide", "expected_cost_per_example", "saturation_point",
            "shortfall"]
 
