@@ -289,7 +289,10 @@ def test_the_longest_namespace_and_job_names_go_through_the_whole_flow(body, tmp
             wait_for("Predicted", lambda: emu.get("tfjobs", namespace, name)["metadata"]["annotations"].get(
                 "training-advisor.io/phase") == "Predicted")
             assert emu.get("configmaps", namespace, f"{name}-advisor-g1") is not None
-            assert not [c for c in emu.calls() if c.code >= 400 and c.code != 404 and c.resource], \
-                [c for c in emu.calls() if c.code >= 400]
+            # no request was refused (a name or label the API server would reject is a 422); a 404
+            # (a lookup before create) and a 409 (a write that lost a race with another write of the
+            # same job, which the reconcile retries by design) say nothing about names
+            refused = [c for c in emu.calls() if c.code >= 400 and c.code not in (404, 409) and c.resource]
+            assert not refused, refused
         finally:
             controller.stop()
