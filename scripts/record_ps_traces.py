@@ -39,17 +39,25 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import netns_testbed as testbed  # scripts/netns_testbed.py, beside this script
 
 PREFIX = "advrec"
 SUBNET = "10.213.77"
 PORT = 2222
+# a synchronous chief's queue runner waits for gradients that no longer come when training
+# stops: the session's close waits this long for it (TF's default, 120 s, per run)
+STOP_GRACE_S = 2
 MODELS = {
     # widths (input to classes), batch, emulated compute per layer and pass in seconds
     # (4 layers x 2 passes x 3 ms = 24 ms, about the 25 ms of tests/data/ps-async's mlp)
     "mlp": ((784, 384, 256, 128, 10), 32, 0.003),
 }
+# a compute-heavy program (about tests/data/ps-async's cnn: 0.41 MB each way, about 111 ms of
+# compute, batch 8): 3 convolutions 3x3 (32, 64, 128 channels, stride 2) on 8x8x3 inputs, then
+# dense 512-128-10; (channels, dense widths), batch, emulated compute per layer and pass
+CNNS = {"cnn": ((3, 32, 64, 128), (512, 128, 10), 8, 0.011)}
 
 
 # ---------------------------------------------------------------- network namespaces and tc
@@ -74,8 +82,11 @@ def teardown_network() -> None:
 # ---------------------------------------------------------------- the training program
 
 
-def build_model(tf, widths: Sequence[int], batch: int, sleep_s: float):  # type: ignore[no-untyped-def]
-    """The MLP on random inputs with a sleep after every layer in both passes; (global step, train op)."""
+def build_model(tf, model: str, *, sync: int = 0, backup: int = 0):  # type: ignore[no-untyped-def]
+    """The program on random inputs with a sleep after every layer in both passes:
+    (global step, train op, the SyncReplicasOptimizer or None). ``sync`` > 0: synchronous
+    training over that many workers, ``backup`` of them backup workers (replicas_to_aggregate =
+    sync - backup, total_num_replicas = sync)."""
     import numpy as np
 
     def sleeper(tag: str):  # type: ignore[no-untyped-def]
@@ -99,7 +110,20 @@ def build_model(tf, widths: Sequence[int], batch: int, sleep_s: float):  # type:
         return layer_compute(h)
 
     global_step = tf.compat.v1.train.get_or_create_global_step()
-    h = tf.random.normal([batch, widths[0]])
+    layer = 0
+    if model in CNNS:
+        channels, widths, batch, sleep_s = CNNS[model]
+        h = tf.random.normal([batch, 8, 8, channels[0]])
+        for i, (c_in, c_out) in enumerate(zip(channels, channels[1:])):
+            k = tf.compat.v1.get_variable(f"conv{i}/W", [3, 3, c_in, c_out])
+            b = tf.compat.v1.get_variable(f"conv{i}/b", [c_out], initializer=tf.compat.v1.zeros_initializer())
+            h = emulated(tf.nn.relu(tf.nn.conv2d(h, k, strides=2, padding="SAME") + b), layer)
+            layer += 1
+        h = tf.reshape(h, [batch, -1])  # 1 x 1 x 128 after three stride-2 convolutions of 8 x 8
+        widths = (int(h.shape[1]), *widths[1:])
+    else:
+        widths, batch, sleep_s = MODELS[model]
+        h = tf.random.normal([batch, widths[0]])
     labels = tf.random.uniform([batch], maxval=widths[-1], dtype=tf.int32)
     for i, (fan_in, fan_out) in enumerate(zip(widths, widths[1:])):
         w = tf.compat.v1.get_variable(f"fc{i}/W", [fan_in, fan_out])
@@ -107,10 +131,24 @@ def build_model(tf, widths: Sequence[int], batch: int, sleep_s: float):  # type:
         h = tf.matmul(h, w) + b
         if i < len(widths) - 2:
             h = tf.nn.relu(h)
-        h = emulated(h, i)
+        h = emulated(h, layer)
+        layer += 1
     loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, h)
-    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=global_step)
-    return global_step, train_op
+    optimizer = tf.compat.v1.train.GradientDescentOptimizer(0.01)
+    if sync:
+        optimizer = tf.compat.v1.train.SyncReplicasOptimizer(
+            optimizer, replicas_to_aggregate=max(sync - backup, 1), total_num_replicas=sync)
+    train_op = optimizer.minimize(loss, global_step=global_step)
+    return global_step, train_op, (optimizer if sync else None)
+
+
+def batch_of(model: str) -> int:
+    return CNNS[model][2] if model in CNNS else MODELS[model][1]
+
+
+def load_average() -> float:
+    """The machine's 1-minute load average (what a data set's README states per run)."""
+    return float(Path("/proc/loadavg").read_text().split()[0])
 
 
 class GreedyByBytes:
@@ -130,6 +168,22 @@ class GreedyByBytes:
         return ps
 
 
+def _start_quickly() -> None:
+    """A worker that is not the chief polls for the chief's initialisation every 30 s
+    (``SessionManager``'s ``recovery_wait_secs``): half a minute of every run spent waiting. Poll
+    every half second instead; nothing measured changes (measurement starts after all sessions
+    are up)."""
+    from tensorflow.python.training import session_manager
+
+    init = session_manager.SessionManager.__init__
+
+    def quick(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[no-untyped-def]
+        kwargs["recovery_wait_secs"] = 0.5
+        init(self, *args, **kwargs)
+
+    session_manager.SessionManager.__init__ = quick
+
+
 def run_task(args: argparse.Namespace) -> None:
     """One task of the cluster (inside its namespace): a PS serves; the worker trains and records."""
     import tensorflow as tf
@@ -142,15 +196,20 @@ def run_task(args: argparse.Namespace) -> None:
     if job == "ps":
         server.join()
         return
-    widths, batch, sleep_s = MODELS[args.model]
+    batch = batch_of(args.model)
     tf.compat.v1.disable_eager_execution()
+    _start_quickly()
     strategy = GreedyByBytes(tf, len(tf_config["cluster"]["ps"])) if args.placement == "greedy" else None
     setter = tf.compat.v1.train.replica_device_setter(cluster=cluster, worker_device=f"/job:worker/task:{index}",
                                                       ps_strategy=strategy)
+    workers = len(tf_config["cluster"]["worker"])
     with tf.compat.v1.device(setter):
-        global_step, train_op = build_model(tf, widths, batch, sleep_s)
+        global_step, train_op, sync_opt = build_model(tf, args.model, sync=workers if args.sync else 0,
+                                                      backup=min(args.backup, workers - 1))
+    sync_hooks = [sync_opt.make_session_run_hook(is_chief=index == 0)] if sync_opt is not None else []
     if args.measure_steps:
-        _measure(tf, server, index, global_step, train_op, args.measure_steps, threads, Path(args.out))
+        _measure(tf, server, index, global_step, train_op, args.measure_steps, threads, Path(args.out),
+                 sync_hooks, until_global_step=args.measure_steps if args.sync else None)
         return
 
     ingest = testbed.Ingest()
@@ -162,7 +221,8 @@ def run_task(args: argparse.Namespace) -> None:
     config = tf.compat.v1.ConfigProto(device_filters=["/job:ps", f"/job:worker/task:{index}"], **threads)
     runs = 0
     with tf.compat.v1.train.MonitoredTrainingSession(
-        master=server.target, is_chief=index == 0, hooks=[hook], config=config, log_step_count_steps=0
+        master=server.target, is_chief=index == 0, hooks=[hook, *sync_hooks], config=config, log_step_count_steps=0,
+        stop_grace_period_secs=STOP_GRACE_S,
     ) as session:
         while not session.should_stop() and runs < args.warmup + args.steps + 50:
             session.run([train_op, global_step])
@@ -171,26 +231,48 @@ def run_task(args: argparse.Namespace) -> None:
     print(f"worker: {runs} runs, bundle {len(testbed.IngestStub.body)} bytes -> {args.out}", flush=True)
 
 
-def _measure(tf, server, index: int, global_step, train_op, steps: int, threads: dict, out: Path) -> None:  # type: ignore[no-untyped-def]
-    """Train ``steps`` steps untraced, logging (start, end, global step) of each: the measured runs."""
+def _measure(tf, server, index: int, global_step, train_op, steps: int, threads: dict, out: Path,  # type: ignore[no-untyped-def]
+             hooks: Sequence[Any] = (), until_global_step: int | None = None) -> None:
+    """Train ``steps`` steps untraced, logging (start, end, global step) of each: the measured runs.
+    Synchronous (``until_global_step``): until the shared global step reaches it, so that no
+    worker stops while another waits at the barrier for its gradient."""
     config = tf.compat.v1.ConfigProto(device_filters=["/job:ps", f"/job:worker/task:{index}"], **threads)
     log = []
     ready = out.with_name(f"{out.name}.ready")
     ready.mkdir(exist_ok=True)
     workers = len(json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"])
     with tf.compat.v1.train.MonitoredTrainingSession(
-        master=server.target, is_chief=index == 0, config=config, log_step_count_steps=0
+        master=server.target, is_chief=index == 0, config=config, log_step_count_steps=0, hooks=list(hooks),
+        stop_grace_period_secs=STOP_GRACE_S,
     ) as session:
         # start together: TF takes seconds to start, and a worker that ran alone first would
         # leave no window where all run
         (ready / f"w{index}").touch()
         while len(list(ready.iterdir())) < workers:
             time.sleep(0.05)
-        for _ in range(steps):
+        step = 0
+        while (step < until_global_step) if until_global_step else (len(log) < steps):
             start = time.time()
             _, step = session.run([train_op, global_step])
             log.append((start, time.time(), int(step)))
+            if until_global_step and len(log) > 4 * until_global_step:
+                break  # a barrier that never completes: the log says so
     out.with_name(f"{out.name}.w{index}").write_text(json.dumps(log))
+
+
+def update_throughput(logs: Sequence[Sequence[tuple[float, float, int]]], batch: int, replicas: int,
+                      skip: int = 20) -> float:
+    """Synchronous runs: examples of *aggregated* gradients per second (what the sync model
+    counts: a backup worker's dropped gradient moves nothing), over the same window as
+    ``throughput_window``: the global-step increase the workers saw between its ends, times
+    ``replicas`` x batch, over its length."""
+    start = max(log[skip - 1][1] for log in logs)
+    end = min(log[-1][1] for log in logs)
+    if end <= start:
+        raise SystemExit("no window where all workers run: train more steps")
+    first = max(s for log in logs for (_, e, s) in log if e <= start)
+    last = max(s for log in logs for (_, e, s) in log if e <= end)
+    return (last - first) * replicas * batch / (end - start)
 
 
 def throughput_window(logs: Sequence[Sequence[tuple[float, float, int]]], batch: int, skip: int = 20) -> float:
@@ -230,7 +312,8 @@ def record(args: argparse.Namespace, workers: int = 1, out: Path | None = None) 
     }
     logs = Path(tempfile.mkdtemp(prefix="advrec-logs-"))
     base = [sys.executable, str(Path(__file__).resolve()), "task", "--model", args.model, "--steps", str(args.steps),
-            "--warmup", str(args.warmup), "--mbit", str(args.mbit), "--placement", args.placement, "--out", str(out)]
+            "--warmup", str(args.warmup), "--mbit", str(args.mbit), "--placement", args.placement, "--out", str(out),
+            "--backup", str(args.backup)] + (["--sync"] if args.sync else [])
     if args.measure:
         base += ["--measure-steps", str(args.measure_steps or 100)]
     repo = str(Path(__file__).resolve().parent.parent)
@@ -258,23 +341,30 @@ def measure(args: argparse.Namespace) -> None:
     """Measured throughput with 1 PS or more and each W of ``--measure`` (untraced runs), into
     ``--out`` as JSON: ``results[]`` with ``W``, ``thr_window`` and each worker's step log."""
     out = Path(args.out).resolve()
-    batch = MODELS[args.model][1]
+    batch = batch_of(args.model)
+    skip = args.skip
     results = []
     for workers in args.measure:
         scratch = out.with_name(f"{out.name}.run")
         shutil.rmtree(scratch.with_name(f"{scratch.name}.ready"), ignore_errors=True)
+        load_before = load_average()
         record(args, workers, scratch)
+        load_after = load_average()
         shutil.rmtree(scratch.with_name(f"{scratch.name}.ready"), ignore_errors=True)
         logs = []
         for k in range(workers):
             part = scratch.with_name(f"{scratch.name}.w{k}")
             logs.append([tuple(x) for x in json.loads(part.read_text())])
             part.unlink()
-        thr = throughput_window(logs, batch)
-        print(f"W={workers}: {thr:.1f} examples/s", flush=True)
-        results.append({"W": workers, "thr_window": thr, "step_log": logs})
+        replicas = max(workers - args.backup, 1) if args.sync else None
+        thr = update_throughput(logs, batch, replicas, skip) if replicas else throughput_window(logs, batch, skip)
+        print(f"W={workers}: {thr:.1f} examples/s (load {load_before:.2f} before, {load_after:.2f} after)", flush=True)
+        results.append({"W": workers, "thr_window": thr, "replicas_to_aggregate": replicas,
+                        "load_before": load_before, "load_after": load_after, "step_log": logs})
     meta = {"model": args.model, "batch": batch, "n_ps": args.ps, "placement": args.placement, "bw_mbit": args.mbit,
-            "steps_per_worker": args.measure_steps or 100, "window_skips_steps": 20, "shape": args.shape}
+            "steps_per_worker": args.measure_steps or 100, "window_skips_steps": skip, "shape": args.shape,
+            "sync": bool(args.sync), "backup_workers": args.backup if args.sync else 0,
+            "queue_ms": args.queue_ms, "congestion_control": "cubic"}
     body = json.dumps({"meta": meta, "results": results}).encode()
     out.write_bytes(gzip.compress(body, mtime=0) if out.name.endswith(".gz") else body)
 
@@ -284,7 +374,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("mode", nargs="?", choices=("record", "task"), default="record",
                         help="record (default) sets up and runs everything; task is one process of it")
     parser.add_argument("--ps", type=int, default=1, help="parameter servers (1 worker always)")
-    parser.add_argument("--model", choices=sorted(MODELS), default="mlp")
+    parser.add_argument("--model", choices=sorted({*MODELS, *CNNS}), default="mlp")
+    parser.add_argument("--sync", action="store_true",
+                        help="synchronous training (SyncReplicasOptimizer over all workers)")
+    parser.add_argument("--backup", type=int, default=0,
+                        help="with --sync: backup workers (replicas_to_aggregate = W - backup, at least 1)")
+    parser.add_argument("--skip", type=int, default=20, help="steps per worker left out of the measured window")
     parser.add_argument("--placement", choices=("round-robin", "greedy"), default="round-robin",
                         help="variable placement on the PS: TF's default round-robin, or greedy by bytes")
     parser.add_argument("--steps", type=int, default=60, help="traced steps")
@@ -297,7 +392,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--measure", type=lambda t: [int(w) for w in t.split(",")], default=None,
                         help="measure throughput untraced with these worker counts, e.g. 1,2,3,4 (--out gets JSON, gzip if .gz)")
     parser.add_argument("--measure-steps", type=int, default=0,
-                        help="steps per worker of a measured run (default 100); in a task: measure, do not trace")
+                        help="steps per worker of a measured run (default 100; with --sync: updates); "
+                             "in a task: measure, do not trace")
     parser.add_argument("--out", required=True, help="where the upload bundle goes (gzip, as uploaded)")
     return parser.parse_args(argv)
 

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Record the repository's synchronous-PS and 2-PS truth (tests/data/ps-sync, tests/data/ps-traces)
+# on the namespace testbed, one run at a time (each run's load average is stored with it).
+#
+#   sudo bash scripts/record_ps_truth.sh [REPEATS...]     # default: r1 r2
+#
+# Needs root (namespaces, tc) and a venv with tensorflow-cpu and advisor:
+#   python3 -m venv /tmp/tfvenv && /tmp/tfvenv/bin/pip install -e '.[test,tensorflow]'
+# About 55 minutes a repeat on a quiet 2-core machine.
+set -u
+cd "$(dirname "$0")/.."
+PY=${PY:-/tmp/tfvenv/bin/python}
+REC="$PY scripts/record_ps_traces.py"
+SYNC=tests/data/ps-sync
+PS2=tests/data/ps-traces
+ALL=1,2,3,4,5,6,7,8
+step() { echo "== $(date +%T) $*"; "$@" || echo "!! failed: $*"; }
+
+# the one-worker profiles, recorded by the product's hook (what a prediction reads)
+for model in mlp cnn; do
+  for mbit in 100 50; do
+    [ -e $SYNC/${model}_bw${mbit}.trace.json.gz ] ||
+      step $REC --sync --model $model --mbit $mbit --out $SYNC/${model}_bw${mbit}.trace.json.gz
+  done
+done
+
+for r in "${@:-r1 r2}"; do
+  for mbit in 100 50; do
+    for model in mlp cnn; do
+      step $REC --sync --model $model --mbit $mbit --measure $ALL --measure-steps 60 --skip 10 \
+        --out $SYNC/${model}_bw${mbit}.$r.measured.json.gz
+    done
+  done
+  for model in mlp cnn; do
+    step $REC --sync --backup 1 --model $model --mbit 100 --measure 2,3,4,5,6,7,8 --measure-steps 60 --skip 10 \
+      --out $SYNC/${model}_bw100_backup1.$r.measured.json.gz
+  done
+  step $REC --ps 2 --measure $ALL --measure-steps 60 --skip 10 --out $PS2/mlp_ps2_bw100.$r.measured.json.gz
+  step $REC --ps 2 --placement greedy --measure $ALL --measure-steps 60 --skip 10 \
+    --out $PS2/mlp_ps2greedy_bw100.$r.measured.json.gz
+done
+echo "== $(date +%T) done"
