@@ -44,7 +44,7 @@ from advisor.core.units import parse_bandwidth, parse_quantity
 from advisor.errors import AdvisorError
 from advisor.file_fields import Quantity, Rate, load_yaml
 from advisor.importers.loader import load_profile
-from advisor.importers.model_error_file import load_model_error
+from advisor.importers.model_error_file import load_model_errors
 from advisor.parallel import PointPool
 
 JSON_SCHEMA = "advisor-allocation/1"
@@ -174,7 +174,7 @@ def predict(job: _Job, base: Path, prices: Prices, seed: int, pool: PointPool) -
         prices=prices,
         constraints=Constraints(max_workers=job.max_workers),  # the deadline is the allocator's to weigh
         model=ModelChoice(default_model_for(profile.job.kind.allreduce)),
-        model_error=load_model_error(None),
+        model_error=load_model_errors(None),
     )
     return advise(profile, request, None, pool)
 

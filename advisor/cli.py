@@ -29,7 +29,7 @@ from advisor.core.calibration import calibrate
 from advisor.core.compare import compare
 from advisor.core.cost import DEFAULT_CONFIDENCE, Constraints, CostError, Prices
 from advisor.core.curve import CurveSettings
-from advisor.core.model_error import ModelError
+from advisor.core.model_error import ModelErrors
 from advisor.core.models import registry
 from advisor.core.models.protocol import DEVICE_DB, Need
 from advisor.core.profile import Profile
@@ -38,7 +38,7 @@ from advisor.core.summary import AllReduceSummary, ProfileSummary, summarize, su
 from advisor.core.units import format_bandwidth, parse_bandwidth, parse_deadline, parse_duration
 from advisor.errors import AdvisorError, EngineCacheWarning, ModelInputError
 from advisor.importers.loader import BUNDLED_EXAMPLE, load_profile
-from advisor.importers.model_error_file import load_model_error
+from advisor.importers.model_error_file import load_model_errors
 from advisor.importers.observed import read_observed
 from advisor.importers.opdb_file import read_opdb
 from advisor.importers.spec_file import read_spec_document
@@ -50,6 +50,9 @@ from advisor.report import advice_table, advice_to_json, compare_table, compare_
 EXIT_USAGE = 2
 # where an adaptive curve starts (CurveSettings.min_steps); its warm-up must be shorter
 ADAPTIVE_MIN_STEPS = CurveSettings(workers=(1,)).min_steps
+MODEL_ERROR_HELP = ("widen each interval by the predicting model's measured error: FILE holds one model's, FOLDER one "
+                    "<model>.json per model (default: the shipped held-out widths, advisor/data/model_error/; a model "
+                    "without a file is not widened); off: simulation noise only")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,8 +114,10 @@ def _parser() -> argparse.ArgumentParser:
     _add_predict_options(predict)
     predict.set_defaults(run=_predict)
 
-    models = commands.add_parser("models", help="list every throughput model, what it needs and its parameters")
+    models = commands.add_parser("models", help="list every throughput model, what it needs, its parameters and "
+                                 "whether its model error is measured")
     models.add_argument("--json", action="store_true", help="print the list as JSON")
+    models.add_argument("--model-error", metavar="FILE|FOLDER|off", default=None, help=MODEL_ERROR_HELP)
     models.set_defaults(run=_models)
 
     comp = commands.add_parser("compare", help="every applicable model's curve side by side, with errors against "
@@ -195,9 +200,7 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
                      help="warm-up steps per worker, not measured; fewer than --steps, or than the "
                      f"{ADAPTIVE_MIN_STEPS} an adaptive run starts with (default 50)")
     sim.add_argument("--seed", type=SEED, default=0, help="random seed, an integer >= 0 (default 0)")
-    sim.add_argument("--model-error", metavar="FILE|off", default=None,
-                     help="widen each interval by the model's measured error (default: the shipped "
-                          "leave-one-job-out widths, advisor/data/model_error.json); off: simulation noise only")
+    sim.add_argument("--model-error", metavar="FILE|FOLDER|off", default=None, help=MODEL_ERROR_HELP)
     sim.add_argument("--jobs", type=int_at_least(0, "0 is as many as the CPU quota allows"), default=0, metavar="N",
                      help="processes that compute the worker counts (default 0: as many as the CPU quota allows; "
                           "the result is the same for any N)")
@@ -302,6 +305,7 @@ def parse_rates(text: str) -> tuple[float, ...]:
 
 def _models(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
+    errors = _model_error(args)
     for model in registry.all_models():
         params = [{"name": k, "type": _type_name(f.annotation), "default": _jsonable(f.default),
                    "description": f.description or ""} for k, f in model.Params.model_fields.items()]
@@ -309,7 +313,8 @@ def _models(args: argparse.Namespace) -> int:
                         "description": c.description} for c in model.calibration]
         rows.append({"name": model.name, "description": model.description,
                      "needs": sorted(n.value for n in model.needs), "params": params,
-                     "calibration": calibration, "calibration_note": model.calibration_note})
+                     "calibration": calibration, "calibration_note": model.calibration_note,
+                     "model_error": _model_error_row(model.name, errors, args)})
     if args.json:
         print(json.dumps({"default": registry.DEFAULT_MODEL, "models": rows}, indent=2))
         return 0
@@ -324,7 +329,31 @@ def _models(args: argparse.Namespace) -> int:
                 f"{c['name']} {c['low']:g}..{c['high']:g}" for c in r["calibration"]))
         else:
             print(f"  not calibrated from observed throughput: {r['calibration_note']}")
+        e = r["model_error"]
+        if e["measured"]:
+            print(f"  model error: measured from {e['points']} points, at {e['level']:.0%}: " + ", ".join(
+                f"{g['label']} -{g['down']:.1%}/+{g['up']:.1%}" for g in e["regimes"]))
+        else:
+            print(f"  model error: not measured ({e['why_not']}): its intervals leave it out")
     return 0
+
+
+def _model_error_row(model: str, errors: ModelErrors | None, args: argparse.Namespace) -> dict[str, Any]:
+    """Whether ``model``'s error is measured in ``errors`` (from how many points), else why not."""
+    error = None if errors is None else errors.of(model)
+    if error is None:
+        given = getattr(args, "model_error", None)
+        if errors is None:
+            why = "--model-error off"
+        elif given and not Path(given).is_dir():
+            why = f"{given} holds the error of {', '.join(errors.models)} only"
+        else:
+            why = f"no {model}.json in {given}" if given else f"no {model}.json in the shipped advisor/data/model_error"
+        return {"measured": False, "why_not": why}
+    return {"measured": True, "points": error.points, "level": error.level, "source": error.source,
+            "regimes": [{"label": g.label, "workers_min": g.workers_min, "workers_max": g.workers_max,
+                         "outcome": g.outcome, "down": g.down, "up": g.up, "n": g.n, "exact": g.exact}
+                        for g in error.regimes]}
 
 
 def _type_name(annotation: object) -> str:
@@ -582,11 +611,13 @@ def _extras(args: argparse.Namespace) -> dict[str, Any]:
     return {DEVICE_DB: read_opdb(args.device_db)}
 
 
-def _model_error(args: argparse.Namespace) -> ModelError | None:
+def _model_error(args: argparse.Namespace) -> ModelErrors | None:
+    """The measured model errors --model-error names: a file (one model), a folder of
+    <model>.json files, off (None), or by default the shipped ones."""
     given = getattr(args, "model_error", None)
     if given is not None and given.strip().lower() == "off":
         return None
-    return load_model_error(Path(given) if given else None)
+    return load_model_errors(Path(given) if given else None)
 
 
 def _model_name(args: argparse.Namespace, profile: Profile | None = None) -> str:

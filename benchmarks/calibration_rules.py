@@ -35,7 +35,7 @@ import numpy as np
 
 from advisor.core.advice import AdviceRequest
 from advisor.core.online_calibration import Grid, Observation, Rule, calibrate
-from advisor.importers.model_error_file import load_model_error
+from advisor.importers.model_error_file import load_model_errors
 from benchmarks.real_curves import RING_MODEL, RealCurve, every_curve
 
 RHOS = (0.5, 0.7, 0.9)
@@ -88,9 +88,9 @@ def _q(values: Sequence[float], q: float) -> float:
 
 def grid_band(grid: Grid, row: int, request: AdviceRequest, model: str) -> dict[int, tuple[float, float, float]]:
     """The band ``advise`` would give with the grid row's values: the simulation's interval
-    widened by the model's measured error (for the model it was measured for)."""
+    widened by the model's own measured error (none where it has not been measured)."""
     z = NormalDist().inv_cdf((1 + request.curve.confidence) / 2)
-    error = request.model_error
+    error = request.error_of(model)
     out = {}
     for j, w in enumerate(grid.workers):
         mu, sd = float(grid.curves[row, j]), float(grid.sim_sd[row, j])
@@ -111,7 +111,7 @@ def rules() -> list[tuple[str, Rule, float, float]]:
 def evaluate(curve: RealCurve, statement: Statement, noise: float, cache: dict[Hashable, Grid]) -> dict[str, Scores]:
     profile = curve.load()
     request = curve.request(bandwidth_bps=curve.bandwidth_bps * statement.bandwidth_factor, params=statement.params,
-                            model_error=load_model_error(None))
+                            model_error=load_model_errors(None))
     truth = {w: curve.truth(w) for w in curve.measured}
     scores: dict[str, Scores] = {"none": Scores()}
     key = (curve.name, statement.name)

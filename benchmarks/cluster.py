@@ -116,7 +116,7 @@ def predicted_curves(types: Sequence[JobType], refresh: bool) -> dict[str, list[
         from advisor.core.models.registry import default_model_for
         from advisor.core.sim_types import NetworkModel
         from advisor.importers.loader import load_profile
-        from advisor.importers.model_error_file import load_model_error
+        from advisor.importers.model_error_file import load_model_errors
         from advisor.parallel import PointPool
 
         with PointPool(0) as pool:
@@ -127,7 +127,7 @@ def predicted_curves(types: Sequence[JobType], refresh: bool) -> dict[str, list[
                     network=NetworkModel(bandwidth_bps=t.bandwidth_bps),
                     curve=CurveSettings(workers=tuple(range(1, t.max_workers + 1)), target_rel_halfwidth=0.02),
                     prices=PRICES, model=ModelChoice(default_model_for(profile.job.kind.allreduce)),
-                    model_error=load_model_error(None))
+                    model_error=load_model_errors(None))
                 advice = advise(profile, request, None, pool)
                 kept[t.name] = [[p.workers, p.throughput, p.low, p.high] for p in advice.points]
         CURVES.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")

@@ -3,7 +3,7 @@
     python -m benchmarks.deadline_decisions [--confidence P] [--choose]
 
 No simulation: it reads the leave-one-job-out predictions that ``benchmarks/model_error.py``
-stored in ``advisor/data/model_error.json`` (each run's W points predicted with contention
+stored in ``advisor/data/model_error/li2020-des+contention.json`` (each run's W points predicted with contention
 constants fitted without its job, every outcome with its simulated interval). For each run, the
 intervals are widened by widths computed *without the run's own job* (cross-conformal), and the
 W = 2 alternation probability is recounted without its runs (``arrangements.TESTBED``; every
@@ -36,7 +36,7 @@ from advisor.core.belief import Belief, Outcome
 from advisor.core.cost import DEFAULT_CONFIDENCE, Choice, Constraints, CostError, cost_optimal, cost_per_example, decide
 from advisor.core.model_error import ModelError
 from advisor.core.models.ps_des.arrangements import TESTBED
-from advisor.importers.model_error_file import SHIPPED
+from advisor.importers.model_error_file import shipped_path
 from benchmarks.accuracy import DEADLINE_LEVELS, EXAMPLES, PRICES
 from benchmarks.model_error import LEVEL, MODEL, widths
 
@@ -178,7 +178,7 @@ def main() -> None:
                         help=f"the confidence P of the decisions (default {DEFAULT_CONFIDENCE})")
     parser.add_argument("--sweep", action="store_true", help="also decide the tight deadlines at every P of the grid")
     args = parser.parse_args()
-    points = json.loads(SHIPPED.read_text())["validation"]["points"]
+    points = json.loads(shipped_path(MODEL).read_text())["validation"]["points"]
     runs = held_out_runs(points)
     cal = calibration(runs)
     print(f"held-out calibration ({sum(len(r.workers) for r in runs)} points): measured >= the level-P lower bound "

@@ -1,6 +1,6 @@
 """The model's error on jobs its fit did not see, leave-one-job-out, shipped as interval widths.
 
-    python -m benchmarks.model_error [--fit-steps 400] [--steps 1000] [--jobs 2] [--write]
+    python -m benchmarks.model_error [--fit-steps 400] [--steps 1000] [--jobs 2] [--write [--out FOLDER]]
 
 Over ``tests/data/ps-async/measured`` (real TensorFlow runs, 1 PS, W = 1..8, 100 Mbit/s): a *job* is
 one model under one congestion control and queue (its repeated runs together: they are the same
@@ -23,9 +23,10 @@ interval with the shipped widths (computed from these same residuals: in-sample)
 widened interval with widths computed without the job's own residuals (cross-conformal:
 honest). Coverage counts a point inside the interval of the outcome its run showed; "either"
 counts it inside the interval of any outcome the prediction gives (the prediction's set).
-``--write`` stores the widths and this validation in ``advisor/data/model_error.json``; each
-point keeps every outcome's simulated interval and probability, for
-``benchmarks/deadline_decisions.py``.
+``--write`` stores the widths and this validation in
+``advisor/data/model_error/li2020-des+contention.json`` (``importers.model_error_file.write_model_error``;
+``--out FOLDER`` elsewhere); each point keeps every outcome's simulated interval and probability,
+for ``benchmarks/deadline_decisions.py``.
 """
 
 from __future__ import annotations
@@ -39,11 +40,12 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from advisor.core.model_error import ModelError, regime_widths
+from advisor.core.model_error import ModelError, measured_error
 from advisor.core.models.ps_des.arrangements import ALTERNATING, MIDDLE_SHARE, middle_share
 from advisor.core.models.ps_des.fit_contention import DEFAULT_ETAS, DEFAULT_FIT_STEPS, DEFAULT_SIGMAS, FitCase, \
     Observation, fit_contention
 from advisor.importers.loader import load_profile
+from advisor.importers.model_error_file import SHIPPED, write_model_error
 from benchmarks.accuracy import RUNS, Model, advice_request, measured, predict
 from benchmarks.paths import PS_ASYNC_DATA
 
@@ -51,7 +53,6 @@ MODEL = "li2020-des+contention"
 LEVEL = 0.95
 REGIMES: tuple[tuple[int, int | None], ...] = ((1, 1), (2, 2), (3, None))
 OTHER_REGIMES: tuple[tuple[int, int | None], ...] = ((2, 2),)  # another outcome: only W = 2 has one
-OUT = Path(__file__).resolve().parents[1] / "advisor" / "data" / "model_error.json"
 
 
 def jobs() -> dict[str, list[tuple[str, str, float]]]:
@@ -149,14 +150,14 @@ def _widened(error: ModelError | None, workers: int, low: float, high: float, ou
 SYMMETRIC = [True]  # --one-sided sets it False
 
 
+def residuals(rows: list[dict[str, Any]]) -> list[tuple[int, float, str | None]]:
+    """``(W, r, outcome)`` of each row, as ``measured_error`` and ``write_model_error`` take them."""
+    return [(r["workers"], r["residual"], r["outcome"]) for r in rows]
+
+
 def widths(rows: list[dict[str, Any]]) -> ModelError:
     """The regimes' widths from ``rows``: the predicted outcome's per REGIMES, each other outcome's per OTHER_REGIMES."""
-    regimes = regime_widths([(r["workers"], r["residual"]) for r in rows if r["outcome"] is None], REGIMES, LEVEL,
-                            SYMMETRIC[0])
-    for outcome in sorted({r["outcome"] for r in rows if r["outcome"] is not None}):
-        regimes += regime_widths([(r["workers"], r["residual"]) for r in rows if r["outcome"] == outcome],
-                                 OTHER_REGIMES, LEVEL, SYMMETRIC[0], outcome)
-    return ModelError(MODEL, LEVEL, regimes)
+    return measured_error(MODEL, LEVEL, residuals(rows), REGIMES, OTHER_REGIMES, SYMMETRIC[0])
 
 
 def main() -> None:
@@ -167,7 +168,10 @@ def main() -> None:
     parser.add_argument("--coarse", action="store_true", help="a 3 x 3 grid (a quick look, not the shipped data)")
     parser.add_argument("--one-sided", action="store_true", help="one-sided quantiles of -r and r, not of |r|")
     parser.add_argument("--rows", type=Path, help="reuse the points of an earlier --write (no fit, no simulation)")
-    parser.add_argument("--write", action="store_true", help=f"write {OUT.relative_to(OUT.parents[2])}")
+    parser.add_argument("--write", action="store_true",
+                        help=f"write {MODEL}.json in the shipped advisor/data/model_error (or --out)")
+    parser.add_argument("--out", type=Path, default=SHIPPED, metavar="FOLDER",
+                        help="the folder --write writes in (default: the shipped advisor/data/model_error)")
     args = parser.parse_args()
     SYMMETRIC[0] = not args.one_sided
     sigmas, etas = ((0.5, 1.0, 1.5), (0.75, 0.85, 0.95)) if args.coarse else (DEFAULT_SIGMAS, DEFAULT_ETAS)
@@ -210,18 +214,15 @@ def main() -> None:
           f"(median half-width {statistics.median(wid):.1%}), cross-conformal {cov['cross_conformal']:.0%} in the "
           f"interval of the outcome the run showed, {cov['cross_conformal_either']:.0%} in either outcome's")
     if args.write:
-        doc = {"schema": "advisor-model-error/1", "model": MODEL, "level": LEVEL,
-               "source": "benchmarks/model_error.py: leave-one-job-out over tests/data/ps-async/measured "
-                         f"({len(folds)} jobs, {len(rows)} points, fit grid {len(sigmas)}x{len(etas)} "
-                         f"at {args.fit_steps} steps, predictions at {args.steps} steps; "
-                         f"{'one-sided quantiles of -r, r' if args.one_sided else 'conformal quantile of |r|'})",
-               "regimes": [{"workers_min": g.workers_min, "workers_max": g.workers_max, "down": round(g.down, 4),
-                            "up": round(g.up, 4), "n": g.n, "exact": g.exact, "outcome": g.outcome}
-                           for g in error.regimes],
-               "validation": {"coverage": cov, "folds": [{k: v for k, v in f.items() if k != "rows"} for f in folds],
-                              "points": [_rounded(r) for r in rows]}}
-        OUT.write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"wrote {OUT}")
+        source = ("benchmarks/model_error.py: leave-one-job-out over tests/data/ps-async/measured "
+                  f"({len(folds)} jobs, {len(rows)} points, fit grid {len(sigmas)}x{len(etas)} "
+                  f"at {args.fit_steps} steps, predictions at {args.steps} steps; "
+                  f"{'one-sided quantiles of -r, r' if args.one_sided else 'conformal quantile of |r|'})")
+        validation = {"coverage": cov, "folds": [{k: v for k, v in f.items() if k != "rows"} for f in folds],
+                      "points": [_rounded(r) for r in rows]}
+        _, out = write_model_error(MODEL, LEVEL, residuals(rows), REGIMES, source, validation,
+                                   outcome_bounds=OTHER_REGIMES, symmetric=SYMMETRIC[0], folder=args.out)
+        print(f"wrote {out}")
 
 
 def _rounded(value: Any) -> Any:

@@ -24,7 +24,7 @@ from typing import Any
 from advisor.core.advice import AdviceRequest, ModelChoice
 from advisor.core.cost import Prices
 from advisor.core.curve import CurveSettings
-from advisor.core.model_error import ModelError
+from advisor.core.model_error import ModelError, ModelErrors
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
 from benchmarks.paths import PS_ASYNC_DATA, REPO
@@ -55,7 +55,7 @@ class RealCurve:
         return max(self.measured)
 
     def request(self, *, bandwidth_bps: float | None = None, params: Mapping[str, Any] | None = None,
-                prices: Prices = Prices(), model_error: ModelError | None = None, seed: int = 0,
+                prices: Prices = Prices(), model_error: ModelErrors | ModelError | None = None, seed: int = 0,
                 target: float = 0.05) -> AdviceRequest:
         """The request for W = 1..max measured, with the stated (or ``params``-overridden) values."""
         return AdviceRequest(

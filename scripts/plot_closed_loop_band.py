@@ -21,7 +21,7 @@ from pathlib import Path
 
 from advisor.core.advice import AdviceRequest, advise
 from advisor.core.online_calibration import Observation, calibrate
-from advisor.importers.model_error_file import load_model_error
+from advisor.importers.model_error_file import load_model_errors
 from benchmarks.real_curves import RealCurve, ps_async
 
 NOISE = 0.03
@@ -57,7 +57,7 @@ def main() -> None:
 
     curves = {c.name: c for c in ps_async()}
     cnn, mlp = curves["ps-async/cubic/cnn_bw100"], curves["ps-async/cubic/mlp_bw100"]
-    error = load_model_error(None)
+    error = load_model_errors(None)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     panel(left, cnn, cnn.request(bandwidth_bps=2 * cnn.bandwidth_bps, model_error=error), 6,
           "CNN, bandwidth stated 200 Mbit/s (truly 100)")

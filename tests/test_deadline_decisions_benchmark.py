@@ -7,8 +7,11 @@ import json
 
 import pytest
 
-from advisor.importers.model_error_file import SHIPPED
+from advisor.importers.model_error_file import shipped_path
 from benchmarks.deadline_decisions import deadlines, held_out_runs, score
+from benchmarks.model_error import MODEL
+
+SHIPPED = shipped_path(MODEL)
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -64,10 +66,32 @@ def test_a_w2_run_is_measured_against_the_outcome_its_step_log_shows(monkeypatch
 def test_the_shipped_widths_have_no_single_band_for_two_outcomes_at_w2() -> None:
     """The shipped data measure W = 2's prediction and its alternating outcome apart: neither carries the
     other's spread (one band for both was +-39 %)."""
-    from advisor.importers.model_error_file import load_model_error
+    from advisor.importers.model_error_file import load_model_errors
+    from benchmarks import model_error
 
-    error = load_model_error()
+    error = load_model_errors().of(model_error.MODEL)
+    assert error is not None
     drifting, alternating = error.regime(2), error.regime(2, "alternating")
     assert drifting is not None and alternating is not None and drifting is not alternating
     assert drifting.outcome is None and alternating.outcome == "alternating"
     assert max(drifting.up, alternating.up) < 0.2
+
+
+def test_write_reproduces_the_shipped_file_from_its_own_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """``--rows`` (no fit, no simulation) with ``--write`` recomputes the widths from the stored points
+    and writes the file ``write_model_error`` makes: the shipped one, field for field, save the
+    in-sample coverage: the run that wrote it counted 34 of 34 inside, but one point sits on its band's
+    edge (bbr/mlp's repeat at W = 2, alternating: its |r| is the band's width), and with the points
+    and widths rounded to 4 decimals it falls just outside (167.4275 < 204.8609 x (1 - 0.1827)): 33."""
+    from advisor.importers.model_error_file import shipped_path
+    from benchmarks import model_error
+
+    shipped = shipped_path(model_error.MODEL)
+    monkeypatch.setattr(sys, "argv", ["model_error", "--rows", str(shipped), "--write", "--out", str(tmp_path)])
+    model_error.main()
+    assert f"wrote {tmp_path / shipped.name}" in capsys.readouterr().out
+    old, new = json.loads(shipped.read_text()), json.loads((tmp_path / shipped.name).read_text())
+    assert new["validation"]["coverage"].pop("shipped_in_sample") == pytest.approx(33 / 34)
+    old["validation"]["coverage"].pop("shipped_in_sample")
+    assert new == old

@@ -20,7 +20,7 @@ from advisor.core.cost import (
     saturation_point,
 )
 from advisor.core.curve import CurveSettings, Mapper, Progress, predict_curve
-from advisor.core.model_error import ModelError
+from advisor.core.model_error import ModelError, ModelErrors, as_errors, measured_phrase
 from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs, ModelParams, Outlook, ThroughputModel
 from advisor.core.posterior import CurvePosterior
@@ -74,12 +74,23 @@ class AdviceRequest:
     parameter_servers: int | None = None  # a PS-count what-if; None: as traced
     spec: Any = None  # inputs that are not a trace (layer or cluster spec)
     extras: Mapping[str, Any] = field(default_factory=dict)  # other loaded inputs, by key (e.g. an op database)
-    # measured model error, widening each point's interval beyond the simulation's (core/model_error.py);
-    # None: the interval is the simulation's alone
-    model_error: ModelError | None = None
+    # measured model errors, per model (core/model_error.py): the predicting model's own widens each
+    # point's interval beyond the simulation's; one ModelError is a collection of one; None: the
+    # intervals are the simulation's alone, and no note says the model's error is unknown
+    model_error: ModelErrors | ModelError | None = None
     # the curve conditioned on the job's observed throughput (core/online_calibration.py), put in
     # place of the model's points and intervals where it has them; None: as the model predicts
     posterior: CurvePosterior | None = None
+
+    @property
+    def model_errors(self) -> ModelErrors | None:
+        """``model_error`` as a collection (None: none asked for)."""
+        return as_errors(self.model_error)
+
+    def error_of(self, model: str) -> ModelError | None:
+        """``model``'s own measured error in the request, None when it has none."""
+        errors = self.model_errors
+        return None if errors is None else errors.of(model)
 
     def __post_init__(self) -> None:
         if not 0 < self.goodput <= 1:
@@ -131,7 +142,7 @@ class Advice:
     notes: tuple[str, ...] = field(default=())
     params: Mapping[str, Any] = field(default_factory=dict)  # the model's parameters as used (Outlook.params)
     details: Mapping[str, Any] = field(default_factory=dict)  # what the model derived from them (Outlook.details)
-    model_error: ModelError | None = None  # the error data that widened the intervals (None: not widened)
+    model_error: ModelError | None = None  # the predicting model's own error, which widened the intervals (None: not)
 
     def point(self, workers: int) -> AdvicePoint:
         """The curve's point for ``workers``; ``KeyError`` if it was not predicted."""
@@ -154,8 +165,8 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
     batch = profile.job.batch_size if profile is not None else int(outlook.details.get("batch_size", 0))
     # an all-reduce program runs no parameter servers: none to pay for
     ps = request.parameter_servers or (profile.job.parameter_servers if profile is not None and not profile.job.kind.allreduce else 0)
-    error = request.model_error
-    widened = error is not None and error.model == model.name
+    errors = request.model_errors
+    error = request.error_of(model.name)  # the predicting model's own: another's says nothing of it
     outcomes = [point_outcomes(p.workers, p.throughput, p.low, p.high, outlook, model.name, error) for p in curve]
     level = request.curve.confidence
     beliefs = [Belief.of(o, level) for o in outcomes]
@@ -181,9 +192,9 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
         for i, (p, t, outs, belief, chance) in enumerate(zip(curve, thr, outcomes, beliefs, chances))
     )
     notes = outlook.notes
-    if error is not None and not widened:
+    if errors is not None and error is None:
         notes += (f"the intervals hold simulation noise only: the model error of {model.name} has not been measured "
-                  f"(only {error.model}'s has)",)
+                  f"({measured_phrase(errors.models)})",)
     return Advice(
         model=model.name,
         points=points,
@@ -194,7 +205,7 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
         notes=notes,
         params={**params.model_dump(mode="json"), **outlook.params},
         details=outlook.details,
-        model_error=error if widened else None,
+        model_error=error,
     )
 
 

@@ -6,7 +6,8 @@ holds, per regime of W, how far measured throughput fell below and above the pre
 runs the fit had not seen: ``benchmarks/model_error.py`` measures it leave-one-job-out over
 ``tests/data/ps-async/measured`` (the contention constants fitted without job J, J predicted) and
 keeps conformal-style quantiles of the relative residuals r = measured / predicted - 1. The
-package ships them (``advisor/data/model_error.json``, read by ``advisor/importers``).
+package ships them, one file per model (``advisor/data/model_error/<model>.json``, read by
+``advisor/importers/model_error_file.py``); ``ModelErrors`` holds every model's.
 
 The interval of a point is then the simulation interval widened by them:
 ``low = sim_low * (1 - down)``, ``high = sim_high * (1 + up)``. Where the model knows two
@@ -24,12 +25,14 @@ are few, and the README says so.
 
 Only the model the residuals were measured for is widened (``ModelError.model``); for another,
 ``widen`` leaves the interval as it is and the advice says the model error is unknown.
+``ModelErrors`` widens each model by its own data: the residuals of one model say nothing about
+another's (the closed forms and the ring miss in other ways than the PS simulation does).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from advisor.errors import AdvisorError
@@ -107,6 +110,64 @@ class ModelError:
         return low * (1 - regime.down), high * (1 + regime.up)
 
 
+    @property
+    def points(self) -> int:
+        """The residuals the widths come from (each falls in one regime of its outcome)."""
+        return sum(r.n for r in self.regimes)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelErrors:
+    """The measured errors of several models, one ``ModelError`` each: a model's intervals are
+    widened by its own, and a model without one is not widened (its error is unknown)."""
+
+    errors: tuple[ModelError, ...] = ()
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for error in self.errors:
+            if error.model in seen:
+                raise ModelErrorDataError(f"two model-error data for model {error.model!r}: keep one")
+            seen.add(error.model)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The models whose error is measured, sorted."""
+        return tuple(sorted(e.model for e in self.errors))
+
+    def of(self, model: str) -> ModelError | None:
+        """``model``'s own measured error; None when it has not been measured."""
+        return next((e for e in self.errors if e.model == model), None)
+
+    def widen(self, model: str, workers: int, low: float, high: float,
+              outcome: str | None = None) -> tuple[float, float]:
+        """[low, high] widened by ``model``'s own error (``ModelError.widen``); as is for a model
+        without one."""
+        error = self.of(model)
+        return (low, high) if error is None else error.widen(model, workers, low, high, outcome)
+
+    def __iter__(self) -> Iterator[ModelError]:
+        return iter(self.errors)
+
+    def __len__(self) -> int:
+        return len(self.errors)
+
+
+def as_errors(error: ModelErrors | ModelError | None) -> ModelErrors | None:
+    """One model's error as a collection of one (None stays None: no model error asked for)."""
+    return ModelErrors((error,)) if isinstance(error, ModelError) else error
+
+
+def measured_phrase(models: Sequence[str]) -> str:
+    """Which models have a measured error, for a note: "only A's has", "only A's and B's have"."""
+    if not models:
+        return "no model's has"
+    if len(models) == 1:
+        return f"only {models[0]}'s has"
+    named = [f"{m}'s" for m in models]
+    return f"only {', '.join(named[:-1])} and {named[-1]} have"
+
+
 def conformal_quantile(values: Sequence[float], level: float) -> tuple[float, bool]:
     """The ceil((n + 1) level)-th smallest of ``values`` and True, or the largest and False when
     that rank exceeds n (split-conformal: a new value from the same distribution is at most
@@ -138,3 +199,19 @@ def regime_widths(residuals: Sequence[tuple[int, float]], bounds: Sequence[tuple
         up, u_exact = conformal_quantile([max(0.0, r) for r in rs], tail)
         out.append(ErrorRegime(lo, hi, min(down, 0.99), up, len(rs), d_exact and u_exact, outcome))
     return tuple(out)
+
+
+def measured_error(model: str, level: float, residuals: Iterable[tuple[int, float, str | None]],
+                   bounds: Sequence[tuple[int, int | None]],
+                   outcome_bounds: Sequence[tuple[int, int | None]] | None = None,
+                   symmetric: bool = True, source: str = "") -> ModelError:
+    """``model``'s error from its held-out residuals ``(W, r, outcome)`` (outcome None: the
+    prediction's own; else the name of the outcome the run showed, r measured against it): the
+    prediction's regimes per ``bounds``, each other outcome's per ``outcome_bounds`` (default:
+    ``bounds``), outcomes in name order (``regime_widths`` computes each)."""
+    rows = list(residuals)
+    regimes = regime_widths([(w, r) for w, r, o in rows if o is None], bounds, level, symmetric)
+    for outcome in sorted({o for _, _, o in rows if o is not None}):
+        regimes += regime_widths([(w, r) for w, r, o in rows if o == outcome],
+                                 bounds if outcome_bounds is None else outcome_bounds, level, symmetric, outcome)
+    return ModelError(model, level, regimes, source)

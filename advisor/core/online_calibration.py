@@ -191,10 +191,10 @@ def grid_for(model: ThroughputModel, inputs: ModelInputs, params: ModelParams, c
 def prior_sd(request: AdviceRequest, model: str, workers: Sequence[int]) -> tuple[float, ...]:
     """The model's own relative error per W as a log-scale sd: its measured model error where the
     request has it for this model, else ``UNMEASURED_HALF_WIDTH`` at 95 %."""
-    error = request.model_error
+    error = request.error_of(model)
     out = []
     for w in workers:
-        regime = error.regime(w) if error is not None and error.model == model else None
+        regime = error.regime(w) if error is not None else None
         if regime is None:
             z = NormalDist().inv_cdf(0.975)
             out.append(math.log((1 + UNMEASURED_HALF_WIDTH) / (1 - UNMEASURED_HALF_WIDTH)) / (2 * z))

@@ -1,31 +1,70 @@
-"""Read model-error data (``advisor-model-error/1``): the widths ``benchmarks/model_error.py``
-measured, shipped as ``advisor/data/model_error.json``, or a file a team measured on its own
-cluster. The core's ``ModelError`` (``core/model_error.py``) says what they mean."""
+"""Read and write model-error data (``advisor-model-error/1``): the widths a benchmark measured
+for one model, shipped as ``advisor/data/model_error/<model>.json`` (one file per model), or
+files a team measured on its own cluster. The core's ``ModelError`` and ``ModelErrors``
+(``core/model_error.py``) say what they mean.
+
+In a folder, a file's name is the model it is for: ``li2020-des+contention.json`` holds that
+model's widths, and a file whose ``model`` field says otherwise is refused (it would widen a
+model nobody meant). A single file given alone may be named anything."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from advisor.core.model_error import ErrorRegime, ModelError, ModelErrorDataError
+from advisor.core.model_error import ErrorRegime, ModelError, ModelErrorDataError, ModelErrors, measured_error
 
-SHIPPED = Path(__file__).resolve().parent.parent / "data" / "model_error.json"
+SHIPPED = Path(__file__).resolve().parent.parent / "data" / "model_error"
 SCHEMA = "advisor-model-error/1"
+DIGITS = 4  # widths are stored to 4 decimals (0.01 % of throughput)
 
 
-def load_model_error(path: Path | None = None) -> ModelError:
-    """The model error in ``path`` (default: the shipped data); a file that is not one is a
+def shipped_path(model: str) -> Path:
+    """Where the package ships ``model``'s measured error (the file may not exist)."""
+    return SHIPPED / f"{model}.json"
+
+
+def load_model_errors(path: Path | None = None) -> ModelErrors:
+    """Every model's error in ``path``: a folder of ``<model>.json`` files (default: the shipped
+    one) or one file (one model). A file that is not model-error data, a folder without any, a
+    file whose model differs from its name in a folder, or a model that is not registered is a
     ``ModelErrorDataError`` naming the file and the problem."""
-    where = path or SHIPPED
+    where = SHIPPED if path is None else path
+    if where.is_dir():
+        files = sorted(p for p in where.glob("*.json") if not p.name.startswith("."))
+        if not files:
+            raise ModelErrorDataError(f"model-error data {where}: the folder holds no <model>.json file")
+        errors = tuple(load_model_error(p, expect_model=p.stem) for p in files)
+    else:
+        errors = (load_model_error(where),)
+    return ModelErrors(errors)
+
+
+def load_model_error(path: Path, expect_model: str | None = None) -> ModelError:
+    """The one model's error in the file ``path``; ``expect_model``: the model the file must be
+    for (in a folder, its name)."""
     try:
-        doc = json.loads(where.read_text())
+        doc = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise ModelErrorDataError(f"model-error data {where}: cannot read it ({exc})") from None
+        raise ModelErrorDataError(f"model-error data {path}: cannot read it ({exc})") from None
     try:
-        return parse_model_error(doc)
+        error = parse_model_error(doc)
+        _check_model(error.model, expect_model)
     except ModelErrorDataError as exc:
-        raise ModelErrorDataError(f"model-error data {where}: {exc}") from None
+        raise ModelErrorDataError(f"model-error data {path}: {exc}") from None
+    return error
+
+
+def _check_model(model: str, expect_model: str | None) -> None:
+    if expect_model is not None and model != expect_model:
+        raise ModelErrorDataError(f"the file is named for model {expect_model!r} but holds the error of {model!r}: "
+                                  f"rename it {model}.json or fix its 'model' field")
+    from advisor.core.models import registry  # the registry imports every model: only when data is read
+
+    if model not in registry.names():
+        raise ModelErrorDataError(f"model {model!r} is not a registered model (advisor models lists them)")
 
 
 def parse_model_error(doc: Any) -> ModelError:
@@ -41,3 +80,43 @@ def parse_model_error(doc: Any) -> ModelError:
         if isinstance(exc, ModelErrorDataError):
             raise
         raise ModelErrorDataError(f"a field is missing or of the wrong type ({type(exc).__name__}: {exc})") from None
+
+
+def model_error_doc(error: ModelError, validation: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``error`` as ``advisor-model-error/1`` data, widths rounded to ``DIGITS`` decimals, with
+    ``validation`` (what the widths were checked against: coverage, the points) stored as given."""
+    doc: dict[str, Any] = {
+        "schema": SCHEMA, "model": error.model, "level": error.level, "source": error.source,
+        "regimes": [{"workers_min": g.workers_min, "workers_max": g.workers_max, "down": round(g.down, DIGITS),
+                     "up": round(g.up, DIGITS), "n": g.n, "exact": g.exact, "outcome": g.outcome}
+                    for g in error.regimes],
+    }
+    if validation is not None:
+        doc["validation"] = dict(validation)
+    return doc
+
+
+def write_model_error(model: str, level: float, residuals: Iterable[tuple[int, float, str | None]],
+                      bounds: Sequence[tuple[int, int | None]], source: str,
+                      validation: Mapping[str, Any] | None = None, *,
+                      outcome_bounds: Sequence[tuple[int, int | None]] | None = None, symmetric: bool = True,
+                      folder: Path | None = None) -> tuple[ModelError, Path]:
+    """Measure ``model``'s error from its held-out residuals ``(W, r, outcome)``
+    (r = measured / predicted - 1; outcome None for the prediction's own, else the outcome the
+    run showed, r against it) and write it as ``<folder>/<model>.json`` (default: the shipped
+    folder), the file ``load_model_errors`` reads. Per regime of W in ``bounds``
+    (``outcome_bounds`` for the other outcomes), ``core.model_error.regime_widths`` at
+    ``level``; ``source`` says how the residuals were obtained (the command, the data).
+    Returns the error as written (widths rounded) and the file; data that would not load
+    again (an unregistered model, no residual in any regime) is refused before writing."""
+    try:
+        measured = measured_error(model, level, residuals, bounds, outcome_bounds, symmetric, source)
+        doc = model_error_doc(measured, validation)
+        written = parse_model_error(doc)
+        _check_model(written.model, None)
+    except ModelErrorDataError as exc:
+        raise ModelErrorDataError(f"model-error data of {model}: {exc}") from None
+    out = (SHIPPED if folder is None else folder) / f"{model}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    return written, out

@@ -173,3 +173,15 @@ def test_the_core_predicts_and_calibrates_without_scipy() -> None:
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert run.stdout.strip().endswith("ok") and "goodput" in run.stdout, run.stderr
+
+
+def test_package_data_holds_every_shipped_data_file() -> None:
+    """Every file under advisor/data (the model-error folder's one <model>.json per model among them)
+    matches a package-data glob, as setuptools expands them: a file left out is missing from the
+    wheel and the image, and the installed advisor would predict without it."""
+    package = REPO / "advisor"
+    globs = pyproject()["tool"]["setuptools"]["package-data"]["advisor"]
+    packaged = {path for pattern in globs for path in package.glob(pattern)}
+    shipped = {p for p in (package / "data").rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    assert (package / "data" / "model_error" / "li2020-des+contention.json") in shipped
+    assert sorted(str(p.relative_to(package)) for p in shipped - packaged) == []

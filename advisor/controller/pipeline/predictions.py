@@ -31,7 +31,7 @@ from advisor.controller.pipeline.worker_speeds import speeds_and_links
 from advisor.core.advice import AdviceRequest, ModelChoice, advise
 from advisor.core.bandwidth import choose_bandwidth
 from advisor.core.cost import Prices
-from advisor.core.model_error import ModelError
+from advisor.core.model_error import ModelErrors
 from advisor.core.curve import CurveSettings
 from advisor.core.profile import parse_profile
 from advisor.core.sim_types import NetworkModel
@@ -141,12 +141,13 @@ def build_request(params: PredictionParams, bandwidth_bps: float | None = None) 
     )
 
 
-def _model_error() -> ModelError | None:
-    """The shipped model-error data (core/model_error.py): the controller's intervals and deadline
-    decisions include the model's measured error, as the CLI's do."""
-    from advisor.importers.model_error_file import load_model_error  # in the prediction worker only
+def _model_error() -> ModelErrors:
+    """The shipped model-error data, one per measured model (core/model_error.py): the
+    controller's intervals and deadline decisions include the predicting model's measured error,
+    as the CLI's do."""
+    from advisor.importers.model_error_file import load_model_errors  # in the prediction worker only
 
-    return load_model_error(None)
+    return load_model_errors(None)
 
 
 def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) -> str:
