@@ -34,7 +34,7 @@ It refuses LOUDLY, with the callback's errors and words, at construction: ``Prof
 for bad ``ADVISOR_*`` values or no batch size; ``ProfilingUnsupportedError`` for another strategy
 (``ParameterServerStrategy``: use the TF1 hook; ``MirroredStrategy`` or the default: not a
 multi-worker job), more than one replica in sync or more than one worker in TF_CONFIG, no
-optimizer; when tracing starts, a model without trainable variables or with a variable of unknown
+optimizer given; when tracing starts, a model without trainable variables or with a variable of unknown
 shape; at the end of the traced steps, a profiler that wrote no trace, a step without
 ``tf.GradientTape`` ops (``jit_compile=True``), or several optimizer updates in one step (a loop
 of steps inside one ``tf.function`` call cannot be cut into steps).
@@ -108,14 +108,14 @@ class AdvisorStepProfiler:
             self._config.batch_size, batch_size,
             missing=f"{WHO} needs the examples per step: pass batch_size= or set {ENV_BATCH_SIZE}",
         )
-        check_strategy(strategy, WHO, "Create tf.distribute.MultiWorkerMirroredStrategy() before any other "
-                       "TensorFlow call, build the model and optimizer inside its scope(), run the step with its "
-                       "run() and pass that strategy", workers)
         if optimizer is None:
             raise ProfilingUnsupportedError(
                 f"{WHO} needs the step's optimizer (or the name scope of its hand-written updates): their time "
                 "is part of the step the ring model replays"
             )
+        check_strategy(strategy, WHO, "Create tf.distribute.MultiWorkerMirroredStrategy() before any other "
+                       "TensorFlow call, build the model and optimizer inside its scope(), run the step with its "
+                       "run() and pass that strategy", workers)
         scope = optimizer if isinstance(optimizer, str) else str(optimizer.name)
         self._strategy, self._model, self._optimizer_scope = strategy, model, scope
         self._tracer = StepTracer(
