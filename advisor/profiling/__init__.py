@@ -3,9 +3,9 @@
 The controller launches the profiling run with ``ADVISOR_PROFILE=1`` and where to send the
 trace (``docs/profiling.md``); this package traces the chosen steps, builds the upload bundle
 and POSTs it. Importing the package needs only the standard library and prometheus-client (a
-dependency of the package): TensorFlow is imported when the hook or the callback is first asked
-for, so the controller (which has no TensorFlow) shares ``build_bundle``/``encode_bundle`` with
-the recorder.
+dependency of the package): TensorFlow is imported when the hook, a callback or the custom-loop
+step profiler is first asked for, so the controller (which has no TensorFlow) shares
+``build_bundle``/``encode_bundle`` with the recorder.
 
 The same hook and callback also count a worker's training steps for Prometheus when
 ``ADVISOR_METRICS_PORT`` is set (``ThroughputExporter``; prometheus-client, no TensorFlow), so
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from advisor.profiling.keras_callback import AdvisorKerasCallback
     from advisor.profiling.keras_mwms import AdvisorMwmsCallback
     from advisor.profiling.session_hook import AdvisorProfilingHook
+    from advisor.profiling.tf_custom_loop import AdvisorStepProfiler
 
 __all__ = [
     "FORMAT",
@@ -33,6 +34,7 @@ __all__ = [
     "AdvisorKerasCallback",
     "AdvisorMwmsCallback",
     "AdvisorProfilingHook",
+    "AdvisorStepProfiler",
     "ProfilingConfig",
     "ProfilingConfigError",
     "ProfilingUnsupportedError",
@@ -54,11 +56,12 @@ _NEEDS_TENSORFLOW = {
     "AdvisorProfilingHook": "advisor.profiling.session_hook",
     "AdvisorKerasCallback": "advisor.profiling.keras_callback",
     "AdvisorMwmsCallback": "advisor.profiling.keras_mwms",
+    "AdvisorStepProfiler": "advisor.profiling.tf_custom_loop",
 }
 
 
 def __getattr__(name: str) -> Any:
-    """Import TensorFlow only when the hook or the callback is used."""
+    """Import TensorFlow only when the hook, a callback or the step profiler is used."""
     module = _NEEDS_TENSORFLOW.get(name)
     if module is None:
         raise AttributeError(f"module 'advisor.profiling' has no attribute {name!r}")

@@ -17,32 +17,26 @@ It refuses LOUDLY (``ProfilingUnsupportedError``, before or at the first traced 
 cannot trace: another strategy (ParameterServerStrategy: use the TF1 hook; Mirrored or none:
 not a multi-worker job), more than one replica in sync or more than one worker in TF_CONFIG,
 ``steps_per_execution`` > 1 (several steps per traced function call cannot be told apart), a
-profiler that wrote no trace or no gradient ops (e.g. ``jit_compile=True``). A custom training
-loop never calls a Keras callback: profile the same step under ``model.fit`` (docs/profiling.md).
+profiler that wrote no trace or no gradient ops (e.g. ``jit_compile=True``). Everything but the
+Keras hooks is ``mwms_tracer``, shared with ``tf_custom_loop.AdvisorStepProfiler``, which
+profiles a custom training loop (one that never calls a Keras callback) the same way.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
-import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
 from tensorflow import keras
 
-from advisor.profiling.allreduce_bundle import build_allreduce_bundle, encode_allreduce_bundle
 from advisor.profiling.config import ENV_BATCH_SIZE, ProfilingConfig, choose_batch_size, load_config
 from advisor.profiling.errors import ProfilingUnsupportedError
-from advisor.profiling.link import link_rate
-from advisor.profiling.mwms_trace import (
-    bytes_of, check_single_worker, events_from_xspace, pack_layout, step_facts, step_windows,
-)
-from advisor.profiling.upload import RetryPolicy, UploadResult, ship
+from advisor.profiling.mwms_trace import check_single_worker
+from advisor.profiling.mwms_tracer import StepTracer, TracedProgram, check_strategy, describe_program
+from advisor.profiling.upload import RetryPolicy, UploadResult
 
 log = logging.getLogger("advisor.profiling")
 
@@ -64,151 +58,61 @@ class AdvisorMwmsCallback(keras.callbacks.Callback):  # type: ignore[misc]
     ) -> None:
         super().__init__()
         env = os.environ if environ is None else environ
-        self._environ = env
         self._config: ProfilingConfig | None = load_config(env)
-        self._retry = retry
-        self.result: UploadResult | None = None
+        self._tracer: StepTracer | None = None
+        self._program: TracedProgram | None = None
         if self._config is None:
             return
-        workers = len(self._config.task.worker_hosts)
-        check_single_worker(1, workers, "the cluster")
-        self._batch = choose_batch_size(
+        check_single_worker(1, len(self._config.task.worker_hosts), "the cluster")
+        batch = choose_batch_size(
             self._config.batch_size, batch_size,
             missing=f"AdvisorMwmsCallback needs the examples per step: pass batch_size= or set {ENV_BATCH_SIZE}",
         )
-        self._model_name = model_name or self._config.model_name
-        self._seen = 0  # training steps begun
-        self._begins: list[int] = []  # wall-clock ns of each traced step's begin, then the next one's
-        self._logdir: str | None = None
-        self._first = 0  # index of the first traced step
-        self._variables: list[str] = []
-        self._sizes: list[int] = []
-        self._bytes_per_pack = 0
-        self._optimizer_scope = ""
+        self._tracer = StepTracer(
+            self._config, env, batch_size=batch, model_name=model_name or self._config.model_name,
+            framework=f"tensorflow {tf.__version__}, keras {keras.__version__}", describe=self._described,
+            retry=retry,
+        )
 
     @property
     def active(self) -> bool:
         """Whether this process records (``ADVISOR_PROFILE`` on)."""
         return self._config is not None
 
+    @property
+    def result(self) -> UploadResult | None:
+        """What became of the upload, once the traced steps are done."""
+        return None if self._tracer is None else self._tracer.result
+
+    def _described(self) -> TracedProgram:
+        assert self._program is not None, "on_train_begin describes the program before the first step"
+        return self._program
+
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
         if self._config is None:
             return
         model = self.model
         strategy = model.distribute_strategy
-        kind = type(strategy).__name__
-        if isinstance(strategy, tf.distribute.experimental.ParameterServerStrategy):
-            raise ProfilingUnsupportedError(
-                "AdvisorMwmsCallback profiles MultiWorkerMirroredStrategy programs; this one trains with "
-                "ParameterServerStrategy, whose steps run through a ClusterCoordinator without per-step "
-                "transfer records. Profile a tf.compat.v1 loop with AdvisorProfilingHook (docs/profiling.md)"
-            )
-        if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-            raise ProfilingUnsupportedError(
-                f"AdvisorMwmsCallback profiles programs that train under tf.distribute.MultiWorkerMirroredStrategy; "
-                f"this model trains under {kind}. Build and compile the model inside "
-                "MultiWorkerMirroredStrategy().scope()"
-            )
-        check_single_worker(int(strategy.num_replicas_in_sync), len(self._config.task.worker_hosts), kind)
+        check_strategy(strategy, "AdvisorMwmsCallback", "Build and compile the model inside "
+                       "MultiWorkerMirroredStrategy().scope()", len(self._config.task.worker_hosts))
         per_execution = int(getattr(model, "steps_per_execution", 1) or 1)
         if per_execution > 1:
             raise ProfilingUnsupportedError(
                 f"steps_per_execution={per_execution}: several steps run in one traced call and cannot be told "
                 "apart; compile with steps_per_execution=1 for the profiling run"
             )
-        self._variables, self._sizes = [], []
-        for v in model.trainable_variables:
-            name = str(getattr(v, "path", None) or v.name)
-            self._variables.append(name)
-            self._sizes.append(bytes_of(tuple(v.shape), tf.as_dtype(v.dtype).size, name))
-        if not self._variables:
-            raise ProfilingUnsupportedError("the model has no trainable variables: there is nothing to all-reduce")
-        options = getattr(strategy.extended, "_communication_options", None)
-        self._bytes_per_pack = int(getattr(options, "bytes_per_pack", 0) or 0)
         optimizer = model.optimizer
         if optimizer is None:
             raise ProfilingUnsupportedError("the model is not compiled with an optimizer: call model.compile first")
-        self._optimizer_scope = str(optimizer.name)
+        self._program = describe_program(model.trainable_variables, strategy, str(optimizer.name))
 
     def on_train_batch_begin(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
-        config = self._config
-        if config is None or self.result is not None:
+        if self._tracer is None or self._config is None:
             return
-        if self._seen == config.warmup:
-            self._logdir = tempfile.mkdtemp(prefix="advisor-mwms-")
-            self._first = self._seen
-            tf.profiler.experimental.start(self._logdir)
-        self._seen += 1
-        if self._logdir is None:
-            return
-        self._begins.append(time.time_ns())
-        if len(self._begins) == config.steps + 1:
-            if self._finish(config, self._logdir) and config.stop_after_upload:
-                log.info("advisor: profiling done; stopping training")
-                self.model.stop_training = True
+        if self._tracer.begin() and self._config.stop_after_upload:
+            log.info("advisor: profiling done; stopping training")
+            self.model.stop_training = True
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
-        if self._config is None or self.result is not None or self._logdir is None:
-            return
-        self._begins.append(time.time_ns())  # the end of the last step that ran
-        log.warning("advisor: training ended after %d of %d traced steps; uploading those",
-                    len(self._begins) - 1, self._config.steps)
-        self._finish(self._config, self._logdir)
-
-    def _finish(self, config: ProfilingConfig, logdir: str) -> bool:
-        """Stop the profiler, read the trace, upload; true when the upload was accepted."""
-        try:
-            tf.profiler.experimental.stop()
-            bundle = self._bundle(Path(logdir))
-        finally:
-            shutil.rmtree(logdir, ignore_errors=True)
-        body = encode_allreduce_bundle(bundle)
-        log.info("advisor: uploading %d traced steps (%d bytes gzipped) to %s",
-                 len(bundle["steps"]), len(body), config.ingest_url)
-        self.result = ship(config.ingest_url, body, config.token_file, policy=self._retry)
-        if self.result.ok:
-            log.info("advisor: trace accepted (HTTP %s, profile %s)", self.result.status, self.result.profile_id)
-        else:
-            log.error("advisor: trace upload failed after %d attempt(s): %s; training continues",
-                      self.result.attempts, self.result.message)
-        return self.result.ok
-
-    def _bundle(self, logdir: Path) -> dict[str, Any]:
-        """The bundle of the traced steps, from the XPlane file the profiler wrote under ``logdir``."""
-        from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
-        files = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
-        if not files:
-            raise ProfilingUnsupportedError(
-                f"tf.profiler wrote no XPlane trace under {logdir}/plugins/profile: is another profiler "
-                "session running in this process?"
-            )
-        ops = []
-        for path in files:
-            space = xplane_pb2.XSpace()
-            space.ParseFromString(path.read_bytes())
-            ops.extend(events_from_xspace(space))
-        if not ops:
-            raise ProfilingUnsupportedError("tf.profiler recorded no TensorFlow op events in the traced steps")
-        single = len(pack_layout(self._sizes, self._bytes_per_pack)) == 1
-        steps = [
-            step_facts(self._first + k, start, end, ops, self._variables, self._optimizer_scope, single)
-            for k, (start, end) in enumerate(step_windows(self._begins))
-        ]
-        if not steps:
-            raise ProfilingUnsupportedError("no traced step completed")
-        meta = {
-            "batch_size": self._batch,
-            "model": self._model_name,
-            "world_size": 1,
-            "framework": f"tensorflow {tf.__version__}, keras {keras.__version__}",
-            "bucket_cap_bytes": self._bytes_per_pack or None,
-        }
-        bandwidth = self._config.bandwidth_mbit if self._config is not None else None
-        try:
-            return build_allreduce_bundle(
-                "tf-mwms", meta, list(zip(self._variables, self._sizes)), steps,
-                buckets=pack_layout(self._sizes, self._bytes_per_pack), link=link_rate(bandwidth, self._environ),
-            )
-        except ValueError as exc:
-            raise ProfilingUnsupportedError(f"the traced steps do not make a bundle: {exc}") from None
+        if self._tracer is not None:
+            self._tracer.end()

@@ -1,6 +1,9 @@
 """What a Keras MultiWorkerMirroredStrategy step looks like to the ring model, read off
 ``tf.profiler``'s XPlane events of one worker running alone; standard library only, so the
-default test suite checks it without TensorFlow (``keras_mwms`` is the TensorFlow adapter).
+default test suite checks it without TensorFlow (``mwms_tracer`` is the TensorFlow adapter that
+``keras_mwms`` and ``tf_custom_loop`` share). A custom training loop's step (``strategy.run`` of
+a function that takes ``tf.GradientTape`` gradients and calls ``optimizer.apply_gradients``)
+makes the same ops under the same name scopes as Keras's ``train_step``, which does just that.
 
 **Where the all-reduce happens** (TensorFlow 2.21, Keras 3; ``keras/src/backend/tensorflow/
 optimizer.py`` and ``tensorflow/python/distribute/cross_device_ops.py``,
@@ -38,7 +41,10 @@ after the ``profile_start_time`` stat of the ``Task Environment`` plane, which i
   pack waits for its last gradient anyway), refused otherwise;
 - the optimizer is the busy time of the ops under the optimizer's name scope (``sgd/``,
   ``adam/``...), placed after backward's end: with one worker Keras's updates may run while
-  backward still runs, with more they wait for the all-reduce.
+  backward still runs, with more they wait for the all-reduce. One ``apply_gradients`` runs each
+  op once under one scope, so an optimizer op seen twice (a ``tf.range`` loop of steps) or under
+  two scopes (``adam``, ``adam_1``: steps unrolled by a Python loop) in one step means the traced
+  call ran several steps, which is refused.
 """
 
 from __future__ import annotations
@@ -162,9 +168,9 @@ def step_facts(
     if not grads:
         raise ProfilingUnsupportedError(
             f"tf.profiler recorded no gradient op (name scope {GRADIENT_SCOPE}/) in traced step {index} "
-            f"({len(mine)} op events): the step is not a Keras model.fit step run as TensorFlow ops "
-            "(e.g. jit_compile=True compiles it into XLA clusters; compile with jit_compile=False "
-            "for the profiling run)"
+            f"({len(mine)} op events): the step takes no tf.GradientTape gradient run as TensorFlow ops "
+            "(e.g. jit_compile=True compiles it into XLA clusters; compile the model or the tf.function "
+            "with jit_compile=False for the profiling run)"
         )
     back_start = min(op.start_ns for op in grads)
     back_end = max(op.end_ns for op in grads)
@@ -183,7 +189,15 @@ def step_facts(
             "times are unknown, and with bytes_per_pack > 0 the packs need them; profile with the "
             "default CommunicationOptions (bytes_per_pack=0) or name the layers' scopes after them"
         )
-    opt = [(op.start_ns, op.end_ns) for op in mine if _in_scope(_scopes(op.name), optimizer_scope)]
+    updates = [op for op in mine if _in_scope(_scopes(op.name), optimizer_scope)]
+    several = _several_updates([op.name for op in updates], optimizer_scope)
+    if several:
+        raise ProfilingUnsupportedError(
+            f"{several} in traced step {index}: one traced call applies gradients more than once (several "
+            "training steps in one tf.function call: a loop, or steps_per_execution > 1), and the steps cannot "
+            "be told apart; run one step per call for the profiling run"
+        )
+    opt = [(op.start_ns, op.end_ns) for op in updates]
     opt_ns = _busy_ns(opt)
     wall_us = (next_start_ns - start_ns) / 1e3
     back_end_us = (back_end - start_ns) / 1e3
@@ -196,6 +210,24 @@ def step_facts(
         "grad_ready_us": ready,
         "optimizer_us": [back_end_us, opt_us],
     }
+
+
+def _several_updates(names: Sequence[str], scope: str) -> str:
+    """What shows that the optimizer ran more than once, or "". One ``apply_gradients`` runs each
+    of its ops once under one name scope (``adam`` or a uniquified ``adam_1``, after any outer
+    scopes), so an op seen twice is a loop of steps (``tf.range``: a ``while`` body runs the same
+    ops again) and two scopes are steps unrolled by a Python loop in the ``tf.function``."""
+    counts: dict[str, int] = {}
+    prefixes: set[str] = set()
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+        parts = _scopes(name)
+        at = next(i for i, part in enumerate(parts) if _in_scope([part], scope))
+        prefixes.add("/".join(parts[: at + 1]))
+    if len(prefixes) > 1:
+        return f"the optimizer's ops ran under {len(prefixes)} name scopes ({', '.join(sorted(prefixes)[:4])})"
+    name, count = max(counts.items(), key=lambda item: item[1], default=("", 0))
+    return f"the optimizer's op {name} ran {count} times" if count > 1 else ""
 
 
 def check_single_worker(replicas: int, task_workers: int, strategy: str) -> None:

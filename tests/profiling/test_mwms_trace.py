@@ -140,3 +140,23 @@ def test_the_steps_make_a_bundle_the_importer_reads_back_to_the_step_time() -> N
     assert sorted(op.bytes for op in profile.ops if op.resource is Resource.UPLINK) == sorted(sizes)
     for timing in profile.steps:  # the importer's ops add up to the traced step: 12 ms
         assert sum(timing.duration_us) == pytest.approx(12_000.0)
+
+
+def test_several_updates_in_one_step_are_refused_but_accumulated_gradients_are_not() -> None:
+    # A tf.function that loops over two steps (tf.range): every op of a step, the optimizer's included, runs
+    # twice between two step begins under the same name; one apply_gradients runs each of its ops once.
+    twice = STEP_OPS[:-1] + [OpEvent(op.name, op.start_ns + 11 * MS, op.end_ns + 11 * MS) for op in STEP_OPS[:-1]]
+    with pytest.raises(ProfilingUnsupportedError, match=r"sgd/update_\S+ ran 2 times in traced step 3.*one step per call"):
+        step_facts(3, 0, 24 * MS, twice, VARIABLES, "sgd", single_pack=True)
+    # A Python loop unrolled in the tf.function: the second apply_gradients runs under a uniquified scope
+    unrolled = [OpEvent(op.name.replace("/sgd/", "/sgd_1/"), op.start_ns, op.end_ns) if op.start_ns >= 11 * MS else op
+                for op in twice]
+    with pytest.raises(ProfilingUnsupportedError, match=r"2 name scopes \(StatefulPartitionedCall/sgd, "
+                                                        r"StatefulPartitionedCall/sgd_1\) in traced step 3"):
+        step_facts(3, 0, 24 * MS, unrolled, VARIABLES, "sgd", single_pack=True)
+    # Gradient accumulation: the tape runs twice (two micro-batches), the optimizer once: one step, whose
+    # backward spans both tape runs: from the first loss gradient (5 ms) to fc0's last op (10 + 11 = 21 ms).
+    accumulated = [op for op in twice if op.start_ns < 11 * MS or "/sgd/" not in op.name]
+    step = step_facts(3, 0, 24 * MS, accumulated, VARIABLES, "sgd", single_pack=True)
+    assert (step["backward_start_us"], step["backward_end_us"]) == (5_000.0, 21_000.0)
+    assert step["grad_ready_us"] == [21_000.0, 21_000.0, 18_000.0, 18_000.0]  # fc1's last op ends at 7 + 11 ms
