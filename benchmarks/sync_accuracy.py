@@ -13,6 +13,12 @@ predicted per W with the error, then the median and maximum |error| per job and 
 Counted: examples of aggregated gradients per second (a backup worker's dropped gradient does
 not count), which is what the recorder measures (``update_throughput``) and what the model
 reports.
+
+``--write`` measures the model's error from these residuals and ships it
+(``advisor/data/model_error/<model>.json``): split-conformal widths of |r| per regime of W
+(W = 1, W >= 2; r = measured / predicted - 1, every repeat its own residual). No constant of
+the model is fitted to these runs, so every residual is out of sample; the coverage printed
+beside it is cross-conformal: each job's points against widths measured without that job.
 """
 
 from __future__ import annotations
@@ -29,11 +35,15 @@ from typing import Any
 
 from advisor.core.advice import AdviceRequest, ModelChoice, advise
 from advisor.core.curve import CurveSettings
+from advisor.core.model_error import ModelError, measured_error
 from advisor.core.sim_types import NetworkModel
 from advisor.importers.loader import load_profile
+from advisor.importers.model_error_file import write_model_error
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "ps-sync"
-MODEL = "li2020-des-sync+contention"
+MODEL = "li2020-des-sync"
+LEVEL = 0.95
+REGIMES: tuple[tuple[int, int | None], ...] = ((1, 1), (2, None))
 RUN = re.compile(r"(?P<job>(?P<model>[a-z0-9]+)_bw(?P<mbit>\d+))(?P<backup>_backup(?P<b>\d+))?\.(?P<repeat>r\d+)"
                  r"\.measured\.json\.gz")
 
@@ -104,6 +114,40 @@ def summary(points: Sequence[Point]) -> tuple[float, float]:
     return statistics.median(errors), max(errors)
 
 
+def residuals(points: Sequence[Point]) -> list[tuple[int, float, str | None]]:
+    """(W, measured / predicted - 1, None) of every repeat of every point."""
+    return [(p.workers, m / p.predicted - 1, None) for p in points for m in p.measured]
+
+
+def leave_one_job_out(measured: Mapping[str, Mapping[int, Sequence[float]]], name: str, grid: Sequence[float], *,
+                      model: str, steps: int, params: Mapping[str, Any]) -> dict[str, tuple[float, list[Point]]]:
+    """For each job, ``name`` chosen from ``grid`` by the smallest mean |error| over the OTHER
+    jobs' points, and the job's points predicted with it: {job: (value, points)}."""
+    by_value = {v: {job: predict(job, measured[job], model=model, steps=steps, params={**params, name: v})
+                    for job in measured} for v in grid}
+    out = {}
+    for job in measured:
+        def cost(v: float, job: str = job) -> float:
+            return statistics.fmean(abs(p.error) for other, pts in by_value[v].items() if other != job for p in pts)
+        best = min(grid, key=cost)
+        out[job] = (best, by_value[best][job])
+    return out
+
+
+def held_out_coverage(points: Sequence[Point], model: str) -> tuple[int, int]:
+    """(repeats inside their widened interval, repeats), each job's against the widths measured
+    without it (cross-conformal)."""
+    inside = total = 0
+    for job in sorted({p.job for p in points}):
+        others = [p for p in points if p.job != job]
+        error: ModelError = measured_error(model, LEVEL, residuals(others), REGIMES, None, True, "held out")
+        for p in (q for q in points if q.job == job):
+            low, high = error.widen(model, p.workers, p.low, p.high)
+            inside += sum(low <= m <= high for m in p.measured)
+            total += len(p.measured)
+    return inside, total
+
+
 def table(points: Sequence[Point], markdown: bool = False) -> str:
     lines = (["| job | W | measured ex/s (repeats) | predicted | error |", "|---|---|---|---|---|"] if markdown
              else [f"{'job':<20} {'W':>2} {'measured':>9} {'repeats':>17} {'predicted':>9} {'error':>7}"])
@@ -122,6 +166,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--param", action="append", default=[], metavar="K=V", help="a model parameter")
     parser.add_argument("--job", action="append", default=[], help="only these jobs")
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--fit", metavar="NAME=V1,V2,...",
+                        help="also report leave-one-job-out: NAME chosen on the other jobs from these values")
+    parser.add_argument("--write", action="store_true", help="ship the model's measured error (module docstring)")
     args = parser.parse_args(argv)
     params = {k: json.loads(v) for k, v in (p.split("=", 1) for p in args.param)}
     measured = runs()
@@ -140,6 +187,29 @@ def main(argv: Sequence[str] | None = None) -> None:
     if every:
         med, worst = summary(every)
         print(f"all {len(every)} points: median |error| {med:.1%}, max {worst:.1%}")
+    if args.fit:
+        name, values = args.fit.split("=", 1)
+        grid = [float(v) for v in values.split(",")]
+        chosen = {job: measured[job] for job in measured if not args.job or job in args.job}
+        held = leave_one_job_out(chosen, name, grid, model=args.model, steps=args.steps, params=params)
+        print(f"\nleave-one-job-out: {name} chosen from {grid} on the other jobs")
+        for job, (value, points) in sorted(held.items()):
+            med, worst = summary(points)
+            print(f"{job:<20} {name}={value:g}: median |error| {med:.1%}, max {worst:.1%}")
+        med, worst = summary([p for _, pts in held.values() for p in pts])
+        print(f"all held out: median |error| {med:.1%}, max {worst:.1%}")
+    if len({p.job for p in every}) > 1:
+        inside, total = held_out_coverage(every, args.model)
+        print(f"held-out coverage at {LEVEL:.0%}: {inside} of {total} measured repeats inside their interval "
+              f"({inside / total:.0%}), each job against widths measured without it")
+    if args.write:
+        error, path = write_model_error(
+            args.model, LEVEL, residuals(every), REGIMES,
+            f"benchmarks/sync_accuracy.py --write: {len(every)} points of {len({p.job for p in every})} jobs in "
+            f"tests/data/ps-sync (SyncReplicasOptimizer, W = 1..8, every repeat a residual; nothing fitted)",
+            {"points": [{"job": p.job, "workers": p.workers, "measured": list(p.measured),
+                         "predicted": round(p.predicted, 4)} for p in every]})
+        print(f"wrote {path}: " + ", ".join(f"{g.label} -{g.down:.1%}/+{g.up:.1%}" for g in error.regimes))
 
 
 if __name__ == "__main__":
