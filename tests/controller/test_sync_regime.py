@@ -24,7 +24,14 @@ from advisor.importers.loader import load_profile
 from advisor.importers.profile_file import profile_to_json
 from tests.conftest import REPO
 from tests.controller.harness import (
-    NS, annotations, create_tfjob, phase, profiling_jobs, settings_for, start_controller, upload_as_profiling_pod,
+    NS,
+    annotations,
+    create_tfjob,
+    phase,
+    profiling_jobs,
+    settings_for,
+    start_controller,
+    upload_as_profiling_pod,
     wait_for,
 )
 from tests.controller.tfjobs import tfjob, with_uid
@@ -66,8 +73,8 @@ def test_a_named_model_is_kept_whatever_the_profile() -> None:
 
 
 def test_the_note_joins_the_key_only_when_there_is_one() -> None:
-    common = dict(bandwidth_bps=None, max_workers=2, target=0.05, seed=0, saturation_threshold=0.05)
-    params = prediction_params(1e8, Prices(), **common)
+    params = prediction_params(1e8, Prices(), bandwidth_bps=None, max_workers=2, target=0.05, seed=0,
+                               saturation_threshold=0.05)
     assert "model_note" not in params.as_dict()  # the keys of every prediction from before stay the same
 
 
@@ -98,8 +105,8 @@ def test_end_to_end_a_synchronous_upload_is_predicted_with_the_synchronous_model
         create_tfjob(emu, tfjob("plain", workers=2))
         create_tfjob(emu, tfjob("named", workers=2, annotations={PREDICT_MODEL: registry.DEFAULT_MODEL}))
         for job in ("plain", "named"):
-            run = wait_for(f"{job}'s profiling run", lambda: [p for p in profiling_jobs(emu)
-                                                             if p["metadata"]["name"].startswith(f"{job}-")])[0]
+            run = wait_for(f"{job}'s profiling run", lambda job=job: [
+                p for p in profiling_jobs(emu) if p["metadata"]["name"].startswith(f"{job}-")])[0]
             assert upload_as_profiling_pod(emu, run, body).ok
         wait_for("Predicted", lambda: phase(emu, "plain") == "Predicted", timeout_s=180)
         assert annotations(emu, "plain")[PREFIX + "model"] == registry.DEFAULT_SYNC_MODEL

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from advisor.importers.tf_records import GraphNode
 from advisor.importers.tf_profile import is_sync_replicas
+from advisor.importers.tf_records import GraphNode
 
 pytestmark = pytest.mark.heavy
 

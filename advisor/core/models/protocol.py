@@ -255,7 +255,8 @@ def require_asynchronous_ps(model: str, profile: Profile) -> Profile:
     (workers never wait for each other) cannot represent ``SyncReplicasOptimizer``'s barrier, so a
     trace of it is a ``ModelRegimeError`` naming both regimes and the synchronous default."""
     if profile.job.synchronous:
-        from advisor.core.models.registry import DEFAULT_SYNC_MODEL  # the registry imports this module
+        # imported here: the registry imports this module
+        from advisor.core.models.registry import DEFAULT_SYNC_MODEL
 
         raise ModelRegimeError(model, "asynchronous PS", "a synchronous program (SyncReplicasOptimizer)",
                                DEFAULT_SYNC_MODEL)
