@@ -173,7 +173,7 @@ def predict(job: _Job, base: Path, prices: Prices, seed: int, pool: PointPool) -
         curve=CurveSettings(workers=tuple(range(1, end + 1)), seed=seed, target_rel_halfwidth=TARGET),
         prices=prices,
         constraints=Constraints(max_workers=job.max_workers),  # the deadline is the allocator's to weigh
-        model=ModelChoice(default_model_for(profile.job.kind.allreduce)),
+        model=ModelChoice(default_model_for(profile.job.kind.allreduce, profile.job.synchronous)),
         model_error=load_model_errors(None),
     )
     return advise(profile, request, None, pool)

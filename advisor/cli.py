@@ -226,7 +226,8 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
                      help="capacity of a link direction several workers share (default 0.85)")
     net.add_argument("--equal-shares", action="store_true",
                      help="Li et al.'s model: equal shares, no request queueing, full capacity "
-                          "(the same as --model li2020-des)")
+                          f"(the same as --model {registry.EQUAL_SHARES_MODEL}; {registry.EQUAL_SHARES_SYNC_MODEL} "
+                          "for a trace of SyncReplicasOptimizer)")
     sim.add_argument("--calibrate", action="store_true",
                      help="fit --alpha, --beta, --win and --goodput to the profile itself (needs its recorded bandwidth)")
     sim.add_argument("--alpha", type=float, default=0.0, metavar="US_PER_BYTE",
@@ -243,7 +244,9 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
 
 def _add_model_options(cmd: argparse.ArgumentParser) -> None:
     group = cmd.add_argument_group("model (advisor models lists them)")
-    group.add_argument("--model", metavar="NAME", help=f"the throughput model (default {registry.DEFAULT_MODEL})")
+    group.add_argument("--model", metavar="NAME", help=f"the throughput model (default by the trace's regime: "
+                       f"{registry.DEFAULT_MODEL} for asynchronous PS, {registry.DEFAULT_SYNC_MODEL} for "
+                       f"SyncReplicasOptimizer, {registry.DEFAULT_ALLREDUCE_MODEL} for all-reduce)")
     group.add_argument("--model-param", action="append", metavar="KEY=VALUE",
                        help="a parameter of the model, e.g. share_sigma=0.5 (repeatable)")
     group.add_argument("--spec", type=Path, metavar="FILE.yaml",
@@ -316,10 +319,16 @@ def _models(args: argparse.Namespace) -> int:
                      "calibration": calibration, "calibration_note": model.calibration_note,
                      "model_error": _model_error_row(model.name, errors, args)})
     if args.json:
-        print(json.dumps({"default": registry.DEFAULT_MODEL, "models": rows}, indent=2))
+        print(json.dumps({"default": registry.DEFAULT_MODEL, "defaults": _defaults_by_regime(), "models": rows},
+                         indent=2))
         return 0
+    marks: dict[str, list[str]] = {}
+    for regime, name in _defaults_by_regime().items():
+        marks.setdefault(name, []).append(regime)
     for r in rows:
-        mark = " (default)" if r["name"] == registry.DEFAULT_MODEL else ""
+        # the default (asynchronous PS, and any trace before its regime is known); the other regimes' by name
+        mark = (" (default)" if r["name"] == registry.DEFAULT_MODEL else
+                f" (default for {' and '.join(marks[r['name']])} traces)" if r["name"] in marks else "")
         print(f"{r['name']}{mark}\n  {r['description']}\n  needs: {', '.join(r['needs'])}")
         for p in r["params"]:
             print(f"  --model-param {p['name']}=  {p['type']}, default {p['default']}: {p['description']}")
@@ -336,6 +345,13 @@ def _models(args: argparse.Namespace) -> int:
         else:
             print(f"  model error: not measured ({e['why_not']}): its intervals leave it out")
     return 0
+
+
+def _defaults_by_regime() -> dict[str, str]:
+    """The model a prediction uses when none is named, per regime of the trace (registry.default_model_for)."""
+    return {"asynchronous PS": registry.default_model_for(False, synchronous=False),
+            "synchronous PS": registry.default_model_for(False, synchronous=True),
+            "all-reduce": registry.default_model_for(True)}
 
 
 def _model_error_row(model: str, errors: ModelErrors | None, args: argparse.Namespace) -> dict[str, Any]:
@@ -497,8 +513,10 @@ def _predict(args: argparse.Namespace) -> int:
         args.alpha, args.beta, args.win, args.goodput = c.alpha_us_per_byte, c.beta_us, c.win_bytes, c.goodput
     bandwidth, source, note = _bandwidth(args, profile)
     request = _advice_request(args, profile, bandwidth, spec)
-    if note:
-        cli_output.note(note)
+    regime = _regime_note(args, profile)
+    for told in (note, regime):
+        if told:
+            cli_output.note(told)
     try:
         with PointPool(args.jobs) as pool, cli_output.progress("simulated", "worker counts") as progress:
             cli_output.detail("model %s, parameters %s; %d worker count(s) on %d process(es)", request.model.name,
@@ -510,7 +528,7 @@ def _predict(args: argparse.Namespace) -> int:
         raise
     if args.json:
         doc = advice_to_json(profile, request, advice, bandwidth_source=source)
-        doc["notes"] += [note] if note else []
+        doc["notes"] += [n for n in (note, regime) if n]
         print(json.dumps(doc, indent=2))
     else:
         print(advice_table(profile, request, advice))
@@ -621,9 +639,22 @@ def _model_error(args: argparse.Namespace) -> ModelErrors | None:
 
 
 def _model_name(args: argparse.Namespace, profile: Profile | None = None) -> str:
-    """--model, else the default for the profile's kind (the ring for an all-reduce program's trace)."""
-    allreduce = profile is not None and profile.job.kind.allreduce
-    return str(args.model or ("li2020-des" if args.equal_shares else registry.default_model_for(allreduce)))
+    """--model, else the default for the profile's regime (the ring for an all-reduce program's
+    trace, the synchronous PS simulation for a trace of SyncReplicasOptimizer)."""
+    if args.model:
+        return str(args.model)
+    synchronous = profile is not None and profile.job.synchronous
+    if args.equal_shares:
+        return registry.equal_shares_model(synchronous)
+    return registry.default_model_for(profile is not None and profile.job.kind.allreduce, synchronous)
+
+
+def _regime_note(args: argparse.Namespace, profile: Profile | None) -> str | None:
+    """What to tell when the trace's regime chose the model: no --model and a synchronous trace."""
+    if args.model or profile is None or not profile.job.synchronous:
+        return None
+    return (f"the trace is of a synchronous program (SyncReplicasOptimizer: its token queue and gradient "
+            f"accumulators are in the trace): predicting with {_model_name(args, profile)}; --model chooses another")
 
 
 # the flags that set a model parameter (of the models whose Params have it), and that parameter
@@ -633,14 +664,16 @@ MODEL_PARAM_FLAGS = {"congestion": "congestion_control", "queue": "queue_s", "sh
 
 def _model_choice(args: argparse.Namespace, profile: Profile | None = None) -> ModelChoice:
     """--model (or --equal-shares), --model-param k=v and the contention flags, as one choice."""
-    if args.equal_shares and args.model not in (None, "li2020-des"):
-        raise SimulationSettingsError(f"--equal-shares means --model li2020-des, not --model {args.model}: drop one")
+    equal_shares = (registry.EQUAL_SHARES_MODEL, registry.EQUAL_SHARES_SYNC_MODEL)
+    if args.equal_shares and args.model not in (None, *equal_shares):
+        raise SimulationSettingsError(f"--equal-shares means --model {' or '.join(equal_shares)} (by the trace's "
+                                      f"regime), not --model {args.model}: drop one")
     name = _model_name(args, profile)
     model = registry.get(name)
     params: dict[str, str | float | None] = {}
     for flag, field in MODEL_PARAM_FLAGS.items():
         value = getattr(args, flag, None)
-        if value is None or (args.equal_shares and name == "li2020-des"):
+        if value is None or (args.equal_shares and name in equal_shares):
             continue  # --equal-shares ignores the contention flags, as it always did
         if field not in model.Params.model_fields:
             raise ModelInputError(name, f"--{flag.replace('_', '-')} sets the parameter {field}, which this model "
@@ -741,6 +774,8 @@ def render_summary(profile: Profile, s: ProfileSummary) -> str:
         f"profile      {job.model or '?'} (source: {job.source or '?'})",
         f"batch size   {job.batch_size} examples/step; {job.parameter_servers} parameter server(s); "
         f"recorded at {bw}",
+        "training     " + ("synchronous PS (SyncReplicasOptimizer: token queue and gradient accumulators in the trace)"
+                           if job.synchronous else "asynchronous PS (no SyncReplicasOptimizer in the trace)"),
         f"steps        {s.steps} used, {s.skipped_steps} skipped as incomplete",
         "ops/step     " + ", ".join(f"{n} {r}" for r, n in s.ops_by_resource.items()),
     ]

@@ -157,6 +157,25 @@ class ModelInputError(AdvisorError, ValueError):
     def __init__(self, model: str, message: str) -> None:
         super().__init__(f"model {model!r}: {message}")
         self.model = model
+        self.reason = message  # the message without the model's name in front
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        # rebuilt from both arguments: a prediction in a worker process (the controller's pool)
+        # sends its error back pickled, and Exception's default would call __init__ with one
+        return type(self), (self.model, self.reason)
+
+
+class ModelRegimeError(ModelInputError):
+    """A throughput model predicts another training regime than the one the trace was recorded
+    from (an asynchronous PS model given a trace of ``SyncReplicasOptimizer``). The message names
+    both and the model to use; the parts stay apart for side-by-side notes."""
+
+    def __init__(self, model: str, predicts: str, trace: str, use: str) -> None:
+        super().__init__(model, f"predicts {predicts}; this trace is of {trace}: use {use}")
+        self.predicts, self.trace, self.use = predicts, trace, use
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str, str]]:  # type: ignore[override]
+        return type(self), (self.model, self.predicts, self.trace, self.use)
 
 
 class ObservedThroughputError(AdvisorError, ValueError):

@@ -38,6 +38,7 @@ def advice_to_json(profile: Profile | None, request: AdviceRequest, advice: Advi
             "source": job.source if job else None,
             "batch_size": advice.batch_size,
             "parameter_servers": advice.parameter_servers,
+            "synchronous": job.synchronous if job else None,
         },
         "network": {
             "bandwidth_bps": net.bandwidth_bps if net else None,
@@ -264,7 +265,7 @@ def compare_to_json(profile: Profile | None, bandwidth_bps: float | None, bandwi
         "schema": COMPARE_SCHEMA,
         "job": None if profile is None else {
             "model": profile.job.model, "source": profile.job.source, "batch_size": profile.job.batch_size,
-            "parameter_servers": profile.job.parameter_servers},
+            "parameter_servers": profile.job.parameter_servers, "synchronous": profile.job.synchronous},
         "network": {"bandwidth_bps": bandwidth_bps, "bandwidth_source": bandwidth_source},
         "observed": {str(w): v for w, v in observed.items()},
         "models": models,

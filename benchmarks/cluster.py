@@ -126,7 +126,7 @@ def predicted_curves(types: Sequence[JobType], refresh: bool) -> dict[str, list[
                 request = AdviceRequest(
                     network=NetworkModel(bandwidth_bps=t.bandwidth_bps),
                     curve=CurveSettings(workers=tuple(range(1, t.max_workers + 1)), target_rel_halfwidth=0.02),
-                    prices=PRICES, model=ModelChoice(default_model_for(profile.job.kind.allreduce)),
+                    prices=PRICES, model=ModelChoice(default_model_for(profile.job.kind.allreduce, profile.job.synchronous)),
                     model_error=load_model_errors(None))
                 advice = advise(profile, request, None, pool)
                 kept[t.name] = [[p.workers, p.throughput, p.low, p.high] for p in advice.points]

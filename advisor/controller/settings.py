@@ -365,17 +365,23 @@ class ControllerSettings(BaseSettings):
         """``bandwidth: measure``: every prediction measures it from its profile (core/bandwidth.py)."""
         return (self.bandwidth or "").strip().lower() == MEASURE
 
-    def model_choice(self) -> ModelChoice:
+    def model_choice(self, synchronous: bool = False) -> ModelChoice:
         """The model predictions use and its parameters: ``model`` (``li2020-des`` with
         ``equal_shares``), the contention settings for the parameters the model has, then
-        ``model_params``."""
-        name = "li2020-des" if self.equal_shares and self.model == DEFAULT_MODEL else self.model
+        ``model_params``. ``synchronous``: for a trace of SyncReplicasOptimizer, where ``model`` is
+        the asynchronous default, the synchronous default (``li2020-des-sync`` with ``equal_shares``)
+        with those of the parameters it has: an asynchronous model cannot predict that trace."""
+        name = registry.equal_shares_model() if self.equal_shares and self.model == DEFAULT_MODEL else self.model
+        regime = synchronous and self.model == DEFAULT_MODEL
+        if regime:
+            name = registry.equal_shares_model(True) if self.equal_shares else registry.default_model_for(False, True)
         fields = registry.get(name).Params.model_fields
         legacy = {"congestion_control": self.congestion_control,
                   "queue_s": parse_duration(self.queue) if self.queue else None,
                   "share_sigma": self.share_sigma, "multi_flow_goodput": self.multi_flow_goodput}
         params = {k: v for k, v in legacy.items() if k in fields and v is not None}
-        return ModelChoice(name, {**params, **self.model_params})
+        given = {k: v for k, v in self.model_params.items() if k in fields or not regime}
+        return ModelChoice(name, {**params, **given})
 
     def prediction_fingerprint(self) -> str:
         """Hash of the settings a prediction depends on: when it changes, predictions are redone."""

@@ -27,7 +27,7 @@ from advisor.core.posterior import CurvePosterior
 from advisor.core.preprocess import add_client_gap, split_parsing_overhead
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
-from advisor.errors import ModelInputError
+from advisor.errors import ModelInputError, ModelRegimeError
 
 DEFAULT_GOODPUT = 0.95  # TCP payload per wire byte with 1500-byte frames: 1448 / 1538
 DEFAULT_MODEL = registry.DEFAULT_MODEL
@@ -161,7 +161,7 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
     model.check(inputs, params)
     curve = predict_curve(model, inputs, params, request.curve, progress, mapper)
     outlook = model.outlook(inputs, params, {p.workers: p.throughput for p in curve})
-    others = side_by_side(inputs, request)
+    others, left_out = side_by_side(inputs, request)
     batch = profile.job.batch_size if profile is not None else int(outlook.details.get("batch_size", 0))
     # an all-reduce program runs no parameter servers: none to pay for
     ps = request.parameter_servers or (profile.job.parameter_servers if profile is not None and not profile.job.kind.allreduce else 0)
@@ -191,7 +191,7 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
         )
         for i, (p, t, outs, belief, chance) in enumerate(zip(curve, thr, outcomes, beliefs, chances))
     )
-    notes = outlook.notes
+    notes = outlook.notes + left_out
     if errors is not None and error is None:
         notes += (f"the intervals hold simulation noise only: the model error of {model.name} has not been measured "
                   f"({measured_phrase(errors.models)})",)
@@ -249,20 +249,29 @@ def model_inputs(profile: Profile | None, request: AdviceRequest) -> ModelInputs
     )
 
 
-def side_by_side(inputs: ModelInputs, request: AdviceRequest) -> dict[str, tuple[float, ...]]:
-    """The throughput of each ``request.side_by_side`` model that applies, per W of the curve
-    (a model that does not apply to these inputs is left out)."""
+def side_by_side(inputs: ModelInputs, request: AdviceRequest) -> tuple[dict[str, tuple[float, ...]], tuple[str, ...]]:
+    """The throughput of each ``request.side_by_side`` model that applies, per W of the curve, and
+    notes. A model that does not apply to these inputs is left out; one that predicts another
+    training regime than the trace's (``ModelRegimeError``: the asynchronous ones beside a
+    synchronous trace) with a note that says so, since the user would expect it beside the curve."""
     found = {}
+    refused: dict[tuple[str, str], list[str]] = {}  # (regime predicted, the trace's) -> models
     for name in request.side_by_side:
         model = registry.get(name)
         params = registry.params_for(model)
         try:
             model.check(inputs, params)
+        except ModelRegimeError as exc:
+            refused.setdefault((exc.predicts, exc.trace), []).append(name)
+            continue
         except ModelInputError:
             continue
         curve = predict_curve(model, inputs, params, request.curve)
         found[name] = tuple(p.throughput for p in curve)
-    return found
+    notes = tuple(f"{' and '.join(names)} left out beside the prediction: "
+                  f"{'they predict' if len(names) > 1 else 'it predicts'} {predicts}, and this trace is of {trace}"
+                  for (predicts, trace), names in refused.items())
+    return found, notes
 
 
 def prepare_profile(profile: Profile, request: AdviceRequest) -> Profile:

@@ -159,6 +159,12 @@ class JobInfo(_Frozen):
         description="all-reduce only: the gradients (UPLINK op names) of each bucket, in the order the "
         "framework reduces them, as the framework laid them out (e.g. DDP's reducer); None if not recorded",
     )
+    synchronous: bool = Field(
+        default=False,
+        description="PS traces only: gradients aggregated by SyncReplicasOptimizer (synchronous PS: the trace holds "
+        "its token queue and conditional accumulators); False: asynchronous PS. An all-reduce program is synchronous "
+        "by its kind and leaves it False",
+    )
 
 
 class Profile(_Frozen):
@@ -196,6 +202,9 @@ class Profile(_Frozen):
             self._check_allreduce()
         elif self.job.buckets is not None:
             raise ValueError(f"job.buckets is for all-reduce programs; this profile's kind is {self.job.kind.value}")
+        if self.job.synchronous and self.job.kind.allreduce:
+            raise ValueError(f"job.synchronous marks a parameter-server trace of SyncReplicasOptimizer; a "
+                             f"{self.job.kind.value} (all-reduce) program is synchronous by its kind")
         _topological_order(self.ops)  # raises on a cycle
         for step in self.steps:
             if len(step.duration_us) != len(self.ops):

@@ -16,6 +16,8 @@ What it does, in the order of ``build_profile_from_trace``:
 5. Time each op per step relative to the step's first record.
 6. Keep each computation's type and input shapes (its producers' recorded output shapes, through
    ``_Recv`` to the tensor the ``_Send`` sent) for the op database (``advisor opdb``).
+7. Tell the regime: synchronous when the graph holds ``SyncReplicasOptimizer``'s token queue and
+   its conditional accumulators (``is_sync_replicas``), else asynchronous.
 """
 
 from __future__ import annotations
@@ -38,6 +40,14 @@ _SIZE_UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
 _WORKER_JOBS = ("worker", "chief", "master")
 _TRANSFER_RECORD = "RecvTensor"
 MAJORITY = 0.5
+# SyncReplicasOptimizer (tensorflow/python/training/sync_replicas_optimizer.py) names its token
+# queue "sync_token_q" at the graph's root (ops.name_scope("") around it), whatever the optimizer's
+# own name scope; TF appends _1, _2 to a second optimizer's. Its accumulators live under the
+# optimizer's name (default sync_replicas), which a user may change, so they are known by op type.
+SYNC_TOKEN_QUEUE = re.compile(r"^sync_token_q(?:_\d+)?$")
+_QUEUE_OPS = frozenset({"FIFOQueueV2", "FIFOQueue"})
+ACCUMULATOR_APPLY_OPS = frozenset({"ResourceAccumulatorApplyGradient", "AccumulatorApplyGradient",
+                                   "SparseAccumulatorApplyGradient"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,11 +119,28 @@ def build_profile_from_trace(trace: TraceRecords, *, batch_size: int | None = No
         recorded_bandwidth_bps=trace.bandwidth_bps,
         source=trace.source,
         skipped_steps=len(trace.steps) - len(complete),
+        synchronous=is_sync_replicas(trace.graph),
     )
     try:
         return build_profile(job=JobInfo.model_validate(job), ops=ops, steps=steps)
     except (ProfileError, ValidationError) as exc:  # e.g. a batch size of 0 in the trace's metadata
         raise TraceFormatError(f"the trace does not form a valid profile: {exc}") from None
+
+
+def is_sync_replicas(graph: Iterable[GraphNode]) -> bool:
+    """Whether the traced step trains with ``SyncReplicasOptimizer`` (synchronous PS): the
+    partition graphs hold its token queue (a FIFO queue named ``sync_token_q``, the input of the
+    dequeue that ends every step) and an apply-gradient of a conditional accumulator (each
+    gradient goes to one instead of to its variable). Both, so that neither a queue of the user's
+    that happens to bear the name nor an accumulator used for something else flips the regime;
+    every ``SyncReplicasOptimizer`` step has both."""
+    queue = accumulator = False
+    for node in graph:
+        queue = queue or (node.op in _QUEUE_OPS and SYNC_TOKEN_QUEUE.match(node.name) is not None)
+        accumulator = accumulator or node.op in ACCUMULATOR_APPLY_OPS
+        if queue and accumulator:
+            return True
+    return False
 
 
 def _check_single_worker(trace: TraceRecords) -> None:

@@ -66,7 +66,8 @@ class JobKind:
 
     @property
     def default_model(self) -> str:
-        """The PS simulation's default for a PS program, the ring for an all-reduce one."""
+        """The PS simulation's default for a PS program, the ring for an all-reduce one: before the
+        profile says the regime (a synchronous PS profile switches it, ``policy.job_model``)."""
         return default_model_for(self.program.allreduce)
 
     @property

@@ -66,18 +66,22 @@ def job_prices(settings: ControllerSettings, view: TFJobView) -> Prices:
         raise TFJobError(f"{view.kind} {view.namespace}/{view.name}: {exc}") from None
 
 
-def job_model(settings: ControllerSettings, view: TFJobView) -> ModelChoice:
+def job_model(settings: ControllerSettings, view: TFJobView, *, synchronous: bool = False) -> ModelChoice:
     """The model for this job: the settings' choice, or the job's ``predict-model`` annotation
     with its ``predict-model-params`` (a JSON object). The settings' parameters carry over only
     when the job names the same model. Problems are ``TFJobError`` naming the annotation.
 
     The settings' model is the parameter-server jobs' model; a job whose program is all-reduce
     (TFJob without PS, PyTorchJob) defaults to ``default_model_for(allreduce=True)`` (the ring):
-    a PS model cannot read its trace."""
-    default = settings.model_choice()
+    a PS model cannot read its trace. ``synchronous``: the job's profile is a trace of
+    SyncReplicasOptimizer (known once it has arrived); a job that names no model then gets the
+    synchronous default in place of the asynchronous one (``ControllerSettings.model_choice``),
+    which would refuse that trace. A job that names a model keeps it."""
+    named = view.annotations.get(PREDICT_MODEL)
+    default = settings.model_choice(synchronous=synchronous and named is None)
     if view.program != "tf-ps":
         default = ModelChoice(default_model_for(True))
-    name = view.annotations.get(PREDICT_MODEL, default.name).strip()
+    name = (default.name if named is None else named).strip()
     text = view.annotations.get(PREDICT_MODEL_PARAMS)
     try:
         given = json.loads(text) if text else {}
@@ -93,6 +97,17 @@ def job_model(settings: ControllerSettings, view: TFJobView) -> ModelChoice:
     except ModelInputError as exc:
         raise TFJobError(f"{view.kind} {view.namespace}/{view.name}: annotation {PREDICT_MODEL}: {exc}") from None
     return choice
+
+
+def model_note(settings: ControllerSettings, view: TFJobView, choice: ModelChoice) -> str:
+    """Why ``choice`` (``job_model`` for a synchronous profile) is not the model the settings
+    name: the prediction's note for a job that named none; "" when it is the settings' own."""
+    usual = job_model(settings, view)
+    if choice.name == usual.name:
+        return ""
+    return (f"the profile is of a synchronous program (SyncReplicasOptimizer: its token queue and gradient "
+            f"accumulators are in the trace): predicted with {choice.name}, the synchronous default, in place of "
+            f"{usual.name}, which predicts asynchronous PS; the annotation {PREDICT_MODEL} chooses another")
 
 
 def job_limits(settings: ControllerSettings, view: TFJobView, prices: Prices) -> Limits:

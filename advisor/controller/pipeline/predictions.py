@@ -83,6 +83,9 @@ class PredictionParams:
     # Where the job's workers run (setting node_speeds; controller/pipeline/worker_speeds.py): the
     # placement document as canonical JSON; "" when off (and then left out of the key).
     worker_speeds: str = ""
+    # Why the model is not the settings' (a synchronous profile's default, policy.model_note): a note
+    # of the prediction; "" when it is (and then left out of the key).
+    model_note: str = ""
 
     def choice(self) -> ModelChoice:
         """The model and its parameters (older stored parameters: the PS simulation they meant)."""
@@ -95,9 +98,10 @@ class PredictionParams:
             "share_sigma": self.share_sigma, "multi_flow_goodput": self.multi_flow_goodput})
 
     def as_dict(self) -> dict[str, Any]:
-        """The fields; ``refit`` and ``worker_speeds`` only when set, so the keys of predictions
-        from before them stay the same."""
-        return {k: getattr(self, k) for k in self.__slots__ if k not in ("refit", "worker_speeds") or getattr(self, k)}
+        """The fields; ``refit``, ``worker_speeds`` and ``model_note`` only when set, so the keys of
+        predictions from before them stay the same."""
+        return {k: getattr(self, k) for k in self.__slots__
+                if k not in ("refit", "worker_speeds", "model_note") or getattr(self, k)}
 
 
 def prediction_params(
@@ -173,6 +177,8 @@ def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) ->
         doc["worker_speeds"] = json.loads(p.worker_speeds)
     if measured is not None:
         doc["notes"].append(bandwidth_note(measured))
+    if p.model_note:  # the profile's regime chose the model (policy.model_note)
+        doc["notes"].append(p.model_note)
     text = json.dumps(doc, separators=(",", ":"))
     del advice, doc, profile
     release_free_heap()  # the worker lives on between predictions: give back what this one freed,

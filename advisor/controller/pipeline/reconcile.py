@@ -28,7 +28,8 @@ from advisor.controller.pipeline.deadline import job_deadline, shortfall_message
 from advisor.controller.pipeline.cleanup import delete_profiling_runs
 from advisor.controller.web.metrics import Metrics, remove_series
 from advisor.controller.pipeline.policy import (
-    Limits, Recommendation, clamp, job_limits, job_model, job_prices, recommend, resize_target, throughput_at,
+    Limits, Recommendation, clamp, job_limits, job_model, job_prices, model_note, recommend, resize_target,
+    throughput_at,
 )
 from advisor.controller.pipeline.predictions import PredictionParams, prediction_key, prediction_params
 from advisor.controller.pipeline.worker_speeds import JOB_NAME_LABEL, placement, worker_pods
@@ -93,7 +94,7 @@ class Reconciler:
     _recorded: dict[Key, tuple[str, int, str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _curve_workers: dict[Key, tuple[int, ...]] = field(default_factory=dict)
-    _bandwidth_of: dict[str, float | None] = field(default_factory=dict)  # profile sha -> recorded bandwidth
+    _facts_of: dict[str, tuple[float | None, bool]] = field(default_factory=dict)  # profile sha -> _profile_facts
     refits: Any = None  # advisor.controller.pipeline.refit.Refitter: the online refit, when the app wires it
     allocation: Any = None  # advisor.controller.pipeline.allocation.ClusterAllocator: cluster mode, when wired
     # job -> (uid, the reason annotation this replica last wrote): the informer's cache can still
@@ -462,33 +463,38 @@ class Reconciler:
         self._fail(view, reason, message,
                    extra={ann.PROFILING_ATTEMPTS: ann.compact(attempts)} if attempts is not None else None)
 
-    def _recorded_bandwidth(self, uid: str, generation: int, sha: str) -> float | None:
-        """The bandwidth a profile was recorded at: parsed (and so validated) once per profile.
+    def _profile_facts(self, uid: str, generation: int, sha: str) -> tuple[float | None, bool]:
+        """The bandwidth a profile was recorded at and whether its program is synchronous
+        (``JobInfo.synchronous``, which decides the default model): parsed (and so validated)
+        once per profile.
 
         Why: a resync reconciles every predicted job; reading and parsing its profile each time
-        would cost a large allocation per job for one number."""
+        would cost a large allocation per job for two facts."""
         with self._lock:
-            if sha in self._bandwidth_of:
-                return self._bandwidth_of[sha]
+            if sha in self._facts_of:
+                return self._facts_of[sha]
         text = self.store.profile_json(uid, generation)
         if text is None:
             raise StoreError(f"the trace of {uid} generation {generation} is missing from the store")
-        bandwidth = parse_profile(json.loads(text)).job.recorded_bandwidth_bps
+        job = parse_profile(json.loads(text)).job
+        facts = (job.recorded_bandwidth_bps, job.synchronous)
         with self._lock:
-            self._bandwidth_of[sha] = bandwidth
-        return bandwidth
+            self._facts_of[sha] = facts
+        return facts
 
     def _predict_or_apply(self, view: TFJobView, run: Any, prices: Prices, limits: Limits) -> None:
         sha = self.store.profile_sha(view.uid, run.generation)
         try:
             if sha is None:
                 raise StoreError(f"the profiling run is {run.state} but the store holds no trace for it")
-            recorded = self._recorded_bandwidth(view.uid, run.generation, sha)
+            recorded, synchronous = self._profile_facts(view.uid, run.generation, sha)
+            model = job_model(self.settings, view, synchronous=synchronous)
             params = prediction_params(
                 recorded, prices, bandwidth_bps=self.settings.bandwidth_bps(), measure=self.settings.measure_bandwidth(),
                 max_workers=self.settings.max_workers, target=self.settings.prediction_target,
                 seed=self.settings.prediction_seed, saturation_threshold=self.settings.saturation_threshold,
-                model=job_model(self.settings, view))
+                model=model)
+            params = replace(params, model_note=model_note(self.settings, view, model))
         except AdvisorError as exc:  # PredictionInputError among others
             self._fail(view, "PredictionImpossible", str(exc))
             return

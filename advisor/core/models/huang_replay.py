@@ -24,7 +24,7 @@ from advisor.core.huang.opdb import OpDatabase, OpEstimateError, build_database
 from advisor.core.huang.replay import Replay, ReplayGraph
 from advisor.core.huang.timing import timed_graph
 from advisor.core.models.protocol import (DEVICE_DB, LINK_GOODPUT, CalibrationParam, ModelBase, ModelInputs,
-                                          ModelParams, Need, Samples, require_ps_profile)
+                                          ModelParams, Need, Samples, require_asynchronous_ps, require_ps_profile)
 from advisor.core.profile import Profile
 from advisor.errors import ModelInputError
 
@@ -105,7 +105,8 @@ class HuangReplay(ModelBase):
     def _profile(self, inputs: ModelInputs) -> Profile:
         if inputs.profile is None:
             raise ModelInputError(NAME, "needs a profile (a one-worker trace)")
-        return require_ps_profile(NAME, inputs.profile)
+        # each worker starts its next step when its own ends: no barrier, so no synchronous trace
+        return require_asynchronous_ps(NAME, require_ps_profile(NAME, inputs.profile))
 
     def _link_bps(self, inputs: ModelInputs) -> float:
         if inputs.network is None:

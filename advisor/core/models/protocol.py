@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from advisor.errors import ModelInputError
+from advisor.errors import ModelInputError, ModelRegimeError
 
 if TYPE_CHECKING:
     from advisor.core.profile import Profile
@@ -247,4 +247,17 @@ def require_ps_profile(model: str, profile: Profile) -> Profile:
             model, f"predicts parameter-server jobs, but the profile was traced from a {profile.job.kind.value} "
             "(all-reduce) program; use ring-allreduce or ring-allreduce-hierarchical"
         )
+    return profile
+
+
+def require_asynchronous_ps(model: str, profile: Profile) -> Profile:
+    """``profile`` when its program trains asynchronously; a model of asynchronous PS training
+    (workers never wait for each other) cannot represent ``SyncReplicasOptimizer``'s barrier, so a
+    trace of it is a ``ModelRegimeError`` naming both regimes and the synchronous default."""
+    if profile.job.synchronous:
+        # imported here: the registry imports this module
+        from advisor.core.models.registry import DEFAULT_SYNC_MODEL
+
+        raise ModelRegimeError(model, "asynchronous PS", "a synchronous program (SyncReplicasOptimizer)",
+                               DEFAULT_SYNC_MODEL)
     return profile

@@ -8,7 +8,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from advisor.core.models.protocol import (LINK_GOODPUT, CalibrationParam, Exact, ExactRun, ModelBase, ModelInputs,
-                                          ModelParams, Need, Run, require_ps_profile)
+                                          ModelParams, Need, Run, require_asynchronous_ps, require_ps_profile)
 from advisor.core.phases import ps_link_bound
 from advisor.core.profile import Profile
 from advisor.errors import ModelInputError
@@ -53,6 +53,7 @@ def trace_and_rate(name: str, inputs: ModelInputs) -> tuple[Profile, float]:
     if profile is None:
         raise ModelInputError(name, "needs a one-worker profile (a trace), and none was given")
     require_ps_profile(name, profile)
+    require_asynchronous_ps(name, profile)  # workers cycle independently: no barrier to wait at
     if inputs.network is None:
         raise ModelInputError(name, "needs the link bandwidth (network.bandwidth_bps), and none was given")
     if inputs.parameter_servers not in (None, profile.job.parameter_servers):

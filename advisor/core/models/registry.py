@@ -27,14 +27,26 @@ MODULES: tuple[str, ...] = (
     "advisor.core.models.pei",
     "advisor.core.models.huang_replay",
 )
-DEFAULT_MODEL = "li2020-des+contention"
+DEFAULT_MODEL = "li2020-des+contention"  # for an asynchronous parameter-server trace (and before a trace is known)
+DEFAULT_SYNC_MODEL = "li2020-des-sync"  # for a trace of SyncReplicasOptimizer (JobInfo.synchronous)
 DEFAULT_ALLREDUCE_MODEL = "ring-allreduce"  # for a profile traced from an all-reduce program
+EQUAL_SHARES_MODEL = "li2020-des"  # Li et al.'s equal shares (--equal-shares, the setting equal_shares)
+EQUAL_SHARES_SYNC_MODEL = "li2020-des-sync"  # the same with SyncReplicasOptimizer's barrier
 
 
-def default_model_for(allreduce: bool) -> str:
-    """The model a prediction uses when none is named: the PS simulation for a parameter-server
-    trace, the ring for a trace of an all-reduce program (DDP, MultiWorkerMirroredStrategy)."""
-    return DEFAULT_ALLREDUCE_MODEL if allreduce else DEFAULT_MODEL
+def default_model_for(allreduce: bool, synchronous: bool = False) -> str:
+    """The model a prediction uses when none is named, by the traced program's regime: the ring for
+    an all-reduce program (DDP, MultiWorkerMirroredStrategy), the synchronous PS simulation for a
+    trace of ``SyncReplicasOptimizer`` (an asynchronous model would predict a regime the job does
+    not run), else the asynchronous PS simulation."""
+    if allreduce:
+        return DEFAULT_ALLREDUCE_MODEL
+    return DEFAULT_SYNC_MODEL if synchronous else DEFAULT_MODEL
+
+
+def equal_shares_model(synchronous: bool = False) -> str:
+    """Li et al.'s equal-shares simulation for the trace's regime (``--equal-shares``)."""
+    return EQUAL_SHARES_SYNC_MODEL if synchronous else EQUAL_SHARES_MODEL
 
 
 @cache

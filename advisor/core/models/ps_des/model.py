@@ -30,7 +30,7 @@ from pydantic import Field
 from advisor.core.advice import ModelChoice
 from advisor.core.models.protocol import (
     LINK_GOODPUT, Alternative, CalibrationParam, ModelBase, ModelInputs, ModelParams, Need, Outlook, Run, Samples,
-    require_ps_profile,
+    require_asynchronous_ps, require_ps_profile,
 )
 from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, alternation_chance
 from advisor.core.models.ps_des.contention import (
@@ -96,6 +96,9 @@ class PsDes(ModelBase):
     """See the module docstring."""
 
     needs = frozenset({Need.PROFILE, Need.BANDWIDTH})
+    # whether it represents SyncReplicasOptimizer's barrier: the asynchronous simulation refuses a
+    # trace of a synchronous program (its workers would never wait); the synchronous one reads both
+    synchronous = False
 
     def __init__(self, contention: bool) -> None:
         self.contention = contention
@@ -185,6 +188,8 @@ class PsDes(ModelBase):
         if inputs.profile is None:
             raise ModelInputError(self.name, "needs a one-worker profile (a trace), and none was given")
         profile = require_ps_profile(self.name, inputs.profile)
+        if not self.synchronous:
+            require_asynchronous_ps(self.name, profile)
         if not self._what_if(inputs):
             return profile
         traced, ps = profile.job.parameter_servers, int(inputs.parameter_servers or 0)

@@ -128,6 +128,8 @@ class SyncContentionParams(ContentionParams, SyncFields):
 class PsDesSync(PsDes):
     """The PS simulation with ``SyncReplicasOptimizer``'s barrier (module docstring)."""
 
+    synchronous = True  # reads a trace of either regime: a synchronous one, or an asynchronous one as a what-if
+
     def __init__(self, contention: bool) -> None:
         super().__init__(contention)
         self.name = SYNC_CONTENTION if contention else SYNC_EQUAL_SHARES
