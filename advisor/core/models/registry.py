@@ -28,7 +28,7 @@ MODULES: tuple[str, ...] = (
     "advisor.core.models.huang_replay",
 )
 DEFAULT_MODEL = "li2020-des+contention"  # for an asynchronous parameter-server trace (and before a trace is known)
-DEFAULT_SYNC_MODEL = "li2020-des-sync"  # for a trace of SyncReplicasOptimizer (JobInfo.synchronous)
+DEFAULT_SYNC_MODEL = "li2020-des-sync+contention"  # for a trace of SyncReplicasOptimizer (JobInfo.synchronous)
 DEFAULT_ALLREDUCE_MODEL = "ring-allreduce"  # for a profile traced from an all-reduce program
 EQUAL_SHARES_MODEL = "li2020-des"  # Li et al.'s equal shares (--equal-shares, the setting equal_shares)
 EQUAL_SHARES_SYNC_MODEL = "li2020-des-sync"  # the same with SyncReplicasOptimizer's barrier
