@@ -28,9 +28,12 @@ def read_profile(path: Path) -> Profile:
 def profile_to_json(profile: Profile) -> dict[str, Any]:
     """The profile as plain JSON data (defaults included, so the file is self-describing).
 
-    ``input_shapes`` is left out where unknown, so a profile without shapes is written exactly
-    as before the field existed (older readers, which refuse unknown fields, still read it)."""
+    ``input_shapes`` is left out where unknown, and ``job.collectives`` where not recorded, so a
+    profile without them is written exactly as before the fields existed (older readers, which
+    refuse unknown fields, still read it)."""
     doc = profile.model_dump(mode="json")
+    if doc["job"].get("collectives") is None:
+        doc["job"].pop("collectives", None)
     for op in doc["ops"]:
         if op.get("input_shapes") is None:
             op.pop("input_shapes", None)

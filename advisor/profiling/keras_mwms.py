@@ -6,7 +6,9 @@ on ONE worker running alone, it lets ``ADVISOR_PROFILE_WARMUP`` steps pass, trac
 ``ADVISOR_PROFILE_STEPS`` with ``tf.profiler.experimental`` (XPlane), reads per step where
 backward starts and ends, when each gradient is ready and how long the optimizer takes
 (``mwms_trace``), takes the gradients' sizes from ``model.trainable_variables`` (shape x dtype
-size), TF's pack layout from the strategy's ``CommunicationOptions.bytes_per_pack`` and the link
+size), TF's pack layout from the strategy's ``CommunicationOptions.bytes_per_pack``, the
+per-step metric all-reduces from what the step logs (``mwms_trace.metric_collectives``: with one
+worker they do not run, so the trace cannot show them) and the link
 rate from ``ADVISOR_BANDWIDTH_MBIT`` or the interface's speed (``advisor.profiling.link``), and
 uploads an ``advisor-allreduce-upload`` bundle of kind ``tf-mwms``
 (``allreduce_bundle``) like the TF1 hook does (``upload.ship``; a failed upload is logged and
@@ -40,7 +42,7 @@ from advisor.profiling.config import ENV_BATCH_SIZE, ProfilingConfig, choose_bat
 from advisor.profiling.errors import ProfilingUnsupportedError
 from advisor.profiling.link import link_rate
 from advisor.profiling.mwms_trace import (
-    bytes_of, check_single_worker, events_from_xspace, pack_layout, step_facts, step_windows,
+    bytes_of, check_single_worker, events_from_xspace, metric_collectives, pack_layout, step_facts, step_windows,
 )
 from advisor.profiling.upload import RetryPolicy, UploadResult, ship
 
@@ -85,6 +87,7 @@ class AdvisorMwmsCallback(keras.callbacks.Callback):  # type: ignore[misc]
         self._sizes: list[int] = []
         self._bytes_per_pack = 0
         self._optimizer_scope = ""
+        self._logged: list[tuple[str, tuple[int, ...], int]] | None = None  # what a step logs: name, shape, dtype size
 
     @property
     def active(self) -> bool:
@@ -146,6 +149,15 @@ class AdvisorMwmsCallback(keras.callbacks.Callback):  # type: ignore[misc]
             if self._finish(config, self._logdir) and config.stop_after_upload:
                 log.info("advisor: profiling done; stopping training")
                 self.model.stop_training = True
+
+    def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        if self._config is None or self._logged is not None or self._logdir is None:
+            return
+        logged = []
+        for name, value in (logs or {}).items():
+            tensor = tf.convert_to_tensor(value)
+            logged.append((str(name), tuple(int(d or 1) for d in tensor.shape), int(tensor.dtype.size)))
+        self._logged = logged
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
         if self._config is None or self.result is not None or self._logdir is None:
@@ -209,6 +221,7 @@ class AdvisorMwmsCallback(keras.callbacks.Callback):  # type: ignore[misc]
             return build_allreduce_bundle(
                 "tf-mwms", meta, list(zip(self._variables, self._sizes)), steps,
                 buckets=pack_layout(self._sizes, self._bytes_per_pack), link=link_rate(bandwidth, self._environ),
+                collectives=None if self._logged is None else metric_collectives(self._logged),
             )
         except ValueError as exc:
             raise ProfilingUnsupportedError(f"the traced steps do not make a bundle: {exc}") from None
