@@ -210,3 +210,19 @@ def test_recorded_mwms_profiles_keep_the_ceilings(folder: Any) -> None:
         assert point.throughput <= w * one * 1.001
         assert point.throughput <= w * batch / (2 * (w - 1) / w * 8 * sent / (bandwidth * 0.95))
         assert point.throughput <= RING.link_bound(inputs, params, w) * 1.001
+
+
+def test_a_calibration_starts_from_the_frameworks_latency() -> None:
+    # The closed loop's stated values are the ones the prediction used: for an MWMS profile the
+    # gRPC ring's latency, not an unset parameter; observing the job at W = 2 exactly as the
+    # stated curve predicts leaves them where they were.
+    from advisor.core.advice import AdviceRequest, ModelChoice, advise
+    from advisor.core.online_calibration import Observation, Rule, calibrate
+
+    profile = _allreduce(collectives=None)
+    request = AdviceRequest(network=NetworkModel(bandwidth_bps=RATE), goodput=0.95, model=ModelChoice("ring-allreduce"),
+                            curve=CurveSettings(workers=(1, 2, 3), steps=60, warmup_steps=5))
+    at2 = advise(profile, request).point(2).throughput
+    out = calibrate(profile, request, [Observation(2, at2, 0.01)], rule=Rule.REFIT)
+    assert out.stated == {"latency_s": GRPC_RING.latency_s, "goodput": 0.95}
+    assert out.values == out.stated
