@@ -28,7 +28,9 @@ from tests.conftest import REPO
 
 RATE = 1e8  # bit/s
 MB = 1_000_000
-MWMS = sorted((REPO / "tests" / "data" / "allreduce").glob("mwms-*"))
+# the recorded Keras MWMS configurations: a one-worker profile and its measured link rate
+MWMS = sorted(d.parent for d in (REPO / "tests" / "data" / "allreduce").glob("mwms-*/measured.json")
+              if (d.parent / "profile.json.gz").is_file())
 
 
 def _allreduce(kind: str = "tf-mwms", collectives: tuple[int, ...] | None = None, grad_bytes: int = MB) -> Profile:
