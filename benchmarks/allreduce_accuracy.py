@@ -142,7 +142,8 @@ def _cost(folders: Sequence[Path], steps: int, base: Mapping[str, Any]) -> Calla
 def fit(folders: Sequence[Path], *, steps: int = 300, base: Mapping[str, Any] | None = None) -> dict[str, float]:
     """``latency_s`` and ``two_way_share`` with the smallest mean |error| over the multi-worker
     points of ``folders`` (W = 1 has no rounds): a coarse grid (0 to 6 ms by 0.5 ms, 0.84 to 1 by
-    0.02), then a step of 0.25 ms and 0.01 around its best."""
+    0.02), then steps of 0.25 ms and 0.01, two either side of its best (the two trade off along a
+    narrow ridge within one configuration)."""
     return dict(_fit(tuple(sorted(folders)), steps, tuple(sorted((base or {}).items()))))
 
 
@@ -150,7 +151,7 @@ def fit(folders: Sequence[Path], *, steps: int = 300, base: Mapping[str, Any] | 
 def _fit(folders: tuple[Path, ...], steps: int, base: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, float], ...]:
     cost = _cost(folders, steps, dict(base))
     best = min(itertools.product(*COARSE), key=lambda v: cost(*v))
-    near = itertools.product(*[[max(0.0, b + k * d) for k in (-1, 0, 1)] for b, d in zip(best, FINE_STEP)])
+    near = itertools.product(*[[max(0.0, b + k * d) for k in (-2, -1, 0, 1, 2)] for b, d in zip(best, FINE_STEP)])
     latency, share = min(sorted({(round(a, 6), min(1.0, round(s, 3))) for a, s in near}), key=lambda v: cost(*v))
     return (("latency_s", latency), ("two_way_share", share))
 

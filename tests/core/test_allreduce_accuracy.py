@@ -71,25 +71,27 @@ def test_the_table_rows_follow_the_measurements() -> None:
 
 
 @cache
-def _scored() -> tuple[Row, ...]:
-    folders = configs()
+def _scored(kind: str, holdout: bool) -> tuple[Row, ...]:
+    folders = [f for f in configs() if json.loads((f / "measured.json").read_text())["kind"] == kind]
     if not folders:
-        pytest.skip(f"no measured all-reduce configuration under {DATA}")
-    rows, _ = rows_with_holdout(folders, steps=300, fit_steps=150)
+        pytest.skip(f"no measured {kind} configuration under {DATA}")
+    rows, _ = rows_with_holdout(folders, steps=300, fit_steps=150, holdout=holdout)
     return tuple(r for r in rows if not r.caveat)
 
 
-@pytest.mark.parametrize("kind", ["pytorch-ddp", "tf-mwms"])
-def test_the_accuracy_target_holds_with_the_defaults_and_held_out(kind: str) -> None:
+# DDP's defaults come from a probe, not from these runs, so its default figures are held out
+# already (the benchmark prints its leave-one-out fits too); MWMS's are fitted on the calm runs,
+# so each is also scored with the figures fitted on the other configuration only.
+@pytest.mark.parametrize(("kind", "holdout"), [("pytorch-ddp", False), ("tf-mwms", True)])
+def test_the_accuracy_target_holds_with_the_defaults_and_held_out(kind: str, holdout: bool) -> None:
     """Median |error| <= 5 % and max <= 15 % over every scored point of the framework (calm
-    re-measurements supersede loaded runs), with the model's defaults and with latency and share
-    fitted on the framework's other configurations only."""
-    mine = [r for r in _scored() if r.kind == kind]
-    if not mine:
-        pytest.skip(f"no scored {kind} configuration")
+    re-measurements supersede loaded runs), with the model's defaults and, for MWMS, with latency
+    and share fitted on the other configurations only."""
+    mine = list(_scored(kind, holdout))
     med, worst = summary(mine)
     assert med <= MEDIAN_TARGET and worst <= MAX_TARGET, (kind, med, worst)
-    if any(r.held_out is not None for r in mine):
+    if holdout:
+        assert all(r.held_out is not None for r in mine), "every scored MWMS configuration has another to fit on"
         hmed, hworst = summary(mine, held_out=True)
         assert hmed <= MEDIAN_TARGET and hworst <= MAX_TARGET, (kind, "held out", hmed, hworst)
 
