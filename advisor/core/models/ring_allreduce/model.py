@@ -70,8 +70,6 @@ RECORDED = "recorded"  # BucketLayout.source: the framework's own layout, as the
 BY_CAP = "bucket_mb"  # BucketLayout.source: gradients grouped by the model at a cap of bucket_mb MiB
 
 
-
-
 @dataclass(frozen=True)
 class Framework:
     """How a framework's ring moves data over TCP links: what ``RingParams`` leaves unset defaults
@@ -90,9 +88,10 @@ class Framework:
 GLOO = Framework(latency_s=3.0e-4, two_way_share=0.985, collectives=(),
                  basis="a lone gloo all-reduce of 1 and 8 MiB timed at W = 2..4 over shaped 200 Mbit/s links")
 # TF2 Keras MWMS, CommunicationImplementation.RING: every chunk of every round is a gRPC RecvBuf
-# call (receiver-initiated), so a round costs milliseconds on TCP, not NCCL's microseconds; the two
-# figures are fitted on calm real MWMS runs (benchmarks/allreduce_accuracy.py, which reports them
-# held out). Keras's fit logs the loss at least, reduced as a float32 sum and an int64 count.
+# call (receiver-initiated), so a round costs milliseconds on TCP, not NCCL's microseconds. Both
+# figures are fitted on the calm MWMS runs at 50 and 100 Mbit/s (benchmarks/allreduce_accuracy.py
+# fit; it reports each run held out: fitted on the other alone, 2 ms / 0.96 and 3 ms / 0.97).
+# Keras's fit logs the loss at least, reduced as a float32 sum and an int64 count.
 GRPC_RING = Framework(latency_s=3.0e-3, two_way_share=0.97, collectives=(4, 8),
                       basis="fitted on calm Keras MWMS runs over shaped 50 and 100 Mbit/s links")
 GENERIC = Framework(latency_s=DEFAULT_LATENCY_S, two_way_share=1.0, collectives=(),
