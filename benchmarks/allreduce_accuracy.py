@@ -1,27 +1,43 @@
-"""Accuracy of the ring all-reduce model against real all-reduce runs measured on this machine.
+"""Accuracy of the ring all-reduce model against real all-reduce runs measured on this machine,
+with the model's defaults and held out.
 
     python3 -m benchmarks.allreduce_accuracy [--markdown] [--steps 1000] [--param latency_s=0.002]
-        [--fit-latency CONFIG]
+        [--no-holdout] [--data DIR]
 
 For every ``tests/data/allreduce/<config>/`` (``profile.json.gz``: the one-worker bundle the
 framework's hook uploaded; ``measured.json``: examples/s at W = 1..4 with how they were taken;
-``scripts/record_allreduce_ddp.py`` writes the DDP ones) it predicts each measured W with the
-``ring-allreduce`` model from the profile at the recorded link rate (nominal rate x the
-product's default TCP goodput, 0.95, as ``advisor predict`` does) and prints predicted vs
-measured per W with the error, then the median and maximum |error| per configuration and over
-all. The model's default parameters are used unless ``--param`` overrides one;
-``--fit-latency CONFIG`` fits the per-round latency on that configuration alone and reports
-the error on the others separately (an honest hold-out).
+``scripts/record_allreduce_ddp.py`` and ``record_allreduce_mwms.py`` write them) it predicts each
+measured W with the ``ring-allreduce`` model from the profile at the recorded link rate (nominal
+rate x the product's default TCP goodput, 0.95, as ``advisor predict`` does) and prints predicted
+vs measured per W with the error, then per configuration, per framework and over all the median
+and maximum |error|.
+
+Two predictions per point:
+
+- **default**: the model's defaults (``--param`` overrides one), i.e. the per-round latency and
+  two-way share of the profile's framework (``ring_allreduce.model.FRAMEWORKS``);
+- **held out**: ``latency_s`` and ``two_way_share`` fitted (``fit``: the smallest mean |error|
+  over the multi-worker points) on the OTHER scored configurations of the same framework, never
+  on the one reported, so that a figure fitted to the points it is scored on never appears.
+
+A configuration ``X-calm`` is ``X`` measured again on a calm machine: it supersedes ``X``, which
+is then still printed but marked as a caveat (``*``), left out of every fit and of the scored
+summaries (the loaded runs' TensorFlow CPU work was stretched by other jobs).
+
+The gloo figures of the model's defaults are derived here too (``gloo_probe_fit``), from a lone
+gloo all-reduce timed over the same kind of links (no DDP, no training), never from these runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
 import statistics
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -29,28 +45,48 @@ from advisor.core.advice import DEFAULT_GOODPUT
 from advisor.core.curve import CurveSettings, predict_curve
 from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs
+from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
 from advisor.importers.uploads import profile_from_upload
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "allreduce"
 MODEL = "ring-allreduce"
+CALM = "-calm"  # a configuration re-measured on a calm machine supersedes the one without the suffix
+FITTED = ("latency_s", "two_way_share")
+# fit: a coarse grid, then a finer one around its best (ms per round; share of the one-way goodput)
+COARSE = (tuple(i * 5e-4 for i in range(13)), tuple(round(0.84 + 0.02 * i, 2) for i in range(9)))
+FINE_STEP = (2.5e-4, 0.01)
+
+# A lone gloo all-reduce (torch.distributed, no DDP, no training) over the testbed's links shaped
+# at 200 Mbit/s each way, median of 10 (scripts/record_allreduce_ddp.py probe --config ddp-comm):
+# (MiB, W) -> ms. Independent of the DDP training runs, so the gloo defaults fitted to it are
+# held out from every DDP configuration by construction.
+GLOO_PROBE_RATE_BPS = 200e6
+GLOO_PROBE_MS = {(1, 2): 45.0, (1, 3): 65.0, (1, 4): 69.0, (8, 2): 359.0, (8, 3): 479.0, (8, 4): 541.0}
 
 
 @dataclass(frozen=True)
 class Row:
-    """One measured point and its prediction."""
+    """One measured point, its prediction with the defaults and held out."""
 
     config: str
     kind: str
     workers: int
     measured: float  # examples/s
     spread: tuple[float, float]
-    predicted: float
+    predicted: float  # with the model's defaults (and --param)
+    held_out: float | None = None  # with latency_s, two_way_share fitted without this configuration
+    caveat: bool = False  # superseded by a calm re-measurement: shown, not scored
 
     @property
     def error(self) -> float:
         """Relative error of the prediction, (predicted - measured) / measured."""
         return self.predicted / self.measured - 1.0
+
+    @property
+    def held_out_error(self) -> float | None:
+        """Relative error of the held-out prediction, None without one."""
+        return None if self.held_out is None else self.held_out / self.measured - 1.0
 
 
 def configs(data: Path = DATA) -> list[Path]:
@@ -60,14 +96,24 @@ def configs(data: Path = DATA) -> list[Path]:
     return sorted(d for d in data.iterdir() if (d / "profile.json.gz").is_file() and (d / "measured.json").is_file())
 
 
-def predict(folder: Path, *, steps: int = 1000, params: Mapping[str, Any] | None = None) -> list[Row]:
-    """Predicted vs measured for every measured W of one configuration."""
+def superseded(folders: Sequence[Path]) -> set[str]:
+    """Names of the configurations a calm re-measurement (``X-calm``) supersedes."""
+    names = {f.name for f in folders}
+    return {n[: -len(CALM)] for n in names if n.endswith(CALM) and n[: -len(CALM)] in names}
+
+
+@cache
+def _load(folder: Path) -> tuple[dict[str, Any], Profile]:
     measured = json.loads((folder / "measured.json").read_text())
     doc = json.loads(gzip.decompress((folder / "profile.json.gz").read_bytes()))
-    profile = profile_from_upload(doc, origin=str(folder / "profile.json.gz"))
+    return measured, profile_from_upload(doc, origin=str(folder / "profile.json.gz"))
+
+
+def predict(folder: Path, *, steps: int = 1000, params: Mapping[str, Any] | None = None) -> list[Row]:
+    """Predicted vs measured for every measured W of one configuration."""
+    measured, profile = _load(folder)
     model = registry.get(MODEL)
-    defaults = registry.params_for(model)
-    chosen = defaults.model_validate({**defaults.model_dump(exclude_unset=True), **(params or {})}) if params else defaults
+    chosen = registry.params_for(model, dict(params or {}))
     inputs = ModelInputs(profile=profile, recorded=profile,
                          network=NetworkModel(bandwidth_bps=float(measured["bandwidth_bps"])), goodput=DEFAULT_GOODPUT)
     model.check(inputs, chosen)
@@ -79,38 +125,130 @@ def predict(folder: Path, *, steps: int = 1000, params: Mapping[str, Any] | None
                 predicted=c.throughput) for p, c in zip(points, curve, strict=True)]
 
 
-def summary(rows: Sequence[Row]) -> tuple[float, float]:
-    """Median and maximum |error| of ``rows``."""
-    errors = [abs(r.error) for r in rows]
+def summary(rows: Sequence[Row], held_out: bool = False) -> tuple[float, float]:
+    """Median and maximum |error| of ``rows`` (their held-out errors with ``held_out``)."""
+    errors = [abs(e) for e in ((r.held_out_error if held_out else r.error) for r in rows) if e is not None]
     return statistics.median(errors), max(errors)
 
 
-def fit_latency(folder: Path, *, steps: int, grid: Sequence[float] = tuple(i * 2.5e-4 for i in range(21))) -> float:
-    """The ring's per-round ``latency_s`` (0 to 5 ms by 0.25 ms) with the smallest mean |error|
-    over ``folder``'s multi-worker points (W = 1 has no rounds)."""
-    def cost(latency: float) -> float:
-        rows = [r for r in predict(folder, steps=steps, params={"latency_s": latency}) if r.workers > 1]
+def _cost(folders: Sequence[Path], steps: int, base: Mapping[str, Any]) -> Callable[[float, float], float]:
+    def cost(latency: float, share: float) -> float:
+        params = {**base, "latency_s": latency, "two_way_share": share}
+        rows = [r for f in folders for r in predict(f, steps=steps, params=params) if r.workers > 1]
         return statistics.fmean(abs(r.error) for r in rows)
-    return min(grid, key=cost)
+    return cost
+
+
+def fit(folders: Sequence[Path], *, steps: int = 300, base: Mapping[str, Any] | None = None) -> dict[str, float]:
+    """``latency_s`` and ``two_way_share`` with the smallest mean |error| over the multi-worker
+    points of ``folders`` (W = 1 has no rounds): a coarse grid (0 to 6 ms by 0.5 ms, 0.84 to 1 by
+    0.02), then steps of 0.25 ms and 0.01, two either side of its best (the two trade off along a
+    narrow ridge within one configuration)."""
+    return dict(_fit(tuple(sorted(folders)), steps, tuple(sorted((base or {}).items()))))
+
+
+@cache
+def _fit(folders: tuple[Path, ...], steps: int, base: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, float], ...]:
+    cost = _cost(folders, steps, dict(base))
+    best = min(itertools.product(*COARSE), key=lambda v: cost(*v))
+    near = itertools.product(*[[max(0.0, b + k * d) for k in (-2, -1, 0, 1, 2)] for b, d in zip(best, FINE_STEP)])
+    latency, share = min(sorted({(round(a, 6), min(1.0, round(s, 3))) for a, s in near}), key=lambda v: cost(*v))
+    return (("latency_s", latency), ("two_way_share", share))
+
+
+def held_out_fits(folders: Sequence[Path], *, steps: int = 300,
+                  base: Mapping[str, Any] | None = None) -> dict[str, tuple[dict[str, float], tuple[str, ...]] | None]:
+    """Per configuration, the figures fitted on the scored configurations of its framework other
+    than itself, and their names; None when there is no other."""
+    dropped = superseded(folders)
+    kinds = {f.name: str(_load(f)[0]["kind"]) for f in folders}
+    out: dict[str, tuple[dict[str, float], tuple[str, ...]] | None] = {}
+    for folder in folders:
+        others = [f for f in folders if f.name != folder.name and kinds[f.name] == kinds[folder.name]
+                  and f.name not in dropped and f.name != folder.name + CALM]
+        out[folder.name] = (fit(others, steps=steps, base=base), tuple(f.name for f in others)) if others else None
+    return out
+
+
+def rows_with_holdout(folders: Sequence[Path], *, steps: int = 1000, params: Mapping[str, Any] | None = None,
+                      holdout: bool = True, fit_steps: int = 300) -> tuple[list[Row], dict[str, Any]]:
+    """Every point with its default and held-out prediction, and the held-out fits by configuration."""
+    dropped = superseded(folders)
+    fits = held_out_fits(folders, steps=fit_steps, base=params) if holdout else {}
+    rows: list[Row] = []
+    for folder in folders:
+        default = predict(folder, steps=steps, params=params)
+        got = fits.get(folder.name)
+        held = predict(folder, steps=steps, params={**(params or {}), **got[0]}) if got else [None] * len(default)
+        for row, h in zip(default, held, strict=True):
+            rows.append(replace(row, held_out=None if h is None else h.predicted, caveat=folder.name in dropped))
+    return rows, fits
+
+
+def gloo_probe_fit(step_s: float = 2.5e-5, share_step: float = 0.005) -> tuple[float, float, float]:
+    """(latency_s, two_way_share, mean |error|) of the ring's time 2(W-1)(lat + 8 bytes/(W rate
+    0.95 share)) least off the lone gloo all-reduce probe (``GLOO_PROBE_MS``), on a grid of 0 to 3
+    ms by ``step_s`` and 0.9 to 1 by ``share_step``: where the gloo defaults come from."""
+    def err(lat: float, share: float) -> float:
+        return statistics.fmean(
+            abs(2 * (w - 1) * (lat + 8 * mib * 2**20 / (w * GLOO_PROBE_RATE_BPS * DEFAULT_GOODPUT * share))
+                / (ms / 1e3) - 1) for (mib, w), ms in GLOO_PROBE_MS.items())
+    grid = itertools.product((i * step_s for i in range(round(3e-3 / step_s) + 1)),
+                             (round(0.9 + i * share_step, 4) for i in range(round(0.1 / share_step) + 1)))
+    lat, share = min(grid, key=lambda v: err(*v))
+    return lat, share, err(lat, share)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1%}"
 
 
 def table(rows: Sequence[Row], markdown: bool) -> str:
+    """Every point: measured (spread), predicted with the defaults and held out, the errors."""
     lines = []
     if markdown:
-        lines += ["| configuration | kind | W | measured ex/s (spread) | predicted ex/s | error |",
-                  "|---|---|---|---|---|---|"]
+        lines += [("| configuration | kind | W | measured ex/s (spread) | predicted ex/s | error | held out ex/s | "
+                   "held-out error |"), "|---|---|---|---|---|---|---|---|"]
     else:
-        lines.append(f"{'configuration':<16} {'kind':<12} {'W':>2} {'measured':>10} {'spread':>19} "
-                     f"{'predicted':>10} {'error':>7}")
+        lines.append(f"{'configuration':<24} {'kind':<12} {'W':>2} {'measured':>10} {'spread':>19} "
+                     f"{'predicted':>10} {'error':>7} {'held out':>9} {'error':>7}")
     for r in rows:
         spread = f"[{r.spread[0]:.1f}, {r.spread[1]:.1f}]"
+        name = r.config + (" *" if r.caveat else "")
+        held = "-" if r.held_out is None else f"{r.held_out:.1f}"
         if markdown:
-            lines.append(f"| {r.config} | {r.kind} | {r.workers} | {r.measured:.1f} {spread} | {r.predicted:.1f} | "
-                         f"{r.error:+.1%} |")
+            lines.append(f"| {name} | {r.kind} | {r.workers} | {r.measured:.1f} {spread} | {r.predicted:.1f} | "
+                         f"{r.error:+.1%} | {held} | {_pct(r.held_out_error)} |")
         else:
-            lines.append(f"{r.config:<16} {r.kind:<12} {r.workers:>2} {r.measured:>10.1f} {spread:>19} "
-                         f"{r.predicted:>10.1f} {r.error:>+7.1%}")
+            lines.append(f"{name:<24} {r.kind:<12} {r.workers:>2} {r.measured:>10.1f} {spread:>19} "
+                         f"{r.predicted:>10.1f} {r.error:>+7.1%} {held:>9} {_pct(r.held_out_error):>7}")
     return "\n".join(lines)
+
+
+def summaries(rows: Sequence[Row], fits: Mapping[str, Any]) -> list[str]:
+    """Per configuration, per framework and over all: points, median and max |error|, default and held out."""
+    def line(label: str, mine: Sequence[Row], note: str = "") -> str:
+        med, worst = summary(mine)
+        text = f"{label}: {len(mine)} points, median |error| {med:.1%}, max {worst:.1%}"
+        if any(r.held_out is not None for r in mine):
+            hmed, hworst = summary(mine, held_out=True)
+            text += f"; held out: median {hmed:.1%}, max {hworst:.1%}"
+        return text + note
+
+    out = []
+    for config in dict.fromkeys(r.config for r in rows):
+        mine = [r for r in rows if r.config == config]
+        got = fits.get(config)
+        note = "" if not got else (f" (held out: latency_s {got[0]['latency_s'] * 1e3:.2f} ms, two_way_share "
+                                   f"{got[0]['two_way_share']:.2f}, fitted on {', '.join(got[1])})")
+        out.append(line(config + (" [caveat: superseded by a calm re-measurement]" if mine[0].caveat else ""),
+                        mine, note))
+    scored = [r for r in rows if not r.caveat]
+    for kind in dict.fromkeys(r.kind for r in scored):
+        out.append(line(f"{kind} (scored)", [r for r in scored if r.kind == kind]))
+    if scored:
+        out.append(line("all scored", scored))
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -120,34 +258,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--param", action="append", default=[], metavar="K=V",
                         help="override a ring-allreduce parameter (a float), e.g. latency_s=0.002")
     parser.add_argument("--data", type=Path, default=DATA, help="folder of configurations")
-    parser.add_argument("--fit-latency", metavar="CONFIG",
-                        help="fit latency_s on this configuration only and report the others as held out")
+    parser.add_argument("--no-holdout", action="store_true", help="skip the held-out fits (faster)")
     args = parser.parse_args(argv)
     params = {k: float(v) for k, v in (p.split("=", 1) for p in args.param)}
     folders = configs(args.data)
     if not folders:
         raise SystemExit(f"no configuration with profile.json.gz and measured.json under {args.data}")
-    if args.fit_latency:
-        (fit_on,) = [f for f in folders if f.name == args.fit_latency] or [None]
-        if fit_on is None:
-            raise SystemExit(f"no configuration {args.fit_latency!r} under {args.data}")
-        params["latency_s"] = fit_latency(fit_on, steps=args.steps)
-        print(f"latency_s fitted on {fit_on.name}: {params['latency_s'] * 1e3:.2f} ms per ring round")
-    rows = [row for folder in folders for row in predict(folder, steps=args.steps, params=params)]
+    lat, share, err = gloo_probe_fit()
+    print(f"gloo defaults from the lone all-reduce probe: latency_s {lat * 1e3:.3f} ms, two_way_share {share:.3f} "
+          f"(mean |error| {err:.1%} over {len(GLOO_PROBE_MS)} timings)")
+    rows, fits = rows_with_holdout(folders, steps=args.steps, params=params, holdout=not args.no_holdout)
     print(f"{MODEL}" + (f" with {params}" if params else " (default parameters)")
-          + f", link rate x goodput {DEFAULT_GOODPUT}")
+          + f", link rate x goodput {DEFAULT_GOODPUT}; * = caveat, not scored")
     print(table(rows, args.markdown))
     print()
-    for folder in folders:
-        med, worst = summary([r for r in rows if r.config == folder.name])
-        print(f"{folder.name}: median |error| {med:.1%}, max {worst:.1%}")
-    med, worst = summary(rows)
-    print(f"all {len(rows)} points: median |error| {med:.1%}, max {worst:.1%}")
-    if args.fit_latency:
-        held = [r for r in rows if r.config != args.fit_latency]
-        if held:
-            med, worst = summary(held)
-            print(f"held out ({len(held)} points, not {args.fit_latency}): median |error| {med:.1%}, max {worst:.1%}")
+    for text in summaries(rows, fits):
+        print(text)
 
 
 if __name__ == "__main__":

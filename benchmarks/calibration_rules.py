@@ -53,7 +53,10 @@ class Statement:
 def statements(curve: RealCurve, quick: bool) -> list[Statement]:
     wrong = [Statement("bandwidth 2x", 2.0)]
     if curve.model == RING_MODEL:
-        wrong.append(Statement("latency 10x", params={"latency_s": 500e-6}))
+        from advisor.core.models.ring_allreduce.model import framework_of
+
+        # 10x the round latency of the profile's framework (gloo 0.3 ms, TF's gRPC ring 2.5 ms)
+        wrong.append(Statement("latency 10x", params={"latency_s": 10 * framework_of(curve.load()).latency_s}))
     else:
         wrong.append(Statement("other constants", params={"share_sigma": 0.0, "multi_flow_goodput": 1.0}))
     return [Statement("as stated")] + ([] if quick else wrong)

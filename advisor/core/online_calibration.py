@@ -226,6 +226,7 @@ def calibrate(profile: Profile | None, request: AdviceRequest, observations: Seq
         raise CalibrationError(f"model {model.name!r} has no calibration parameters: {model.calibration_note}")
     inputs = model_inputs(profile, request)
     model.check(inputs, params)
+    params = model.resolved(inputs, params)  # the values the prediction uses, where the inputs decide them
     workers = request.curve.workers
     usable = [o for o in observations if o.workers in workers]
     notes = [f"W={o.workers} is outside the curve (W = {workers[0]}..{workers[-1]}): not used"

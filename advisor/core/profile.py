@@ -165,6 +165,12 @@ class JobInfo(_Frozen):
         "its token queue and conditional accumulators); False: asynchronous PS. An all-reduce program is synchronous "
         "by its kind and leaves it False",
     )
+    collectives: tuple[int, ...] | None = Field(
+        default=None,
+        description="all-reduce only: the bytes of each further all-reduce the framework runs every step besides "
+        "the gradients', in the order they run after the last bucket (Keras reduces each logged metric as a sum "
+        "and a count); () for none, None if not recorded (the ring model then assumes the framework's own)",
+    )
 
 
 class Profile(_Frozen):
@@ -200,8 +206,9 @@ class Profile(_Frozen):
                              "but the profile records no recorded_bandwidth_bps")
         if self.job.kind.allreduce:
             self._check_allreduce()
-        elif self.job.buckets is not None:
-            raise ValueError(f"job.buckets is for all-reduce programs; this profile's kind is {self.job.kind.value}")
+        elif self.job.buckets is not None or self.job.collectives is not None:
+            field = "buckets" if self.job.buckets is not None else "collectives"
+            raise ValueError(f"job.{field} is for all-reduce programs; this profile's kind is {self.job.kind.value}")
         if self.job.synchronous and self.job.kind.allreduce:
             raise ValueError(f"job.synchronous marks a parameter-server trace of SyncReplicasOptimizer; a "
                              f"{self.job.kind.value} (all-reduce) program is synchronous by its kind")
@@ -223,6 +230,9 @@ class Profile(_Frozen):
                     f"operation {op.name!r} runs on {op.resource.value}, which a {kind} (all-reduce) profile "
                     "does not have: it holds worker compute and one uplink transfer per gradient"
                 )
+        for c, size in enumerate(self.job.collectives or ()):
+            if size < 1:
+                raise ValueError(f"job.collectives[{c}] is {size} bytes; a collective moves at least 1")
         if self.job.buckets is None:
             return
         by_name = {op.name: op for op in self.ops}

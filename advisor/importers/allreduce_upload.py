@@ -15,7 +15,10 @@ The profile is the same graph for every framework, built from the bundle's per-s
   backward and optimizer), e.g. data loading: it runs after the update, before the next step.
 
 So a step's ops add up to its ``wall_us`` exactly, and the ring model's W = 1 point is the
-traced rate. A gradient that a step reports ready out of the usual order is taken at the end
+traced rate. The bundle's ``collectives`` (the per-step all-reduces besides the gradients', e.g.
+Keras's metric reductions, version 3) go to ``job.collectives`` as their bytes, in order; a
+bundle without them (version 1 or 2, or null) leaves it None, and the ring model assumes the
+framework's own. A gradient that a step reports ready out of the usual order is taken at the end
 of the segment that order gives it (its segment ends at the latest ready time so far), which
 delays it by at most the reordering.
 
@@ -36,7 +39,9 @@ from advisor.core.profile import (
 )
 from advisor.errors import MissingTraceDataError, MultiWorkerTraceError, ProfileError, TraceFormatError
 from advisor.importers.bundle_header import bundle_meta, check_bundle_header
-from advisor.profiling.allreduce_bundle import FIELDS_BY_VERSION, FORMAT, KINDS, LINK_FIELDS, LINK_SOURCES, STEP_FIELDS
+from advisor.profiling.allreduce_bundle import (
+    COLLECTIVE_FIELDS, FIELDS_BY_VERSION, FORMAT, KINDS, LINK_FIELDS, LINK_SOURCES, STEP_FIELDS,
+)
 
 META_FIELDS = frozenset({"batch_size", "model", "world_size", "framework", "bucket_cap_bytes"})
 
@@ -56,6 +61,7 @@ def read_allreduce_upload(doc: Any, *, origin: str, source: str | None = None) -
     link = _link(doc.get("link"), origin)
     names, sizes = _gradients(doc, origin)
     buckets = _buckets(doc.get("buckets"), len(names), origin)
+    collectives = _collectives(doc.get("collectives"), origin)
     steps = _steps(doc, len(names), origin)
     ops, timings = _graph(names, sizes, steps)
     job = JobInfo(
@@ -63,6 +69,7 @@ def read_allreduce_upload(doc: Any, *, origin: str, source: str | None = None) -
         buckets=None if buckets is None else tuple(tuple(GRADIENT_PREFIX + names[g] for g in b) for b in buckets),
         recorded_bandwidth_bps=None if link is None else link[0],
         recorded_bandwidth_source=None if link is None else link[1],
+        collectives=collectives,
     )
     try:
         return Profile(job=job, ops=tuple(ops), steps=tuple(timings))
@@ -165,6 +172,26 @@ def _buckets(buckets: Any, n: int, origin: str) -> list[list[int]] | None:
         missing = sorted(set(range(n)) - placed)
         raise TraceFormatError(f"{origin}: buckets leave out {len(missing)} gradient(s), e.g. position {missing[0]}")
     return buckets
+
+
+def _collectives(collectives: Any, origin: str) -> tuple[int, ...] | None:
+    """Bytes of each per-step all-reduce besides the gradients', in order; None when not recorded."""
+    if collectives is None:
+        return None
+    if not isinstance(collectives, list):
+        raise TraceFormatError(f"{origin}: collectives should be a list of {{name, bytes}} or null, "
+                               f"found {type(collectives).__name__}")
+    sizes = []
+    for c, item in enumerate(collectives):
+        where = f"{origin}: collectives[{c}]"
+        if not isinstance(item, Mapping) or set(item) != COLLECTIVE_FIELDS:
+            raise TraceFormatError(f"{where} should be an object with exactly name and bytes, found {item!r}"[:300])
+        if not isinstance(item["name"], str) or not item["name"]:
+            raise TraceFormatError(f"{where}.name should be a non-empty string, found {item['name']!r}")
+        if not _whole(item["bytes"]) or item["bytes"] < 1:
+            raise TraceFormatError(f"{where}.bytes should be a whole number >= 1, found {item['bytes']!r}")
+        sizes.append(int(item["bytes"]))
+    return tuple(sizes)
 
 
 def _steps(doc: Mapping[str, Any], n: int, origin: str) -> list[Mapping[str, Any]]:

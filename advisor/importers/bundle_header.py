@@ -24,7 +24,8 @@ def check_bundle_header(doc: Mapping[str, Any], origin: str, *, label: str, fmt:
         raise TraceFormatError(f"{origin}: version should be an integer, found {found_version!r}")
     fields = versions.get(found_version)
     if fields is None:
-        readable = " and ".join(str(v) for v in sorted(versions))
+        known = [str(v) for v in sorted(versions)]
+        readable = " and ".join(known) if len(known) <= 2 else ", ".join(known[:-1]) + " and " + known[-1]
         raise TraceFormatError(f"{origin}: {label} version {found_version} is not supported "
                                f"(this reader reads {readable})")
     unknown = sorted(str(k) for k in doc if k not in fields)

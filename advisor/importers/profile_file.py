@@ -28,13 +28,15 @@ def read_profile(path: Path) -> Profile:
 def profile_to_json(profile: Profile) -> dict[str, Any]:
     """The profile as plain JSON data (defaults included, so the file is self-describing).
 
-    ``input_shapes`` is left out where unknown, and ``job.synchronous`` when False (an
-    asynchronous PS or an all-reduce profile), so such a profile is written exactly as before the
-    fields existed (older readers, which refuse unknown fields, still read it, and the
-    controller's stored profiles keep their sha256)."""
+    ``input_shapes`` is left out where unknown, ``job.synchronous`` when False (an asynchronous
+    PS or an all-reduce profile) and ``job.collectives`` where not recorded, so such a profile is
+    written exactly as before the fields existed (older readers, which refuse unknown fields, still
+    read it, and the controller's stored profiles keep their sha256)."""
     doc = profile.model_dump(mode="json")
     if not doc["job"].get("synchronous"):
         doc["job"].pop("synchronous", None)
+    if doc["job"].get("collectives") is None:
+        doc["job"].pop("collectives", None)
     for op in doc["ops"]:
         if op.get("input_shapes") is None:
             op.pop("input_shapes", None)

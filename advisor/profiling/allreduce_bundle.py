@@ -6,16 +6,19 @@ A parameter-server trace needs every ``RecvTensor`` record; an all-reduce job ne
 The ring model (``advisor.core.models.ring_allreduce``) replays, per step: the compute before
 backward, the moment each gradient becomes ready during backward, each gradient's size, how the
 framework groups gradients into buckets, and the work after the last bucket (the optimizer
-step and whatever the program does before its next step). So that is all a bundle holds; it is
-the same for both frameworks, and only the hooks that fill it differ::
+step and whatever the program does before its next step), and the other all-reduces the
+framework runs every step besides the gradients' (Keras reduces every logged metric across the
+workers as a sum and a count: small, but each pays the ring's 2(W-1) rounds). So that is all a
+bundle holds; it is the same for both frameworks, and only the hooks that fill it differ::
 
-    {"format": "advisor-allreduce-upload", "version": 2,
+    {"format": "advisor-allreduce-upload", "version": 3,
      "kind": "pytorch-ddp" | "tf-mwms",
      "meta": {"batch_size": 64, "model": "resnet18", "world_size": 1,
               "framework": "torch 2.13.0", "bucket_cap_bytes": 26214400},
      "link": {"rate_bps": 1e10, "source": "controller-setting"} | null,
      "gradients": [{"name": "fc.weight", "bytes": 2052000}, ...],
      "buckets": [[11, 10], [9, 8, 7], ...] | null,
+     "collectives": [{"name": "loss/sum", "bytes": 4}, {"name": "loss/count", "bytes": 8}] | null,
      "steps": [{"index": 3, "wall_us": 41250.0, "backward_start_us": 15010.0,
                 "backward_end_us": 36200.0, "grad_ready_us": [..one per gradient..],
                 "optimizer_us": [36900.0, 2100.0]}, ...]}
@@ -25,12 +28,15 @@ the first traced step began); ``wall_us`` is the step as the training loop saw i
 the next step's start, so everything the loop does between steps (data loading, logging)
 counts. ``gradients`` lists the trainable parameters in registration order; ``buckets`` lists
 gradient positions per bucket in the order the framework reduces them (DDP's reducer), or null
-when the framework does not expose them. ``meta.world_size`` must be 1: the profile is of one
+when the framework does not expose them. ``collectives`` lists the per-step all-reduces besides
+the gradients', in the order they run (after the gradients'), ``[]`` for none, or null when the
+hook does not know them (the ring model then assumes the framework's own: docs/models-ring.md).
+``meta.world_size`` must be 1: the profile is of one
 worker alone, with no communication to measure, which is also why the link rate travels in the
 bundle: ``link`` is the rate of the worker's link each way and where it came from
 (``advisor.profiling.link``: the controller's setting, or the interface's reported speed, which
 then names the ``interface``), or null when the run did not know it. Version 1 is version 2
-without ``link``; readers take both. The encoded form is gzip (zero timestamp) of
+without ``link``, version 2 is version 3 without ``collectives``; readers take all three. The encoded form is gzip (zero timestamp) of
 compact JSON: the same trace always gives the same bytes.
 
 This module needs only the standard library: it runs inside the user's training image.
@@ -47,12 +53,14 @@ from typing import Any
 from advisor.profiling.link import SOURCES
 
 FORMAT = "advisor-allreduce-upload"
-VERSION = 2
+VERSION = 3
 KINDS = ("pytorch-ddp", "tf-mwms")
 FIELDS_V1 = frozenset({"format", "version", "kind", "meta", "gradients", "buckets", "steps"})
-FIELDS = FIELDS_V1 | {"link"}
-FIELDS_BY_VERSION = {1: FIELDS_V1, VERSION: FIELDS}  # what each version a reader takes may hold
+FIELDS_V2 = FIELDS_V1 | {"link"}
+FIELDS = FIELDS_V2 | {"collectives"}
+FIELDS_BY_VERSION = {1: FIELDS_V1, 2: FIELDS_V2, VERSION: FIELDS}  # what each version a reader takes may hold
 LINK_FIELDS = frozenset({"rate_bps", "source", "interface"})
+COLLECTIVE_FIELDS = frozenset({"name", "bytes"})
 LINK_SOURCES = SOURCES  # where a recorded link rate came from (advisor.profiling.link)
 STEP_FIELDS = frozenset({"index", "wall_us", "backward_start_us", "backward_end_us", "grad_ready_us", "optimizer_us"})
 
@@ -64,9 +72,11 @@ def build_allreduce_bundle(
     steps: Sequence[Mapping[str, Any]],
     buckets: Sequence[Sequence[int]] | None = None,
     link: Mapping[str, Any] | None = None,
+    collectives: Sequence[tuple[str, int]] | None = None,
 ) -> dict[str, Any]:
     """The bundle of ``steps`` (dicts with ``STEP_FIELDS``) for ``gradients`` (name, bytes);
-    ``link`` is the recorded link rate (``advisor.profiling.link.link_rate``), None if unknown.
+    ``link`` is the recorded link rate (``advisor.profiling.link.link_rate``), None if unknown;
+    ``collectives`` the per-step all-reduces besides the gradients' (name, bytes), None if unknown.
 
     Raises ``ValueError`` on a shape the importer would refuse, so that a hook fails in the
     training program, where the user sees it, rather than at the controller.
@@ -89,6 +99,9 @@ def build_allreduce_bundle(
         if set(link) - LINK_FIELDS or link.get("source") not in LINK_SOURCES or isinstance(rate, bool) or not (
                 isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
             raise ValueError(f"link should be {{rate_bps > 0, source in {LINK_SOURCES}}}, got {dict(link)!r}")
+    for name, size in collectives or ():
+        if not name or isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"a collective needs a name and bytes >= 1, got {(name, size)!r}")
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -97,6 +110,7 @@ def build_allreduce_bundle(
         "link": None if link is None else dict(link),
         "gradients": [{"name": str(name), "bytes": int(size)} for name, size in gradients],
         "buckets": None if buckets is None else [[int(g) for g in bucket] for bucket in buckets],
+        "collectives": None if collectives is None else [{"name": str(n), "bytes": int(b)} for n, b in collectives],
         "steps": [{key: step[key] for key in sorted(STEP_FIELDS)} for step in steps],
     }
 

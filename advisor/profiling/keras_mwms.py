@@ -34,7 +34,7 @@ from tensorflow import keras
 
 from advisor.profiling.config import ENV_BATCH_SIZE, ProfilingConfig, choose_batch_size, load_config
 from advisor.profiling.errors import ProfilingUnsupportedError
-from advisor.profiling.mwms_trace import check_single_worker
+from advisor.profiling.mwms_trace import check_single_worker, metric_collectives
 from advisor.profiling.mwms_tracer import StepTracer, TracedProgram, check_strategy, describe_program
 from advisor.profiling.upload import RetryPolicy, UploadResult
 
@@ -71,8 +71,9 @@ class AdvisorMwmsCallback(keras.callbacks.Callback):  # type: ignore[misc]
         self._tracer = StepTracer(
             self._config, env, batch_size=batch, model_name=model_name or self._config.model_name,
             framework=f"tensorflow {tf.__version__}, keras {keras.__version__}", describe=self._described,
-            retry=retry,
+            retry=retry, collectives=self._collectives,
         )
+        self._logged: list[tuple[str, tuple[int, ...], int]] | None = None  # what a step logs: name, shape, dtype size
 
     @property
     def active(self) -> bool:
@@ -112,6 +113,20 @@ class AdvisorMwmsCallback(keras.callbacks.Callback):  # type: ignore[misc]
         if self._tracer.begin() and self._config.stop_after_upload:
             log.info("advisor: profiling done; stopping training")
             self.model.stop_training = True
+
+    def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
+        """What the step logged (once): Keras reduces each logged value with two all-reduces of
+        its own (``mwms_trace.metric_collectives``), which one worker's trace cannot show."""
+        if self._config is None or self._logged is not None:
+            return
+        logged = []
+        for name, value in (logs or {}).items():
+            tensor = tf.convert_to_tensor(value)
+            logged.append((str(name), tuple(int(d or 1) for d in tensor.shape), int(tensor.dtype.size)))
+        self._logged = logged
+
+    def _collectives(self) -> list[tuple[str, int]] | None:
+        return None if self._logged is None else metric_collectives(self._logged)
 
     def on_train_end(self, logs: Mapping[str, Any] | None = None) -> None:
         if self._tracer is not None:

@@ -45,6 +45,15 @@ after the ``profile_start_time`` stat of the ``Task Environment`` plane, which i
   op once under one scope, so an optimizer op seen twice (a ``tf.range`` loop of steps) or under
   two scopes (``adam``, ``adam_1``: steps unrolled by a Python loop) in one step means the traced
   call ran several steps, which is refused.
+
+**The other collectives of a step** (Keras 3 ``backend/tensorflow/trainer.py``,
+``reduce_per_replica``; ``distribute_lib.Strategy.reduce``): after ``strategy.run`` returns, the
+step reduces every value it logs (the loss, each compiled metric) with
+``strategy.reduce("MEAN", value, axis=0)``, which for MWMS is two all-reduces: the sum over
+axis 0 (the value less its first dimension) and the count (an int64), "TODO: Should batch
+reduce here instead of doing two". They share the gradients' ordering token, so they run after
+the gradients' pack. With one worker they do not run at all, so the trace cannot show them; the
+callback reads them off the step's logs instead (``metric_collectives``).
 """
 
 from __future__ import annotations
@@ -84,6 +93,23 @@ def pack_layout(sizes: Sequence[int], bytes_per_pack: int) -> list[list[int]]:
         packs[-1].append(g)
         filled += sizes[g]
     return packs
+
+
+COUNT_BYTES = 8  # the count of strategy.reduce("MEAN", v, axis=0) is an int64
+
+
+def metric_collectives(logged: Sequence[tuple[str, Sequence[int], int]]) -> list[tuple[str, int]]:
+    """The all-reduces a Keras step runs for what it logs (module docstring): per logged value
+    ``(name, shape, dtype size)``, in the sorted order ``tree.map_structure`` visits a dict, the
+    sum over axis 0 (``name/sum``) and the count (``name/count``), as (name, bytes)."""
+    out: list[tuple[str, int]] = []
+    for name, shape, itemsize in sorted(logged, key=lambda item: item[0]):
+        elements = 1
+        for dim in list(shape)[1:]:  # reduce_sum over axis 0; a scalar stays one element
+            elements *= int(dim)
+        out.append((f"{name}/sum", max(1, elements * int(itemsize))))
+        out.append((f"{name}/count", COUNT_BYTES))
+    return out
 
 
 def layer_of(variable_path: str) -> str:

@@ -110,6 +110,7 @@ class StepTracer:
         framework: str,
         describe: Callable[[], TracedProgram],
         retry: RetryPolicy | None = None,
+        collectives: Callable[[], list[tuple[str, int]] | None] = lambda: [],
     ) -> None:
         self._config = config
         self._environ = environ
@@ -117,6 +118,10 @@ class StepTracer:
         self._model_name = model_name
         self._framework = framework
         self._describe = describe
+        # the step's all-reduces besides the gradients' (name, bytes), asked for when the bundle is
+        # built: Keras's metric reductions for the callback; none for a custom loop by default
+        # (None: not known, the ring model assumes the framework's own)
+        self._collectives = collectives
         self._retry = retry
         self.result: UploadResult | None = None
         self._seen = 0  # training steps begun
@@ -236,6 +241,7 @@ class StepTracer:
             return build_allreduce_bundle(
                 "tf-mwms", meta, list(zip(program.variables, program.sizes)), steps,
                 buckets=packs, link=link_rate(self._config.bandwidth_mbit, self._environ),
+                collectives=self._collectives(),
             )
         except ValueError as exc:
             raise ProfilingUnsupportedError(f"the traced steps do not make a bundle: {exc}") from None

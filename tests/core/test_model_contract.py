@@ -131,6 +131,10 @@ def test_calibration_parameters_are_real_parameters_or_their_absence_is_explaine
         for value in p.grid:  # every value a calibration may try is a valid parameter value
             registry.params_for(model, {p.name: value})
         default = model.Params.model_fields[p.name].default
+        if default is None:  # decided by the inputs (model.resolved), e.g. by the profile's framework
+            _, profile, bandwidth = REAL_FOR_CALIBRATION
+            inputs = _inputs(profile, bandwidth) if Need.PROFILE in model.needs else _spec_inputs(SPECS[0])
+            default = getattr(model.resolved(inputs, registry.params_for(model)), p.name)
         assert p.low <= default <= p.high, f"{p.name}'s default {default} lies outside its range"
 
 
@@ -154,7 +158,7 @@ def test_each_calibration_parameter_moves_the_curve(model: ThroughputModel) -> N
     inputs = _inputs(profile, bandwidth) if Need.PROFILE in model.needs else _spec_inputs(SPECS[0])
     if not _applies(model, inputs):
         pytest.skip(f"{model.name} does not apply")
-    params = registry.params_for(model)
+    params = model.resolved(inputs, registry.params_for(model))  # what a calibration starts from
     stated = [inputs.goodput if p.name == GOODPUT else getattr(params, p.name) for p in model.calibration]
     cfg = CurveSettings(workers=(1, 2, 4, 6, 12), steps=160, warmup_steps=20, seed=1)
     for j, p in enumerate(model.calibration):

@@ -18,6 +18,7 @@ import pytest
 from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs, Samples
 from advisor.core.models.ring_allreduce import HIERARCHICAL, MODELS, RING, HierarchicalParams, RingParams
+from advisor.core.models.ring_allreduce.model import GLOO
 from advisor.core.models.ring_allreduce.trace import bucket_plan, step_costs
 from advisor.core.profile import Profile, build_profile
 from advisor.core.sim_types import NetworkModel
@@ -425,7 +426,10 @@ def test_the_outlook_says_which_layout_was_replayed(buckets: list[list[str]] | N
     inputs = _inputs(_ddp(buckets))
     outlook = RING.outlook(inputs, registry.params_for(RING, given), {1: 1.0})
     assert outlook.details["buckets"] == expected
-    assert outlook.params == {"bucket_mb": as_used}
+    # a pytorch-ddp profile: the latency and two-way share left unset are gloo's, reported as used;
+    # DDP runs no other collective per step
+    assert outlook.params == {"bucket_mb": as_used, "latency_s": GLOO.latency_s, "two_way_share": GLOO.two_way_share}
+    assert outlook.details["collectives"] == {"bytes": [], "source": "framework"}
 
 
 def test_reported_params_reproduce_the_prediction() -> None:

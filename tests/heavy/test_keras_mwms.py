@@ -70,6 +70,9 @@ def test_one_worker_profile_uploads_and_predicts_its_own_rate(tf: Any, tmp_path:
     assert (bundle["format"], bundle["kind"], bundle["meta"]["world_size"]) == ("advisor-allreduce-upload", "tf-mwms", 1)
     assert {g["name"]: g["bytes"] for g in bundle["gradients"]} == GRADIENTS
     assert bundle["buckets"] == [[5, 4, 3, 2, 1, 0]]  # one pack, last variable first
+    # the step logs its loss only (a float32 scalar with one worker): Keras's MWMS step reduces it as
+    # a 4-byte sum and an 8-byte int64 count, after the gradients' pack
+    assert bundle["collectives"] == [{"name": "loss/sum", "bytes": 4}, {"name": "loss/count", "bytes": 8}]
     assert len(bundle["steps"]) == STEPS
     assert [s["index"] for s in bundle["steps"]] == list(range(WARMUP, WARMUP + STEPS))
     for step in bundle["steps"]:

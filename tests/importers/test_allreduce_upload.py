@@ -17,6 +17,7 @@ from advisor.core.profile import ProgramKind, Resource
 from advisor.core.sim_types import NetworkModel
 from advisor.errors import ModelInputError, MultiWorkerTraceError, ProfileError, TraceImportError
 from advisor.importers.allreduce_upload import read_allreduce_upload
+from advisor.importers.profile_file import profile_to_json
 from advisor.importers.uploads import profile_from_upload
 from advisor.profiling.allreduce_bundle import build_allreduce_bundle, encode_allreduce_bundle
 
@@ -52,8 +53,24 @@ def test_a_bundle_without_a_link_rate_records_none_and_version_1_still_loads() -
     profile = read_allreduce_upload(_bundle(), origin="t")
     assert profile.job.recorded_bandwidth_bps is None and profile.job.recorded_bandwidth_source is None
     old = _bundle(version=1)
-    del old["link"]  # a version 1 bundle, as the hooks wrote them before the link rate
+    del old["link"], old["collectives"]  # a version 1 bundle, as the hooks wrote them before the link rate
     assert read_allreduce_upload(old, origin="t") == profile
+
+
+def test_the_recorded_collectives_reach_the_profile_and_version_2_still_loads() -> None:
+    # the bundle's per-step collectives besides the gradients' become job.collectives, their bytes
+    # in order; a version 2 bundle (before the field) and a null both leave it unrecorded (None)
+    listed = _bundle(collectives=[{"name": "loss/sum", "bytes": 4}, {"name": "loss/count", "bytes": 8}])
+    assert read_allreduce_upload(listed, origin="t").job.collectives == (4, 8)
+    assert read_allreduce_upload(_bundle(collectives=[]), origin="t").job.collectives == ()
+    profile = read_allreduce_upload(_bundle(), origin="t")
+    assert profile.job.collectives is None
+    old = _bundle(version=2)
+    del old["collectives"]
+    assert read_allreduce_upload(old, origin="t") == profile
+    # a profile file leaves out collectives it does not know, as written before the field existed
+    assert "collectives" not in profile_to_json(profile)["job"]
+    assert profile_to_json(read_allreduce_upload(listed, origin="t"))["job"]["collectives"] == [4, 8]
 
 
 def test_graph_and_times_match_the_hand_built_step() -> None:
@@ -90,20 +107,22 @@ def test_ring_at_one_worker_is_the_traced_rate() -> None:
 
 
 def test_ring_uses_the_recorded_buckets_unless_bucket_mb_is_given() -> None:
-    """At W = 2 on 1 Gbit/s, a flat ring moves 2(W-1)/W = 1x each bucket's bytes: bucket {c,b}
-    (3 MB) takes 24 ms + 2 x 50 us, bucket {a} (4 MB) 32 ms + 100 us. Step (identical ready times):
-    bucket 1 ready at 18 ms, ends 42.1 ms; bucket 2 ready at 24 ms, starts at 42.1, ends 74.2 ms;
-    then optimizer 2 ms and other 3 ms (step 0): 79.2 ms. With one 25 MiB bucket instead: all
-    7 MB ready at 24 ms, 56 ms + 0.1 ms, ends 80.1 ms, then 5 ms: 85.1 ms."""
+    """At W = 2 on 1 Gbit/s (goodput 1, latency 50 us and two-way share 1 given), a flat ring
+    moves 2(W-1)/W = 1x each bucket's bytes: bucket {c,b} (3 MB) takes 24 ms + 2 x 50 us, bucket
+    {a} (4 MB) 32 ms + 100 us. Step (identical ready times): bucket 1 ready at 18 ms, ends 42.1 ms;
+    bucket 2 ready at 24 ms, starts at 42.1, ends 74.2 ms; then optimizer 2 ms and other 3 ms
+    (step 0): 79.2 ms. With one 25 MiB bucket instead: all 7 MB ready at 24 ms, 56 ms + 0.1 ms,
+    ends 80.1 ms, then 5 ms: 85.1 ms."""
     doc = _bundle()
     doc["steps"] = [_step(0)]
     profile = read_allreduce_upload(doc, origin="t")
     model = registry.get("ring-allreduce")
     inputs = _inputs(profile, gbps=1.0)
-    run = model.start(inputs, registry.params_for(model), 2, seed=0)
+    plain = {"latency_s": 50e-6, "two_way_share": 1.0}
+    run = model.start(inputs, registry.params_for(model, plain), 2, seed=0)
     ends = run.advance(1).step_ends_s
     assert ends[0][0] == pytest.approx(0.0792, rel=1e-9)
-    run = model.start(inputs, registry.params_for(model, {"bucket_mb": 25}), 2, seed=0)
+    run = model.start(inputs, registry.params_for(model, {"bucket_mb": 25, **plain}), 2, seed=0)
     assert run.advance(1).step_ends_s[0][0] == pytest.approx(0.0851, rel=1e-9)
 
 
@@ -127,8 +146,13 @@ def test_a_multi_worker_run_is_refused() -> None:
 
 
 @pytest.mark.parametrize(("mutate", "message"), [
-    (lambda d: d.update(version=3), "version 3 is not supported .this reader reads 1 and 2"),
-    (lambda d: d.update(version=1), r"unknown field\(s\) \['link'\]; a version 1 bundle"),  # link came in 2
+    (lambda d: d.update(version=4), "version 4 is not supported .this reader reads 1, 2 and 3"),
+    (lambda d: d.update(version=1), r"unknown field\(s\) \['collectives', 'link'\]; a version 1 bundle"),
+    (lambda d: d.update(version=2), r"unknown field\(s\) \['collectives'\]; a version 2 bundle"),  # came in 3
+    (lambda d: d.update(collectives={"loss": 4}), "collectives should be a list"),
+    (lambda d: d.update(collectives=[{"name": "loss/sum"}]), r"collectives\[0\] should be an object"),
+    (lambda d: d.update(collectives=[{"name": "", "bytes": 4}]), r"collectives\[0\].name"),
+    (lambda d: d.update(collectives=[{"name": "a", "bytes": 4}, {"name": "b", "bytes": 0}]), r"collectives\[1\].bytes"),
     (lambda d: d.update(kind="horovod"), "kind should be one of"),
     (lambda d: d.update(extra=1), "unknown field"),
     (lambda d: d["meta"].update(batch_size=0), "meta.batch_size"),

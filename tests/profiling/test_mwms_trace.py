@@ -19,7 +19,8 @@ from advisor.importers.allreduce_upload import read_allreduce_upload
 from advisor.profiling.allreduce_bundle import build_allreduce_bundle
 from advisor.profiling.errors import ProfilingUnsupportedError
 from advisor.profiling.mwms_trace import (
-    OpEvent, bytes_of, check_single_worker, events_from_xspace, layer_of, pack_layout, step_facts, step_windows,
+    OpEvent, bytes_of, check_single_worker, events_from_xspace, layer_of, metric_collectives, pack_layout, step_facts,
+    step_windows,
 )
 
 
@@ -35,6 +36,25 @@ def test_packs_close_once_they_hold_more_than_the_cap() -> None:
     assert pack_layout([4, 4, 4, 4], 3) == [[3], [2], [1], [0]]
     # a big last variable fills the first pack alone: 100 > 50, then 1 + 1 + 1 = 3 never exceeds it
     assert pack_layout([1, 1, 1, 100], 50) == [[3], [2, 1, 0]]
+
+
+def test_each_logged_value_is_reduced_as_a_sum_and_an_int64_count_in_sorted_order() -> None:
+    # strategy.reduce("MEAN", v, axis=0) all-reduces reduce_sum(v, axis=0) (v less its first
+    # dimension) and the int64 count; Keras's tree.map_structure visits the logs' dict sorted by key.
+    # loss as a [1] vector (the recorder's Keras workaround): a float32 scalar sum, 4 bytes; a scalar
+    # accuracy: 4 bytes; a per-class float32 [32, 10] value: 10 x 4 = 40 bytes; a float64 scalar: 8.
+    logged = [("loss", (1,), 4), ("per_class", (32, 10), 4), ("accuracy", (), 4), ("auc", (), 8)]
+    assert metric_collectives(logged) == [
+        ("accuracy/sum", 4), ("accuracy/count", 8), ("auc/sum", 8), ("auc/count", 8),
+        ("loss/sum", 4), ("loss/count", 8), ("per_class/sum", 40), ("per_class/count", 8)]
+    assert metric_collectives([]) == []  # nothing logged, nothing reduced
+
+
+def test_a_bundle_refuses_a_collective_without_bytes() -> None:
+    step = {"index": 0, "wall_us": 10.0, "backward_start_us": 1.0, "backward_end_us": 2.0, "grad_ready_us": [2.0],
+            "optimizer_us": [2.0, 1.0]}
+    with pytest.raises(ValueError, match="bytes >= 1"):
+        build_allreduce_bundle("tf-mwms", {"batch_size": 1}, [("w", 4)], [step], collectives=[("loss/sum", 0)])
 
 
 def test_layer_of_a_keras_path_and_a_tf_variable_name() -> None:

@@ -17,7 +17,9 @@ as an invariant that needs no second implementation.
 ``calibration`` names the parameters a running job's observed throughput may correct (the
 closed loop, ``core/online_calibration.py``): each a field of the model's ``Params`` or the
 link's ``goodput`` (``ModelInputs.goodput``), with the values a calibration may give it. A model
-with none says why in ``calibration_note``. The controller and ``advisor models`` read only these
+with none says why in ``calibration_note``. A parameter whose default depends on the inputs (the
+ring's per-round latency depends on the profile's framework) is left unset in ``Params`` and
+filled in by ``resolved``, which a calibration calls first. The controller and ``advisor models`` read only these
 declarations, never a model's own package.
 """
 
@@ -222,6 +224,11 @@ class ThroughputModel(Protocol):
         """Notes and other possible outcomes, given the predicted curve (W -> examples/s)."""
         ...
 
+    def resolved(self, inputs: ModelInputs, params: ModelParams) -> ModelParams:
+        """``params`` with every value left unset that the inputs decide filled in (e.g. a default
+        that depends on the profile's framework): what a calibration starts from."""
+        ...
+
 
 class ModelBase:
     """Defaults a model may inherit: nothing to add to a finished curve; its W = 1 point
@@ -237,6 +244,9 @@ class ModelBase:
 
     def outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
         return Outlook()
+
+    def resolved(self, inputs: ModelInputs, params: ModelParams) -> ModelParams:
+        return params
 
 
 def require_ps_profile(model: str, profile: Profile) -> Profile:

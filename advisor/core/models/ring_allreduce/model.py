@@ -8,21 +8,30 @@ previous bucket is done (one communication stream, buckets in order), overlappin
 backward. A flat ring moves ``2(W-1)/W`` of a bucket's bytes over each worker's link in
 ``2(W-1)`` rounds, each paying the link latency:
 
-    T_b = 2(W-1) * (latency_s + 8 bytes_b / (W * rate))
+    T_b = 2(W-1) * (latency_s + 8 bytes_b / (W * rate * two_way_share))
 
-where ``rate`` is the slowest participating link (every round waits for its slowest hop). The
+where ``rate`` is the slowest participating link (every round waits for its slowest hop) and
+``two_way_share`` the share of its one-way goodput each direction keeps while both directions
+carry data at once, as every ring link does. Both ``latency_s`` and ``two_way_share`` default to
+the figures of the framework the profile was recorded from (``FRAMEWORKS``, by ``job.kind``):
+TensorFlow's ring collectives move every chunk with a gRPC call, PyTorch's gloo over plain TCP.
+Besides the gradients' buckets a framework may run further small all-reduces every step (Keras
+reduces each logged metric as a sum and a count): each is a ring pass of its own, 2(W-1) rounds
+of latency whatever its size, run after the last bucket, alongside the optimizer update. The
 hierarchical variant reduce-scatters inside each node of ``G`` GPUs, all-reduces across the
 ``N = ceil(W / G)`` nodes (the G shards in parallel, sharing the node's link) and all-gathers
 inside the node:
 
-    T_b = 2(G'-1) * (intra_latency + 8 bytes_b / (G' * intra_rate)) + 2(N-1) * (latency_s + 8 bytes_b / (N * rate))
+    T_b = 2(G'-1) * (intra_latency + 8 bytes_b / (G' * intra_rate))
+          + 2(N-1) * (latency_s + 8 bytes_b / (N * rate * two_way_share))
 
 with ``G' = min(G, W)``. A worker's step ends when its compute and the last bucket are done,
 followed by the optimizer update (and any other work that waited for the gradients), which
-all-reduce frameworks run locally. There are no parameter pulls: the updated model is already
-on every worker. Because the all-reduce is a barrier, the W-worker step is set by the slowest of
-W sampled compute times plus the exposed communication, which is why this is a sampled ``Run``
-(``Samples`` of per-worker step ends) rather than a closed form. See docs/models-ring.md.
+all-reduce frameworks run locally, or when the step's other collectives are done, if later.
+There are no parameter pulls: the updated model is already on every worker. Because the
+all-reduce is a barrier, the W-worker step is set by the slowest of W sampled compute times plus
+the exposed communication, which is why this is a sampled ``Run`` (``Samples`` of per-worker step
+ends) rather than a closed form. See docs/models-ring.md.
 """
 
 from __future__ import annotations
@@ -41,10 +50,11 @@ from advisor.core.models.protocol import (
 from advisor.core.models.ring_allreduce.trace import (
     MIB, BucketPlan, StepCosts, bucket_plan, recorded_bucket_plan, step_costs,
 )
-from advisor.core.profile import Profile
+from advisor.core.profile import Profile, ProgramKind
 from advisor.errors import ModelInputError
 
-# Default per-round latency of an inter-node ring step. NCCL's own cost model
+# Default per-round latency of an inter-node ring step when the framework is not known (a
+# parameter-server trace replayed as an all-reduce job). NCCL's own cost model
 # (src/graph/tuning.cc, hwLat[NET][Ring][Simple]) charges 9.6 us per step, times 1.9 for large
 # multi-node all-reduces (its "plateau effect"), about 18 us, for InfiniBand/RoCE. Over TCP
 # sockets (NCCL's socket transport, Gloo, MPI on Ethernet) a round also crosses the kernel
@@ -60,8 +70,43 @@ RECORDED = "recorded"  # BucketLayout.source: the framework's own layout, as the
 BY_CAP = "bucket_mb"  # BucketLayout.source: gradients grouped by the model at a cap of bucket_mb MiB
 
 
+@dataclass(frozen=True)
+class Framework:
+    """How a framework's ring moves data over TCP links: what ``RingParams`` leaves unset defaults
+    to, by the profile's ``job.kind`` (docs/models-ring.md, "Per framework")."""
+
+    latency_s: float  # per ring round, beyond the bytes' time on the link
+    two_way_share: float  # of the one-way goodput, each direction, while both directions carry data
+    collectives: tuple[int, ...]  # bytes of the per-step all-reduces besides the gradients', when not recorded
+    basis: str  # where the figures come from, for people
+
+
+# PyTorch DDP over gloo: a lone gloo all-reduce of 1 and 8 MiB at W = 2, 3, 4 over the project's
+# shaped 200 Mbit/s links (scripts/record_allreduce_ddp.py probe: 45, 65, 69 and 359, 479, 541 ms),
+# fitted by least squares to 2(W-1) (lat + 8 bytes / (W rate 0.95 share)): 0.3 ms per round and
+# 0.985 of the one-way goodput each way. DDP runs nothing else per step (buffers aside).
+GLOO = Framework(latency_s=3.0e-4, two_way_share=0.985, collectives=(),
+                 basis="a lone gloo all-reduce of 1 and 8 MiB timed at W = 2..4 over shaped 200 Mbit/s links")
+# TF2 Keras MWMS, CommunicationImplementation.RING: every chunk of every round is a gRPC RecvBuf
+# call (receiver-initiated), so a round costs milliseconds on TCP, not NCCL's microseconds. Both
+# figures are fitted on the calm MWMS runs at 50 and 100 Mbit/s (benchmarks/allreduce_accuracy.py
+# fit; it reports each run held out: fitted on the other alone, 2 ms / 0.96 and 3 ms / 0.97).
+# Keras's fit logs the loss at least, reduced as a float32 sum and an int64 count.
+GRPC_RING = Framework(latency_s=3.0e-3, two_way_share=0.97, collectives=(4, 8),
+                      basis="fitted on calm Keras MWMS runs over shaped 50 and 100 Mbit/s links")
+GENERIC = Framework(latency_s=DEFAULT_LATENCY_S, two_way_share=1.0, collectives=(),
+                    basis="no framework recorded (a parameter-server trace): NCCL-style figures for Ethernet")
+FRAMEWORKS: Mapping[ProgramKind, Framework] = {ProgramKind.PYTORCH_DDP: GLOO, ProgramKind.TF_MWMS: GRPC_RING,
+                                                ProgramKind.TF_PS: GENERIC}
+
+
+def framework_of(profile: Profile | None) -> Framework:
+    """The ``Framework`` figures of the program ``profile`` was recorded from."""
+    return GENERIC if profile is None else FRAMEWORKS.get(profile.job.kind, GENERIC)
+
+
 # A ring round's latency spans three orders of magnitude between RDMA (microseconds) and TCP
-# through a kernel and a virtual network (a millisecond): a running job tells which it has.
+# through a kernel and a virtual network or gRPC (milliseconds): a running job tells which it has.
 LATENCY_CAL = CalibrationParam("latency_s", (5e-6, 1.5e-5, 5e-5, 1.5e-4, 5e-4, 1.5e-3, 5e-3),
                                "latency of one ring round on a worker link (s)", log=True)
 
@@ -72,7 +117,22 @@ class RingParams(ModelParams):
     bucket_mb: float | None = Field(
         None, gt=0, description="gradient bucket cap in MiB (PyTorch DDP's bucket_cap_mb); unset: the layout the "
         f"profile recorded, else {DEFAULT_BUCKET_MB:g}")
-    latency_s: float = Field(DEFAULT_LATENCY_S, ge=0, description="latency of one ring round on a worker link (s)")
+    latency_s: float | None = Field(
+        None, ge=0, description="latency of one ring round on a worker link (s); unset: the profile's framework's "
+        f"(pytorch-ddp {GLOO.latency_s * 1e3:g} ms, tf-mwms {GRPC_RING.latency_s * 1e3:g} ms, "
+        f"else {DEFAULT_LATENCY_S * 1e6:g} us)")
+    two_way_share: float | None = Field(
+        None, gt=0, le=1, description="share of the one-way goodput each direction of a ring link keeps while both "
+        f"carry data at once; unset: the profile's framework's (pytorch-ddp {GLOO.two_way_share:g}, "
+        f"tf-mwms {GRPC_RING.two_way_share:g}, else 1)")
+
+    def latency(self) -> float:
+        """``latency_s``, or the generic default when unset (``RingAllReduce.resolved`` fills it per framework)."""
+        return DEFAULT_LATENCY_S if self.latency_s is None else self.latency_s
+
+    def share(self) -> float:
+        """``two_way_share``, or 1 when unset."""
+        return 1.0 if self.two_way_share is None else self.two_way_share
 
 
 class HierarchicalParams(RingParams):
@@ -86,24 +146,28 @@ class HierarchicalParams(RingParams):
 
 
 def allreduce_seconds(bucket_bytes: np.ndarray, workers: int, rate_bps: float, params: RingParams) -> np.ndarray:
-    """Duration of each bucket's all-reduce at ``workers`` (module docstring equations)."""
+    """Duration of each all-reduce of ``bucket_bytes`` at ``workers``, one ring pass each (module
+    docstring equations); ``rate_bps`` is the link's one-way goodput, ``params.two_way_share`` of it
+    moves each way."""
     bits = np.asarray(bucket_bytes, dtype=np.float64) * 8.0
+    rate = rate_bps * params.share()
     if isinstance(params, HierarchicalParams):
         local = min(params.gpus_per_node, workers)
         nodes = math.ceil(workers / params.gpus_per_node)
         intra = 2 * (local - 1) * (params.intra_node_latency_s + bits / (local * params.intra_node_bandwidth_bps))
-        inter = 2 * (nodes - 1) * (params.latency_s + bits / (nodes * rate_bps))
+        inter = 2 * (nodes - 1) * (params.latency() + bits / (nodes * rate))
         return intra + inter
-    return 2 * (workers - 1) * (params.latency_s + bits / (workers * rate_bps))
+    return 2 * (workers - 1) * (params.latency() + bits / (workers * rate))
 
 
 def link_seconds_per_bit(workers: int, rate_bps: float, params: RingParams) -> float:
-    """Seconds the links need per gradient bit of one step, latency aside (for ``link_bound``)."""
+    """Seconds the links need per bit all-reduced in a step, latency aside (for ``link_bound``)."""
+    rate = rate_bps * params.share()
     if isinstance(params, HierarchicalParams):
         local = min(params.gpus_per_node, workers)
         nodes = math.ceil(workers / params.gpus_per_node)
-        return 2 * (local - 1) / local / params.intra_node_bandwidth_bps + 2 * (nodes - 1) / nodes / rate_bps
-    return 2 * (workers - 1) / workers / rate_bps
+        return 2 * (local - 1) / local / params.intra_node_bandwidth_bps + 2 * (nodes - 1) / nodes / rate
+    return 2 * (workers - 1) / workers / rate
 
 
 @dataclass(frozen=True)
@@ -137,6 +201,8 @@ class _Setup:
     plan: BucketPlan
     base_rate_bps: float  # network.bandwidth_bps * goodput
     layout: BucketLayout
+    collectives: tuple[int, ...]  # bytes of the step's other all-reduces, run after the last bucket
+    collectives_recorded: bool  # from the profile (job.collectives), else the framework's own
 
 
 def _setup(model: str, inputs: ModelInputs, params: ModelParams) -> _Setup:
@@ -168,7 +234,22 @@ def _setup(model: str, inputs: ModelInputs, params: ModelParams) -> _Setup:
         )
     layout = BucketLayout(source=RECORDED if recorded is not None else BY_CAP, bucket_mb=cap_mb,
                           bytes=tuple(int(b) for b in plan.bytes))
-    return _Setup(profile=profile, costs=costs, plan=plan, base_rate_bps=rate, layout=layout)
+    recorded_extra = profile.job.collectives
+    extra = recorded_extra if recorded_extra is not None else framework_of(profile).collectives
+    return _Setup(profile=profile, costs=costs, plan=plan, base_rate_bps=rate, layout=layout,
+                  collectives=tuple(extra), collectives_recorded=recorded_extra is not None)
+
+
+def resolve_params(profile: Profile | None, params: RingParams) -> RingParams:
+    """``params`` with ``latency_s`` and ``two_way_share`` filled in from the profile's framework
+    where unset (``FRAMEWORKS``)."""
+    fw = framework_of(profile)
+    update: dict[str, float] = {}
+    if params.latency_s is None:
+        update["latency_s"] = fw.latency_s
+    if params.two_way_share is None:
+        update["two_way_share"] = fw.two_way_share
+    return params.model_copy(update=update) if update else params
 
 
 _last_read: tuple[Profile, object, StepCosts, BucketPlan] | None = None
@@ -211,7 +292,12 @@ class RingRun:
         self._compute = setup.costs.compute_s
         self._update = setup.costs.update_s
         self._ready = setup.plan.ready_s  # (K, B)
-        duration = allreduce_seconds(setup.plan.bytes, workers, _ring_rate(setup, inputs, workers), params)
+        rate = _ring_rate(setup, inputs, workers)
+        duration = allreduce_seconds(setup.plan.bytes, workers, rate, params)
+        # the step's other collectives: one ring pass each, one after another (they share the
+        # gradients' ordering), from the last bucket's end, alongside the update
+        self._extra = float(allreduce_seconds(np.array(setup.collectives, dtype=np.float64), workers, rate,
+                                              params).sum())
         # Bucket b ends at E_b = max(M_b, E_{b-1}) + T_b (M_b: last worker ready). Unrolled with
         # P_b = T_0 + ... + T_b: E_b = P_b + max over j <= b of (M_j - P_{j-1}).
         self._cum = np.cumsum(duration)
@@ -233,7 +319,7 @@ class RingRun:
         ready = (start[:, None] + self._ready[drawn] / speed[:, None]).max(axis=0)
         comm_end = float(self._cum[-1] + np.max(ready - self._cum_before))
         compute_end = start + self._compute[drawn] / speed
-        end = np.maximum(compute_end, comm_end) + self._update[drawn] / speed
+        end = np.maximum(np.maximum(compute_end, comm_end) + self._update[drawn] / speed, comm_end + self._extra)
         self._ends.append(end)
         self._start = end
         self._events += self._workers + len(self._cum)
@@ -277,26 +363,38 @@ class RingAllReduce(ModelBase):
     def check(self, inputs: ModelInputs, params: ModelParams) -> None:
         _setup(self.name, inputs, self._own(params))
 
+    def resolved(self, inputs: ModelInputs, params: ModelParams) -> RingParams:
+        """``latency_s`` and ``two_way_share`` as the prediction uses them: the profile's framework's
+        where unset (``FRAMEWORKS``)."""
+        return resolve_params(inputs.profile if inputs.profile is not None else inputs.recorded, self._own(params))
+
     def start(self, inputs: ModelInputs, params: ModelParams, workers: int, seed: int) -> RingRun:
-        own = self._own(params)
+        own = self.resolved(inputs, params)
         if workers < 1:
             raise ModelInputError(self.name, f"workers must be >= 1, got {workers}")
         return RingRun(_setup(self.name, inputs, own), inputs, own, workers, seed)
 
     def link_bound(self, inputs: ModelInputs, params: ModelParams, workers: int) -> float:
-        """W x batch / (link seconds per step): 2(W-1)/W of the gradient bits over the slowest link."""
-        own = self._own(params)
+        """W x batch / (link seconds per step): 2(W-1)/W of the bits all-reduced per step (the
+        gradients and the step's other collectives) over the slowest link, at its two-way share."""
+        own = self.resolved(inputs, params)
         setup = _setup(self.name, inputs, own)
         per_bit = link_seconds_per_bit(workers, _ring_rate(setup, inputs, workers), own)
-        seconds = per_bit * float(setup.plan.bytes.sum()) * 8.0
+        seconds = per_bit * (float(setup.plan.bytes.sum()) + float(sum(setup.collectives))) * 8.0
         return math.inf if seconds <= 0 else workers * setup.profile.job.batch_size / seconds
 
     def outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
         """The bucket layout the curve replayed (``details["buckets"]``, ``BucketLayout.as_json``),
-        and ``bucket_mb`` as used: the cap the buckets were grouped at, or unset for a recorded layout."""
-        own = self._own(params)
-        layout = _setup(self.name, inputs, own).layout
-        return Outlook(details={"buckets": layout.as_json()}, params={"bucket_mb": layout.bucket_mb})
+        the step's other collectives (``details["collectives"]``: their bytes, and whether the
+        profile recorded them or they are the framework's own), and the parameters as used:
+        ``bucket_mb`` the cap the buckets were grouped at (unset for a recorded layout),
+        ``latency_s`` and ``two_way_share`` the framework's where unset."""
+        own = self.resolved(inputs, params)
+        setup = _setup(self.name, inputs, own)
+        extra = {"bytes": list(setup.collectives), "source": RECORDED if setup.collectives_recorded else "framework"}
+        return Outlook(details={"buckets": setup.layout.as_json(), "collectives": extra},
+                       params={"bucket_mb": setup.layout.bucket_mb, "latency_s": own.latency_s,
+                               "two_way_share": own.two_way_share})
 
     def _own(self, params: ModelParams) -> RingParams:
         if not isinstance(params, self.Params) or not isinstance(params, RingParams):
