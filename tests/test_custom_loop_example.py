@@ -45,7 +45,8 @@ def _gradients() -> dict[str, int]:
 
 def test_the_bundle_holds_the_programs_gradients_in_tfs_one_pack() -> None:
     bundle = _bundle()
-    assert (bundle["format"], bundle["version"], bundle["kind"]) == ("advisor-allreduce-upload", 2, "tf-mwms")
+    assert (bundle["format"], bundle["version"], bundle["kind"]) == ("advisor-allreduce-upload", 3, "tf-mwms")
+    assert bundle["collectives"] == []  # a custom loop reduces nothing but its gradients (no Keras metrics)
     assert (bundle["meta"]["world_size"], bundle["meta"]["batch_size"]) == (1, BATCH)
     assert {g["name"]: g["bytes"] for g in bundle["gradients"]} == _gradients()
     assert sum(g["bytes"] for g in bundle["gradients"]) == 668_712  # 167,178 float32, the README's total
@@ -83,10 +84,14 @@ def test_the_default_allreduce_model_predicts_it(capsys: pytest.CaptureFixture[s
     ring_bytes = sum(_gradients().values())
     for w in (2, 3, 4):
         # the one pack waits for backward's end, then each link carries 2 (W - 1) / W of the gradients:
-        # no faster than that; and not much slower, the ring adds only per-message latency
+        # no faster than that at the full link rate; and no slower than that at the product's TCP
+        # goodput (0.95) and a two-way share (0.97), with the stated 3 ms of TF's gRPC ring per round
+        # (docs/models-ring.md) and the optimizer after the pack
         ring_s = 2 * (w - 1) / w * ring_bytes * 8 / LINK_BPS
-        bound = w * BATCH / (backward_end_s + ring_s)
-        assert 0.9 * bound <= rate[w] <= bound, (w, rate[w], bound)
+        fastest = w * BATCH / (backward_end_s + ring_s)
+        slow_ring_s = 2 * (w - 1) * (3e-3 + ring_bytes * 8 / (w * LINK_BPS * 0.95 * 0.97))
+        slowest = w * BATCH / (statistics.mean(s["wall_us"] for s in steps) / 1e6 + slow_ring_s)
+        assert 0.95 * slowest <= rate[w] <= fastest, (w, slowest, rate[w], fastest)  # 5 %: the step's client gap
 
 
 def test_without_its_link_rate_the_prediction_asks_for_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
