@@ -47,6 +47,7 @@ from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
+from advisor.importers.model_error_file import write_model_error
 from advisor.importers.uploads import profile_from_upload
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "allreduce"
@@ -259,6 +260,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="override a ring-allreduce parameter (a float), e.g. latency_s=0.002")
     parser.add_argument("--data", type=Path, default=DATA, help="folder of configurations")
     parser.add_argument("--no-holdout", action="store_true", help="skip the held-out fits (faster)")
+    parser.add_argument("--write", action="store_true",
+                        help=f"ship {MODEL}'s measured error: split-conformal widths of the held-out residuals")
     args = parser.parse_args(argv)
     params = {k: float(v) for k, v in (p.split("=", 1) for p in args.param)}
     folders = configs(args.data)
@@ -274,6 +277,33 @@ def main(argv: Sequence[str] | None = None) -> None:
     print()
     for text in summaries(rows, fits):
         print(text)
+    if args.write:
+        write_error(rows)
+
+
+# the ring's regimes of W for its model error: W = 1 reduces nothing (the profile's own rate),
+# W >= 2 all-reduces
+ERROR_REGIMES: tuple[tuple[int, int | None], ...] = ((1, 1), (2, None))
+
+
+def write_error(rows: Sequence[Row]) -> None:
+    """Ship the ring's model error: per regime of W, the split-conformal width of the scored
+    points' |residual| (measured / predicted - 1), each predicted with the framework's constants
+    fitted without its configuration where there is a held-out prediction (W >= 2 of MWMS; DDP's
+    gloo constants come from a probe, so every DDP point is held out as it is)."""
+    residuals = []
+    for r in rows:
+        if r.caveat:
+            continue
+        predicted = r.held_out if r.held_out is not None else r.predicted
+        residuals.append((r.workers, r.measured / predicted - 1.0, None))
+    error, path = write_model_error(
+        MODEL, 0.95, residuals, ERROR_REGIMES,
+        f"benchmarks/allreduce_accuracy.py --write: {len(residuals)} points of tests/data/allreduce "
+        "(PyTorch DDP over gloo, Keras MWMS over gRPC rings on a calm machine), held-out predictions",
+        {"points": [{"config": r.config, "workers": r.workers, "measured": r.measured, "residual": round(res, 4)}
+                    for r, (_, res, _) in zip([r for r in rows if not r.caveat], residuals)]})
+    print(f"wrote {path}: " + ", ".join(f"{g.label} -{g.down:.1%}/+{g.up:.1%} (n={g.n})" for g in error.regimes))
 
 
 if __name__ == "__main__":
