@@ -121,14 +121,14 @@ def residuals(points: Sequence[Point]) -> list[tuple[int, float, str | None]]:
 
 def leave_one_job_out(measured: Mapping[str, Mapping[int, Sequence[float]]], name: str, grid: Sequence[float], *,
                       model: str, steps: int, params: Mapping[str, Any]) -> dict[str, tuple[float, list[Point]]]:
-    """For each job, ``name`` chosen from ``grid`` by the smallest mean |error| over the OTHER
+    """For each job, ``name`` chosen from ``grid`` by the smallest median |error| over the OTHER
     jobs' points, and the job's points predicted with it: {job: (value, points)}."""
     by_value = {v: {job: predict(job, measured[job], model=model, steps=steps, params={**params, name: v})
                     for job in measured} for v in grid}
     out = {}
     for job in measured:
         def cost(v: float, job: str = job) -> float:
-            return statistics.fmean(abs(p.error) for other, pts in by_value[v].items() if other != job for p in pts)
+            return statistics.median(abs(p.error) for other, pts in by_value[v].items() if other != job for p in pts)
         best = min(grid, key=cost)
         out[job] = (best, by_value[best][job])
     return out
