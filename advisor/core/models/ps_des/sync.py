@@ -173,14 +173,22 @@ class PsDesSync(PsDes):
 
     def outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
         """The contention notes and the placement, if any; no alternating outcome (a barrier
-        keeps the workers in step, the regime that bound is about does not arise)."""
+        keeps the workers in step, the regime that bound is about does not arise), but a note
+        where an update takes a single gradient (R = 1 < W), where no barrier does."""
         details: dict[str, Any] = dict(self._placement_details(inputs, params))
+        notes: tuple[str, ...] = ()
         if isinstance(params, SyncFields):
             details["sync"] = {"replicas_to_aggregate": params.replicas_to_aggregate,
                                "backup_workers": params.backup_workers, "counted": "examples of aggregated gradients"}
+            single = sorted(w for w in curve if w >= 2 and params.replicas(w) == 1)
+            if single:
+                notes += (f"at W = {', '.join(map(str, single))} an update takes one gradient: no barrier holds the "
+                          "workers in step, and real ones can fall into alternation (one pulls while another "
+                          "pushes), which this model does not predict; measured: up to 85 % more than predicted "
+                          "at W = 2 with one backup worker (docs/accuracy.md)",)
         if isinstance(params, ContentionParams):
-            return Outlook(params.contention().notes(), details=details)
-        return Outlook(details=details)
+            return Outlook(params.contention().notes() + notes, details=details)
+        return Outlook(notes, details=details)
 
 
 class _SyncRun:
