@@ -197,6 +197,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     if every:
         med, worst = summary(every)
         print(f"all {len(every)} points: median |error| {med:.1%}, max {worst:.1%}")
+        kept = [p for p in every if aggregating(p)]
+        med, worst = summary(kept)
+        print(f"the {len(kept)} points whose updates aggregate (not W = 2 with a backup, R = 1): "
+              f"median |error| {med:.1%}, max {worst:.1%}")
     if args.fit:
         name, values = args.fit.split("=", 1)
         grid = [float(v) for v in values.split(",")]
@@ -208,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"{job:<20} {name}={value:g}: median |error| {med:.1%}, max {worst:.1%}")
         med, worst = summary([p for _, pts in held.values() for p in pts])
         print(f"all held out: median |error| {med:.1%}, max {worst:.1%}")
+        med, worst = summary([p for _, pts in held.values() for p in pts if aggregating(p)])
+        print(f"held out, the points whose updates aggregate: median |error| {med:.1%}, max {worst:.1%}")
     if len({p.job for p in every}) > 1:
         inside, total = held_out_coverage(every, args.model)
         print(f"held-out coverage at {LEVEL:.0%}: {inside} of {total} measured repeats inside their interval "
