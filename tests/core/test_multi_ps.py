@@ -23,7 +23,11 @@ from advisor.core.models.ps_des.contention import (
     Contention,
 )
 from advisor.core.profile import Profile, Resource, build_profile
-from advisor.core.sim_types import NetworkModel, SimulationSettings, SimulationSettingsError
+from advisor.core.sim_types import (
+    NetworkModel,
+    SimulationSettings,
+    SimulationSettingsError,
+)
 from benchmarks import multi_ps_accuracy as bench
 
 LINK = 100e6
