@@ -1,7 +1,7 @@
 """Accuracy of the PS model on jobs with several parameter servers, against real 2-PS runs.
 
     python -m benchmarks.multi_ps_accuracy [--steps 1000] [--param multi_ps_flow_goodput=0.85]
-        [--no-fit] [--markdown] [--json out.json]
+        [--no-fit] [--markdown] [--json out.json] [--phases]
 
 For every measured run in ``tests/data/ps-traces`` with 2 PS (``<trace>.measured.json.gz``,
 ``<trace>.r<k>.measured.json.gz``: examples/s at each W, one run each; the README says how they
@@ -21,13 +21,25 @@ set, ``multi_ps_flow_goodput`` (contention.py): fitted on one placement's runs a
 trace, W >= 2, smallest mean |error| on a grid), it predicts the other placement's runs, both
 ways. ``--param`` overrides a model parameter for every prediction (e.g. the one-PS
 ``multi_ps_flow_goodput=0.85``, the model before it had its own value).
+
+``--phases`` prints instead what the step logs show, per run and W (the one-PS run of the same
+testbed too): the throughput as a share of what the busiest PS link direction carries at one
+flow's goodput (``link_share``: 1.0 = that link never idle, never below one flow's rate), and
+the order parameter R1 = |mean over workers of exp(2 pi i theta_w)|, theta_w the elapsed
+fraction of worker w's current step, averaged over the measured window: 1 in lockstep, about
+1/sqrt(W) for independent random phases (printed beside it), near 0 when the workers are
+spread evenly over the step, taking turns on the links.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
+import cmath
 import gzip
 import json
+import math
+import random
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -50,6 +62,7 @@ LINK_BPS = 100e6  # the tbf rate of each PS link direction
 WORKER_LINK_BPS = 10e9  # the what-if's worker link (unshaped veth)
 MODEL = "li2020-des+contention"
 FIT_GRID = (0.8, 0.85, 0.9, 0.95, 1.0)  # multi_ps_flow_goodput values the hold-out fit tries
+ONE_FLOW_GOODPUT = 0.95  # the product's default TCP goodput: what one flow gets of the shaped rate
 
 
 @dataclass(frozen=True)
@@ -142,6 +155,58 @@ def fit(placement: str, *, steps: int, data: Path = DATA, grid: Sequence[float] 
     return min(sorted(grid, reverse=True), key=cost)
 
 
+def link_share(profile: Profile, throughput: float) -> float:
+    """``throughput`` over what the busiest PS link direction allows at one flow's goodput."""
+    bits: dict[tuple[int, str], float] = {}
+    for op in profile.ops:
+        if op.resource.is_transfer:
+            key = (int(op.ps or 0), op.resource.value)
+            bits[key] = bits.get(key, 0.0) + 8.0 * op.bytes
+    bound = profile.job.batch_size * LINK_BPS * ONE_FLOW_GOODPUT / max(bits.values())
+    return throughput / bound
+
+
+def order_parameter(logs: Sequence[Sequence[Sequence[float]]], skip: int, samples: int = 1000) -> float:
+    """R1 averaged over the window where all workers run, after each one's first ``skip`` steps
+    (as ``thr_window``); each log holds (start, end, global step) per step."""
+    start = max(log[skip - 1][1] for log in logs)
+    end = min(log[-1][1] for log in logs)
+    starts = [[step[0] for step in log] for log in logs]
+    total = 0.0
+    for k in range(samples):
+        t = start + (end - start) * (k + 0.5) / samples
+        phasors = []
+        for log, st in zip(logs, starts):
+            i = bisect.bisect_right(st, t) - 1
+            s0, e0 = log[i][0], log[i][1]
+            phasors.append(cmath.exp(2j * math.pi * (t - s0) / (e0 - s0)))
+        total += abs(sum(phasors)) / len(phasors)
+    return total / samples
+
+
+def random_order_parameter(workers: int, draws: int = 20000) -> float:
+    """E[R1] for ``workers`` independent uniform phases (Monte Carlo, fixed seed)."""
+    rng = random.Random(0)
+    return statistics.fmean(abs(sum(cmath.exp(2j * math.pi * rng.random()) for _ in range(workers))) / workers
+                            for _ in range(draws))
+
+
+def phases(data: Path = DATA) -> list[str]:
+    """What each measured run's step logs show (``--phases``, module docstring)."""
+    lines = [f"{'run':<34} {'W':>2} {'ex/s':>6} {'link_share':>10} {'R1':>5} {'random':>6}"]
+    for name in (ONE_PS, *TWO_PS.values()):
+        for path in measured_runs(name, data):
+            doc = json.loads(gzip.decompress(path.read_bytes()))
+            skip = int(doc["meta"].get("window_skips_steps", 20))
+            for r in doc["results"]:
+                w, thr = int(r["W"]), float(r["thr_window"])
+                share = link_share(trace(name, data), thr)
+                r1 = f"{order_parameter(r['step_log'], skip):5.2f}" if w > 1 else "    -"
+                rnd = f"{random_order_parameter(w):6.2f}" if w > 1 else "     -"
+                lines.append(f"{path.name.removesuffix('.json.gz'):<34} {w:>2} {thr:>6.1f} {share:>10.2f} {r1} {rnd}")
+    return lines
+
+
 def table(rows: Sequence[Row], markdown: bool) -> str:
     lines = (["| placement | run | W | measured | own trace | error | `--ps 2` what-if | error |",
               "|---|---|---|---|---|---|---|---|"] if markdown else
@@ -176,7 +241,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     parser.add_argument("--json", type=Path, help="also write the rows and the fits here")
     parser.add_argument("--data", type=Path, default=DATA, help="folder of traces and measured runs")
+    parser.add_argument("--phases", action="store_true", help="print what the step logs show instead (docstring)")
     args = parser.parse_args(argv)
+    if args.phases:
+        print("\n".join(phases(args.data)))
+        return
     params = {k: float(v) for k, v in (p.split("=", 1) for p in args.param)}
     rows = [r for p in TWO_PS for r in predict(p, params, steps=args.steps, data=args.data)]
     if not rows:
