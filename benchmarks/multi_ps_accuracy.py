@@ -124,19 +124,20 @@ def predict(placement: str, params: Mapping[str, Any], *, steps: int, data: Path
     """Every measured point of ``placement``'s runs with its predictions (``what_if`` False: the
     what-if column repeats the own one, for fits that do not need it)."""
     runs = [(path, *read_run(path)) for path in measured_runs(TWO_PS[placement], data)]
+    workers = sorted({w for _, _, by_w in runs for w in by_w})
     rows: list[Row] = []
-    cache_: dict[tuple, tuple[dict[int, float], dict[int, float]]] = {}
+    curves: dict[tuple, tuple[dict[int, float], dict[int, float]]] = {}  # by the runs' stated network
     for path, meta, by_w in runs:
         full = {**network_params(meta), **params}
         key = tuple(sorted(full.items()))
-        workers = sorted({w for _, _, m in runs for w in m})
-        if key not in cache_:
+        if key not in curves:
             own = curve(trace(TWO_PS[placement], data), workers, full, steps=steps)
             other = (curve(trace(ONE_PS, data), workers, {**full, "ps_placement": placement}, steps=steps,
                            parameter_servers=2, worker_bps=WORKER_LINK_BPS) if what_if else own)
-            cache_[key] = (own, other)
-        own, other = cache_[key]
-        rows += [Row(placement, path.name.removesuffix(".json.gz"), w, m, own[w], other[w]) for w, m in sorted(by_w.items())]
+            curves[key] = (own, other)
+        own, other = curves[key]
+        name = path.name.removesuffix(".json.gz")
+        rows += [Row(placement, name, w, m, own[w], other[w]) for w, m in sorted(by_w.items())]
     return rows
 
 
