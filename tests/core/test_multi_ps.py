@@ -142,13 +142,14 @@ def test_no_link_carries_more_than_its_rate(placement: str) -> None:
 
 @pytest.fixture(scope="module")
 def measured_rows() -> list[bench.Row]:
-    """Every recorded 2-PS point with both predictions (400 simulated steps a point)."""
-    return [r for p in bench.TWO_PS for r in bench.predict(p, {}, steps=400)]
+    """Every recorded 2-PS point with both predictions, as the benchmark makes them (1000
+    simulated steps a point: four curves, a few seconds)."""
+    return [r for p in bench.TWO_PS for r in bench.predict(p, {}, steps=1000)]
 
 
 def test_no_prediction_beats_w_times_one_worker(measured_rows: list[bench.Row]) -> None:
     # W workers cannot run faster than W lone workers: each step takes at least as long shared.
-    # 2 %: the simulation's sampling noise at 400 steps.
+    # 2 %: the simulation's sampling noise.
     for placement in bench.TWO_PS:
         rows = {r.workers: r for r in measured_rows if r.placement == placement}
         for w, r in rows.items():
@@ -157,22 +158,22 @@ def test_no_prediction_beats_w_times_one_worker(measured_rows: list[bench.Row]) 
 
 
 def test_the_recorded_two_ps_runs_are_predicted_within_the_measured_accuracy(measured_rows: list[bench.Row]) -> None:
-    # Median within the project's 5 % aim (+1 % for 400 steps instead of the benchmark's 1000).
-    # The max is not within the 15 % aim: at W = 3 the real workers settle into a staggered
-    # turn-taking pattern (each link serves one worker at a time, 90-97 % of its rate) that
-    # the simulation's shared links do not reproduce, 12-23 % low (docs/accuracy.md); 25 %
-    # bounds that known miss and fails on any other.
-    assert len(measured_rows) >= 24
+    # The median is the project's 5 % aim (reached: 4.8 % own trace, 5.0 % what-if, over 34
+    # points). The max is not the 15 % aim: at W = 3 the real workers spread their phases and
+    # take turns on the busiest link, which the simulation does not reproduce, 12-23 % low
+    # (docs/contention-model.md, section 7); 25 % bounds that known miss, and every other W stays
+    # within the aim's 15 %.
+    assert len(measured_rows) >= 34
     for kind in ("own_error", "what_if_error"):
         errors = [abs(getattr(r, kind)) for r in measured_rows]
-        assert statistics.median(errors) <= 0.06, kind
+        assert statistics.median(errors) <= 0.05, kind
         assert max(errors) <= 0.25, kind
-        assert max(abs(getattr(r, kind)) for r in measured_rows if r.workers != 3) <= 0.16, kind
+        assert max(abs(getattr(r, kind)) for r in measured_rows if r.workers != 3) <= 0.15, kind
 
 
 def test_the_one_ps_goodput_misses_the_two_ps_runs() -> None:
     # The reason for the own value: with the one-PS 0.85 the same runs come out a median 15 % low.
     rows = [r for p in bench.TWO_PS for r in bench.predict(p, {"multi_ps_flow_goodput": MULTI_FLOW_GOODPUT},
-                                                             steps=400, what_if=False)]
+                                                             steps=1000, what_if=False)]
     errors = [r.own_error for r in rows if r.workers > 1]
     assert statistics.median(errors) < -0.08
