@@ -19,11 +19,12 @@ about 5 %:
   workers share delivers 85 % of what one flow gets (the testbed saturates at 71-77 % of the
   nominal rate, one flow gets about 95 %). Measured on jobs with one PS only, and it applies to
   them only: a job with several PS uses ``multi_ps_flow_goodput`` (1.0, no loss). On the 2-PS
-  runs (``tests/data/ps-traces``) the busiest PS link carried 86-97 % of one flow's goodput at
-  W = 3-8 with the same bytes as the one-PS link that saturates at 72-77 %, and the value
-  fitted on either placement alone is 1.0 (``benchmarks/multi_ps_accuracy.py``). Why the one-PS
-  link loses capacity and the 2-PS links do not is not known (docs/contention-model.md,
-  section 7).
+  runs (``tests/data/ps-traces``) the busiest PS link carried 78-97 % of one flow's goodput at
+  W = 3-8, up to 97 % when the workers took turns on it, where one-PS links saturate at
+  71-77 %; the value fitted on either placement alone is 1.0 and predicts the other
+  (``benchmarks/multi_ps_accuracy.py``). It calibrates the simulation to the runs' average: the
+  simulation does not take turns, and why the 2-PS runs do and the one-PS runs do not is not
+  known (docs/contention-model.md, section 7).
 
 sigma and eta were fitted on one model and predicted the other (and fitted on one congestion
 control and predicted another) with a median error of 5 % and a maximum of 13-16 %; they are
