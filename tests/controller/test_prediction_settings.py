@@ -57,8 +57,9 @@ def test_parameters_stored_before_the_contention_rules_still_read() -> None:
 def test_the_model_setting_and_its_parameters_reach_the_predictor() -> None:
     params = _params(model="li2020-des+contention", model_params={"share_sigma": 0.3}, share_sigma=0.9)
     assert build_request(params).model == ModelChoice("li2020-des+contention", {
-        "congestion_control": "unknown", "engine": "compiled", "multi_flow_goodput": 0.85, "queue_s": None,
-        "ps_placement": "round-robin", "share_sigma": 0.3})  # model_params win over the contention setting
+        "congestion_control": "unknown", "engine": "compiled", "multi_flow_goodput": 0.85,
+        "multi_ps_flow_goodput": 1.0, "queue_s": None, "ps_placement": "round-robin",
+        "share_sigma": 0.3})  # model_params win over the contention setting
     assert build_request(_params(model="lin2018-mva", share_sigma=0.5)).model == ModelChoice("lin2018-mva", {})
 
 

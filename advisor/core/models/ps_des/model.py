@@ -34,7 +34,8 @@ from advisor.core.models.protocol import (
 )
 from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, alternation_chance
 from advisor.core.models.ps_des.contention import (
-    BIMODAL_RATIO, MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention, alternating_bound, bimodal_note,
+    BIMODAL_RATIO, MULTI_FLOW_GOODPUT, MULTI_PS_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention,
+    alternating_bound, bimodal_note,
 )
 from advisor.core.models.ps_des.worker_link import with_traced_worker_link, worker_link_note
 from advisor.core.phases import ps_link_bound
@@ -68,10 +69,13 @@ class ContentionParams(DesParams):
     share_sigma: float = Field(default=SHARE_SIGMA, ge=0, allow_inf_nan=False,
                                description="spread of TCP shares (lognormal sigma)")
     multi_flow_goodput: float = Field(default=MULTI_FLOW_GOODPUT, gt=0, le=1,
-                                      description="capacity of a link direction several workers share")
+                                      description="capacity of a link direction several workers share (one PS)")
+    multi_ps_flow_goodput: float = Field(default=MULTI_PS_FLOW_GOODPUT, gt=0, le=1,
+                                         description="the same for a job with several PS")
 
     def contention(self) -> Contention:
-        return Contention(self.congestion_control, self.queue_s, self.share_sigma, self.multi_flow_goodput)
+        return Contention(self.congestion_control, self.queue_s, self.share_sigma, self.multi_flow_goodput,
+                          self.multi_ps_flow_goodput)
 
 
 # The contention rules' two measured constants (contention.py): what a running job's observed
@@ -89,7 +93,8 @@ def contention_choice(contention: Contention | None) -> ModelChoice:
         return ModelChoice(EQUAL_SHARES)
     return ModelChoice(CONTENTION, {"congestion_control": contention.congestion_control.value,
                                     "queue_s": contention.queue_s, "share_sigma": contention.share_sigma,
-                                    "multi_flow_goodput": contention.multi_flow_goodput})
+                                    "multi_flow_goodput": contention.multi_flow_goodput,
+                                    "multi_ps_flow_goodput": contention.multi_ps_flow_goodput})
 
 
 class PsDes(ModelBase):
@@ -127,7 +132,11 @@ class PsDes(ModelBase):
             net = replace(net, bandwidth_bps=net.bandwidth_bps * inputs.goodput, worker_bandwidth_bps=worker)
         if inputs.profile is not None:  # a multi-PS trace says whether the worker's own link binds
             net = with_traced_worker_link(inputs.profile, net)
-        return params.contention().apply(net) if isinstance(params, ContentionParams) else net
+        if not isinstance(params, ContentionParams):
+            return net
+        # the PS count simulated (a what-if's, else the trace's) picks the multi-flow goodput
+        ps = self._profile(inputs, params).job.parameter_servers if inputs.profile is not None else 1
+        return params.contention().apply(net, ps)
 
     def start(self, inputs: ModelInputs, params: ModelParams, workers: int, seed: int) -> Run:
         profile, net = self._profile(inputs, params), self.network(inputs, params)
@@ -151,9 +160,12 @@ class PsDes(ModelBase):
             return Outlook((link,) if link else (), details=self._placement_details(inputs, params))
         c = params.contention()
         details: dict[str, Any] = dict(self._placement_details(inputs, params))
+        ps = self._profile(inputs, params).job.parameter_servers if inputs.profile is not None else 1
         details["contention"] = {"congestion_control": c.congestion_control.value, "queue_s": c.queue_s,
                                  "request_queue_s": c.request_queue_s, "share_sigma": c.share_sigma,
-                                 "multi_flow_goodput": c.multi_flow_goodput}
+                                 "multi_flow_goodput": c.multi_flow_goodput,
+                                 "multi_ps_flow_goodput": c.multi_ps_flow_goodput,
+                                 "flow_goodput_applied": c.flow_goodput(ps)}
         notes = c.notes() + ((link,) if link else ())
         if 1 not in curve or 2 not in curve:
             return Outlook(notes, details=details)

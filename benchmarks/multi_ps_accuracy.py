@@ -1,0 +1,274 @@
+"""Accuracy of the PS model on jobs with several parameter servers, against real 2-PS runs.
+
+    python -m benchmarks.multi_ps_accuracy [--steps 1000] [--param multi_ps_flow_goodput=0.85]
+        [--no-fit] [--markdown] [--json out.json] [--phases]
+
+For every measured run in ``tests/data/ps-traces`` with 2 PS (``<trace>.measured.json.gz``,
+``<trace>.r<k>.measured.json.gz``: examples/s at each W, one run each; the README says how they
+were taken) it predicts every measured W twice with the default model
+(``li2020-des+contention``, the run's congestion control and queue as its user would state
+them: cubic, the tbf queue):
+
+- **own**: from the run's own 2-PS trace (round-robin or greedy-by-bytes placement), at the
+  PS links' 100 Mbit/s (the worker's link is read from the trace, ``worker_link.py``);
+- **what-if**: ``--ps 2`` with the same placement from the one-PS trace of the same program,
+  the worker's link stated as 10 Gbit/s (the testbed leaves it unshaped; a one-PS trace cannot
+  show it).
+
+It prints measured, predicted and error per run and W, the median and maximum |error| per
+placement and over all, for both. Then the held-out check of the one constant the 2-PS runs
+set, ``multi_ps_flow_goodput`` (contention.py): fitted on one placement's runs alone (own
+trace, W >= 2, smallest mean |error| on a grid), it predicts the other placement's runs, both
+ways. ``--param`` overrides a model parameter for every prediction (e.g. the one-PS
+``multi_ps_flow_goodput=0.85``, the model before it had its own value).
+
+``--phases`` prints instead what the step logs show, per run and W (the one-PS run of the same
+testbed too): the throughput as a share of what the busiest PS link direction carries at one
+flow's goodput (``link_share``: 1.0 = that link never idle, never below one flow's rate), and
+the order parameter R1 = |mean over workers of exp(2 pi i theta_w)|, theta_w the elapsed
+fraction of worker w's current step, averaged over the measured window: 1 in lockstep, about
+1/sqrt(W) for independent random phases (printed beside it), near 0 when the workers are
+spread evenly over the step, taking turns on the links.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import cmath
+import gzip
+import json
+import math
+import random
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from advisor.core.advice import AdviceRequest, model_inputs
+from advisor.core.curve import CurveSettings, predict_curve
+from advisor.core.models import registry
+from advisor.core.profile import Profile
+from advisor.core.sim_types import NetworkModel
+from advisor.importers.loader import load_profile
+from benchmarks.paths import REPO
+
+DATA = REPO / "tests" / "data" / "ps-traces"
+ONE_PS = "mlp_ps1_bw100"
+TWO_PS = {"round-robin": "mlp_ps2_bw100", "greedy-bytes": "mlp_ps2greedy_bw100"}  # placement: trace
+LINK_BPS = 100e6  # the tbf rate of each PS link direction
+WORKER_LINK_BPS = 10e9  # the what-if's worker link (unshaped veth)
+MODEL = "li2020-des+contention"
+FIT_GRID = (0.8, 0.85, 0.9, 0.95, 1.0)  # multi_ps_flow_goodput values the hold-out fit tries
+ONE_FLOW_GOODPUT = 0.95  # the product's default TCP goodput: what one flow gets of the shaped rate
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured point and its two predictions."""
+
+    placement: str
+    run: str  # the measured file's name
+    workers: int
+    measured: float  # examples/s
+    own: float  # predicted from the run's own 2-PS trace
+    what_if: float  # predicted by --ps 2 from the one-PS trace
+
+    @property
+    def own_error(self) -> float:
+        return self.own / self.measured - 1.0
+
+    @property
+    def what_if_error(self) -> float:
+        return self.what_if / self.measured - 1.0
+
+
+def measured_runs(trace: str, data: Path = DATA) -> list[Path]:
+    """The measured files of ``trace``: the first run, then the repeats ``.r<k>``."""
+    return sorted(data.glob(f"{trace}.measured.json.gz")) + sorted(data.glob(f"{trace}.r*.measured.json.gz"))
+
+
+def read_run(path: Path) -> tuple[dict[str, Any], dict[int, float]]:
+    """(meta, {W: examples/s}) of one measured file."""
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    return doc["meta"], {int(r["W"]): float(r["thr_window"]) for r in doc["results"]}
+
+
+@cache
+def trace(name: str, data: Path = DATA) -> Profile:
+    return load_profile(data / f"{name}.trace.json.gz")
+
+
+def curve(profile: Profile, workers: Sequence[int], params: Mapping[str, Any], *, steps: int,
+          parameter_servers: int | None = None, worker_bps: float | None = None) -> dict[int, float]:
+    """The default model's throughput at ``workers`` (fixed steps, seed 0: reproducible)."""
+    model = registry.get(MODEL)
+    settings = CurveSettings(workers=tuple(workers), steps=steps, warmup_steps=50, seed=0)
+    request = AdviceRequest(network=NetworkModel(bandwidth_bps=LINK_BPS, worker_bandwidth_bps=worker_bps),
+                            curve=settings, parameter_servers=parameter_servers)
+    inputs = model_inputs(profile, request)
+    points = predict_curve(model, inputs, registry.params_for(model, dict(params)), settings)
+    return {p.workers: p.throughput for p in points}
+
+
+def network_params(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's network as its user would state it (the recorder's meta; the README's defaults)."""
+    return {"congestion_control": meta.get("congestion_control", "cubic"),
+            "queue_s": float(meta.get("queue_ms", 100)) / 1e3}
+
+
+def predict(placement: str, params: Mapping[str, Any], *, steps: int, data: Path = DATA,
+            what_if: bool = True) -> list[Row]:
+    """Every measured point of ``placement``'s runs with its predictions (``what_if`` False: the
+    what-if column repeats the own one, for fits that do not need it)."""
+    runs = [(path, *read_run(path)) for path in measured_runs(TWO_PS[placement], data)]
+    workers = sorted({w for _, _, by_w in runs for w in by_w})
+    rows: list[Row] = []
+    curves: dict[tuple, tuple[dict[int, float], dict[int, float]]] = {}  # by the runs' stated network
+    for path, meta, by_w in runs:
+        full = {**network_params(meta), **params}
+        key = tuple(sorted(full.items()))
+        if key not in curves:
+            own = curve(trace(TWO_PS[placement], data), workers, full, steps=steps)
+            other = (curve(trace(ONE_PS, data), workers, {**full, "ps_placement": placement}, steps=steps,
+                           parameter_servers=2, worker_bps=WORKER_LINK_BPS) if what_if else own)
+            curves[key] = (own, other)
+        own, other = curves[key]
+        name = path.name.removesuffix(".json.gz")
+        rows += [Row(placement, name, w, m, own[w], other[w]) for w, m in sorted(by_w.items())]
+    return rows
+
+
+def summary(errors: Sequence[float]) -> tuple[float, float]:
+    """Median and maximum |error|."""
+    return statistics.median(abs(e) for e in errors), max(abs(e) for e in errors)
+
+
+def fit(placement: str, *, steps: int, data: Path = DATA, grid: Sequence[float] = FIT_GRID) -> float:
+    """``multi_ps_flow_goodput`` with the smallest mean |error| over ``placement``'s runs at W >= 2
+    (own trace; W = 1 has no shared link); ties to the larger value."""
+    def cost(value: float) -> float:
+        rows = [r for r in predict(placement, {"multi_ps_flow_goodput": value}, steps=steps, data=data,
+                                   what_if=False) if r.workers > 1]
+        return statistics.fmean(abs(r.own_error) for r in rows)
+    return min(sorted(grid, reverse=True), key=cost)
+
+
+def link_share(profile: Profile, throughput: float) -> float:
+    """``throughput`` over what the busiest PS link direction allows at one flow's goodput."""
+    bits: dict[tuple[int, str], float] = {}
+    for op in profile.ops:
+        if op.resource.is_transfer:
+            key = (int(op.ps or 0), op.resource.value)
+            bits[key] = bits.get(key, 0.0) + 8.0 * op.bytes
+    bound = profile.job.batch_size * LINK_BPS * ONE_FLOW_GOODPUT / max(bits.values())
+    return throughput / bound
+
+
+def order_parameter(logs: Sequence[Sequence[Sequence[float]]], skip: int, samples: int = 1000) -> float:
+    """R1 averaged over the window where all workers run, after each one's first ``skip`` steps
+    (as ``thr_window``); each log holds (start, end, global step) per step."""
+    start = max(log[skip - 1][1] for log in logs)
+    end = min(log[-1][1] for log in logs)
+    starts = [[step[0] for step in log] for log in logs]
+    total = 0.0
+    for k in range(samples):
+        t = start + (end - start) * (k + 0.5) / samples
+        phasors = []
+        for log, st in zip(logs, starts):
+            i = bisect.bisect_right(st, t) - 1
+            s0, e0 = log[i][0], log[i][1]
+            phasors.append(cmath.exp(2j * math.pi * (t - s0) / (e0 - s0)))
+        total += abs(sum(phasors)) / len(phasors)
+    return total / samples
+
+
+def random_order_parameter(workers: int, draws: int = 20000) -> float:
+    """E[R1] for ``workers`` independent uniform phases (Monte Carlo, fixed seed)."""
+    rng = random.Random(0)
+    return statistics.fmean(abs(sum(cmath.exp(2j * math.pi * rng.random()) for _ in range(workers))) / workers
+                            for _ in range(draws))
+
+
+def phases(data: Path = DATA) -> list[str]:
+    """What each measured run's step logs show (``--phases``, module docstring)."""
+    lines = [f"{'run':<34} {'W':>2} {'ex/s':>6} {'link_share':>10} {'R1':>5} {'random':>6}"]
+    for name in (ONE_PS, *TWO_PS.values()):
+        for path in measured_runs(name, data):
+            doc = json.loads(gzip.decompress(path.read_bytes()))
+            skip = int(doc["meta"].get("window_skips_steps", 20))
+            for r in doc["results"]:
+                w, thr = int(r["W"]), float(r["thr_window"])
+                share = link_share(trace(name, data), thr)
+                r1 = f"{order_parameter(r['step_log'], skip):5.2f}" if w > 1 else "    -"
+                rnd = f"{random_order_parameter(w):6.2f}" if w > 1 else "     -"
+                lines.append(f"{path.name.removesuffix('.json.gz'):<34} {w:>2} {thr:>6.1f} {share:>10.2f} {r1} {rnd}")
+    return lines
+
+
+def table(rows: Sequence[Row], markdown: bool) -> str:
+    lines = (["| placement | run | W | measured | own trace | error | `--ps 2` what-if | error |",
+              "|---|---|---|---|---|---|---|---|"] if markdown else
+             [f"{'placement':<13} {'run':<34} {'W':>2} {'measured':>8} {'own':>7} {'error':>7} {'what-if':>8} {'error':>7}"])
+    for r in rows:
+        if markdown:
+            lines.append(f"| {r.placement} | {r.run} | {r.workers} | {r.measured:.1f} | {r.own:.1f} | "
+                         f"{r.own_error:+.1%} | {r.what_if:.1f} | {r.what_if_error:+.1%} |")
+        else:
+            lines.append(f"{r.placement:<13} {r.run:<34} {r.workers:>2} {r.measured:>8.1f} {r.own:>7.1f} "
+                         f"{r.own_error:>+7.1%} {r.what_if:>8.1f} {r.what_if_error:>+7.1%}")
+    return "\n".join(lines)
+
+
+def summaries(rows: Sequence[Row]) -> list[str]:
+    out = []
+    for label, chosen in [*((p, [r for r in rows if r.placement == p]) for p in TWO_PS), ("all", list(rows))]:
+        if not chosen:
+            continue
+        own, other = summary([r.own_error for r in chosen]), summary([r.what_if_error for r in chosen])
+        out.append(f"{label:<13} {len(chosen):>2} points: own trace median |error| {own[0]:.1%}, max {own[1]:.1%}; "
+                   f"what-if median {other[0]:.1%}, max {other[1]:.1%}")
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--steps", type=int, default=1000, help="simulated steps per worker (default 1000)")
+    parser.add_argument("--param", action="append", default=[], metavar="K=V",
+                        help="override a model parameter (a float) for every prediction")
+    parser.add_argument("--no-fit", action="store_true", help="skip the held-out fit (its 20 curves)")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    parser.add_argument("--json", type=Path, help="also write the rows and the fits here")
+    parser.add_argument("--data", type=Path, default=DATA, help="folder of traces and measured runs")
+    parser.add_argument("--phases", action="store_true", help="print what the step logs show instead (docstring)")
+    args = parser.parse_args(argv)
+    if args.phases:
+        print("\n".join(phases(args.data)))
+        return
+    params = {k: float(v) for k, v in (p.split("=", 1) for p in args.param)}
+    rows = [r for p in TWO_PS for r in predict(p, params, steps=args.steps, data=args.data)]
+    if not rows:
+        raise SystemExit(f"no measured 2-PS run under {args.data}")
+    print(f"{MODEL}" + (f" with {params}" if params else " (default parameters)")
+          + f"; PS links {LINK_BPS / 1e6:g} Mbit/s; what-if worker link {WORKER_LINK_BPS / 1e9:g} Gbit/s")
+    print(table(rows, args.markdown))
+    print()
+    print("\n".join(summaries(rows)))
+    fits: dict[str, Any] = {}
+    if not args.no_fit:
+        print("\nheld out: multi_ps_flow_goodput fitted on one placement (own trace, W >= 2), the other predicted")
+        for fit_on, held in (("round-robin", "greedy-bytes"), ("greedy-bytes", "round-robin")):
+            value = fit(fit_on, steps=args.steps, data=args.data)
+            held_rows = predict(held, {**params, "multi_ps_flow_goodput": value}, steps=args.steps, data=args.data)
+            own, other = summary([r.own_error for r in held_rows]), summary([r.what_if_error for r in held_rows])
+            fits[fit_on] = {"value": value, "held_out": held, "own": own, "what_if": other}
+            print(f"  fitted on {fit_on}: {value:g}; {held} ({len(held_rows)} points): own trace median |error| "
+                  f"{own[0]:.1%}, max {own[1]:.1%}; what-if median {other[0]:.1%}, max {other[1]:.1%}")
+    if args.json:
+        args.json.write_text(json.dumps({"params": params, "rows": [asdict(r) for r in rows], "fits": fits}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
