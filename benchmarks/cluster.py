@@ -79,13 +79,13 @@ def job_types(ps_async: Path) -> list[JobType]:
     """Every program of the repository with a profile and measured multi-worker throughput."""
     found = []
     traces = REPO / "tests" / "data" / "ps-traces"
-    for measured in sorted(traces.glob("*.measured.json.gz")):
+    for measured in sorted(traces.glob("*_bw100.measured.json.gz")):  # the W = 1..4 runs; repeats are .r<k>.
         doc = json.loads(gzip.decompress(measured.read_bytes()))
         stem = measured.name.removesuffix(".measured.json.gz")
         found.append(JobType(f"ps-{stem}", traces / f"{stem}.trace.json.gz", doc["meta"]["bw_mbit"] * 1e6,
                              _median_by_w(doc["results"]), int(doc["meta"]["n_ps"])))
-    for folder in sorted((REPO / "tests" / "data" / "allreduce").iterdir()):
-        doc = json.loads((folder / "measured.json").read_text())
+    for folder in sorted(d for d in (REPO / "tests" / "data" / "allreduce").iterdir() if (d / "measured.json").is_file()):
+        doc = json.loads((folder / "measured.json").read_text())  # a profile alone (no measurements) is no job type
         found.append(JobType(f"ar-{folder.name}", folder / "profile.json.gz", doc["bandwidth_bps"],
                              {p["workers"]: p["examples_per_s"] for p in doc["points"]}, 0))
     for cc in ("cubic", "bbr"):

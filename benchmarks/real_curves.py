@@ -109,7 +109,7 @@ def ps_async() -> list[RealCurve]:
 
 def ps_traces() -> list[RealCurve]:
     out = []
-    for path in sorted(PS_TRACES.glob("*.measured.json.gz")):
+    for path in sorted(PS_TRACES.glob("*_bw100.measured.json.gz")):  # the W = 1..4 runs; repeats are .r<k>.
         name = path.name.removesuffix(".measured.json.gz")
         doc = json.loads(gzip.decompress(path.read_bytes()))
         by_w = {int(r["W"]): (float(r["thr_window"]),) for r in doc["results"]}
