@@ -35,13 +35,13 @@ from tensorflow import keras
 from advisor.profiling.config import ENV_BATCH_SIZE, ProfilingConfig, choose_batch_size, load_config
 from advisor.profiling.errors import ProfilingUnsupportedError
 from advisor.profiling.mwms_trace import check_single_worker, metric_collectives
-from advisor.profiling.mwms_tracer import StepTracer, TracedProgram, check_strategy, describe_program
-from advisor.profiling.upload import RetryPolicy, UploadResult
+from advisor.profiling.mwms_tracer import StepTracer, TracedProgram, TracerOwner, check_strategy, describe_program
+from advisor.profiling.upload import RetryPolicy
 
 log = logging.getLogger("advisor.profiling")
 
 
-class AdvisorMwmsCallback(keras.callbacks.Callback):  # type: ignore[misc]
+class AdvisorMwmsCallback(TracerOwner, keras.callbacks.Callback):  # type: ignore[misc]
     """Traces a one-worker MWMS ``model.fit`` and uploads the all-reduce bundle (module docstring).
 
     ``batch_size`` is the examples per step of this worker (``ADVISOR_BATCH_SIZE`` overrides it);
@@ -74,16 +74,6 @@ class AdvisorMwmsCallback(keras.callbacks.Callback):  # type: ignore[misc]
             retry=retry, collectives=self._collectives,
         )
         self._logged: list[tuple[str, tuple[int, ...], int]] | None = None  # what a step logs: name, shape, dtype size
-
-    @property
-    def active(self) -> bool:
-        """Whether this process records (``ADVISOR_PROFILE`` on)."""
-        return self._config is not None
-
-    @property
-    def result(self) -> UploadResult | None:
-        """What became of the upload, once the traced steps are done."""
-        return None if self._tracer is None else self._tracer.result
 
     def _described(self) -> TracedProgram:
         assert self._program is not None, "on_train_begin describes the program before the first step"

@@ -93,6 +93,24 @@ def describe_program(variables: Iterable[Any], strategy: Any, optimizer_scope: s
     return TracedProgram(tuple(names), tuple(sizes), per_pack, optimizer_scope)
 
 
+class TracerOwner:
+    """What the Keras callback and the custom-loop profiler both say of their ``StepTracer``:
+    whether this process records, and what became of the upload."""
+
+    _config: ProfilingConfig | None
+    _tracer: StepTracer | None
+
+    @property
+    def active(self) -> bool:
+        """Whether this process records (``ADVISOR_PROFILE`` on)."""
+        return self._config is not None
+
+    @property
+    def result(self) -> UploadResult | None:
+        """What became of the upload, once the traced steps are done."""
+        return None if self._tracer is None else self._tracer.result
+
+
 class StepTracer:
     """Traces consecutive training steps of one worker and uploads their bundle (module docstring).
 

@@ -60,8 +60,8 @@ import tensorflow as tf
 from advisor.profiling.config import ENV_BATCH_SIZE, ProfilingConfig, choose_batch_size, load_config
 from advisor.profiling.errors import ProfilingUnsupportedError
 from advisor.profiling.mwms_trace import check_single_worker
-from advisor.profiling.mwms_tracer import StepTracer, TracedProgram, check_strategy, describe_program
-from advisor.profiling.upload import RetryPolicy, UploadResult
+from advisor.profiling.mwms_tracer import StepTracer, TracedProgram, TracerOwner, check_strategy, describe_program
+from advisor.profiling.upload import RetryPolicy
 
 log = logging.getLogger("advisor.profiling")
 
@@ -71,7 +71,7 @@ _NOOP = contextlib.nullcontext()
 _DATA_END = (StopIteration, tf.errors.OutOfRangeError)
 
 
-class AdvisorStepProfiler:
+class AdvisorStepProfiler(TracerOwner):
     """Traces a one-worker MWMS custom training loop and uploads the all-reduce bundle (module docstring).
 
     ``strategy`` is the ``MultiWorkerMirroredStrategy`` the loop runs its step with; ``model`` is
@@ -122,16 +122,6 @@ class AdvisorStepProfiler:
             self._config, env, batch_size=batch, model_name=model_name or self._config.model_name,
             framework=f"tensorflow {tf.__version__}, custom training loop", describe=self._described, retry=retry,
         )
-
-    @property
-    def active(self) -> bool:
-        """Whether this process records (``ADVISOR_PROFILE`` on)."""
-        return self._config is not None
-
-    @property
-    def result(self) -> UploadResult | None:
-        """What became of the upload, once the traced steps are done."""
-        return None if self._tracer is None else self._tracer.result
 
     @property
     def should_stop(self) -> bool:
