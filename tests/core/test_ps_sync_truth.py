@@ -81,16 +81,11 @@ def default_points() -> list[Point]:
     return [p for job, measured in sorted(runs().items()) for p in predict(job, measured, model=model, steps=300)]
 
 
-def _aggregating(p: Point) -> bool:
-    """Whether an update aggregates several gradients (not W = 2 with one backup: R = 1)."""
-    return aggregating(p)
-
-
 def test_the_synchronous_default_predicts_the_recorded_runs(default_points: list[Point]) -> None:
     """The default synchronous model within the project's aims (median 5 %, max 15 %) on every
     recorded job and W where an update aggregates gradients (R >= 2, or W = 1); every prediction
     under the link bound and W x its own W = 1."""
-    points = [p for p in default_points if _aggregating(p)]
+    points = [p for p in default_points if aggregating(p)]
     errors = [abs(p.error) for p in points]
     assert len(points) >= 30
     assert statistics.median(errors) <= 0.05 and max(errors) <= 0.15, sorted(errors)[-5:]
@@ -108,5 +103,5 @@ def test_the_synchronous_default_predicts_the_recorded_runs(default_points: list
                    "pulls while the other pushes, an update every 0.34 s), the simulation keeps them in step on "
                    "the shared link (an update every 0.62 s): -46 % for the MLP (docs/accuracy.md)")
 def test_one_gradient_of_two_per_update_is_predicted(default_points: list[Point]) -> None:
-    single = [p for p in default_points if not _aggregating(p)]
+    single = [p for p in default_points if not aggregating(p)]
     assert single and all(abs(p.error) <= 0.15 for p in single), [(p.job, round(p.error, 3)) for p in single]
