@@ -23,7 +23,14 @@ import pytest
 from advisor.core.models import registry
 from advisor.core.profile import Resource
 from advisor.importers.loader import load_profile
-from benchmarks.sync_accuracy import DATA, Point, aggregating, job_settings, predict, runs
+from benchmarks.sync_accuracy import (
+    DATA,
+    Point,
+    aggregating,
+    job_settings,
+    predict,
+    runs,
+)
 from tests.conftest import REPO
 
 # parameters from the layer shapes (tests/data/ps-sync/README.md)
