@@ -195,6 +195,8 @@ def test_auto_mode_resizes_within_the_allocation_and_leaves_an_untouched_job(emu
                 tfjob("big", workers=4, dynamic=True, annotations={PREFIX + "min-workers": "3"}))
         # small: its own optimum 3 does not fit in 2, W = 2 does: shrunk at once (it frees room)
         wait_for("small resized", lambda: workers(emu, "small") == 2)
+        # the allocation annotation is its own patch, which may land just after the resize
+        wait_for("small's allocation annotated", lambda: allocated(emu, "small") is not None)
         assert allocated(emu, "small") == "2"
         assert any(e[:2] == ("Normal", "Resized") and "settings: own cost-optimal W = 3; held at 2" in e[2]
                    for e in events(emu, "small"))
