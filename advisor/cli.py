@@ -261,7 +261,8 @@ def _add_model_options(cmd: argparse.ArgumentParser) -> None:
                        help="compute speed of each worker relative to the traced one, e.g. 1,1,0.5 "
                             "(heterogeneous workers; models that support them)")
     group.add_argument("--worker-bandwidth", type=parse_rates, metavar="LIST",
-                       help="each worker's link rate, e.g. 10Gbit/s,10Gbit/s,1Gbit/s (models that support them)")
+                       help="each worker's link rate, e.g. 10Gbit/s,10Gbit/s,1Gbit/s; one rate: every worker's "
+                            "(models that support them)")
 
 
 def _add_compare_options(cmd: argparse.ArgumentParser) -> None:
@@ -580,8 +581,9 @@ def _advice_request(args: argparse.Namespace, profile: Profile | None, bandwidth
     if order is not StreamOrder.CUSTOM and args.order_file is not None:
         raise SimulationSettingsError(f"--order-file is read only with --order custom, not --order {order.value}: "
                                       "add --order custom, or drop --order-file")
+    links, common = _worker_links(args.worker_bandwidth or (), bandwidth)
     network = None if bandwidth is None else NetworkModel(bandwidth_bps=bandwidth, win_bytes=args.win, order=order,
-                                                          custom_order=custom)
+                                                          custom_order=custom, worker_bandwidth_bps=common)
     return AdviceRequest(
         network=network,
         curve=_curve_settings(args),
@@ -592,12 +594,21 @@ def _advice_request(args: argparse.Namespace, profile: Profile | None, bandwidth
         goodput=args.goodput,
         model=_model_choice(args, profile),
         worker_speeds=args.worker_speed or (),
-        worker_bandwidths_bps=args.worker_bandwidth or (),
+        worker_bandwidths_bps=links,
         parameter_servers=args.ps,
         spec=spec,
         extras=_extras(args),
         model_error=_model_error(args),
     )
+
+
+def _worker_links(rates: tuple[float, ...], bandwidth: float | None) -> tuple[tuple[float, ...], float | None]:
+    """``--worker-bandwidth`` as (per-worker rates, common worker link). One rate is every worker's
+    link, stated once (``NetworkModel.worker_bandwidth_bps``): read as worker 0's alone, it would
+    leave the others at the default link and quietly change a what-if's answer."""
+    if len(rates) == 1 and bandwidth is not None:
+        return (), rates[0]
+    return rates, None
 
 
 def _deadline_hours(args: argparse.Namespace) -> float | None:

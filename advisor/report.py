@@ -46,6 +46,7 @@ def advice_to_json(profile: Profile | None, request: AdviceRequest, advice: Advi
             # where the profile's own rate came from, when that is the rate used
             "recorded_bandwidth_source": job.recorded_bandwidth_source if net and job and bandwidth_source == "recorded"
             else None,
+            "worker_bandwidth_bps": net.worker_bandwidth_bps if net else None,  # every worker's, when stated
             "win_bytes": net.win_bytes if net else None,
             "order": net.order.value if net else None,
             "contention": advice.details.get("contention"),
@@ -141,6 +142,8 @@ def advice_table(profile: Profile | None, request: AdviceRequest, advice: Advice
     c = request.constraints
     level = round(request.curve.confidence * 100)
     link = f"link {format_bandwidth(request.network.bandwidth_bps)} each way" if request.network else "no link rate"
+    if request.network and request.network.worker_bandwidth_bps:
+        link += f", worker links {format_bandwidth(request.network.worker_bandwidth_bps)}"
     name = (profile.job.model if profile else None) or "job"
     head = f"{name}: model {advice.model}, batch {advice.batch_size}, {advice.parameter_servers} PS, {link}"
     chance = c.binding

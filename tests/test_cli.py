@@ -290,3 +290,23 @@ def test_an_output_it_cannot_write_is_refused_before_simulating(flag: str, tmp_p
 def test_convert_names_an_output_it_cannot_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "no-such-dir" / "p.json"
     assert f"-o {missing}: there is no directory" in _refusal(["profile", "convert", "-o", str(missing)], capsys)
+
+
+def test_one_worker_bandwidth_is_every_workers_link(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--worker-bandwidth`` with one rate states every worker's link, as the same rate listed
+    once per worker does; left unstated, a 2-PS what-if caps each worker at one PS link, which
+    costs a transfer-bound job throughput from W = 2 on (its two PS links then feed one 100 Mbit/s
+    worker link)."""
+    trace = str(Path(__file__).parent / "data" / "ps-traces" / "mlp_ps1_bw100.trace.json.gz")
+    base = ["predict", trace, "--ps", "2", "--ps-placement", "greedy-bytes", "--workers", "1-3", "--json", "--quiet"]
+    curves, networks = {}, {}
+    for name, extra in {"one": ["--worker-bandwidth", "10Gbit/s"],
+                        "each": ["--worker-bandwidth", ",".join(["10Gbit/s"] * 3)], "none": []}.items():
+        assert main([*base, *extra]) == 0, name
+        doc = json.loads(capsys.readouterr().out)
+        curves[name] = {p["workers"]: p["throughput"] for p in doc["curve"]}
+        networks[name] = doc["network"]["worker_bandwidth_bps"]
+    assert networks == {"one": 1e10, "each": None, "none": None}
+    for w in (1, 2, 3):
+        assert curves["one"][w] == pytest.approx(curves["each"][w], rel=0.03), w
+    assert curves["one"][3] > 1.05 * curves["none"][3]

@@ -119,3 +119,17 @@ def test_inspect_tells_an_mwms_profile_in_its_own_terms(capsys: pytest.CaptureFi
     assert (s["kind"], s["gradients"], s["gradient_bytes"], s["buckets"]) == ("tf-mwms", 8, 4_223_016, [4_223_016])
     phases = {k: v["median"] / 1000 for k, v in s["phases_us"].items()}
     assert 20 <= phases["forward"] < 20 * 1.5 and 40 <= phases["backward"] < 40 * 1.5
+
+
+def test_one_worker_bandwidth_is_every_workers_ring_link(capsys: pytest.CaptureFixture[str]) -> None:
+    """A ring's links are all workers' links: one ``--worker-bandwidth`` rate is the same ring as
+    that rate given as ``--bandwidth``, and slower than the faster link it overrides (ddp-slow's
+    two buckets take measurably longer at 10 Mbit/s than at 100)."""
+    curves = {}
+    for name, extra in {"stated": ["--bandwidth", "100Mbit/s", "--worker-bandwidth", "10Mbit/s"],
+                        "same": ["--bandwidth", "10Mbit/s"], "fast": ["--bandwidth", "100Mbit/s"]}.items():
+        code, out, _ = _run([*PREDICT, str(DDP), "--json", *extra], capsys)
+        assert code == 0, name
+        curves[name] = {p["workers"]: p["throughput"] for p in json.loads(out)["curve"]}
+    assert curves["stated"] == pytest.approx(curves["same"], rel=1e-9)
+    assert curves["stated"][2] < 0.9 * curves["fast"][2]

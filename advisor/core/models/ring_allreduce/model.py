@@ -199,7 +199,7 @@ class _Setup:
     profile: Profile
     costs: StepCosts
     plan: BucketPlan
-    base_rate_bps: float  # network.bandwidth_bps * goodput
+    base_rate_bps: float  # (network.worker_bandwidth_bps or bandwidth_bps) x goodput
     layout: BucketLayout
     collectives: tuple[int, ...]  # bytes of the step's other all-reduces, run after the last bucket
     collectives_recorded: bool  # from the profile (job.collectives), else the framework's own
@@ -214,11 +214,13 @@ def _setup(model: str, inputs: ModelInputs, params: ModelParams) -> _Setup:
         raise ModelInputError(model, "needs a one-worker trace (inputs.profile) for compute times and gradients")
     if inputs.network is None:
         raise ModelInputError(model, "needs the link rate (inputs.network.bandwidth_bps)")
-    rate = inputs.network.bandwidth_bps * inputs.goodput
+    # a ring has no PS: every link is a worker's, so a common worker link stated apart is the ring's link
+    nominal = inputs.network.worker_bandwidth_bps or inputs.network.bandwidth_bps
+    rate = nominal * inputs.goodput
     if not (math.isfinite(rate) and rate > 0):
         raise ModelInputError(
-            model, f"link rate network.bandwidth_bps x goodput must be > 0, got "
-            f"{inputs.network.bandwidth_bps!r} x {inputs.goodput!r}"
+            model, f"link rate network.{'worker_' if inputs.network.worker_bandwidth_bps else ''}bandwidth_bps "
+            f"x goodput must be > 0, got {nominal!r} x {inputs.goodput!r}"
         )
     for i, bw in enumerate(inputs.worker_bandwidths_bps):
         if not (math.isfinite(bw) and bw > 0):
