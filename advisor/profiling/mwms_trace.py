@@ -112,6 +112,26 @@ def metric_collectives(logged: Sequence[tuple[str, Sequence[int], int]]) -> list
     return out
 
 
+def declared_collectives(collectives: Iterable[tuple[str, int]], who: str) -> list[tuple[str, int]]:
+    """The per-step all-reduces a custom loop declares besides its gradients' (e.g. a
+    ``strategy.reduce(SUM, loss)`` as ``("loss", 4)``), checked: one worker's trace cannot show
+    them (they do not run alone), so only the program can say what it reduces."""
+    out: list[tuple[str, int]] = []
+    for i, item in enumerate(collectives):
+        try:
+            name, size = item
+        except (TypeError, ValueError):
+            raise ProfilingUnsupportedError(
+                f"{who}: collectives[{i}] must be a (name, bytes) pair, e.g. ('loss', 4), got {item!r}") from None
+        if not isinstance(name, str) or not name:
+            raise ProfilingUnsupportedError(f"{who}: collectives[{i}]'s name must be a non-empty string, got {name!r}")
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ProfilingUnsupportedError(
+                f"{who}: collectives[{i}] ({name!r}) must reduce a whole number of bytes > 0, got {size!r}")
+        out.append((name, size))
+    return out
+
+
 def layer_of(variable_path: str) -> str:
     """The layer owning a variable: ``fc0`` for ``fc0/kernel`` (Keras 3 ``path``) or
     ``model/fc0/kernel:0`` (a ``tf.Variable`` name)."""

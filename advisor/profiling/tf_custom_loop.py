@@ -51,7 +51,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
@@ -59,7 +59,7 @@ import tensorflow as tf
 
 from advisor.profiling.config import ENV_BATCH_SIZE, ProfilingConfig, choose_batch_size, load_config
 from advisor.profiling.errors import ProfilingUnsupportedError
-from advisor.profiling.mwms_trace import check_single_worker
+from advisor.profiling.mwms_trace import check_single_worker, declared_collectives
 from advisor.profiling.mwms_tracer import StepTracer, TracedProgram, TracerOwner, check_strategy, describe_program
 from advisor.profiling.upload import RetryPolicy
 
@@ -80,7 +80,9 @@ class AdvisorStepProfiler(TracerOwner):
     gradients for; ``optimizer`` is the Keras optimizer the step applies them with, or, for
     hand-written updates, the name scope they run under (``tf.name_scope("update")``: "update").
     ``batch_size`` is the examples per step of this worker (``ADVISOR_BATCH_SIZE`` overrides it);
-    ``model_name`` goes into the bundle.
+    ``model_name`` goes into the bundle. ``collectives`` are the all-reduces each step runs
+    besides the gradients', as (name, bytes): a ``strategy.reduce(SUM, loss)`` is ``("loss", 4)``
+    (default none; one worker's trace cannot show them).
     """
 
     def __init__(
@@ -93,8 +95,10 @@ class AdvisorStepProfiler(TracerOwner):
         *,
         environ: Mapping[str, str] | None = None,
         retry: RetryPolicy | None = None,
+        collectives: Iterable[tuple[str, int]] = (),
     ) -> None:
         env = os.environ if environ is None else environ
+        extra = declared_collectives(collectives, WHO)
         self._config: ProfilingConfig | None = load_config(env)
         self._tracer: StepTracer | None = None
         self._stop = False
@@ -121,6 +125,7 @@ class AdvisorStepProfiler(TracerOwner):
         self._tracer = StepTracer(
             self._config, env, batch_size=batch, model_name=model_name or self._config.model_name,
             framework=f"tensorflow {tf.__version__}, custom training loop", describe=self._described, retry=retry,
+            collectives=lambda: list(extra),
         )
 
     @property

@@ -83,7 +83,7 @@ def test_the_custom_loop_uploads_the_callbacks_bundle_and_predicts_its_own_rate(
     assert rx.requests[0].headers["authorization"] == "Bearer t0k3n"
     bundle = rx.requests[0].bundle()
     assert (bundle["format"], bundle["version"], bundle["kind"]) == ("advisor-allreduce-upload", 3, "tf-mwms")
-    assert bundle["collectives"] == []  # the loop reduces nothing but its gradients (no Keras metric reductions)
+    assert bundle["collectives"] == [{"name": "loss", "bytes": 4}]  # the loop's declared strategy.reduce of its loss
     assert bundle["meta"]["world_size"] == 1 and bundle["meta"]["batch_size"] == BATCH
     assert bundle["link"] == {"rate_bps": 100e6, "source": "controller-setting"}  # ADVISOR_BANDWIDTH_MBIT=100
 

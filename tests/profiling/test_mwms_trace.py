@@ -9,6 +9,7 @@ written beside it.
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,7 +20,7 @@ from advisor.importers.allreduce_upload import read_allreduce_upload
 from advisor.profiling.allreduce_bundle import build_allreduce_bundle
 from advisor.profiling.errors import ProfilingUnsupportedError
 from advisor.profiling.mwms_trace import (
-    OpEvent, bytes_of, check_single_worker, events_from_xspace, layer_of, metric_collectives, pack_layout, step_facts,
+    OpEvent, bytes_of, check_single_worker, declared_collectives, events_from_xspace, layer_of, metric_collectives, pack_layout, step_facts,
     step_windows,
 )
 
@@ -180,3 +181,16 @@ def test_several_updates_in_one_step_are_refused_but_accumulated_gradients_are_n
     step = step_facts(3, 0, 24 * MS, accumulated, VARIABLES, "sgd", single_pack=True)
     assert (step["backward_start_us"], step["backward_end_us"]) == (5_000.0, 21_000.0)
     assert step["grad_ready_us"] == [21_000.0, 21_000.0, 18_000.0, 18_000.0]  # fc1's last op ends at 7 + 11 ms
+
+
+def test_declared_collectives_are_kept_in_order_and_bad_ones_named() -> None:
+    """A custom loop's own per-step reductions go into the bundle as given; a pair that could not
+    be replayed (no name, no bytes, a fraction of a byte, not a pair) is refused naming its place."""
+    assert declared_collectives([("loss", 4), ("accuracy/count", 8)], "P") == [("loss", 4), ("accuracy/count", 8)]
+    assert declared_collectives((), "P") == []
+    for bad, words in ((["loss"], "collectives[0] must be a (name, bytes) pair"),
+                       ([("", 4)], "collectives[0]'s name must be a non-empty string"),
+                       ([("loss", 4), ("acc", 0)], "collectives[1] ('acc') must reduce a whole number of bytes > 0"),
+                       ([("loss", 2.5)], "got 2.5"), ([("loss", True)], "got True")):
+        with pytest.raises(ProfilingUnsupportedError, match=re.escape(words)):
+            declared_collectives(bad, "P")
