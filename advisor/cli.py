@@ -223,7 +223,9 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
     net.add_argument("--share-sigma", type=float, metavar="SIGMA",
                      help="spread of TCP shares between workers (lognormal sigma, default 1)")
     net.add_argument("--multi-flow-goodput", type=float, metavar="FRACTION",
-                     help="capacity of a link direction several workers share (default 0.85)")
+                     help="capacity of a link direction several workers share, a job with one PS (default 0.85)")
+    net.add_argument("--multi-ps-flow-goodput", type=float, metavar="FRACTION",
+                     help="the same for a job with several PS (default 1.0)")
     net.add_argument("--equal-shares", action="store_true",
                      help="Li et al.'s model: equal shares, no request queueing, full capacity "
                           f"(the same as --model {registry.EQUAL_SHARES_MODEL}; {registry.EQUAL_SHARES_SYNC_MODEL} "
@@ -670,7 +672,8 @@ def _regime_note(args: argparse.Namespace, profile: Profile | None) -> str | Non
 
 # the flags that set a model parameter (of the models whose Params have it), and that parameter
 MODEL_PARAM_FLAGS = {"congestion": "congestion_control", "queue": "queue_s", "share_sigma": "share_sigma",
-                    "multi_flow_goodput": "multi_flow_goodput", "ps_placement": "ps_placement"}
+                    "multi_flow_goodput": "multi_flow_goodput", "multi_ps_flow_goodput": "multi_ps_flow_goodput",
+                    "ps_placement": "ps_placement"}
 
 
 def _model_choice(args: argparse.Namespace, profile: Profile | None = None) -> ModelChoice:

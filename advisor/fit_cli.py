@@ -200,10 +200,11 @@ def fit_to_json(fit: ContentionFit) -> dict[str, Any]:
     return {
         "schema": JSON_SCHEMA,
         "share_sigma": fit.share_sigma,
-        "multi_flow_goodput": fit.multi_flow_goodput,
+        "goodput_param": fit.goodput_param,
+        fit.goodput_param: fit.multi_flow_goodput,
         "mean_abs_error": fit.best.mean_error,
         "max_abs_error": fit.best.max_error,
-        "before": {"share_sigma": num(fit.before.share_sigma), "multi_flow_goodput": num(fit.before.multi_flow_goodput),
+        "before": {"share_sigma": num(fit.before.share_sigma), fit.goodput_param: num(fit.before.multi_flow_goodput),
                    "mean_abs_error": fit.before.mean_error, "max_abs_error": fit.before.max_error},
         "observations": [
             {"job": o.case, "workers": o.observation.workers, "measured": o.observation.throughput,
@@ -212,7 +213,7 @@ def fit_to_json(fit: ContentionFit) -> dict[str, Any]:
              "why_not_scored": o.why_not_scored or None}
             for o in fit.observations
         ],
-        "grid": [{"share_sigma": g.share_sigma, "multi_flow_goodput": g.multi_flow_goodput,
+        "grid": [{"share_sigma": g.share_sigma, fit.goodput_param: g.multi_flow_goodput,
                   "mean_abs_error": g.mean_error, "max_abs_error": g.max_error} for g in fit.grid],
         "notes": list(fit.notes),
     }
@@ -223,7 +224,7 @@ def fit_table(fit: ContentionFit) -> str:
     b, a = fit.before, fit.best
     own = "each job's own" if math.isnan(b.share_sigma) else f"sigma {b.share_sigma:g}, eta {b.multi_flow_goodput:g}"
     lines = [
-        f"fitted       share_sigma = {fit.share_sigma:g}, multi_flow_goodput = {fit.multi_flow_goodput:g}",
+        f"fitted       share_sigma = {fit.share_sigma:g}, {fit.goodput_param} = {fit.multi_flow_goodput:g}",
         f"error        mean {a.mean_error:.1%}, max {a.max_error:.1%} (before, {own}: mean {b.mean_error:.1%}, "
         f"max {b.max_error:.1%})",
         "",
@@ -238,10 +239,11 @@ def fit_table(fit: ContentionFit) -> str:
     notes = [*reasons, *fit.notes]
     if notes:
         lines += ["", *(f"note: {n}" for n in notes)]
+    flag = fit.goodput_param.replace("_", "-")
+    setting = (f"multi_flow_goodput: {fit.multi_flow_goodput:g}" if fit.goodput_param == "multi_flow_goodput"
+               else f"model_params: {{{fit.goodput_param}: {fit.multi_flow_goodput:g}}}")
     lines += ["",
-              f"use          advisor predict ... --share-sigma {fit.share_sigma:g} "
-              f"--multi-flow-goodput {fit.multi_flow_goodput:g}",
-              f"             controller settings: share_sigma: {fit.share_sigma:g}, "
-              f"multi_flow_goodput: {fit.multi_flow_goodput:g}"]
+              f"use          advisor predict ... --share-sigma {fit.share_sigma:g} --{flag} {fit.multi_flow_goodput:g}",
+              f"             controller settings: share_sigma: {fit.share_sigma:g}, {setting}"]
     return "\n".join(lines)
 

@@ -144,16 +144,18 @@ def calibratable(model: str) -> bool:
         return False
 
 
-def stated_values(model: ThroughputModel, params: ModelParams, goodput: float) -> tuple[float, ...]:
-    """The values the request states for ``model``'s calibration parameters."""
-    return tuple(float(goodput) if p.name == GOODPUT else float(getattr(params, p.name)) for p in model.calibration)
+def stated_values(calibration: Sequence[CalibrationParam], params: ModelParams, goodput: float) -> tuple[float, ...]:
+    """The values the request states for the ``calibration`` parameters (``calibration_for``)."""
+    return tuple(float(goodput) if p.name == GOODPUT else float(getattr(params, p.name)) for p in calibration)
 
 
 def with_values(model: ThroughputModel, inputs: ModelInputs, params: ModelParams,
                 values: Sequence[float]) -> tuple[ModelInputs, ModelParams]:
-    """``inputs`` and ``params`` with the calibration parameters set to ``values``."""
-    update = {p.name: float(v) for p, v in zip(model.calibration, values) if p.name != GOODPUT}
-    goodput = next((float(v) for p, v in zip(model.calibration, values) if p.name == GOODPUT), None)
+    """``inputs`` and ``params`` with the calibration parameters that act on this job
+    (``model.calibration_for(inputs)``) set to ``values``."""
+    calibration = model.calibration_for(inputs)
+    update = {p.name: float(v) for p, v in zip(calibration, values) if p.name != GOODPUT}
+    goodput = next((float(v) for p, v in zip(calibration, values) if p.name == GOODPUT), None)
     params = params.model_copy(update=update) if update else params
     return (replace(inputs, goodput=goodput) if goodput is not None else inputs), params
 
@@ -175,7 +177,8 @@ def axes(params: Sequence[CalibrationParam], stated: Sequence[float], limit: int
 def grid_for(model: ThroughputModel, inputs: ModelInputs, params: ModelParams, curve: CurveSettings,
              stated: Sequence[float]) -> Grid:
     """Predict the curve of every combination of calibration values (``axes``)."""
-    combos = list(itertools.product(*axes(model.calibration, stated)))
+    calibration = model.calibration_for(inputs)
+    combos = list(itertools.product(*axes(calibration, stated)))
     cfg = replace(curve, steps=max(GRID_STEPS, curve.warmup_steps + 50), target_rel_halfwidth=None)
     z = NormalDist().inv_cdf((1 + cfg.confidence) / 2)
     curves, sds = [], []
@@ -184,7 +187,7 @@ def grid_for(model: ThroughputModel, inputs: ModelInputs, params: ModelParams, c
         points = predict_curve(model, inp, par, cfg)
         curves.append([p.throughput for p in points])
         sds.append([(p.high - p.low) / (2 * z * p.throughput) if p.throughput > 0 else 0.0 for p in points])
-    return Grid(tuple(model.calibration), tuple(stated), np.asarray(combos, dtype=np.float64), cfg.workers,
+    return Grid(tuple(calibration), tuple(stated), np.asarray(combos, dtype=np.float64), cfg.workers,
                 np.asarray(curves, dtype=np.float64), np.asarray(sds, dtype=np.float64))
 
 
@@ -233,7 +236,8 @@ def calibrate(profile: Profile | None, request: AdviceRequest, observations: Seq
              for o in observations if o.workers not in workers]
     if not usable:
         raise CalibrationError("no observation lies on the curve: " + "; ".join(notes))
-    stated = stated_values(model, params, request.goodput)
+    calibration = model.calibration_for(inputs)
+    stated = stated_values(calibration, params, request.goodput)
     grid = _grid(model, inputs, params, request, stated, rule, cache, cache_key)
     before = _mean_error(grid.curves[grid.stated_row], workers, usable)
     posterior: CurvePosterior | None = None
@@ -250,8 +254,8 @@ def calibrate(profile: Profile | None, request: AdviceRequest, observations: Seq
     inputs_after, params_after = with_values(model, inputs, params, values)
     choice = ModelChoice(model.name, params_after.model_dump(mode="json"))
     new = replace(request, model=choice, goodput=inputs_after.goodput, posterior=posterior)
-    names = [p.name for p in model.calibration]
-    notes += _edge_notes(model.calibration, values, after)
+    names = [p.name for p in calibration]
+    notes += _edge_notes(calibration, values, after)
     return Calibrated(new, dict(zip(names, values)), dict(zip(names, stated)), before, after, tuple(notes), weights)
 
 
@@ -285,10 +289,10 @@ def _grid(model: ThroughputModel, inputs: ModelInputs, params: ModelParams, requ
                       target_rel_halfwidth=None)
         z = NormalDist().inv_cdf((1 + cfg.confidence) / 2)
         points = predict_curve(model, inputs, params, cfg)
-        return Grid(tuple(model.calibration), stated, np.asarray([stated]), cfg.workers,
+        return Grid(tuple(model.calibration_for(inputs)), stated, np.asarray([stated]), cfg.workers,
                     np.asarray([[p.throughput for p in points]]),
                     np.asarray([[(p.high - p.low) / (2 * z * p.throughput) for p in points]]))
-    key = None if cache is None or cache_key is None else (cache_key, _request_key(request))
+    key = None if cache is None or cache_key is None else (cache_key, _request_key(request, model.calibration_for(inputs)))
     if key is not None and cache is not None and key in cache:
         return cache[key]
     grid = grid_for(model, inputs, params, request.curve, stated)
@@ -297,16 +301,15 @@ def _grid(model: ThroughputModel, inputs: ModelInputs, params: ModelParams, requ
     return grid
 
 
-def _request_key(request: AdviceRequest) -> str:
+def _request_key(request: AdviceRequest, calibration: Sequence[CalibrationParam]) -> str:
     """What the grid depends on besides the profile: the request without the calibration values
     (which the grid spans) and without prices and constraints (which it does not read)."""
     model, params = request.model.resolve()
-    fixed = {k: v for k, v in params.model_dump(mode="json").items()
-             if k not in {p.name for p in model.calibration}}
+    fixed = {k: v for k, v in params.model_dump(mode="json").items() if k not in {p.name for p in calibration}}
     return repr((model.name, sorted(fixed.items()), request.network, request.overhead, request.client_gap,
                  request.curve.workers, request.curve.seed, request.curve.warmup_steps, request.curve.confidence,
                  request.worker_speeds, request.worker_bandwidths_bps, request.parameter_servers,
-                 None if GOODPUT in {p.name for p in model.calibration} else request.goodput))
+                 None if GOODPUT in {p.name for p in calibration} else request.goodput))
 
 
 def _log_prior(grid: Grid, width: float = PRIOR_SD) -> np.ndarray:

@@ -129,3 +129,28 @@ def test_empty_grids_and_no_cases_are_refused() -> None:
 def test_an_impossible_observation_is_refused(workers: int, throughput: float) -> None:
     with pytest.raises(SimulationSettingsError):
         Observation(workers, throughput)
+
+
+def test_a_job_with_several_ps_fits_the_goodput_it_reads_and_a_mix_is_refused() -> None:
+    """A 2-PS job reads ``multi_ps_flow_goodput``: observations the model made with it at 0.8 are
+    recovered as that parameter (not ``multi_flow_goodput``, which would move nothing), and a 1-PS
+    and a 2-PS job in one fit are refused naming both parameters."""
+    from tests.conftest import REPO
+
+    two = load_profile(REPO / "tests" / "data" / "ps-traces" / "mlp_ps2_bw100.trace.json.gz")
+    steps = 300
+    truth = request("cubic", 0.1, sigma=0.5, workers=(1, 2, 3, 4, 6))
+    params = {**truth.model.params, "multi_ps_flow_goodput": 0.8}
+    truth = replace(truth, curve=replace(truth.curve, steps=steps), model=replace(truth.model, params=params))
+    made = advise(two, truth)
+    observed = tuple(Observation(p.workers, p.throughput) for p in made.points if p.workers > 1)
+    fit = fit_contention([FitCase("two", two, request("cubic", 0.1), observed)], sigmas=SIGMAS, etas=ETAS,
+                         steps=steps)
+    assert fit.goodput_param == "multi_ps_flow_goodput"
+    assert (fit.share_sigma, fit.multi_flow_goodput) == (0.5, 0.8)
+    assert fit.best.mean_error == pytest.approx(0, abs=1e-12)
+    one = case("cubic", "mlp", "cubic/mlp_bw100.json")
+    assert fit_contention([one], sigmas=(1.0,), etas=(0.85,), steps=steps).goodput_param == "multi_flow_goodput"
+    with pytest.raises(SimulationSettingsError, match=r"multi_flow_goodput: cubic/mlp_bw100.json; "
+                                                      r"multi_ps_flow_goodput: two\): fit them separately"):
+        fit_contention([one, FitCase("two", two, request("cubic", 0.1), observed)], steps=steps)

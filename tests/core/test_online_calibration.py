@@ -8,6 +8,7 @@ of 0.95 where the links deliver 0.475 of the stated rate.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from advisor.core.advice import AdviceRequest, ModelChoice, advise
 from advisor.core.curve import CurveSettings
 from advisor.core.models.ps_des.sync import with_barrier
 from advisor.core.online_calibration import (
-    MAX_GRID, CalibrationError, Observation, Rule, axes, calibratable, calibrate,
+    MAX_GRID, CalibrationError, Observation, Rule, axes, calibratable, calibrate, with_values,
 )
 from advisor.core.models.protocol import CalibrationParam
 from advisor.core.sim_types import NetworkModel
@@ -124,3 +125,48 @@ def test_a_barrier_cost_delays_every_update_and_the_work_after_it() -> None:
     assert updates.tolist() == pytest.approx([1.1, 2.2, 3.3]) and until == pytest.approx(2.7)
     same, until1 = with_barrier(np.array([1.0, 2.0]), 2.5, workers=1, barrier_s=0.1)
     assert same.tolist() == [1.0, 2.0] and until1 == 2.5  # one worker: no barrier to wait at
+
+
+def test_a_job_with_several_ps_calibrates_the_goodput_its_prediction_reads() -> None:
+    """With 2 PS the contention rules read ``multi_ps_flow_goodput``, never ``multi_flow_goodput``
+    (``Contention.flow_goodput``): the calibration moves the former, whether the trace has 2 PS or
+    a 1-PS trace is asked ``--ps 2``, and the latter only for a 1-PS job. The truth is the same
+    simulation with the 2-PS goodput at 0.6: a W = 4 observation of it moves the value down."""
+    from advisor.core.advice import model_inputs
+    from advisor.core.models import registry
+    from advisor.importers.loader import load_profile
+    from tests.conftest import REPO
+
+    traces = REPO / "tests" / "data" / "ps-traces"
+    two, one = load_profile(traces / "mlp_ps2_bw100.trace.json.gz"), load_profile(traces / "mlp_ps1_bw100.trace.json.gz")
+    model = registry.get("li2020-des+contention")
+
+    def req(**params: object) -> AdviceRequest:
+        return AdviceRequest(network=NetworkModel(bandwidth_bps=1e8), goodput=0.95,
+                             curve=CurveSettings(workers=(1, 2, 4), steps=200, warmup_steps=20, seed=1),
+                             model=ModelChoice("li2020-des+contention", {"congestion_control": "cubic",
+                                                                          "queue_s": 0.1, **params}))
+
+    names = {name: [c.name for c in model.calibration_for(model_inputs(p, r))]
+             for name, p, r in (("2 PS", two, req()), ("1 PS", one, req()),
+                                ("--ps 2", one, replace(req(), parameter_servers=2)))}
+    assert "multi_ps_flow_goodput" in names["2 PS"] and "multi_flow_goodput" not in names["2 PS"]
+    assert names["--ps 2"] == names["2 PS"]
+    assert "multi_flow_goodput" in names["1 PS"] and "multi_ps_flow_goodput" not in names["1 PS"]
+
+    # each parameter the calibration moves acts on the 2-PS curve: its grid's ends give different W = 4
+    inputs = model_inputs(two, req())
+    params = model.resolved(inputs, registry.params_for(model, req().model.params))
+    j = names["2 PS"].index("multi_ps_flow_goodput")
+    ends = []
+    for end in (0.6, 1.0):
+        values = [0.95 if c.name == "goodput" else getattr(params, c.name) for c in model.calibration_for(inputs)]
+        values[j] = end
+        inp, par = with_values(model, inputs, params, values)
+        ends.append(advise(two, replace(req(), model=ModelChoice(model.name, par.model_dump(mode="json")),
+                                        goodput=inp.goodput)).point(4).throughput)
+    assert ends[0] < 0.9 * ends[1]
+    truth = advise(two, req(multi_ps_flow_goodput=0.6)).point(4).throughput
+    result = calibrate(two, req(), [Observation(4, truth, 0.03)], rule=Rule.REFIT)
+    assert set(result.values) == set(names["2 PS"])
+    assert result.error_before > 0.3 and result.error_after < 0.05

@@ -229,6 +229,13 @@ class ThroughputModel(Protocol):
         that depends on the profile's framework): what a calibration starts from."""
         ...
 
+    def calibration_for(self, inputs: ModelInputs) -> tuple[CalibrationParam, ...]:
+        """The calibration parameters that act on this job: ``calibration``, or fewer or others
+        where a parameter applies to some jobs only (the PS models' multi-flow goodput has one
+        value for jobs with one PS and another for jobs with several). A calibration moves only
+        these, so observed throughput never moves a value the prediction does not read."""
+        ...
+
 
 class ModelBase:
     """Defaults a model may inherit: nothing to add to a finished curve; its W = 1 point
@@ -247,6 +254,9 @@ class ModelBase:
 
     def resolved(self, inputs: ModelInputs, params: ModelParams) -> ModelParams:
         return params
+
+    def calibration_for(self, inputs: ModelInputs) -> tuple[CalibrationParam, ...]:
+        return self.calibration
 
 
 def require_ps_profile(model: str, profile: Profile) -> Profile:

@@ -1,5 +1,8 @@
 """Fit the contention parameters (share_sigma, multi_flow_goodput) to throughput a cluster measured.
 
+(For jobs with several PS, eta is ``multi_ps_flow_goodput``, the goodput their prediction reads;
+jobs of both kinds are refused together: fit them separately.)
+
 Why: sigma (how unevenly TCP connections share a contended link) and eta (what a link direction
 delivers while several workers' flows share it) were fitted on one testbed
 (``core/models/ps_des/contention.py``); a 1-worker profile cannot reveal them. A team that has watched a few
@@ -99,6 +102,8 @@ class ContentionFit:
     observations: tuple[ObservationFit, ...]
     grid: tuple[GridPoint, ...]
     notes: tuple[str, ...]
+    # the parameter eta is: multi_flow_goodput for jobs with one PS, multi_ps_flow_goodput for several
+    goodput_param: str = "multi_flow_goodput"
 
 
 Progress = Callable[[int, int], None]
@@ -123,8 +128,14 @@ def fit_contention(
     if not sigmas or not etas:
         raise SimulationSettingsError("the grid needs at least one share_sigma and one multi_flow_goodput")
     models = [_CaseModel(case, steps) for case in cases]
+    eta_names = {m.eta_name for m in models}
+    if len(eta_names) > 1:
+        by = {name: [m.case.name for m in models if m.eta_name == name] for name in sorted(eta_names)}
+        raise SimulationSettingsError(
+            "jobs with one PS and with several PS read different multi-flow goodputs ("
+            + "; ".join(f"{name}: {', '.join(jobs)}" for name, jobs in by.items()) + "): fit them separately")
     observed = [o for case in cases for o in case.observed]
-    before_curves = [m.predicted(m.own.share_sigma, m.own.multi_flow_goodput) for m in models]
+    before_curves = [m.predicted(m.own.share_sigma, m.own_eta) for m in models]
     scored: list[bool] = []
     reasons: list[str] = []
     for m, curve in zip(models, before_curves):
@@ -146,14 +157,15 @@ def fit_contention(
                 progress(len(grid), total)
     best = min(grid, key=lambda g: (round(g.mean_error, 6), round(g.max_error, 6), g.share_sigma,
                                     -g.multi_flow_goodput))
-    owns = {(m.own.share_sigma, m.own.multi_flow_goodput) for m in models}
+    owns = {(m.own.share_sigma, m.own_eta) for m in models}
     own_sigma, own_eta = owns.pop() if len(owns) == 1 else (math.nan, math.nan)
     before = _score(own_sigma, own_eta, models, scored, before_curves)
     names = [m.case.name for m in models for _ in m.case.observed]
     fits = tuple(ObservationFit(n, o, s, before.predicted[i], best.predicted[i], r)
                  for i, (n, o, s, r) in enumerate(zip(names, observed, scored, reasons)))
+    eta_name = eta_names.pop()
     return ContentionFit(best.share_sigma, best.multi_flow_goodput, before, best, fits, tuple(grid),
-                         _notes(best, sigmas, etas, sum(scored)))
+                         _notes(best, sigmas, etas, sum(scored), eta_name), eta_name)
 
 
 class _CaseModel:
@@ -179,9 +191,12 @@ class _CaseModel:
                             min_steps=min(request.curve.min_steps, steps),
                             max_steps=max(request.curve.max_steps, steps))
         self._inputs: ModelInputs = model_inputs(case.profile, request)
+        # the goodput the contention rules read for this job's PS count (Contention.flow_goodput)
+        self.eta_name = "multi_ps_flow_goodput" if model.simulated_ps(self._inputs) >= 2 else "multi_flow_goodput"
+        self.own_eta: float = float(getattr(params, self.eta_name))
 
     def predicted(self, sigma: float, eta: float) -> dict[int, float]:
-        params = ContentionParams(**{**self.own.model_dump(), "share_sigma": sigma, "multi_flow_goodput": eta})
+        params = ContentionParams(**{**self.own.model_dump(), "share_sigma": sigma, self.eta_name: eta})
         return {p.workers: p.throughput for p in predict_curve(self._model, self._inputs, params, self._cfg)}
 
     def alternating(self, curve: dict[int, float]) -> float:
@@ -215,13 +230,14 @@ def _score(sigma: float, eta: float, models: Sequence[_CaseModel], scored: Seque
     return GridPoint(sigma, eta, sum(errors) / len(errors), max(errors), predicted)
 
 
-def _notes(best: GridPoint, sigmas: Sequence[float], etas: Sequence[float], n_scored: int) -> tuple[str, ...]:
+def _notes(best: GridPoint, sigmas: Sequence[float], etas: Sequence[float], n_scored: int,
+           eta_name: str = "multi_flow_goodput") -> tuple[str, ...]:
     notes = []
     if n_scored == 1:
         notes.append("one observation fits two parameters: many pairs fit it equally; observe more worker counts")
     if best.share_sigma in (min(sigmas), max(sigmas)) and len(sigmas) > 1:
         notes.append(f"share_sigma {best.share_sigma:g} is at the edge of the grid: the best value may lie beyond it")
     if best.multi_flow_goodput == min(etas) and len(etas) > 1:
-        notes.append(f"multi_flow_goodput {best.multi_flow_goodput:g} is at the grid's low edge: the best value may "
+        notes.append(f"{eta_name} {best.multi_flow_goodput:g} is at the grid's low edge: the best value may "
                      "lie below it (is the bandwidth right?)")
     return tuple(notes)

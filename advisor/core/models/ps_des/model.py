@@ -83,7 +83,10 @@ class ContentionParams(DesParams):
 SHARE_SIGMA_CAL = CalibrationParam("share_sigma", (0.0, 0.5, 1.0, 1.5, 2.0),
                                    "how unevenly TCP connections share a contended link (lognormal sigma)")
 MULTI_FLOW_GOODPUT_CAL = CalibrationParam("multi_flow_goodput", (0.6, 0.7, 0.8, 0.9, 1.0),
-                                          "what a link direction several workers share delivers, relative to one flow")
+                                          "what a link direction several workers share delivers, relative to one "
+                                          "flow (a job with one PS; multi_ps_flow_goodput for several)")
+MULTI_PS_FLOW_GOODPUT_CAL = CalibrationParam("multi_ps_flow_goodput", (0.6, 0.7, 0.8, 0.9, 1.0),
+                                             "the same for a job with several PS (replaces multi_flow_goodput there)")
 
 
 def contention_choice(contention: Contention | None) -> ModelChoice:
@@ -116,6 +119,21 @@ class PsDes(ModelBase):
         self.calibration_note = ""
         self._compiled: tuple[Any, Compiled] | None = None
         self._placed: tuple[Profile, int, str, Profile] | None = None
+
+    def calibration_for(self, inputs: ModelInputs) -> tuple[CalibrationParam, ...]:
+        """``calibration`` with the multi-flow goodput of the PS count simulated (a what-if's, else
+        the trace's): a job with several PS reads ``multi_ps_flow_goodput`` and never
+        ``multi_flow_goodput`` (``Contention.flow_goodput``)."""
+        if self.simulated_ps(inputs) < 2:
+            return self.calibration
+        return tuple(MULTI_PS_FLOW_GOODPUT_CAL if c is MULTI_FLOW_GOODPUT_CAL else c for c in self.calibration)
+
+    def simulated_ps(self, inputs: ModelInputs) -> int:
+        """The PS count the simulation runs: the what-if's (``parameter_servers``), else the trace's."""
+        if inputs.parameter_servers is not None:
+            return inputs.parameter_servers
+        profile = inputs.profile if inputs.profile is not None else inputs.recorded
+        return profile.job.parameter_servers if profile is not None else 1
 
     def check(self, inputs: ModelInputs, params: ModelParams) -> None:
         self._profile(inputs, params)
