@@ -14,13 +14,18 @@ Counted: examples of aggregated gradients per second (a backup worker's dropped 
 not count), which is what the recorder measures (``update_throughput``) and what the model
 reports.
 
+Two outcomes: at W = 2 with one backup worker an update takes one gradient (R = 1), and the
+model reports two arrangements, the simulated one (in step) and alternation
+(``arrangements.ONE_GRADIENT``). Each repeat's step log says which it showed
+(``arrangements.alternated``); its error is taken against that outcome's throughput, as the
+asynchronous model's W = 2 runs are (``benchmarks/model_error.py``).
+
 ``--write`` measures the model's error from these residuals and ships it
 (``advisor/data/model_error/<model>.json``): split-conformal widths of |r| per regime of W
-(W = 1, W >= 2; r = measured / predicted - 1, every repeat its own residual), over the points
-whose updates aggregate several gradients (W = 2 with one backup worker, R = 1, is left out:
-the model notes there that it does not predict the workers' arrangement). No constant of
-the model is fitted to these runs, so every residual is out of sample; the coverage printed
-beside it is cross-conformal: each job's points against widths measured without that job.
+(W = 1, W >= 2; r = measured / predicted - 1 against the outcome the repeat showed, every repeat
+its own residual), the alternating outcome's at W = 2 apart. No constant of the model is fitted
+to these runs, so every residual is out of sample; the coverage printed beside it is
+cross-conformal: each job's points against widths measured without that job.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from typing import Any
 from advisor.core.advice import AdviceRequest, ModelChoice, advise
 from advisor.core.curve import CurveSettings
 from advisor.core.model_error import ModelError, measured_error
+from advisor.core.models.ps_des.arrangements import ALTERNATING, IN_STEP, alternated
 from advisor.core.sim_types import NetworkModel
 from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import write_model_error
@@ -46,6 +52,7 @@ DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "ps-sync"
 MODEL = "li2020-des-sync+contention"  # the default for a synchronous trace (registry.DEFAULT_SYNC_MODEL)
 LEVEL = 0.95
 REGIMES: tuple[tuple[int, int | None], ...] = ((1, 1), (2, None))
+OTHER_REGIMES: tuple[tuple[int, int | None], ...] = ((2, 2),)  # another outcome: only W = 2 has one
 RUN = re.compile(r"(?P<job>(?P<model>[a-z0-9]+)_bw(?P<mbit>\d+))(?P<backup>_backup(?P<b>\d+))?\.(?P<repeat>r\d+)"
                  r"\.measured\.json\.gz")
 
@@ -60,27 +67,64 @@ class Point:
     predicted: float
     low: float
     high: float
+    shown: tuple[bool, ...] = ()  # per repeat: its step log alternated (W = 2 only; else empty)
+    alternative: float | None = None  # the alternating outcome's throughput, when the model reports one
 
     @property
     def mean(self) -> float:
         return statistics.fmean(self.measured)
 
+    def outcome(self, repeat: int) -> str | None:
+        """The outcome repeat ``repeat`` is measured against where the model reports two:
+        ``ALTERNATING`` when the run's step log alternated, else ``IN_STEP`` (the prediction's
+        own at that point, with widths of its own); None (the prediction) elsewhere."""
+        if self.alternative is None:
+            return None
+        alternated = self.shown[repeat] if repeat < len(self.shown) else False
+        return ALTERNATING if alternated else IN_STEP
+
+    def reference(self, repeat: int) -> float:
+        """The throughput of the outcome repeat ``repeat`` showed (``outcome``)."""
+        return self.alternative if self.outcome(repeat) == ALTERNATING and self.alternative else self.predicted
+
     @property
     def error(self) -> float:
-        """(predicted - measured) / measured, against the mean of the repeats."""
-        return self.predicted / self.mean - 1.0
+        """(predicted - measured) / measured against the mean of the repeats, the prediction
+        being the outcome they showed; repeats that showed different outcomes: the repeat's own
+        error of largest size (an average of errors of opposite sign would hide both)."""
+        refs = [self.reference(i) for i in range(len(self.measured))]
+        if len(set(refs)) == 1:
+            return refs[0] / self.mean - 1.0
+        return max((r / m - 1.0 for r, m in zip(refs, self.measured)), key=abs)
 
 
 def runs(data: Path = DATA) -> dict[str, dict[int, list[float]]]:
     """Measured examples/s per job and W, every repeat: {job: {W: [thr, ...]}}."""
-    out: dict[str, dict[int, list[float]]] = {}
+    return {job: {w: [thr for thr, _ in reps] for w, reps in by_w.items()} for job, by_w in _results(data).items()}
+
+
+def arrangements(data: Path = DATA) -> dict[str, dict[int, list[bool]]]:
+    """Whether each W = 2 repeat's step log alternated (``arrangements.alternated``), in the
+    order of ``runs``: {job: {2: [alternated, ...]}}."""
+    return {job: {w: [bool(a) for _, a in reps] for w, reps in by_w.items() if w == 2}
+            for job, by_w in _results(data).items()}
+
+
+def _results(data: Path) -> dict[str, dict[int, list[tuple[float, bool | None]]]]:
+    """{job: {W: [(thr, alternated or None), ...]}} over every measured file, in name order."""
+    out: dict[str, dict[int, list[tuple[float, bool | None]]]] = {}
     for path in sorted(data.glob("*.measured.json.gz")):
         m = RUN.fullmatch(path.name)
         if m is None:
             continue
         job = m["job"] + (m["backup"] or "")
         for r in json.loads(gzip.decompress(path.read_bytes()))["results"]:
-            out.setdefault(job, {}).setdefault(int(r["W"]), []).append(float(r["thr_window"]))
+            w = int(r["W"])
+            shown = None
+            if w == 2 and len(r.get("step_log") or ()) == 2:
+                ends = [[float(step[1]) for step in worker] for worker in r["step_log"]]
+                shown = alternated(ends[0], ends[1])
+            out.setdefault(job, {}).setdefault(w, []).append((float(r["thr_window"]), shown))
     return out
 
 
@@ -93,8 +137,10 @@ def job_settings(job: str) -> tuple[str, float, int]:
 
 
 def predict(job: str, measured: Mapping[int, Sequence[float]], *, model: str = MODEL, steps: int = 400,
-            params: Mapping[str, Any] | None = None, data: Path = DATA) -> list[Point]:
-    """The prediction of every measured W of ``job``."""
+            params: Mapping[str, Any] | None = None, data: Path = DATA,
+            shown: Mapping[str, Mapping[int, Sequence[bool]]] | None = None) -> list[Point]:
+    """The prediction of every measured W of ``job``; ``shown`` (``arrangements``): which
+    outcome each W = 2 repeat showed."""
     trace, bps, backup = job_settings(job)
     profile = load_profile(data / f"{trace}.trace.json.gz")
     chosen: dict[str, Any] = {"congestion_control": "cubic", "queue_s": 0.1, **(params or {})}
@@ -103,11 +149,18 @@ def predict(job: str, measured: Mapping[int, Sequence[float]], *, model: str = M
     if "contention" not in model:
         chosen = {k: v for k, v in chosen.items() if k not in ("congestion_control", "queue_s")}
     workers = tuple(sorted(measured))
+    # W = 1 too: the model's second outcome at W = 2 is read off it (``sync.PsDesSync.outlook``)
     advice = advise(profile, AdviceRequest(
         network=NetworkModel(bandwidth_bps=bps), model=ModelChoice(model, chosen), side_by_side=(),
-        curve=CurveSettings(workers=workers, steps=steps, warmup_steps=50, seed=0)))
-    return [Point(job, w, tuple(measured[w]), advice.point(w).throughput, advice.point(w).low, advice.point(w).high)
-            for w in workers]
+        curve=CurveSettings(workers=tuple(sorted({1, *workers})), steps=steps, warmup_steps=50, seed=0)))
+    shown = (shown or {}).get(job, {})
+    out = []
+    for w in workers:
+        point = advice.point(w)
+        other = next((o.throughput for o in point.outcomes if o.name == ALTERNATING), None)
+        out.append(Point(job, w, tuple(measured[w]), point.throughput, point.low, point.high,
+                         tuple(shown.get(w, ())), other))
+    return out
 
 
 def summary(points: Sequence[Point]) -> tuple[float, float]:
@@ -124,16 +177,23 @@ def aggregating(p: Point) -> bool:
 
 
 def residuals(points: Sequence[Point]) -> list[tuple[int, float, str | None]]:
-    """(W, measured / predicted - 1, None) of every repeat of every point whose updates
-    aggregate (``aggregating``): the widths are for the predictions the model stands behind."""
-    return [(p.workers, m / p.predicted - 1, None) for p in points if aggregating(p) for m in p.measured]
+    """(W, measured / predicted - 1, outcome) of every repeat, against the outcome it showed
+    (None: the prediction; ``ALTERNATING``)."""
+    return [(p.workers, m / p.reference(i) - 1, p.outcome(i)) for p in points for i, m in enumerate(p.measured)]
+
+
+def model_error(points: Sequence[Point], model: str, source: str = "") -> ModelError:
+    """The widths of ``points``' residuals: the prediction's per ``REGIMES``, the alternating
+    outcome's per ``OTHER_REGIMES``."""
+    return measured_error(model, LEVEL, residuals(points), REGIMES, OTHER_REGIMES, True, source)
 
 
 def leave_one_job_out(measured: Mapping[str, Mapping[int, Sequence[float]]], name: str, grid: Sequence[float], *,
                       model: str, steps: int, params: Mapping[str, Any]) -> dict[str, tuple[float, list[Point]]]:
     """For each job, ``name`` chosen from ``grid`` by the smallest median |error| over the OTHER
     jobs' points, and the job's points predicted with it: {job: (value, points)}."""
-    by_value = {v: {job: predict(job, measured[job], model=model, steps=steps, params={**params, name: v})
+    shown = arrangements()
+    by_value = {v: {job: predict(job, measured[job], model=model, steps=steps, params={**params, name: v}, shown=shown)
                     for job in measured} for v in grid}
     out = {}
     for job in measured:
@@ -150,11 +210,15 @@ def held_out_coverage(points: Sequence[Point], model: str) -> tuple[int, int]:
     inside = total = 0
     for job in sorted({p.job for p in points}):
         others = [p for p in points if p.job != job]
-        error: ModelError = measured_error(model, LEVEL, residuals(others), REGIMES, None, True, "held out")
-        for p in (q for q in points if q.job == job and aggregating(q)):
-            low, high = error.widen(model, p.workers, p.low, p.high)
-            inside += sum(low <= m <= high for m in p.measured)
-            total += len(p.measured)
+        error = model_error(others, model, "held out")
+        for p in (q for q in points if q.job == job):
+            for i, m in enumerate(p.measured):
+                # the outcome's interval: the simulation's (no model error asked for), or the alternative's point
+                ref = p.reference(i)
+                low, high = (ref, ref) if p.outcome(i) == ALTERNATING else (p.low, p.high)
+                low, high = error.widen(model, p.workers, low, high, p.outcome(i))
+                inside += low <= m <= high
+                total += 1
     return inside, total
 
 
@@ -181,12 +245,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--write", action="store_true", help="ship the model's measured error (module docstring)")
     args = parser.parse_args(argv)
     params = {k: json.loads(v) for k, v in (p.split("=", 1) for p in args.param)}
-    measured = runs()
+    measured, shown = runs(), arrangements()
     every: list[Point] = []
     for job in sorted(measured):
         if args.job and job not in args.job:
             continue
-        points = predict(job, measured[job], model=args.model, steps=args.steps, params=params)
+        points = predict(job, measured[job], model=args.model, steps=args.steps, params=params, shown=shown)
         every += points
     print(f"{args.model} {params or ''}")
     print(table(every, args.markdown))
@@ -201,6 +265,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         med, worst = summary(kept)
         print(f"the {len(kept)} points whose updates aggregate (not W = 2 with a backup, R = 1): "
               f"median |error| {med:.1%}, max {worst:.1%}")
+        two = [(p, m) for p in every if p.alternative is not None for m in p.measured]
+        if two:
+            between = sum(p.low <= m <= p.alternative for p, m in two)
+            print(f"the {len(two)} repeats of points with two outcomes: {between} between the in-step outcome's "
+                  f"interval low and the alternating outcome")
+        for p in every:
+            if p.alternative is not None:
+                shown = ", ".join(p.outcome(i) or "" for i in range(len(p.measured)))
+                print(f"{p.job} W = {p.workers}: two outcomes, in step {p.predicted:.1f}, alternating "
+                      f"{p.alternative:.1f}; measured {'/'.join(f'{m:.1f}' for m in p.measured)}, the repeats "
+                      f"showed: {shown}")
     if args.fit:
         name, values = args.fit.split("=", 1)
         grid = [float(v) for v in values.split(",")]
@@ -222,9 +297,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         error, path = write_model_error(
             args.model, LEVEL, residuals(every), REGIMES,
             f"benchmarks/sync_accuracy.py --write: {len(every)} points of {len({p.job for p in every})} jobs in "
-            f"tests/data/ps-sync (SyncReplicasOptimizer, W = 1..8, every repeat a residual; nothing fitted)",
+            f"tests/data/ps-sync (SyncReplicasOptimizer, W = 1..8, every repeat a residual against the outcome its "
+            f"step log showed; nothing fitted)",
             {"points": [{"job": p.job, "workers": p.workers, "measured": list(p.measured),
-                         "predicted": round(p.predicted, 4)} for p in every]})
+                         "predicted": round(p.predicted, 4),
+                         **({"alternating": round(p.alternative, 4),
+                             "shown": [p.outcome(i) or "in step" for i in range(len(p.measured))]}
+                            if p.alternative is not None else {})} for p in every]},
+            outcome_bounds=OTHER_REGIMES, symmetric=True)
         print(f"wrote {path}: " + ", ".join(f"{g.label} -{g.down:.1%}/+{g.up:.1%}" for g in error.regimes))
 
 

@@ -217,7 +217,9 @@ def point_outcomes(workers: int, throughput: float, sim_low: float, sim_high: fl
         return error.widen(model, workers, low, high, outcome) if error is not None else (low, high)
 
     other = outlook.others.get(workers)
-    low, high = widen(sim_low, sim_high)
+    # the predicted outcome of a two-outcome point by its name: its own widths where the error has
+    # them (the synchronous "in step"), else the prediction's (``ModelError.regime`` falls back)
+    low, high = widen(sim_low, sim_high, None if other is None else other.instead_of)
     if other is None:
         return (Outcome("predicted", throughput, low, high),)
     a_low, a_high = widen(other.throughput, other.throughput, other.name)

@@ -21,12 +21,14 @@ from pathlib import Path
 import pytest
 
 from advisor.core.models import registry
+from advisor.core.models.ps_des.arrangements import ALTERNATING, IN_STEP
 from advisor.core.profile import Resource
 from advisor.importers.loader import load_profile
 from benchmarks.sync_accuracy import (
     DATA,
     Point,
     aggregating,
+    arrangements,
     job_settings,
     predict,
     runs,
@@ -85,7 +87,9 @@ def test_measured_throughput_respects_the_link_and_the_worker_count(path: Path) 
 @pytest.fixture(scope="module")
 def default_points() -> list[Point]:
     model = registry.DEFAULT_SYNC_MODEL
-    return [p for job, measured in sorted(runs().items()) for p in predict(job, measured, model=model, steps=300)]
+    shown = arrangements()
+    return [p for job, measured in sorted(runs().items())
+            for p in predict(job, measured, model=model, steps=300, shown=shown)]
 
 
 def test_the_synchronous_default_predicts_the_recorded_runs(default_points: list[Point]) -> None:
@@ -106,9 +110,22 @@ def test_the_synchronous_default_predicts_the_recorded_runs(default_points: list
             assert t <= bound and (1 not in curve or t <= w * curve[1] * 1.001), (job, w, t)
 
 
-@pytest.mark.xfail(strict=True, reason="W = 2 with one backup (R = 1): the real workers fall into alternation (one "
-                   "pulls while the other pushes, an update every 0.34 s), the simulation keeps them in step on "
-                   "the shared link (an update every 0.62 s): -46 % for the MLP (docs/accuracy.md)")
-def test_one_gradient_of_two_per_update_is_predicted(default_points: list[Point]) -> None:
+def test_one_gradient_per_update_is_two_outcomes_that_bracket_every_run(default_points: list[Point]) -> None:
+    """W = 2 with one backup worker (R = 1): no barrier holds the workers in step, and the model
+    reports both arrangements, the simulated in-step one and alternation at one uncontended step
+    per update, i.e. the model's own W = 1 (an independent truth: the measured W = 1 of the same
+    program without a backup, every gradient counted, is that step). Real repeats fall anywhere
+    between the two (the MLP's two repeats: one alternated, one drifted in and out of it), so
+    the check is the bracket, within the testbed's 5 % run-to-run spread; how far each lies from
+    its own outcome is the model error measured for that outcome (docs/accuracy.md)."""
     single = [p for p in default_points if not aggregating(p)]
-    assert single and all(abs(p.error) <= 0.15 for p in single), [(p.job, round(p.error, 3)) for p in single]
+    assert {p.job for p in single} == {job for job in runs() if job_settings(job)[2] == 1}
+    measured_w1 = {job: statistics.fmean(by_w[1]) for job, by_w in runs().items() if 1 in by_w}
+    for p in single:
+        assert p.workers == 2 and p.alternative is not None, p
+        assert p.alternative == pytest.approx(measured_w1[job_settings(p.job)[0]], rel=0.03)
+        assert p.alternative > 1.3 * p.predicted  # BIMODAL_RATIO: far enough apart to be two outcomes
+        for m in p.measured:
+            assert 0.95 * p.low <= m <= 1.05 * p.alternative, (p.job, m, p.low, p.alternative)
+    # both arrangements occur in the data: the classification is not vacuous
+    assert {p.outcome(i) for p in single for i in range(len(p.measured))} == {IN_STEP, ALTERNATING}

@@ -240,3 +240,30 @@ def test_sync_model_timeline_shows_the_barrier() -> None:
     trace = model.timeline(inputs, registry.params_for(model), 2, 3, 0)  # type: ignore[attr-defined]
     starts = sorted(e["ts"] for e in trace["traceEvents"] if e.get("name") == "c" and e.get("ph") == "X")
     assert starts[:4] == pytest.approx([0.0, 0.0, 21_000.0, 21_000.0], abs=1.0)  # microseconds
+
+
+def test_one_gradient_per_update_reports_the_alternating_outcome_only_where_it_applies() -> None:
+    """The outlook's second outcome at W = 2 when an update takes one gradient (R = 1 < W): the
+    model's own W = 1 (one uncontended step per update), with ONE_GRADIENT's probability; none
+    when every gradient counts (R = 2), when the two outcomes are close (the curve given by hand
+    below BIMODAL_RATIO), or for uneven workers (the bound assumes two traced workers)."""
+    from advisor.core.models import registry
+    from advisor.core.models.ps_des.arrangements import ALTERNATING, IN_STEP, ONE_GRADIENT
+
+    model = registry.get("li2020-des-sync+contention")
+    inputs = _inputs(real_mlp_profile(), 100e6)
+    backup = registry.params_for(model, {"backup_workers": 1})
+    curve = {1: 100.0, 2: 55.0, 3: 75.0}
+    other = model.outlook(inputs, backup, curve).others[2]
+    assert (other.name, other.instead_of, other.throughput) == (ALTERNATING, IN_STEP, 100.0)
+    assert other.probability == pytest.approx((ONE_GRADIENT.alternated + 1) / (ONE_GRADIENT.runs + 2))
+    notes = model.outlook(inputs, backup, curve).notes
+    assert any("W=2: two outcomes" in n for n in notes)
+    assert not any("at W = 3" in n for n in notes)  # R = 2 at W = 3: a barrier again
+    assert model.outlook(inputs, backup, {1: 100.0, 2: 80.0}).others == {}  # 100 <= 1.3 x 80
+    assert model.outlook(inputs, registry.params_for(model), curve).others == {}  # R = W
+    uneven = _inputs(real_mlp_profile(), 100e6, worker_speeds=(1.0, 0.5))
+    assert model.outlook(uneven, backup, curve).others == {}
+    two_backups = registry.params_for(model, {"backup_workers": 2})  # R = 1 at W = 2 and 3
+    notes = model.outlook(inputs, two_backups, curve).notes
+    assert any("at W = 3 an update takes one gradient" in n for n in notes)

@@ -35,8 +35,10 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from advisor.core.models.protocol import (
-    LINK_GOODPUT, CalibrationParam, ModelInputs, ModelParams, Outlook, Run, Samples,
+    LINK_GOODPUT, Alternative, CalibrationParam, ModelInputs, ModelParams, Outlook, Run, Samples,
 )
+from advisor.core.models.ps_des.arrangements import ALTERNATING, IN_STEP, ONE_GRADIENT
+from advisor.core.models.ps_des.contention import BIMODAL_RATIO
 from advisor.core.models.ps_des.model import (
     MULTI_FLOW_GOODPUT_CAL, SHARE_SIGMA_CAL, ContentionParams, DesParams, PsDes, worker_regime,
 )
@@ -172,23 +174,44 @@ class PsDesSync(PsDes):
         return params.replicas(workers) if isinstance(params, SyncFields) else workers
 
     def outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
-        """The contention notes and the placement, if any; no alternating outcome (a barrier
-        keeps the workers in step, the regime that bound is about does not arise), but a note
-        where an update takes a single gradient (R = 1 < W), where no barrier does."""
+        """The contention notes and the placement, if any. Where an update takes a single gradient
+        (R = 1 < W) no barrier holds the workers in step: at W = 2 the point reports the
+        alternating outcome beside the simulated one (``arrangements.ONE_GRADIENT``) when it is
+        far above it; at larger W a note says the arrangement is not predicted."""
         details: dict[str, Any] = dict(self._placement_details(inputs, params))
         notes: tuple[str, ...] = ()
+        others: dict[int, Alternative] = {}
         if isinstance(params, SyncFields):
             details["sync"] = {"replicas_to_aggregate": params.replicas_to_aggregate,
                                "backup_workers": params.backup_workers, "counted": "examples of aggregated gradients"}
             single = sorted(w for w in curve if w >= 2 and params.replicas(w) == 1)
-            if single:
-                notes += (f"at W = {', '.join(map(str, single))} an update takes one gradient: no barrier holds the "
-                          "workers in step, and real ones can fall into alternation (one pulls while another "
-                          "pushes), which this model does not predict; measured: up to 85 % more than predicted "
-                          "at W = 2 with one backup worker (docs/accuracy.md)",)
+            other = self._one_gradient_alternative(inputs, curve) if 2 in single else None
+            if other is not None:
+                others[2] = other
+                notes += (f"W=2: two outcomes. An update takes one gradient, so no barrier holds the workers in step: "
+                          f"{curve[2]:.0f} ex/s if they run in step (the later gradient is dropped), up to "
+                          f"{other.throughput:.0f} ex/s if they alternate (every gradient fresh, each update one "
+                          f"uncontended step), with probability {other.probability:.0%} ({other.basis})",)
+            rest = [w for w in single if w not in others]
+            if rest:
+                notes += (f"at W = {', '.join(map(str, rest))} an update takes one gradient: no barrier holds the "
+                          "workers in step, and real ones can take turns (one pulls after another's update), "
+                          "which this model does not predict there (measured at W = 2 only: docs/accuracy.md)",)
         if isinstance(params, ContentionParams):
-            return Outlook(params.contention().notes() + notes, details=details)
-        return Outlook(notes, details=details)
+            return Outlook(params.contention().notes() + notes, others, details=details)
+        return Outlook(notes, others, details=details)
+
+    def _one_gradient_alternative(self, inputs: ModelInputs, curve: Mapping[int, float]) -> Alternative | None:
+        """At W = 2 with R = 1: the alternating outcome, one uncontended step per update (T(1)),
+        when it exceeds the simulated in-step outcome by more than ``BIMODAL_RATIO``; None for
+        uneven workers or a PS-count what-if (the bound assumes two identical traced workers)."""
+        if 1 not in curve or inputs.worker_speeds or inputs.worker_bandwidths_bps or self._what_if(inputs):
+            return None
+        if curve[1] <= BIMODAL_RATIO * curve[2]:
+            return None
+        count = ONE_GRADIENT
+        basis = f"{count.alternated} of {count.runs} testbed runs with {count.setting} alternated"
+        return Alternative(ALTERNATING, curve[1], count.probability, IN_STEP, basis, True)
 
 
 class _SyncRun:
