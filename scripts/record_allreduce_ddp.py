@@ -79,7 +79,7 @@ class Config:
     delay_ms: float  # netem delay on each end of every link (0: none)
     queue_ms: int  # tbf queue
     note: str
-    bucket_cap_mb: float = 25.0  # DDP's bucket_cap_mb (its default 25); the first bucket stays at DDP's 1 MiB
+    bucket_cap_mb: float = 25.0  # DDP's bucket_cap_mb (its default 25; its first bucket is at most 1 MiB)
 
 
 CONFIGS = {
@@ -98,8 +98,9 @@ CONFIGS = {
     # all-reduce takes 1.9x the ring's time at W = 3, 4, against 1.0-1.02x at 200 Mbit/s).
     "ddp-fast": Config((0.5, 0.5, 0.5, 0.5, 0.5, 0.5), 0.003, 0.006, 16, 500.0, 0.0, 20,
                        "a faster link (500 Mbit/s): compute and communication of the same order"),
-    # 2 MiB in 8 layers as ddp-overlap, with 0.5 MiB buckets: DDP's 1 MiB first bucket and then two
-    # of 0.5 MiB, each all-reduced as soon as backward has filled it (several rings per step).
+    # 2 MiB in 8 layers as ddp-overlap, with 0.5 MiB buckets: four of two layers each (torch 2.13
+    # caps the first bucket at the smaller bucket_cap_mb too), each all-reduced as soon as backward
+    # has filled it (several rings per step).
     "ddp-buckets": Config((0.25,) * 8, 0.004, 0.008, 32, 200.0, 0.0, 20,
                           "several buckets a step (bucket_cap_mb 0.5), each overlapping the rest of backward",
                           bucket_cap_mb=0.5),
@@ -283,7 +284,7 @@ def describe(name: str, cfg: Config, args: argparse.Namespace) -> str:
             f"float32 parameter of {', '.join(f'{m:g}' for m in cfg.layers_mib)} MiB "
             f"({sum(cfg.layers_mib):g} MiB of gradients), "
             + ("DDP defaults (25 MiB buckets, 1 MiB first bucket), " if cfg.bucket_cap_mb == 25.0 else
-               f"DDP's bucket_cap_mb {cfg.bucket_cap_mb:g} (its first bucket 1 MiB), ")
+               f"DDP's bucket_cap_mb {cfg.bucket_cap_mb:g} (the profile records the buckets DDP built), ")
             + f"SGD, batch {cfg.batch} per worker. examples_per_s: the sum over workers of each one's examples per "
             f"second over its own steps after {args.warmup} warm-up steps (its {args.measure_steps + 1} timed steps "
             f"over its time from the end of its warm-up to the end of its last step: advisor.profiling.step_logs); "
