@@ -2,7 +2,7 @@
 
     python -m benchmarks.calibration_rules [--quick] [--noise 0.03] [--json out.json]
 
-For every real curve (``benchmarks/real_curves.py``: 7 asynchronous-PS runs, 3 PS-trace runs, 5
+For every real curve (``benchmarks/real_curves.py``: 7 asynchronous-PS runs, 3 PS-trace runs, 8
 all-reduce runs) the job is predicted as its owner would ask (the measured link rate and
 congestion control), and also with one thing stated wrong: the bandwidth 2x too high for every
 curve; for the PS curves another cluster's contention constants (share_sigma 0, multi_flow_goodput
