@@ -129,11 +129,11 @@ class PsDes(ModelBase):
         return tuple(MULTI_PS_FLOW_GOODPUT_CAL if c is MULTI_FLOW_GOODPUT_CAL else c for c in self.calibration)
 
     def simulated_ps(self, inputs: ModelInputs) -> int:
-        """The PS count the simulation runs: the what-if's (``parameter_servers``), else the trace's."""
-        if inputs.parameter_servers is not None:
-            return inputs.parameter_servers
-        profile = inputs.profile if inputs.profile is not None else inputs.recorded
-        return profile.job.parameter_servers if profile is not None else 1
+        """The PS count the simulation runs: the what-if's (``parameter_servers``), else the
+        trace's (1 without a trace); what picks the multi-flow goodput."""
+        if inputs.profile is None:
+            return 1
+        return int(inputs.parameter_servers or 1) if self._what_if(inputs) else inputs.profile.job.parameter_servers
 
     def check(self, inputs: ModelInputs, params: ModelParams) -> None:
         self._profile(inputs, params)
@@ -152,9 +152,7 @@ class PsDes(ModelBase):
             net = with_traced_worker_link(inputs.profile, net)
         if not isinstance(params, ContentionParams):
             return net
-        # the PS count simulated (a what-if's, else the trace's) picks the multi-flow goodput
-        ps = self._profile(inputs, params).job.parameter_servers if inputs.profile is not None else 1
-        return params.contention().apply(net, ps)
+        return params.contention().apply(net, self.simulated_ps(inputs))
 
     def start(self, inputs: ModelInputs, params: ModelParams, workers: int, seed: int) -> Run:
         profile, net = self._profile(inputs, params), self.network(inputs, params)
@@ -178,7 +176,7 @@ class PsDes(ModelBase):
             return Outlook((link,) if link else (), details=self._placement_details(inputs, params))
         c = params.contention()
         details: dict[str, Any] = dict(self._placement_details(inputs, params))
-        ps = self._profile(inputs, params).job.parameter_servers if inputs.profile is not None else 1
+        ps = self.simulated_ps(inputs)
         details["contention"] = {"congestion_control": c.congestion_control.value, "queue_s": c.queue_s,
                                  "request_queue_s": c.request_queue_s, "share_sigma": c.share_sigma,
                                  "multi_flow_goodput": c.multi_flow_goodput,
