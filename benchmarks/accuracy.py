@@ -26,7 +26,7 @@ from pathlib import Path
 
 from advisor.core.advice import Advice, AdviceRequest, Overhead, advise
 from advisor.core.bandwidth import estimate_bandwidth
-from advisor.core.models.ps_des.arrangements import alternated
+from advisor.core.models.ps_des.arrangements import MIDDLE_SHARE, middle_share
 from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention
 from advisor.core.models.ps_des.model import contention_choice
 from advisor.core.cost import Constraints, CostError, Prices, cost_optimal, cost_per_example
@@ -73,14 +73,17 @@ def measured(path: Path) -> dict[int, list[float]]:
     return by_w
 
 
-def alternations(path: Path) -> list[bool]:
-    """Whether each W = 2 repeat's step log alternated (``arrangements.alternated``), in file order."""
-    out = []
+def runs_at(path: Path) -> dict[int, list[tuple[float, float | None]]]:
+    """W -> each repetition's (throughput, middle share of its step log): the share is given at
+    W = 2 only (``arrangements.middle_share``), after the run's own warm-up steps."""
+    found: dict[int, list[tuple[float, float | None]]] = {}
     for r in json.loads(path.read_text())["results"]:
-        if r["W"] == 2:
-            a, b = ([s[1] for s in steps][r["skip"]:] for steps in r["step_log"].values())
-            out.append(alternated(a, b))
-    return out
+        share = None
+        if r["W"] == 2 and len(r.get("step_log") or {}) == 2:
+            a, b = ([step[1] for step in steps][r.get("skip", 0):] for steps in r["step_log"].values())
+            share = middle_share(a, b)
+        found.setdefault(r["W"], []).append((r["thr_window"], share))
+    return found
 
 
 def predict(profile: Profile, workers: list[int], bandwidth: float, model: Model, steps: int,
@@ -113,7 +116,9 @@ def evaluate_run(name: str, cc: str, queue_s: float | None, model: Model, steps:
     advice = predict(profile, workers, bandwidth, model, steps, cc, queue_s)
     seconds = time.perf_counter() - t0
     equal = predict(profile, workers, bandwidth, replace(model, equal_shares=True), steps)
-    shown = alternations(PS_ASYNC_DATA / "measured" / name)
+    # whether each W = 2 repeat's step log alternated (``arrangements.alternated``; NaN: never)
+    shown = [share is not None and share >= MIDDLE_SHARE
+             for _, share in runs_at(PS_ASYNC_DATA / "measured" / name).get(2, [])]
     rows = []
     for w in workers:
         p = advice.point(w)

@@ -41,12 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from advisor.core.model_error import ModelError, measured_error
-from advisor.core.models.ps_des.arrangements import ALTERNATING, MIDDLE_SHARE, middle_share
+from advisor.core.models.ps_des.arrangements import ALTERNATING, MIDDLE_SHARE
 from advisor.core.models.ps_des.fit_contention import DEFAULT_ETAS, DEFAULT_FIT_STEPS, DEFAULT_SIGMAS, FitCase, \
     Observation, fit_contention
 from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import SHIPPED, write_model_error
-from benchmarks.accuracy import RUNS, Model, advice_request, measured, predict
+from benchmarks.accuracy import RUNS, Model, advice_request, measured, predict, runs_at
 from benchmarks.paths import PS_ASYNC_DATA
 
 MODEL = "li2020-des+contention"
@@ -72,19 +72,6 @@ def _case(name: str, cc: str, queue: float) -> FitCase:
     by_w = sorted(measured(PS_ASYNC_DATA / "measured" / name).items())
     observed = tuple(Observation(w, t) for w, ts in by_w for t in ts)
     return FitCase(name, _profile(name, cc), advice_request([1], 100e6, Model(), 1000, cc, queue), observed)
-
-
-def runs_at(path: Path) -> dict[int, list[tuple[float, float | None]]]:
-    """W -> each repetition's (throughput, middle share of its step log): the share is given at
-    W = 2 only (``arrangements.middle_share``), after the run's own warm-up steps."""
-    found: dict[int, list[tuple[float, float | None]]] = {}
-    for r in json.loads(path.read_text())["results"]:
-        share = None
-        if r["W"] == 2 and len(r.get("step_log") or {}) == 2:
-            a, b = ([step[1] for step in steps][r.get("skip", 0):] for steps in r["step_log"].values())
-            share = middle_share(a, b)
-        found.setdefault(r["W"], []).append((r["thr_window"], share))
-    return found
 
 
 def fold(args: tuple[str, int, int, tuple[float, ...], tuple[float, ...]]) -> dict[str, Any]:

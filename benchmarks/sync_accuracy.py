@@ -37,6 +37,7 @@ import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +111,10 @@ def arrangements(data: Path = DATA) -> dict[str, dict[int, list[bool]]]:
             for job, by_w in _results(data).items()}
 
 
+@cache
 def _results(data: Path) -> dict[str, dict[int, list[tuple[float, bool | None]]]]:
-    """{job: {W: [(thr, alternated or None), ...]}} over every measured file, in name order."""
+    """{job: {W: [(thr, alternated or None), ...]}} over every measured file, in name order; read
+    once per folder (``runs`` and ``arrangements`` both ask; neither changes what it returns)."""
     out: dict[str, dict[int, list[tuple[float, bool | None]]]] = {}
     for path in sorted(data.glob("*.measured.json.gz")):
         m = RUN.fullmatch(path.name)
