@@ -73,6 +73,58 @@ def setup_network(prefix: str, subnet: str, names: Sequence[str], *, mbit: float
     return addresses
 
 
+# TCP counters read at the end of a run: retransmissions, and why (a timeout costs at least the
+# minimum RTO, 200 ms; a fast retransmit or a tail-loss probe about one round trip)
+TCP_COUNTERS = {"Tcp": ("OutSegs", "RetransSegs"),
+                "TcpExt": ("TCPTimeouts", "TCPLossProbes", "TCPFastRetrans", "TCPSlowStartRetrans",
+                           "TCPLostRetransmit", "TCPSpuriousRTOs")}
+
+
+def _proc_counters(text: str) -> dict[str, int]:
+    """``/proc/net/snmp`` or ``netstat``: header and value lines in pairs, per protocol."""
+    lines = text.splitlines()
+    found: dict[str, int] = {}
+    for header, values in zip(lines[::2], lines[1::2]):
+        proto, names = header.split(":", 1)
+        wanted = TCP_COUNTERS.get(proto, ())
+        for name, value in zip(names.split(), values.split(":", 1)[1].split()):
+            if name in wanted:
+                found[name] = int(value)
+    return found
+
+
+def _qdisc_counters(text: str) -> dict[str, int]:
+    """The tbf's ``Sent B bytes P pkt (dropped D, overlimits O ...)`` of ``tc -s qdisc``."""
+    for qdisc in text.split("qdisc ")[1:]:
+        if qdisc.startswith("tbf"):
+            sent = qdisc.split("Sent ", 1)[1].split()
+            dropped = qdisc.split("dropped ", 1)[1].split(",")[0]
+            return {"sent_bytes": int(sent[0]), "sent_packets": int(sent[2]), "dropped": int(dropped)}
+    return {}
+
+
+def network_counters(prefix: str, names: Sequence[str]) -> dict[str, dict[str, object]]:
+    """Per task, since its namespace was made: its TCP counters (``tcp``) and, for a shaped link,
+    the tbf counters of the direction task -> bridge (``out``) and bridge -> task (``in``). Why:
+    whether losses and timeouts differ between arrangements is what a run's step log cannot show."""
+    def read(ns: str, *cmd: str) -> str:
+        return subprocess.run(["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True, check=True).stdout
+
+    counters: dict[str, dict[str, object]] = {}
+    for name in names:
+        ns = f"{prefix}-{name}"
+        tcp = _proc_counters(read(ns, "cat", "/proc/net/snmp")) | _proc_counters(read(ns, "cat", "/proc/net/netstat"))
+        task: dict[str, object] = {"tcp": tcp}
+        out, into = _qdisc_counters(read(ns, "tc", "-s", "qdisc", "show", "dev", "eth0")), \
+            _qdisc_counters(read(f"{prefix}-br", "tc", "-s", "qdisc", "show", "dev", f"b-{name}"))
+        if out:
+            task["out"] = out
+        if into:
+            task["in"] = into
+        counters[name] = task
+    return counters
+
+
 def teardown_network(prefix: str) -> None:
     """Delete every namespace named ``<prefix>-...`` (deleting one removes its veths too)."""
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout

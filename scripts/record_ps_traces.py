@@ -200,7 +200,10 @@ def run_task(args: argparse.Namespace) -> None:
     batch = batch_of(args.model)
     tf.compat.v1.disable_eager_execution()
     _start_quickly()
-    strategy = GreedyByBytes(tf, len(tf_config["cluster"]["ps"])) if args.placement == "greedy" else None
+    n_ps = len(tf_config["cluster"]["ps"])
+    strategy = {"greedy": GreedyByBytes(tf, n_ps), "last-ps": lambda op: n_ps - 1,
+                "step-apart": lambda op: 0 if op.name == "global_step" else n_ps - 1,
+                "biases-apart": lambda op: 0 if op.name.endswith("/b") else n_ps - 1}.get(args.placement)
     setter = tf.compat.v1.train.replica_device_setter(cluster=cluster, worker_device=f"/job:worker/task:{index}",
                                                       ps_strategy=strategy)
     workers = len(tf_config["cluster"]["worker"])
@@ -330,6 +333,9 @@ def record(args: argparse.Namespace, workers: int = 1, out: Path | None = None) 
                 if role == "ps":
                     time.sleep(1.0)
             testbed.wait_workers(procs[args.ps:], logs, args.timeout)
+        if args.measure and not args.no_netns:
+            counters = testbed.network_counters(PREFIX, names)
+            out.with_name(f"{out.name}.net").write_text(json.dumps(counters))
     finally:
         if not args.no_netns:
             teardown_network()
@@ -357,11 +363,15 @@ def measure(args: argparse.Namespace) -> None:
             part = scratch.with_name(f"{scratch.name}.w{k}")
             logs.append([tuple(x) for x in json.loads(part.read_text())])
             part.unlink()
+        net_file = scratch.with_name(f"{scratch.name}.net")
+        net = json.loads(net_file.read_text()) if net_file.exists() else None
+        net_file.unlink(missing_ok=True)
         replicas = max(workers - args.backup, 1) if args.sync else None
         thr = update_throughput(logs, batch, replicas, skip) if replicas else throughput_window(logs, batch, skip)
         print(f"W={workers}: {thr:.1f} examples/s (load {load_before:.2f} before, {load_after:.2f} after)", flush=True)
         results.append({"W": workers, "thr_window": thr, "replicas_to_aggregate": replicas,
-                        "load_before": load_before, "load_after": load_after, "step_log": logs})
+                        "load_before": load_before, "load_after": load_after, "step_log": logs}
+                       | ({"network_counters": net} if net else {}))
     meta = {"model": args.model, "batch": batch, "n_ps": args.ps, "placement": args.placement, "bw_mbit": args.mbit,
             "steps_per_worker": args.measure_steps or 100, "window_skips_steps": skip, "shape": args.shape,
             "sync": bool(args.sync), "backup_workers": args.backup if args.sync else 0,
@@ -381,8 +391,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--backup", type=int, default=0,
                         help="with --sync: backup workers (replicas_to_aggregate = W - backup, at least 1)")
     parser.add_argument("--skip", type=int, default=20, help="steps per worker left out of the measured window")
-    parser.add_argument("--placement", choices=("round-robin", "greedy"), default="round-robin",
-                        help="variable placement on the PS: TF's default round-robin, or greedy by bytes")
+    parser.add_argument("--placement", choices=("round-robin", "greedy", "last-ps", "step-apart", "biases-apart"), default="round-robin",
+                        help="variable placement on the PS: TF's default round-robin, greedy by bytes; every variable on "
+                             "the last PS (the others idle), or all but global_step (step-apart) or the "
+                             "biases (biases-apart): which small variables set several PS apart from one")
     parser.add_argument("--steps", type=int, default=60, help="traced steps")
     parser.add_argument("--warmup", type=int, default=10, help="untraced steps first")
     parser.add_argument("--mbit", type=float, default=100.0, help="tbf rate of each shaped link direction")

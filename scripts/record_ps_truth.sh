@@ -3,6 +3,7 @@
 # on the namespace testbed, one run at a time (each run's load average is stored with it).
 #
 #   sudo bash scripts/record_ps_truth.sh [REPEATS...]     # default: r1 r2
+#   sudo bash scripts/record_ps_truth.sh placements       # the W = 3 placement runs only (15 min)
 #
 # Needs root (namespaces, tc) and a venv with tensorflow-cpu and advisor:
 #   python3 -m venv /tmp/tfvenv && /tmp/tfvenv/bin/pip install -e '.[test,tensorflow]'
@@ -15,6 +16,17 @@ SYNC=tests/data/ps-sync
 PS2=tests/data/ps-traces
 ALL=1,2,3,4,5,6,7,8
 step() { echo "== $(date +%T) $*"; "$@" || echo "!! failed: $*"; }
+
+# W = 3 with the small variables moved between the PS, two repeats (tests/data/ps-traces/w3-placements)
+if [ "${1:-}" = placements ]; then
+  for r in r1 r2; do
+    step $REC --ps 1 --measure 3 --out $PS2/w3-placements/one-ps.$r.measured.json.gz
+    for placement in round-robin step-apart biases-apart last-ps; do
+      step $REC --ps 2 --placement $placement --measure 3 --out $PS2/w3-placements/$placement.$r.measured.json.gz
+    done
+  done
+  exit 0
+fi
 
 # the one-worker profiles, recorded by the product's hook (what a prediction reads)
 for model in mlp cnn; do
