@@ -1,7 +1,7 @@
 """Accuracy of the PS model on jobs with several parameter servers, against real 2-PS runs.
 
     python -m benchmarks.multi_ps_accuracy [--steps 1000] [--param multi_ps_flow_goodput=0.85]
-        [--no-fit] [--markdown] [--json out.json] [--phases]
+        [--no-fit] [--markdown] [--json out.json] [--phases | --placements]
 
 For every measured run in ``tests/data/ps-traces`` with 2 PS (``<trace>.measured.json.gz``,
 ``<trace>.r<k>.measured.json.gz``: examples/s at each W, one run each; the README says how they
@@ -29,6 +29,12 @@ the order parameter R1 = |mean over workers of exp(2 pi i theta_w)|, theta_w the
 fraction of worker w's current step, averaged over the measured window: 1 in lockstep, about
 1/sqrt(W) for independent random phases (printed beside it), near 0 when the workers are
 spread evenly over the step, taking turns on the links.
+
+``--placements`` prints the W = 3 runs of ``tests/data/ps-traces/w3-placements`` (its README):
+the same MLP with 1 PS and with 2 PS under placements that move the small variables (the biases,
+``global_step``) apart from the weight matrices one at a time, with each run's throughput, R1,
+the tbf drops on the busiest PS link's inbound direction and the TCP retransmissions (fast and by
+timeout) of every task: which of the small variables sets the 2-PS runs apart.
 """
 
 from __future__ import annotations
@@ -56,6 +62,12 @@ from advisor.importers.loader import load_profile
 from benchmarks.paths import REPO
 
 DATA = REPO / "tests" / "data" / "ps-traces"
+PLACEMENTS = DATA / "w3-placements"
+# the W = 3 placement runs, in the order the README explains them: what is on PS 0 (the
+# weight matrices are on the last PS in every run)
+PLACEMENT_RUNS = {"one-ps": "1 PS: everything", "last-ps": "nothing (PS 0 idle)",
+                  "step-apart": "global_step", "biases-apart": "the biases",
+                  "round-robin": "global_step and the biases"}
 ONE_PS = "mlp_ps1_bw100"
 TWO_PS = {"round-robin": "mlp_ps2_bw100", "greedy-bytes": "mlp_ps2greedy_bw100"}  # placement: trace
 LINK_BPS = 100e6  # the tbf rate of each PS link direction
@@ -208,6 +220,56 @@ def phases(data: Path = DATA) -> list[str]:
     return lines
 
 
+def placement_trace(placement: str, data: Path = PLACEMENTS) -> Profile:
+    """The one-worker trace of a placement run: its own (recorded beside the runs), or for the
+    one-PS and round-robin runs the trace of the same program in ``DATA``."""
+    own = {"one-ps": DATA / f"{ONE_PS}.trace.json.gz", "round-robin": DATA / f"{TWO_PS['round-robin']}.trace.json.gz"}
+    return load_profile(own.get(placement, data / f"{placement}.trace.json.gz"))
+
+
+def placement_rows(data: Path = PLACEMENTS, steps: int = 0) -> list[dict[str, Any]]:
+    """One row per W = 3 run of ``data`` (``--placements``): placement, repeat, examples/s, R1, the
+    inbound tbf drops of the PS link that carries the weights, fast and timeout retransmissions;
+    with ``steps``, also the default model's prediction from the placement's own trace."""
+    rows = []
+    predicted: dict[str, float] = {}
+    for placement, on_ps0 in PLACEMENT_RUNS.items():
+        for path in sorted(data.glob(f"{placement}.r*.measured.json.gz")):
+            doc = json.loads(gzip.decompress(path.read_bytes()))
+            skip = int(doc["meta"].get("window_skips_steps", 20))
+            (run,) = doc["results"]
+            net = run["network_counters"]
+            weights_ps = f"ps{int(doc['meta']['n_ps']) - 1}"
+            tcp = [task["tcp"] for task in net.values()]
+            if steps and placement not in predicted:
+                w = int(run["W"])
+                predicted[placement] = curve(placement_trace(placement, data), [w], network_params(doc["meta"]),
+                                             steps=steps)[w]
+            rows.append({"placement": placement, "on_ps0": on_ps0, "repeat": path.name.split(".")[1],
+                         "predicted": predicted.get(placement),
+                         "workers": int(run["W"]), "throughput": float(run["thr_window"]),
+                         "r1": order_parameter(run["step_log"], skip),
+                         "drops_in": int(net[weights_ps]["in"]["dropped"]),
+                         "fast_retrans": sum(t["TCPFastRetrans"] for t in tcp),
+                         "timeouts": sum(t["TCPTimeouts"] for t in tcp)})
+    return rows
+
+
+def placements(data: Path = PLACEMENTS, steps: int = 1000) -> list[str]:
+    """The ``--placements`` table (module docstring)."""
+    rows = placement_rows(data, steps)
+    if not rows:
+        raise SystemExit(f"no W = 3 placement run under {data}")
+    lines = [f"{'placement':<13} {'on PS 0':<27} {'run':<4} {'ex/s':>6} {'R1':>5} {'drops':>6} {'fast rtx':>8} "
+             f"{'RTO':>4} {'predicted':>9} {'error':>7}  (R1 of random phases at W = 3: "
+             f"{random_order_parameter(3):.2f})"]
+    for r in rows:
+        lines.append(f"{r['placement']:<13} {r['on_ps0']:<27} {r['repeat']:<4} {r['throughput']:>6.1f} {r['r1']:>5.2f} "
+                     f"{r['drops_in']:>6} {r['fast_retrans']:>8} {r['timeouts']:>4} {r['predicted']:>9.1f} "
+                     f"{r['predicted'] / r['throughput'] - 1:>+7.1%}")
+    return lines
+
+
 def table(rows: Sequence[Row], markdown: bool) -> str:
     lines = (["| placement | run | W | measured | own trace | error | `--ps 2` what-if | error |",
               "|---|---|---|---|---|---|---|---|"] if markdown else
@@ -243,7 +305,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, help="also write the rows and the fits here")
     parser.add_argument("--data", type=Path, default=DATA, help="folder of traces and measured runs")
     parser.add_argument("--phases", action="store_true", help="print what the step logs show instead (docstring)")
+    parser.add_argument("--placements", action="store_true",
+                        help="print the W = 3 placement runs instead (docstring)")
     args = parser.parse_args(argv)
+    if args.placements:
+        print("\n".join(placements(steps=args.steps)))
+        return
     if args.phases:
         print("\n".join(phases(args.data)))
         return

@@ -7,7 +7,10 @@ What it does, in the order of ``build_profile_from_trace``:
 2. Pair transfers: each cross-process ``_Send``/``_Recv`` pair in the partition graphs is one
    transfer, keyed by its ``tensor_name``; parameter-server-to-worker is the downlink of that
    PS, worker-to-PS its uplink. Its step records are the ``RecvTensor`` records whose label
-   names the tensor.
+   names the tensor. A message from one PS to another (TensorFlow sends one when an update's
+   ops span PS, e.g. ``global_step`` apart from every variable it counts) is a *relay*: the
+   simulation has no link between PS, so it is kept as a dependency without link time, and
+   refused when it carries more than ``RELAY_MAX_BYTES``.
 3. Choose the operations: transfers and graph nodes that have records in most steps. A step
    that lacks a record of any of them (TensorFlow logs asynchronously and sometimes drops all
    PS-side transfer records of a step) is skipped and counted.
@@ -40,6 +43,11 @@ _SIZE_UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
 _WORKER_JOBS = ("worker", "chief", "master")
 _TRANSFER_RECORD = "RecvTensor"
 MAJORITY = 0.5
+# The most a PS -> PS message may carry to be kept as a dependency without link time: a few
+# scalars, under 0.1 ms at 100 Mbit/s. The relays TensorFlow sends for an update spanning PS are
+# control edges of 0 bytes (tests/data/ps-traces/w3-placements/README.md); more than this is
+# data moving between PS, which the simulation has no link for.
+RELAY_MAX_BYTES = 1024
 # SyncReplicasOptimizer (tensorflow/python/training/sync_replicas_optimizer.py) names its token
 # queue "sync_token_q" at the graph's root (ops.name_scope("") around it), whatever the optimizer's
 # own name scope; TF appends _1, _2 to a second optimizer's. Its accumulators live under the
@@ -95,6 +103,8 @@ def build_profile_from_trace(trace: TraceRecords, *, batch_size: int | None = No
     _check_single_worker(trace)
     nodes = {(place_of(n.device).key, n.name): n for n in trace.graph}
     transfers = _pair_transfers(trace.graph)
+    relays = _relays(trace.graph)
+    _check_relays(relays, trace.steps)
     if not transfers:
         raise MissingTraceDataError(
             "the trace has no transfers between a worker and a parameter server: "
@@ -107,7 +117,7 @@ def build_profile_from_trace(trace: TraceRecords, *, batch_size: int | None = No
         raise MissingTraceDataError(
             f"none of the {len(trace.steps)} steps records every operation; cannot build a profile"
         )
-    ops = _operations(chosen, nodes, transfers, complete)
+    ops = _operations(chosen, nodes, transfers, complete, relays)
     steps = tuple(_timing(step, recs, chosen) for step, recs in complete)
     size = batch_size if batch_size is not None else trace.batch_size
     if size is None:
@@ -171,11 +181,47 @@ def _pair_transfers(graph: Iterable[GraphNode]) -> dict[str, _Transfer]:
         elif src.role == "worker" and dst.role == "ps":
             resource, ps = Resource.UPLINK, dst.task
         else:
-            raise TraceFormatError(
-                f"transfer {node.tensor_name!r} goes from {src.key} to {dst.key}; only worker<->PS is modelled"
-            )
+            continue  # PS -> PS: a relay (_relays)
         transfers[node.tensor_name] = _Transfer(node.tensor_name, resource, ps, node, dst)
     return transfers
+
+
+def _relays(graph: Iterable[GraphNode]) -> dict[str, GraphNode]:
+    """Cross-process ``_Send`` nodes from one PS to another, keyed by tensor name."""
+    relays: dict[str, GraphNode] = {}
+    for node in graph:
+        if node.op != "_Send" or node.client_terminated or not node.tensor_name:
+            continue
+        src, dst = place_of(node.send_device or node.device), place_of(node.recv_device or "")
+        if src != dst and src.role == dst.role == "ps":
+            relays[node.tensor_name] = node
+    return relays
+
+
+def _check_relays(relays: dict[str, GraphNode], steps: Iterable[StepRecords]) -> None:
+    """Refuse a PS -> PS message the profile cannot keep as a bare dependency: one that carries
+    more than ``RELAY_MAX_BYTES``, or whose size no step records."""
+    if not relays:
+        return
+    records: dict[str, list[NodeRecord]] = {}
+    for step in steps:
+        for rec in step.records:
+            m = _RECV_LABEL.match(rec.label) if rec.name == _TRANSFER_RECORD else None
+            if m and m["tensor"] in relays:
+                records.setdefault(m["tensor"], []).append(rec)
+    for tensor, node in relays.items():
+        route = f"{place_of(node.send_device or node.device).key} to {place_of(node.recv_device or '').key}"
+        if tensor not in records:
+            raise MissingTraceDataError(
+                f"message {tensor!r} goes from {route}, and no step records its size: the simulation has no link "
+                "between parameter servers and keeps such a message only when it is a control edge or a few bytes"
+            )
+        size = _transfer_bytes(tensor, records[tensor])
+        if size > RELAY_MAX_BYTES:
+            raise TraceFormatError(
+                f"transfer {tensor!r} carries {size} bytes from {route}; only worker<->PS transfers are modelled "
+                f"(a message between parameter servers is kept only up to {RELAY_MAX_BYTES} bytes, as a dependency)"
+            )
 
 
 def _record_key(rec: NodeRecord, transfers: dict[str, _Transfer]) -> tuple[str, str] | None:
@@ -238,9 +284,10 @@ def _operations(
     nodes: dict[tuple[str, str], GraphNode],
     transfers: dict[str, _Transfer],
     complete: list[tuple[StepRecords, dict[tuple[str, str], NodeRecord]]],
+    relays: dict[str, GraphNode] | None = None,
 ) -> tuple[Operation, ...]:
     keys = set(chosen)
-    resolver = _DependencyResolver(nodes, keys, transfers)
+    resolver = _DependencyResolver(nodes, keys, transfers, relays)
     shapes = _ShapeFinder(nodes, transfers, [recs for _, recs in complete])
     ops = []
     for key in chosen:
@@ -272,10 +319,12 @@ class _DependencyResolver:
         nodes: dict[tuple[str, str], GraphNode],
         keys: set[tuple[str, str]],
         transfers: dict[str, _Transfer],
+        relays: dict[str, GraphNode] | None = None,
     ) -> None:
         self.nodes = nodes
         self.keys = keys
         self.transfers = transfers
+        self.relays = relays or {}
         self.memo: dict[tuple[str, str], frozenset[tuple[str, str]]] = {}
 
     def inputs_of(self, place: str, node: GraphNode) -> frozenset[tuple[str, str]]:
@@ -297,6 +346,9 @@ class _DependencyResolver:
                 return frozenset({xfer})
             t = self.transfers[node.tensor_name]
             return self.inputs_of(place_of(t.sender.device).key, t.sender)
+        if node.op == "_Recv" and node.tensor_name in self.relays:  # PS -> PS: a dependency, no link time
+            sender = self.relays[node.tensor_name]
+            return self.inputs_of(place_of(sender.device).key, sender)
         if key not in self.memo:
             self.memo[key] = frozenset()  # breaks cycles among unrecorded nodes
             self.memo[key] = self.inputs_of(place, node)

@@ -129,11 +129,16 @@ class PsDes(ModelBase):
         return tuple(MULTI_PS_FLOW_GOODPUT_CAL if c is MULTI_FLOW_GOODPUT_CAL else c for c in self.calibration)
 
     def simulated_ps(self, inputs: ModelInputs) -> int:
-        """The PS count the simulation runs: the what-if's (``parameter_servers``), else the
-        trace's (1 without a trace); what picks the multi-flow goodput."""
+        """The PS count whose links the simulation loads: the what-if's (``parameter_servers``),
+        else the traced PS that carry any of the step's transfers (1 without a trace); what picks
+        the multi-flow goodput. A PS that serves nothing (every variable on another) leaves a
+        one-PS job: its workers contend on one link, as the testbed's runs with an idle PS did
+        (tests/data/ps-traces/w3-placements)."""
         if inputs.profile is None:
             return 1
-        return int(inputs.parameter_servers or 1) if self._what_if(inputs) else inputs.profile.job.parameter_servers
+        if self._what_if(inputs):
+            return int(inputs.parameter_servers or 1)
+        return max(1, len({op.ps for op in inputs.profile.ops if op.resource.is_transfer}))
 
     def check(self, inputs: ModelInputs, params: ModelParams) -> None:
         self._profile(inputs, params)
