@@ -148,6 +148,31 @@ def test_the_last_try_failing_fails_the_job_and_a_deadline_word_is_no_timeout(em
         controller.stop()
 
 
+def test_the_tries_survive_a_conflict_on_the_write_that_fails_the_job(emu, tmp_path) -> None:
+    # The write that marks the job Failed meets a 409 (someone else changed the job meanwhile):
+    # the reconcile that retries it reports the run from the store, which must still know both
+    # tries, so the annotation is not left with the first alone beside a reason naming the second.
+    settings = settings_for(tmp_path, leader_election=False, profiling_max_attempts=2, profiling_retry_backoff_s=1)
+    controller = start_controller(emu, settings)
+    try:
+        create_tfjob(emu, tfjob("clash"))
+        wait_for("try 1", lambda: emu.get("tfjobs", NS, "clash-prof-g1"))
+        fail_run(emu, "clash-prof-g1", "TFJobFailed", "image pull backoff")
+        second = wait_for("try 2", lambda: emu.get("tfjobs", NS, "clash-prof-g1-r2"), timeout_s=30)
+        wait_for("try 2 noted", lambda: emu.get("tfjobs", NS, "clash")["metadata"]["annotations"].get(
+            ann.PROFILING_RUN) == second["metadata"]["name"])
+        emu.fail_next(method="PATCH", resource="tfjobs", path_contains="/tfjobs/clash", status=409, times=1)
+        fail_run(emu, "clash-prof-g1-r2", "TFJobFailed", "OOMKilled")
+        wait_for("Failed", lambda: phase(emu, "clash") == "Failed", timeout_s=30)
+        notes = emu.get("tfjobs", NS, "clash")["metadata"]["annotations"]
+        assert notes[ann.REASON] == "ProfilingFailed: OOMKilled (try 2 of 2)"
+        tries = yaml.safe_load(notes[ann.PROFILING_ATTEMPTS])
+        assert [(t["attempt"], t["reason"]) for t in tries] == [(1, "ProfilingFailed: image pull backoff"),
+                                                               (2, "ProfilingFailed: OOMKilled")]
+    finally:
+        controller.stop()
+
+
 class FlakyPredictor:
     """Fails the first prediction, then answers with the canned curve."""
 

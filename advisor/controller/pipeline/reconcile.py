@@ -218,7 +218,9 @@ class Reconciler:
         elif run.state in ("received", "predicted"):
             self._predict_or_apply(view, run, prices, limits)
         else:  # failed / timed_out: wait for a new generation of the job's templates
-            self._fail(view, *_reason_and_message(run))  # a release that failed (e.g. 409) is retried here
+            # a write that failed (e.g. 409) is retried here, the tries that ended with it
+            tries = {ann.PROFILING_ATTEMPTS: run.attempts_json} if _attempts(run.attempts_json) else None
+            self._fail(view, *_reason_and_message(run), extra=tries)
 
     def _stop_profiling(self, view: TFJobView) -> None:
         """The job no longer opts in: delete its profiling run if one is still profiling, forget
@@ -457,11 +459,11 @@ class Reconciler:
 
     def _end_run(self, view: TFJobView, run: Any, state: str, reason: str, message: str,
                  attempts: list[dict[str, Any]] | None = None) -> None:
-        self.store.set_state(view.uid, run.generation, state, f"{reason}: {message}", self.clock())
+        tries = ann.compact(attempts) if attempts is not None else None
+        self.store.set_state(view.uid, run.generation, state, f"{reason}: {message}", self.clock(), tries)
         self.store.revoke_token(view.uid, run.generation)
         self.metrics.profiling_runs.labels(state).inc()
-        self._fail(view, reason, message,
-                   extra={ann.PROFILING_ATTEMPTS: ann.compact(attempts)} if attempts is not None else None)
+        self._fail(view, reason, message, extra={ann.PROFILING_ATTEMPTS: tries} if tries is not None else None)
 
     def _profile_facts(self, uid: str, generation: int, sha: str) -> tuple[float | None, bool]:
         """The bandwidth a profile was recorded at and whether its program is synchronous

@@ -284,12 +284,16 @@ class Store:
             rows = c.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE updated < ? ORDER BY updated", (t,)).fetchall()
         return [_run(r) for r in rows]
 
-    def set_state(self, uid: str, generation: int, state: RunState, reason: str, now: float) -> RunRecord:
-        """Move a run to ``state``; raises ``UnknownRunError`` when there is no such run."""
+    def set_state(self, uid: str, generation: int, state: RunState, reason: str, now: float,
+                  attempts_json: str | None = None) -> RunRecord:
+        """Move a run to ``state`` (with ``attempts_json``, the tries that ended, the last one
+        included: what a failed run reports again after a write to the job failed); raises
+        ``UnknownRunError`` when there is no such run."""
         _check_state(state)
         with self._tx(write=True) as c:
-            cur = c.execute("UPDATE runs SET state = ?, reason = ?, updated = ? WHERE uid = ? AND generation = ?",
-                            (state, reason, now, uid, generation))
+            cur = c.execute("UPDATE runs SET state = ?, reason = ?, updated = ?,"
+                            " attempts_json = COALESCE(?, attempts_json) WHERE uid = ? AND generation = ?",
+                            (state, reason, now, attempts_json, uid, generation))
             if cur.rowcount == 0:
                 raise UnknownRunError(f"no profiling run for uid {uid} generation {generation}")
             row = c.execute(f"SELECT {_RUN_COLUMNS} FROM runs WHERE uid = ? AND generation = ?",
