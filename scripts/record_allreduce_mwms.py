@@ -55,7 +55,28 @@ MODELS = {
     # widths (input to classes), batch per worker, sleep per layer forward, backward (s)
     # parameters: 256x1024+1024 + 1024x512+512 + 512x512+512 + 512x10+10 = 1,055,754 float32 = 4,223,016 bytes
     "mlp4m": ((256, 1024, 512, 512, 10), 32, 0.005, 0.010),
+    # the parameter-server programs of scripts/record_ps_traces.py, so that a PS trace of one can be
+    # scored against MWMS runs of the same program: 784-384-256-128-10 (434,186 parameters,
+    # 1,736,744 bytes), 3 ms a layer and pass
+    "mlp": ((784, 384, 256, 128, 10), 32, 0.003, 0.003),
 }
+# convolutional programs: channels (input first, 3x3 stride-2 convolutions on 8x8 inputs), dense
+# widths after flattening (1x1x128), batch per worker, sleep per layer forward, backward (s);
+# record_ps_traces.py's cnn: 111,050 parameters, 444,200 bytes, 5 layers x 2 passes x 11 ms
+CNNS = {"cnn": ((3, 32, 64, 128), (128, 128, 10), 8, 0.011, 0.011)}
+PROGRAMS = sorted({*MODELS, *CNNS})
+
+
+def batch_of(model: str) -> int:
+    return CNNS[model][2] if model in CNNS else MODELS[model][1]
+
+
+def input_shape(model: str) -> tuple[int, ...]:
+    return (8, 8, CNNS[model][0][0]) if model in CNNS else (MODELS[model][0][0],)
+
+
+def classes(model: str) -> int:
+    return CNNS[model][1][-1] if model in CNNS else MODELS[model][0][-1]
 
 
 # ---------------------------------------------------------------- network namespaces and tc
@@ -75,8 +96,14 @@ def teardown_network() -> None:
 # ---------------------------------------------------------------- the training program
 
 
-def build_model(tf, keras, widths: Sequence[int], fwd_s: float, bwd_s: float):  # type: ignore[no-untyped-def]
-    """Dense layers with a sleep after each in both passes (emulated accelerator compute)."""
+def build_model(tf, keras, model_name: str):  # type: ignore[no-untyped-def]
+    """The program's layers (convolutions first for a cnn, then dense) with a sleep after each in
+    both passes (emulated accelerator compute)."""
+    if model_name in CNNS:
+        channels, widths, _, fwd_s, bwd_s = CNNS[model_name]
+    else:
+        widths, _, fwd_s, bwd_s = MODELS[model_name]
+        channels = ()
 
     def sleeper(seconds: float):  # type: ignore[no-untyped-def]
         def sleep(x):  # type: ignore[no-untyped-def]
@@ -98,12 +125,17 @@ def build_model(tf, keras, widths: Sequence[int], fwd_s: float, bwd_s: float):  
                 return y, grad
             return compute(x)
 
-    inputs = keras.Input((widths[0],))
+    inputs = keras.Input(input_shape(model_name))
     h = inputs
+    for i, out in enumerate(channels[1:]):
+        h = keras.layers.Conv2D(out, 3, strides=2, padding="same", activation="relu", name=f"conv{i}")(h)
+        h = Compute(name=f"compute_conv{i}")(h)
+    if channels:
+        h = keras.layers.Flatten()(h)  # 1 x 1 x 128 after three stride-2 convolutions of 8 x 8
     for i, width in enumerate(widths[1:]):
         h = keras.layers.Dense(width, activation="relu" if i < len(widths) - 2 else None, name=f"fc{i}")(h)
         h = Compute(name=f"compute{i}")(h)
-    model = keras.Model(inputs, h, name="mlp")
+    model = keras.Model(inputs, h, name=model_name)
     model.compile(optimizer=keras.optimizers.SGD(0.001),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     return model
@@ -123,13 +155,13 @@ def run_task(args: argparse.Namespace) -> None:
 
     keras.config.disable_traceback_filtering()  # whole tracebacks when a worker fails
 
-    widths, batch, fwd_s, bwd_s = MODELS[args.model]
+    batch = batch_of(args.model)
     workers = strategy.num_replicas_in_sync
     with strategy.scope():
-        model = build_model(tf, keras, widths, fwd_s, bwd_s)
+        model = build_model(tf, keras, args.model)
     rng = np.random.default_rng(0)
-    x = rng.random((batch * workers * 8, widths[0]), dtype=np.float32)
-    y = rng.integers(0, widths[-1], len(x))
+    x = rng.random((batch * workers * 8, *input_shape(args.model)), dtype=np.float32)
+    y = rng.integers(0, classes(args.model), len(x))
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch * workers).repeat()  # global batch
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
@@ -238,7 +270,7 @@ def launch(args: argparse.Namespace, workers: int, out: Path, *, profile: bool) 
 
 def measure(args: argparse.Namespace, folder: Path) -> None:
     """Measured examples/s per W into ``measured.json`` (merged with what is there: repeats add up)."""
-    batch = MODELS[args.model][1]
+    batch = batch_of(args.model)
     path = folder / "measured.json"
     old = json.loads(path.read_text()) if path.exists() else {}
     runs: dict[int, list[float]] = {int(k): v for k, v in old.get("runs", {}).items()}
@@ -270,12 +302,19 @@ def measure(args: argparse.Namespace, folder: Path) -> None:
 
 
 def _write_measured(args: argparse.Namespace, path: Path, runs: dict[int, list[float]]) -> None:
-    widths, batch, fwd_s, bwd_s = MODELS[args.model]
+    batch = batch_of(args.model)
+    if args.model in CNNS:
+        channels, widths, _, fwd_s, bwd_s = CNNS[args.model]
+        layers = (f"3x3 stride-2 convolutions {'-'.join(map(str, channels))} on 8x8 inputs, then dense "
+                  f"{'-'.join(map(str, widths))}")
+    else:
+        widths, _, fwd_s, bwd_s = MODELS[args.model]
+        layers = f"dense {'-'.join(map(str, widths))}"
     how = (f"Keras 3 model.fit under tf.distribute.MultiWorkerMirroredStrategy with CommunicationImplementation.RING "
            f"(TensorFlow 2.21 CPU, gRPC between workers), one process per worker, each in its own network namespace "
            f"joined by a bridge; every worker link shaped with tc tbf at {args.mbit:g} Mbit/s in both directions "
-           f"(burst {testbed.BURST}, queue {QUEUE_MS} ms, TCP cubic). Model: dense {'-'.join(map(str, widths))} "
-           f"({args.model}, 4,223,016 gradient bytes per step in one all-reduce pack, TF's default bytes_per_pack=0) "
+           f"(burst {testbed.BURST}, queue {QUEUE_MS} ms, TCP cubic). Model: {layers} "
+           f"({args.model}, its gradients in one all-reduce pack, TF's default bytes_per_pack=0) "
            f"with emulated accelerator compute: a {fwd_s * 1e3:g} ms sleep after every layer forward and "
            f"{bwd_s * 1e3:g} ms backward (tf.numpy_function), batch {batch} per worker. examples/s = the sum over "
            f"workers of batch x steps / (that worker's time from the end of step {args.skip} to the end of its last "
@@ -297,7 +336,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("mode", nargs="?", choices=("record", "task"), default="record",
                         help="record (default) sets up and runs everything; task is one worker of it")
-    parser.add_argument("--model", choices=sorted(MODELS), default="mlp4m")
+    parser.add_argument("--model", choices=PROGRAMS, default="mlp4m")
     parser.add_argument("--mbit", type=float, default=200.0, help="tbf rate of each worker link direction")
     parser.add_argument("--config", help="name under tests/data/allreduce/ (record mode)")
     parser.add_argument("--only", choices=("profile", "measure"), help="do one half only")
