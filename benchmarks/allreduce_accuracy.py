@@ -26,6 +26,12 @@ summaries (the loaded runs' TensorFlow CPU work was stretched by other jobs).
 
 The gloo figures of the model's defaults are derived here too (``gloo_probe_fit``), from a lone
 gloo all-reduce timed over the same kind of links (no DDP, no training), never from these runs.
+
+**From the PS trace** (``PS_TRACES``): the MWMS runs of the parameter-server testbed's programs
+are also predicted from the one-worker *PS* trace of the same program, the all-reduce what-if a
+user of a PS job asks; the trace's kind (``tf-ps``) takes TensorFlow's ring figures. Printed
+after the table, with the median and max |error| over W >= 2 (W = 1 is the PS trace's compute
+against another framework's run).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from advisor.core.advice import DEFAULT_GOODPUT
+from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, model_inputs
 from advisor.core.curve import CurveSettings, predict_curve
 from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs
@@ -51,6 +57,10 @@ from advisor.importers.model_error_file import write_model_error
 from advisor.importers.uploads import profile_from_upload
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "allreduce"
+PS_DATA = DATA.parent / "ps-traces"
+# MWMS configurations of the PS testbed's programs (scripts/record_allreduce_mwms.py --model mlp|cnn)
+# and the one-worker PS trace of the same program (scripts/record_ps_traces.py --model mlp|cnn)
+PS_TRACES = {"mwms-mlp-bw25": "mlp_ps1_bw100", "mwms-cnn-bw25": "cnn_ps1_bw100", "mwms-cnn-bw100": "cnn_ps1_bw100"}
 MODEL = "ring-allreduce"
 CALM = "-calm"  # a configuration re-measured on a calm machine supersedes the one without the suffix
 FITTED = ("latency_s", "two_way_share")
@@ -124,6 +134,34 @@ def predict(folder: Path, *, steps: int = 1000, params: Mapping[str, Any] | None
     return [Row(config=folder.name, kind=str(measured["kind"]), workers=int(p["workers"]),
                 measured=float(p["examples_per_s"]), spread=(float(p["spread"][0]), float(p["spread"][1])),
                 predicted=c.throughput) for p, c in zip(points, curve, strict=True)]
+
+
+def predict_from_ps_trace(folder: Path, *, steps: int = 1000, params: Mapping[str, Any] | None = None,
+                          ps_data: Path = PS_DATA) -> list[Row]:
+    """Predicted (the defaults, or ``params``) from the PS trace of the program ``folder`` measured under MWMS
+    (``PS_TRACES``) vs measured, for every measured W; [] for a configuration without one."""
+    name = PS_TRACES.get(folder.name)
+    if name is None:
+        return []
+    measured, _ = _load(folder)
+    profile = _ps_trace(ps_data / f"{name}.trace.json.gz")
+    model = registry.get(MODEL)
+    points = sorted(measured["points"], key=lambda p: p["workers"])
+    settings = CurveSettings(workers=tuple(p["workers"] for p in points), steps=steps, seed=1)
+    # as `advisor predict TRACE --model ring-allreduce --bandwidth RATE` prepares a PS trace
+    network = NetworkModel(bandwidth_bps=float(measured["bandwidth_bps"]))
+    inputs = model_inputs(profile, AdviceRequest(network=network, curve=settings))
+    curve = predict_curve(model, inputs, registry.params_for(model, dict(params or {})), settings)
+    return [Row(config=f"{folder.name} <- {name}", kind=str(measured["kind"]), workers=int(p["workers"]),
+                measured=float(p["examples_per_s"]), spread=(float(p["spread"][0]), float(p["spread"][1])),
+                predicted=c.throughput) for p, c in zip(points, curve, strict=True)]
+
+
+@cache
+def _ps_trace(path: Path) -> Profile:
+    from advisor.importers.loader import load_profile
+
+    return load_profile(path)
 
 
 def summary(rows: Sequence[Row], held_out: bool = False) -> tuple[float, float]:
@@ -277,6 +315,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     print()
     for text in summaries(rows, fits):
         print(text)
+    from_ps = [r for folder in folders for r in predict_from_ps_trace(folder, steps=args.steps, params=params)]
+    if from_ps:
+        print(f"\nfrom the PS trace of the same program ({MODEL}, the defaults; W = 1 is the PS trace's compute):")
+        print(table(from_ps, args.markdown))
+        med, worst = summary([r for r in from_ps if r.workers > 1])
+        print(f"from the PS trace, W >= 2: {sum(r.workers > 1 for r in from_ps)} points, median |error| {med:.1%}, "
+              f"max {worst:.1%}")
     if args.write:
         write_error(rows)
 

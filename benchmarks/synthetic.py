@@ -89,5 +89,6 @@ def _with_steps(
     for s in range(recorded_steps):
         dur = base * rng.uniform(0.9, 1.1, len(ops))
         steps.append(dict(index=s, start_us=[0.0] * len(ops), duration_us=dur.tolist()))
-    job = dict(model="synthetic", batch_size=batch, parameter_servers=parameter_servers)
+    # GPU-scale compute (an accelerator's step): an all-reduce what-if of it is NCCL's
+    job = dict(model="synthetic", batch_size=batch, parameter_servers=parameter_servers, worker_on_gpu=True)
     return build_profile(job=job, ops=ops, steps=steps)

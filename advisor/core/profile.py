@@ -165,6 +165,12 @@ class JobInfo(_Frozen):
         "its token queue and conditional accumulators); False: asynchronous PS. An all-reduce program is synchronous "
         "by its kind and leaves it False",
     )
+    worker_on_gpu: bool = Field(
+        default=False,
+        description="PS traces: the traced worker ran computations on a GPU (a TensorFlow trace's device names say "
+        "so); False: none seen. It decides which all-reduce a PS program's what-if uses: NCCL's on GPUs, "
+        "TensorFlow's gRPC ring otherwise",
+    )
     collectives: tuple[int, ...] | None = Field(
         default=None,
         description="all-reduce only: the bytes of each further all-reduce the framework runs every step besides "

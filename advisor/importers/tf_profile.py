@@ -38,6 +38,7 @@ from advisor.importers.tf_records import GraphNode, NodeRecord, StepRecords, Tra
 
 _DEVICE = re.compile(r"^/job:(?P<job>[A-Za-z_]+)(?:/replica:\d+)?/task:(?P<task>\d+)")
 _RECV_LABEL = re.compile(r"^\[(?P<size>[^\]]*)\]\s+\[[^\]]*\]\s+(?P<tensor>\S+)\s+from\s+(?P<src>\S+)\s+to\s+(?P<dst>\S+)")
+_GPU_DEVICE = re.compile(r"/(?:device:)?gpu:\d", re.IGNORECASE)
 _SIZE = re.compile(r"^(?P<num>[0-9.]+)\s*(?P<unit>B|KB|MB|GB)$")
 _SIZE_UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
 _WORKER_JOBS = ("worker", "chief", "master")
@@ -130,6 +131,7 @@ def build_profile_from_trace(trace: TraceRecords, *, batch_size: int | None = No
         source=trace.source,
         skipped_steps=len(trace.steps) - len(complete),
         synchronous=is_sync_replicas(trace.graph),
+        worker_on_gpu=worker_on_gpu(trace.graph),
     )
     try:
         return build_profile(job=JobInfo.model_validate(job), ops=ops, steps=steps)
@@ -151,6 +153,13 @@ def is_sync_replicas(graph: Iterable[GraphNode]) -> bool:
         if queue and accumulator:
             return True
     return False
+
+
+def worker_on_gpu(graph: Iterable[GraphNode]) -> bool:
+    """Whether any of the worker's nodes is placed on a GPU (``/device:GPU:k``, or TF 1's
+    ``/gpu:k``, in its device name)."""
+    return any(place_of(n.device).role == "worker" and _GPU_DEVICE.search(n.device) is not None
+               for n in graph if n.device)
 
 
 def _check_single_worker(trace: TraceRecords) -> None:

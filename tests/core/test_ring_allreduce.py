@@ -18,13 +18,22 @@ import pytest
 from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs, Samples
 from advisor.core.models.ring_allreduce import HIERARCHICAL, MODELS, RING, HierarchicalParams, RingParams
-from advisor.core.models.ring_allreduce.model import GLOO
+from advisor.core.models.ring_allreduce.model import FRAMEWORKS, GENERIC, GLOO
 from advisor.core.models.ring_allreduce.trace import bucket_plan, step_costs
-from advisor.core.profile import Profile, build_profile
+from advisor.core.profile import Profile, ProgramKind, build_profile
 from advisor.core.sim_types import NetworkModel
 from advisor.errors import ModelInputError
 from tests.conftest import ps_async_data
 from tests.factories import one_layer
+
+@pytest.fixture(autouse=True)
+def _generic_figures(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hand-computed cases here are of the ring's equations with the figures each test states
+    (one-way goodput both ways, no collectives besides the gradients'): their synthetic PS profiles
+    take the framework-free figures, not TensorFlow's ring that a PS trace maps to
+    (tests/core/test_ring_frameworks.py checks that mapping)."""
+    monkeypatch.setitem(FRAMEWORKS, ProgramKind.TF_PS, GENERIC)
+
 
 RATE = 1e8  # bit/s
 LAT = 50e-6  # s

@@ -142,11 +142,30 @@ def test_unset_latency_and_share_are_the_frameworks(kind: str, figures: Any) -> 
         latency_s=figures.latency_s, two_way_share=figures.two_way_share))
 
 
-def test_a_parameter_server_trace_keeps_the_generic_figures() -> None:
+def test_a_parameter_server_trace_takes_tensorflows_ring() -> None:
+    # a TensorFlow PS trace as an all-reduce what-if is the program under MWMS (Keras fit), whose
+    # ring over TCP is gRPC's: its figures and the loss's two reductions, as an MWMS profile that
+    # recorded none (benchmarks/allreduce_accuracy.py scores it on MWMS runs of the same programs)
     from tests.core.test_ring_allreduce import _backprop
 
-    resolved = RING.resolved(_inputs(_backprop()), RingParams())
-    assert (resolved.latency_s, resolved.two_way_share) == (GENERIC.latency_s, 1.0) == (50e-6, 1.0)
+    profile = _backprop()
+    assert profile.job.kind.value == "tf-ps"
+    resolved = RING.resolved(_inputs(profile), RingParams())
+    assert (resolved.latency_s, resolved.two_way_share) == (GRPC_RING.latency_s, GRPC_RING.two_way_share)
+    outlook = RING.outlook(_inputs(profile), RingParams(), {1: 1.0})
+    assert outlook.details["collectives"] == {"bytes": [4, 8], "source": "framework"}
+
+
+def test_a_parameter_server_trace_of_a_gpu_worker_takes_ncclish_figures() -> None:
+    # with GPUs MWMS all-reduces with NCCL, not TF's gRPC ring: the framework-free figures, no
+    # other collective
+    from tests.core.test_ring_allreduce import _backprop
+
+    cpu = _backprop()
+    gpu = cpu.model_copy(update={"job": cpu.job.model_copy(update={"worker_on_gpu": True})})
+    resolved = RING.resolved(_inputs(gpu), RingParams())
+    assert (resolved.latency_s, resolved.two_way_share) == (GENERIC.latency_s, GENERIC.two_way_share) == (50e-6, 1.0)
+    assert RING.outlook(_inputs(gpu), RingParams(), {1: 1.0}).details["collectives"]["bytes"] == []
 
 
 def test_an_mwms_profile_without_recorded_collectives_gets_kerass_loss_reductions() -> None:

@@ -40,7 +40,8 @@ def test_the_recorded_sets_are_all_there() -> None:
     # a missing file must fail here, not shrink the parametrisations below to nothing
     assert [p.name for p in SYNC] == ["cnn_bw100.trace.json.gz", "cnn_bw50.trace.json.gz",
                                       "mlp_bw100.trace.json.gz", "mlp_bw50.trace.json.gz"]
-    assert len(ASYNC_BUNDLES) == 3
+    assert [p.name for p in ASYNC_BUNDLES] == ["cnn_ps1_bw100.trace.json.gz", "mlp_ps1_bw100.trace.json.gz",
+                                               "mlp_ps2_bw100.trace.json.gz", "mlp_ps2greedy_bw100.trace.json.gz"]
 
 
 @pytest.mark.parametrize("path", SYNC, ids=_rel)
@@ -128,3 +129,23 @@ def test_a_profile_without_the_field_is_asynchronous_and_all_reduce_cannot_claim
     ddp["job"]["synchronous"] = True
     with pytest.raises(ProfileError, match="synchronous by its kind"):
         parse_profile(json.loads(json.dumps(ddp)))
+
+
+def test_the_worker_device_is_read_from_the_device_names(tmp_path: Path) -> None:
+    from advisor.importers.tf_profile import worker_on_gpu
+
+    # every recorded trace here ran on CPU (sleeps emulate the accelerator): none is marked
+    assert not any(load_profile(path).job.worker_on_gpu for path in [*SYNC, *ASYNC_BUNDLES])
+    ps = GraphNode("w", "VarHandleOp", "/job:ps/replica:0/task:0/device:CPU:0")
+    cpu = GraphNode("m", "MatMul", "/job:worker/replica:0/task:0/device:CPU:0")
+    gpu = GraphNode("m", "MatMul", "/job:worker/replica:0/task:0/device:GPU:0")
+    old_gpu = GraphNode("m", "MatMul", "/job:worker/task:0/gpu:1")  # TF 1's short form
+    assert (worker_on_gpu([ps, cpu]), worker_on_gpu([ps, gpu]), worker_on_gpu([old_gpu])) == (False, True, True)
+    # a PS on a GPU does not make the worker's all-reduce NCCL's
+    assert not worker_on_gpu([GraphNode("w", "VarHandleOp", "/job:ps/replica:0/task:0/device:GPU:0"), cpu])
+    # written only when true, so a CPU profile is written as before the field existed
+    profile = load_profile(ASYNC_BUNDLES[0])
+    assert "worker_on_gpu" not in profile_to_json(profile)["job"]
+    on_gpu = profile.model_copy(update={"job": profile.job.model_copy(update={"worker_on_gpu": True})})
+    write_profile(on_gpu, tmp_path / "gpu.json")
+    assert read_profile(tmp_path / "gpu.json").job.worker_on_gpu is True

@@ -89,20 +89,32 @@ GLOO = Framework(latency_s=3.0e-4, two_way_share=0.985, collectives=(),
                  basis="a lone gloo all-reduce of 1 and 8 MiB timed at W = 2..4 over shaped 200 Mbit/s links")
 # TF2 Keras MWMS, CommunicationImplementation.RING: every chunk of every round is a gRPC RecvBuf
 # call (receiver-initiated), so a round costs milliseconds on TCP, not NCCL's microseconds. Both
-# figures are fitted on the calm MWMS runs at 50 and 100 Mbit/s, two runs per W (benchmarks/allreduce_accuracy.py
-# fit; it reports each run held out: fitted on the other alone, 2 ms / 0.96 and 4 ms / 0.99).
-# Keras's fit logs the loss at least, reduced as a float32 sum and an int64 count.
-GRPC_RING = Framework(latency_s=3.5e-3, two_way_share=0.98, collectives=(4, 8),
-                      basis="fitted on calm Keras MWMS runs over shaped 50 and 100 Mbit/s links")
+# figures are fitted on the calm MWMS runs of three programs (a 4.2 MB MLP at 50 and 100 Mbit/s,
+# the PS testbed's 1.7 MB MLP at 25 Mbit/s, its 0.44 MB CNN at 25 and 100 Mbit/s;
+# benchmarks/allreduce_accuracy.py fit, which reports each configuration held out: fitted on the
+# others, 1.25-1.5 ms and 0.95-0.96). Keras's fit logs the loss at least, reduced as a float32 sum
+# and an int64 count.
+GRPC_RING = Framework(latency_s=1.25e-3, two_way_share=0.95, collectives=(4, 8),
+                      basis="fitted on calm Keras MWMS runs of three programs over shaped 25, 50 and 100 Mbit/s links")
 GENERIC = Framework(latency_s=DEFAULT_LATENCY_S, two_way_share=1.0, collectives=(),
-                    basis="no framework recorded (a parameter-server trace): NCCL-style figures for Ethernet")
+                    basis="no framework known: NCCL-style figures for Ethernet")
+# A TensorFlow parameter-server trace replayed as an all-reduce what-if is a TensorFlow program:
+# its all-reduce is MultiWorkerMirroredStrategy, whose ring over TCP is the gRPC one (what
+# CommunicationImplementation.AUTO picks without NCCL; with GPUs it picks NCCL: framework_of). Measured: MWMS runs of the PS testbed's
+# MLP and CNN predicted from their PS traces, W >= 2 within 2.5 % with these figures, 1-12 % high
+# with GENERIC's (benchmarks/allreduce_accuracy.py, "from the PS trace").
 FRAMEWORKS: Mapping[ProgramKind, Framework] = {ProgramKind.PYTORCH_DDP: GLOO, ProgramKind.TF_MWMS: GRPC_RING,
-                                                ProgramKind.TF_PS: GENERIC}
+                                                ProgramKind.TF_PS: GRPC_RING}
 
 
 def framework_of(profile: Profile | None) -> Framework:
-    """The ``Framework`` figures of the program ``profile`` was recorded from."""
-    return GENERIC if profile is None else FRAMEWORKS.get(profile.job.kind, GENERIC)
+    """The ``Framework`` figures of the program ``profile`` was recorded from; a PS program whose
+    worker ran on a GPU would all-reduce with NCCL (MWMS's choice with GPUs): the NCCL-style ones."""
+    if profile is None:
+        return GENERIC
+    if profile.job.kind is ProgramKind.TF_PS and profile.job.worker_on_gpu:
+        return GENERIC
+    return FRAMEWORKS.get(profile.job.kind, GENERIC)
 
 
 # A ring round's latency spans three orders of magnitude between RDMA (microseconds) and TCP
@@ -119,12 +131,12 @@ class RingParams(ModelParams):
         f"profile recorded, else {DEFAULT_BUCKET_MB:g}")
     latency_s: float | None = Field(
         None, ge=0, description="latency of one ring round on a worker link (s); unset: the profile's framework's "
-        f"(pytorch-ddp {GLOO.latency_s * 1e3:g} ms, tf-mwms {GRPC_RING.latency_s * 1e3:g} ms, "
+        f"(pytorch-ddp {GLOO.latency_s * 1e3:g} ms, tf-mwms and tf-ps {GRPC_RING.latency_s * 1e3:g} ms, "
         f"else {DEFAULT_LATENCY_S * 1e6:g} us)")
     two_way_share: float | None = Field(
         None, gt=0, le=1, description="share of the one-way goodput each direction of a ring link keeps while both "
         f"carry data at once; unset: the profile's framework's (pytorch-ddp {GLOO.two_way_share:g}, "
-        f"tf-mwms {GRPC_RING.two_way_share:g}, else 1)")
+        f"tf-mwms and tf-ps {GRPC_RING.two_way_share:g}, else 1)")
 
     def latency(self) -> float:
         """``latency_s``, or the generic default when unset (``RingAllReduce.resolved`` fills it per framework)."""
