@@ -96,14 +96,20 @@ def teardown_network() -> None:
 # ---------------------------------------------------------------- the training program
 
 
-def build_model(tf, keras, model_name: str):  # type: ignore[no-untyped-def]
-    """The program's layers (convolutions first for a cnn, then dense) with a sleep after each in
-    both passes (emulated accelerator compute)."""
+def build_program(tf, keras, model_name: str):  # type: ignore[no-untyped-def]
+    """The model ``model_name`` of ``MODELS`` or ``CNNS``, compiled (``build_model``)."""
     if model_name in CNNS:
         channels, widths, _, fwd_s, bwd_s = CNNS[model_name]
-    else:
-        widths, _, fwd_s, bwd_s = MODELS[model_name]
-        channels = ()
+        return build_model(tf, keras, widths, fwd_s, bwd_s, channels=channels, name=model_name)
+    widths, _, fwd_s, bwd_s = MODELS[model_name]
+    return build_model(tf, keras, widths, fwd_s, bwd_s, name=model_name)
+
+
+def build_model(tf, keras, widths: Sequence[int], fwd_s: float, bwd_s: float,  # type: ignore[no-untyped-def]
+                channels: Sequence[int] = (), name: str = "mlp"):
+    """Dense layers of ``widths`` (after 3x3 stride-2 convolutions of ``channels`` on 8x8 inputs,
+    flattened, when given; ``widths[0]`` is then the flattened size) with a sleep after each layer
+    in both passes (emulated accelerator compute)."""
 
     def sleeper(seconds: float):  # type: ignore[no-untyped-def]
         def sleep(x):  # type: ignore[no-untyped-def]
@@ -125,7 +131,7 @@ def build_model(tf, keras, model_name: str):  # type: ignore[no-untyped-def]
                 return y, grad
             return compute(x)
 
-    inputs = keras.Input(input_shape(model_name))
+    inputs = keras.Input((8, 8, channels[0]) if channels else (widths[0],))
     h = inputs
     for i, out in enumerate(channels[1:]):
         h = keras.layers.Conv2D(out, 3, strides=2, padding="same", activation="relu", name=f"conv{i}")(h)
@@ -135,7 +141,7 @@ def build_model(tf, keras, model_name: str):  # type: ignore[no-untyped-def]
     for i, width in enumerate(widths[1:]):
         h = keras.layers.Dense(width, activation="relu" if i < len(widths) - 2 else None, name=f"fc{i}")(h)
         h = Compute(name=f"compute{i}")(h)
-    model = keras.Model(inputs, h, name=model_name)
+    model = keras.Model(inputs, h, name=name)
     model.compile(optimizer=keras.optimizers.SGD(0.001),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     return model
@@ -158,7 +164,7 @@ def run_task(args: argparse.Namespace) -> None:
     batch = batch_of(args.model)
     workers = strategy.num_replicas_in_sync
     with strategy.scope():
-        model = build_model(tf, keras, args.model)
+        model = build_program(tf, keras, args.model)
     rng = np.random.default_rng(0)
     x = rng.random((batch * workers * 8, *input_shape(args.model)), dtype=np.float32)
     y = rng.integers(0, classes(args.model), len(x))
