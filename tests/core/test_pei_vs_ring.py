@@ -22,11 +22,12 @@ RATE_BPS, LATENCY_S, GRADIENT = 10e9, 50e-6, 40_000_000  # 10 Gbit/s, 50 us, one
 
 
 def _one_gradient_step(compute_us: float = 1.0) -> ModelInputs:
-    """A worker op that produces one gradient, pushed at its end; compute is negligible."""
+    """A worker op that produces one gradient, pushed at its end; compute is negligible. The worker
+    is a GPU's, as Pei's (so the ring takes NCCL-style figures: one-way goodput, no other collective)."""
     ops = [{"name": "worker:bwd", "resource": "worker"},
            {"name": "push", "resource": "uplink", "ps": 0, "bytes": GRADIENT, "deps": ["worker:bwd"]}]
     steps = [{"index": k, "start_us": [0.0, compute_us], "duration_us": [compute_us, 1.0]} for k in range(3)]
-    profile = build_profile(job={"batch_size": 32}, ops=ops, steps=steps)
+    profile = build_profile(job={"batch_size": 32, "worker_on_gpu": True}, ops=ops, steps=steps)
     return ModelInputs(profile=profile, recorded=profile, network=NetworkModel(bandwidth_bps=RATE_BPS))
 
 
