@@ -1,7 +1,7 @@
 """Accuracy of the PS model on jobs with several parameter servers, against real 2-PS runs.
 
     python -m benchmarks.multi_ps_accuracy [--steps 1000] [--param multi_ps_flow_goodput=0.85]
-        [--no-fit] [--markdown] [--json out.json] [--phases | --placements]
+        [--no-fit] [--markdown] [--json out.json] [--phases | --placements | --step-ends]
 
 For every measured run in ``tests/data/ps-traces`` with 2 PS (``<trace>.measured.json.gz``,
 ``<trace>.r<k>.measured.json.gz``: examples/s at each W, one run each; the README says how they
@@ -46,6 +46,7 @@ import gzip
 import json
 import math
 import random
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -270,6 +271,42 @@ def placements(data: Path = PLACEMENTS, steps: int = 1000) -> list[str]:
     return lines
 
 
+_RECV = re.compile(r"^\[[^\]]*\]\s+\[[^\]]*\]\s+(?P<tensor>\S+)\s+from\s+(?P<src>\S+)\s+to\s+(?P<dst>\S+)")
+
+
+def step_end_segments(path: Path) -> dict[str, list[float]]:
+    """Per traced step of worker 0 (``--step-ends``): ``apply``, ``trigger`` and ``tail`` in ms."""
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    out: dict[str, list[float]] = {"apply": [], "trigger": [], "tail": []}
+    for step in doc["results"][0]["traced_steps_w0"]:
+        arrivals: dict[str, tuple[str, str, float]] = {}
+        for _, name, label, _, end in step["nodes"]:
+            m = _RECV.match(label) if name == "RecvTensor" else None
+            if m:
+                arrivals[m["tensor"]] = (m["src"], m["dst"], end / 1e3)
+        pushes = [t for tensor, (src, dst, t) in arrivals.items() if "/job:worker" in src and "grad" in tensor]
+        done = [t for tensor, (_, _, t) in arrivals.items() if "GradientDescent/update/NoOp" in tensor]
+        trigger = [t for tensor, (_, _, t) in arrivals.items() if tensor.endswith("GradientDescent/update")]
+        if not (pushes and done and trigger):
+            continue
+        last = max(pushes)
+        out["apply"].append(max(done) - last)
+        out["trigger"].append(trigger[0] - max(done))
+        out["tail"].append(step["client"][1] / 1e3 - last)
+    return out
+
+
+def step_ends(data: Path = PLACEMENTS) -> list[str]:
+    """The ``--step-ends`` table (module docstring)."""
+    lines = [f"{'run':<44} {'ex/s':>6} {'steps':>5}  apply ms (median, max)  trigger ms  tail ms"]
+    for path in sorted(data.glob("*.traced.measured.json.gz")):
+        seg = step_end_segments(path)
+        thr = float(json.loads(gzip.decompress(path.read_bytes()))["results"][0]["thr_window"])
+        cells = "  ".join(f"{statistics.median(seg[k]):6.1f} {max(seg[k]):6.1f}" for k in ("apply", "trigger", "tail"))
+        lines.append(f"{path.name.removesuffix('.json.gz'):<44} {thr:>6.1f} {len(seg['tail']):>5}  {cells}")
+    return lines
+
+
 def table(rows: Sequence[Row], markdown: bool) -> str:
     lines = (["| placement | run | W | measured | own trace | error | `--ps 2` what-if | error |",
               "|---|---|---|---|---|---|---|---|"] if markdown else
@@ -307,7 +344,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--phases", action="store_true", help="print what the step logs show instead (docstring)")
     parser.add_argument("--placements", action="store_true",
                         help="print the W = 3 placement runs instead (docstring)")
+    parser.add_argument("--step-ends", action="store_true",
+                        help="print where the traced W = 3 steps' ends went instead (docstring)")
     args = parser.parse_args(argv)
+    if args.step_ends:
+        print("\n".join(step_ends()))
+        return
     if args.placements:
         print("\n".join(placements(steps=args.steps)))
         return

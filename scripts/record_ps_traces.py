@@ -213,7 +213,8 @@ def run_task(args: argparse.Namespace) -> None:
     sync_hooks = [sync_opt.make_session_run_hook(is_chief=index == 0)] if sync_opt is not None else []
     if args.measure_steps:
         _measure(tf, server, index, global_step, train_op, args.measure_steps, threads, Path(args.out),
-                 sync_hooks, until_global_step=args.measure_steps if args.sync else None)
+                 sync_hooks, until_global_step=args.measure_steps if args.sync else None,
+                 traced=range(args.skip, args.skip + args.trace_steps) if index == 0 else range(0))
         return
 
     ingest = testbed.Ingest()
@@ -236,7 +237,7 @@ def run_task(args: argparse.Namespace) -> None:
 
 
 def _measure(tf, server, index: int, global_step, train_op, steps: int, threads: dict, out: Path,  # type: ignore[no-untyped-def]
-             hooks: Sequence[Any] = (), until_global_step: int | None = None) -> None:
+             hooks: Sequence[Any] = (), until_global_step: int | None = None, traced: range = range(0)) -> None:
     """Train ``steps`` steps untraced, logging (start, end, global step) of each: the measured runs.
     Synchronous (``until_global_step``): until the shared global step reaches it, so that no
     worker stops while another waits at the barrier for its gradient."""
@@ -255,13 +256,30 @@ def _measure(tf, server, index: int, global_step, train_op, steps: int, threads:
         while len(list(ready.iterdir())) < workers:
             time.sleep(0.05)
         step = 0
+        timings = []  # --trace-steps: where the traced steps' time went (worker 0's view, every partition)
         while (step < until_global_step) if until_global_step else (len(log) < steps):
             start = time.time()
-            _, step = session.run([train_op, global_step])
+            if len(log) in traced:
+                meta = tf.compat.v1.RunMetadata()
+                _, step = session.run([train_op, global_step], run_metadata=meta,
+                                      options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE))
+                timings.append(_step_records(meta, start, time.time()))
+            else:
+                _, step = session.run([train_op, global_step])
             log.append((start, time.time(), int(step)))
             if until_global_step and len(log) > 4 * until_global_step:
                 break  # a barrier that never completes: the log says so
     out.with_name(f"{out.name}.w{index}").write_text(json.dumps(log))
+    if timings:
+        out.with_name(f"{out.name}.timings").write_text(json.dumps(timings))
+
+
+def _step_records(meta, start_s: float, end_s: float) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """One traced step: its client start and end, and each recorded node's device, name, label,
+    start and end (microseconds since the epoch, as step_stats keep them)."""
+    nodes = [[dev.device, n.node_name, n.timeline_label, n.all_start_micros, n.all_start_micros + n.all_end_rel_micros]
+             for dev in meta.step_stats.dev_stats for n in dev.node_stats]
+    return {"client": [round(start_s * 1e6), round(end_s * 1e6)], "nodes": nodes}
 
 
 def update_throughput(logs: Sequence[Sequence[tuple[float, float, int]]], batch: int, replicas: int,
@@ -319,7 +337,8 @@ def record(args: argparse.Namespace, workers: int = 1, out: Path | None = None) 
             "--warmup", str(args.warmup), "--mbit", str(args.mbit), "--placement", args.placement, "--out", str(out),
             "--backup", str(args.backup)] + (["--sync"] if args.sync else [])
     if args.measure:
-        base += ["--measure-steps", str(args.measure_steps or 100)]
+        base += ["--measure-steps", str(args.measure_steps or 100), "--skip", str(args.skip),
+                 "--trace-steps", str(args.trace_steps)]
     repo = str(Path(__file__).resolve().parent.parent)
     try:
         with testbed.processes() as procs:
@@ -363,6 +382,9 @@ def measure(args: argparse.Namespace) -> None:
             part = scratch.with_name(f"{scratch.name}.w{k}")
             logs.append([tuple(x) for x in json.loads(part.read_text())])
             part.unlink()
+        timings_file = scratch.with_name(f"{scratch.name}.timings")
+        timings = json.loads(timings_file.read_text()) if timings_file.exists() else None
+        timings_file.unlink(missing_ok=True)
         net_file = scratch.with_name(f"{scratch.name}.net")
         net = json.loads(net_file.read_text()) if net_file.exists() else None
         net_file.unlink(missing_ok=True)
@@ -371,7 +393,7 @@ def measure(args: argparse.Namespace) -> None:
         print(f"W={workers}: {thr:.1f} examples/s (load {load_before:.2f} before, {load_after:.2f} after)", flush=True)
         results.append({"W": workers, "thr_window": thr, "replicas_to_aggregate": replicas,
                         "load_before": load_before, "load_after": load_after, "step_log": logs}
-                       | ({"network_counters": net} if net else {}))
+                       | ({"network_counters": net} if net else {}) | ({"traced_steps_w0": timings} if timings else {}))
     meta = {"model": args.model, "batch": batch, "n_ps": args.ps, "placement": args.placement, "bw_mbit": args.mbit,
             "steps_per_worker": args.measure_steps or 100, "window_skips_steps": skip, "shape": args.shape,
             "sync": bool(args.sync), "backup_workers": args.backup if args.sync else 0,
@@ -407,6 +429,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--measure-steps", type=int, default=0,
                         help="steps per worker of a measured run (default 100; with --sync: updates); "
                              "in a task: measure, do not trace")
+    parser.add_argument("--trace-steps", type=int, default=0,
+                        help="measured runs: trace this many of worker 0's steps after the skipped ones (FULL_TRACE: "
+                             "every partition's node times, kept as traced_steps_w0; tracing slows those steps)")
     parser.add_argument("--out", required=True, help="where the upload bundle goes (gzip, as uploaded)")
     return parser.parse_args(argv)
 

@@ -11,7 +11,9 @@ from types import ModuleType
 
 import pytest
 
-from benchmarks.multi_ps_accuracy import PLACEMENT_RUNS, order_parameter, placement_rows, random_order_parameter
+from benchmarks.multi_ps_accuracy import (
+    PLACEMENT_RUNS, order_parameter, placement_rows, random_order_parameter, step_end_segments,
+)
 from tests.conftest import REPO
 
 
@@ -85,3 +87,16 @@ def test_no_run_had_a_retransmission_timeout_and_drops_do_not_tell_the_arrangeme
     # every run lost pushed packets to the full tbf queue; a turn-taking run lost the most of all
     assert all(r["drops_in"] > 0 for rs in runs.values() for r in rs)
     assert max(r["drops_in"] for r in runs["round-robin"]) == max(r["drops_in"] for rs in runs.values() for r in rs)
+
+
+def test_the_step_ending_trigger_waits_only_where_it_crosses_the_weights_link() -> None:
+    # Worker 0's traced steps at W = 3 (record_ps_traces.py --trace-steps 20): with the biases
+    # apart, global_step (and the trigger of its increment) stays on the weights' PS, whose inbound
+    # link carries the other workers' gradients; with round-robin it goes to PS 0's quiet link.
+    data = REPO / "tests" / "data" / "ps-traces" / "w3-placements"
+    crossing = step_end_segments(data / "biases-apart.traced.measured.json.gz")
+    quiet = step_end_segments(data / "round-robin.traced.measured.json.gz")
+    assert len(crossing["tail"]) == len(quiet["tail"]) == 20
+    assert max(quiet["trigger"]) < 5.0  # ms: a 0-byte message over an idle 100 Mbit/s link
+    assert max(crossing["trigger"]) > 10 * max(quiet["trigger"])  # behind a queued gradient
+    assert statistics.median(crossing["tail"]) > statistics.median(quiet["tail"])
