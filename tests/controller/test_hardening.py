@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -126,18 +126,29 @@ def test_a_failed_profiling_run_is_retried_with_backoff_and_each_try_says_why_it
         controller.stop()
 
 
+def _two_failed_tries(emu, name: str, first: str, second: str,  # type: ignore[no-untyped-def]
+                      before_second: Callable[[], None] = lambda: None) -> dict[str, str]:
+    """Opt ``name`` in, fail its first profiling try with ``first`` and, once the job names the
+    second, run ``before_second`` and fail that one with ``second`` (TFJobFailed messages); the
+    job's annotations once it is Failed."""
+    create_tfjob(emu, tfjob(name))
+    wait_for("try 1", lambda: emu.get("tfjobs", NS, f"{name}-prof-g1"))
+    fail_run(emu, f"{name}-prof-g1", "TFJobFailed", first)
+    wait_for("try 2", lambda: emu.get("tfjobs", NS, f"{name}-prof-g1-r2"), timeout_s=30)
+    wait_for("try 2 noted", lambda: emu.get("tfjobs", NS, name)["metadata"]["annotations"].get(
+        ann.PROFILING_RUN) == f"{name}-prof-g1-r2")
+    before_second()
+    fail_run(emu, f"{name}-prof-g1-r2", "TFJobFailed", second)
+    wait_for("Failed", lambda: phase(emu, name) == "Failed", timeout_s=30)
+    return emu.get("tfjobs", NS, name)["metadata"]["annotations"]
+
+
 def test_the_last_try_failing_fails_the_job_and_a_deadline_word_is_no_timeout(emu, tmp_path) -> None:
     settings = settings_for(tmp_path, leader_election=False, profiling_max_attempts=2, profiling_retry_backoff_s=1)
     controller = start_controller(emu, settings)
     try:
-        create_tfjob(emu, tfjob("doomed"))
-        wait_for("try 1", lambda: emu.get("tfjobs", NS, "doomed-prof-g1"))
         # a message that mentions a deadline is not a timeout: the reason says what happened
-        fail_run(emu, "doomed-prof-g1", "TFJobFailed", "OOMKilled before the deadline")
-        wait_for("try 2", lambda: emu.get("tfjobs", NS, "doomed-prof-g1-r2"), timeout_s=30)
-        fail_run(emu, "doomed-prof-g1-r2", "TFJobFailed", "OOMKilled again")
-        wait_for("Failed", lambda: phase(emu, "doomed") == "Failed", timeout_s=30)
-        notes = emu.get("tfjobs", NS, "doomed")["metadata"]["annotations"]
+        notes = _two_failed_tries(emu, "doomed", "OOMKilled before the deadline", "OOMKilled again")
         assert notes[ann.REASON] == "ProfilingFailed: OOMKilled again (try 2 of 2)"
         tries = yaml.safe_load(notes[ann.PROFILING_ATTEMPTS])
         assert [t["reason"] for t in tries] == ["ProfilingFailed: OOMKilled before the deadline",
@@ -155,16 +166,8 @@ def test_the_tries_survive_a_conflict_on_the_write_that_fails_the_job(emu, tmp_p
     settings = settings_for(tmp_path, leader_election=False, profiling_max_attempts=2, profiling_retry_backoff_s=1)
     controller = start_controller(emu, settings)
     try:
-        create_tfjob(emu, tfjob("clash"))
-        wait_for("try 1", lambda: emu.get("tfjobs", NS, "clash-prof-g1"))
-        fail_run(emu, "clash-prof-g1", "TFJobFailed", "image pull backoff")
-        second = wait_for("try 2", lambda: emu.get("tfjobs", NS, "clash-prof-g1-r2"), timeout_s=30)
-        wait_for("try 2 noted", lambda: emu.get("tfjobs", NS, "clash")["metadata"]["annotations"].get(
-            ann.PROFILING_RUN) == second["metadata"]["name"])
-        emu.fail_next(method="PATCH", resource="tfjobs", path_contains="/tfjobs/clash", status=409, times=1)
-        fail_run(emu, "clash-prof-g1-r2", "TFJobFailed", "OOMKilled")
-        wait_for("Failed", lambda: phase(emu, "clash") == "Failed", timeout_s=30)
-        notes = emu.get("tfjobs", NS, "clash")["metadata"]["annotations"]
+        notes = _two_failed_tries(emu, "clash", "image pull backoff", "OOMKilled", before_second=lambda: emu.fail_next(
+            method="PATCH", resource="tfjobs", path_contains="/tfjobs/clash", status=409, times=1))
         assert notes[ann.REASON] == "ProfilingFailed: OOMKilled (try 2 of 2)"
         tries = yaml.safe_load(notes[ann.PROFILING_ATTEMPTS])
         assert [(t["attempt"], t["reason"]) for t in tries] == [(1, "ProfilingFailed: image pull backoff"),
