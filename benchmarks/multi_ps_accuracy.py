@@ -46,7 +46,6 @@ import gzip
 import json
 import math
 import random
-import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -60,6 +59,7 @@ from advisor.core.models import registry
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
 from advisor.importers.loader import load_profile
+from advisor.importers.tf_profile import RECV_LABEL
 from benchmarks.paths import REPO
 
 DATA = REPO / "tests" / "data" / "ps-traces"
@@ -271,9 +271,6 @@ def placements(data: Path = PLACEMENTS, steps: int = 1000) -> list[str]:
     return lines
 
 
-_RECV = re.compile(r"^\[[^\]]*\]\s+\[[^\]]*\]\s+(?P<tensor>\S+)\s+from\s+(?P<src>\S+)\s+to\s+(?P<dst>\S+)")
-
-
 def step_end_segments(path: Path) -> dict[str, list[float]]:
     """Per traced step of worker 0 (``--step-ends``): ``apply``, ``trigger`` and ``tail`` in ms."""
     doc = json.loads(gzip.decompress(path.read_bytes()))
@@ -281,7 +278,7 @@ def step_end_segments(path: Path) -> dict[str, list[float]]:
     for step in doc["results"][0]["traced_steps_w0"]:
         arrivals: dict[str, tuple[str, str, float]] = {}
         for _, name, label, _, end in step["nodes"]:
-            m = _RECV.match(label) if name == "RecvTensor" else None
+            m = RECV_LABEL.match(label) if name == "RecvTensor" else None
             if m:
                 arrivals[m["tensor"]] = (m["src"], m["dst"], end / 1e3)
         pushes = [t for tensor, (src, dst, t) in arrivals.items() if "/job:worker" in src and "grad" in tensor]

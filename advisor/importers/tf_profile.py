@@ -37,7 +37,8 @@ from advisor.errors import MissingTraceDataError, MultiWorkerTraceError, Profile
 from advisor.importers.tf_records import GraphNode, NodeRecord, StepRecords, TraceRecords
 
 _DEVICE = re.compile(r"^/job:(?P<job>[A-Za-z_]+)(?:/replica:\d+)?/task:(?P<task>\d+)")
-_RECV_LABEL = re.compile(r"^\[(?P<size>[^\]]*)\]\s+\[[^\]]*\]\s+(?P<tensor>\S+)\s+from\s+(?P<src>\S+)\s+to\s+(?P<dst>\S+)")
+# a RecvTensor record's timeline label: "[size] [rate] tensor from device to device"
+RECV_LABEL = re.compile(r"^\[(?P<size>[^\]]*)\]\s+\[[^\]]*\]\s+(?P<tensor>\S+)\s+from\s+(?P<src>\S+)\s+to\s+(?P<dst>\S+)")
 _GPU_DEVICE = re.compile(r"/(?:device:)?gpu:\d", re.IGNORECASE)
 _SIZE = re.compile(r"^(?P<num>[0-9.]+)\s*(?P<unit>B|KB|MB|GB)$")
 _SIZE_UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30}
@@ -103,8 +104,7 @@ def build_profile_from_trace(trace: TraceRecords, *, batch_size: int | None = No
         raise MissingTraceDataError("the trace has no steps (no step_stats)")
     _check_single_worker(trace)
     nodes = {(place_of(n.device).key, n.name): n for n in trace.graph}
-    transfers = _pair_transfers(trace.graph)
-    relays = _relays(trace.graph)
+    transfers, relays = _pair_transfers(trace.graph)
     _check_relays(relays, trace.steps)
     if not transfers:
         raise MissingTraceDataError(
@@ -175,9 +175,11 @@ def _check_single_worker(trace: TraceRecords) -> None:
         raise MissingTraceDataError("the trace holds no worker device")
 
 
-def _pair_transfers(graph: Iterable[GraphNode]) -> dict[str, _Transfer]:
-    """Cross-process _Send nodes, keyed by tensor name, with direction and PS index."""
+def _pair_transfers(graph: Iterable[GraphNode]) -> tuple[dict[str, _Transfer], dict[str, GraphNode]]:
+    """Cross-process _Send nodes, keyed by tensor name: the transfers between a worker and a PS,
+    with direction and PS index, and the relays from one PS to another (their sending node)."""
     transfers: dict[str, _Transfer] = {}
+    relays: dict[str, GraphNode] = {}
     for node in graph:
         if node.op != "_Send" or node.client_terminated or not node.tensor_name:
             continue
@@ -189,22 +191,11 @@ def _pair_transfers(graph: Iterable[GraphNode]) -> dict[str, _Transfer]:
             resource, ps = Resource.DOWNLINK, src.task
         elif src.role == "worker" and dst.role == "ps":
             resource, ps = Resource.UPLINK, dst.task
-        else:
-            continue  # PS -> PS: a relay (_relays)
-        transfers[node.tensor_name] = _Transfer(node.tensor_name, resource, ps, node, dst)
-    return transfers
-
-
-def _relays(graph: Iterable[GraphNode]) -> dict[str, GraphNode]:
-    """Cross-process ``_Send`` nodes from one PS to another, keyed by tensor name."""
-    relays: dict[str, GraphNode] = {}
-    for node in graph:
-        if node.op != "_Send" or node.client_terminated or not node.tensor_name:
-            continue
-        src, dst = place_of(node.send_device or node.device), place_of(node.recv_device or "")
-        if src != dst and src.role == dst.role == "ps":
+        else:  # PS -> PS (one worker only, so never worker -> worker)
             relays[node.tensor_name] = node
-    return relays
+            continue
+        transfers[node.tensor_name] = _Transfer(node.tensor_name, resource, ps, node, dst)
+    return transfers, relays
 
 
 def _check_relays(relays: dict[str, GraphNode], steps: Iterable[StepRecords]) -> None:
@@ -215,7 +206,7 @@ def _check_relays(relays: dict[str, GraphNode], steps: Iterable[StepRecords]) ->
     records: dict[str, list[NodeRecord]] = {}
     for step in steps:
         for rec in step.records:
-            m = _RECV_LABEL.match(rec.label) if rec.name == _TRANSFER_RECORD else None
+            m = RECV_LABEL.match(rec.label) if rec.name == _TRANSFER_RECORD else None
             if m and m["tensor"] in relays:
                 records.setdefault(m["tensor"], []).append(rec)
     for tensor, node in relays.items():
@@ -236,7 +227,7 @@ def _check_relays(relays: dict[str, GraphNode], steps: Iterable[StepRecords]) ->
 def _record_key(rec: NodeRecord, transfers: dict[str, _Transfer]) -> tuple[str, str] | None:
     """The op a record belongs to: ('xfer', tensor) or (place, node); None if not an op of ours."""
     if rec.name == _TRANSFER_RECORD:
-        m = _RECV_LABEL.match(rec.label)
+        m = RECV_LABEL.match(rec.label)
         if not m:
             raise TraceFormatError(f"RecvTensor record with an unreadable label {rec.label!r}")
         return ("xfer", m["tensor"]) if m["tensor"] in transfers else None
@@ -426,7 +417,7 @@ def _transfer_bytes(tensor: str, records: list[NodeRecord]) -> int:
     exact = [r.requested_bytes for r in records if r.requested_bytes is not None]
     if exact:
         return max(exact)
-    m = _RECV_LABEL.match(records[0].label)
+    m = RECV_LABEL.match(records[0].label)
     size = _SIZE.match(m["size"].strip()) if m else None
     if not size:
         raise MissingTraceDataError(f"transfer {tensor!r} records no size (neither bytes nor a readable label)")

@@ -100,9 +100,10 @@ GENERIC = Framework(latency_s=DEFAULT_LATENCY_S, two_way_share=1.0, collectives=
                     basis="no framework known: NCCL-style figures for Ethernet")
 # A TensorFlow parameter-server trace replayed as an all-reduce what-if is a TensorFlow program:
 # its all-reduce is MultiWorkerMirroredStrategy, whose ring over TCP is the gRPC one (what
-# CommunicationImplementation.AUTO picks without NCCL; with GPUs it picks NCCL: framework_of). Measured: MWMS runs of the PS testbed's
-# MLP and CNN predicted from their PS traces, W >= 2 within 2.5 % with these figures, 1-12 % high
-# with GENERIC's (benchmarks/allreduce_accuracy.py, "from the PS trace").
+# CommunicationImplementation.AUTO picks without NCCL; with GPUs it picks NCCL: framework_of).
+# Measured: MWMS runs of the PS testbed's MLP and CNN predicted from their PS traces, W >= 2
+# within 2.5 % with these figures, 1-12 % high with GENERIC's (benchmarks/allreduce_accuracy.py,
+# "from the PS trace").
 FRAMEWORKS: Mapping[ProgramKind, Framework] = {ProgramKind.PYTORCH_DDP: GLOO, ProgramKind.TF_MWMS: GRPC_RING,
                                                 ProgramKind.TF_PS: GRPC_RING}
 
