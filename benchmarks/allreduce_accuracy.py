@@ -53,6 +53,7 @@ from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
+from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import write_model_error
 from advisor.importers.uploads import profile_from_upload
 
@@ -131,7 +132,13 @@ def predict(folder: Path, *, steps: int = 1000, params: Mapping[str, Any] | None
     points = sorted(measured["points"], key=lambda p: p["workers"])
     curve = predict_curve(model, inputs, chosen,
                           CurveSettings(workers=tuple(p["workers"] for p in points), steps=steps, seed=1))
-    return [Row(config=folder.name, kind=str(measured["kind"]), workers=int(p["workers"]),
+    return _rows(folder.name, measured, points, curve)
+
+
+def _rows(config: str, measured: Mapping[str, Any], points: Sequence[Mapping[str, Any]],
+          curve: Sequence[Any]) -> list[Row]:
+    """One ``Row`` per measured point (sorted by W) and its predicted point."""
+    return [Row(config=config, kind=str(measured["kind"]), workers=int(p["workers"]),
                 measured=float(p["examples_per_s"]), spread=(float(p["spread"][0]), float(p["spread"][1])),
                 predicted=c.throughput) for p, c in zip(points, curve, strict=True)]
 
@@ -152,16 +159,10 @@ def predict_from_ps_trace(folder: Path, *, steps: int = 1000, params: Mapping[st
     network = NetworkModel(bandwidth_bps=float(measured["bandwidth_bps"]))
     inputs = model_inputs(profile, AdviceRequest(network=network, curve=settings))
     curve = predict_curve(model, inputs, registry.params_for(model, dict(params or {})), settings)
-    return [Row(config=f"{folder.name} <- {name}", kind=str(measured["kind"]), workers=int(p["workers"]),
-                measured=float(p["examples_per_s"]), spread=(float(p["spread"][0]), float(p["spread"][1])),
-                predicted=c.throughput) for p, c in zip(points, curve, strict=True)]
+    return _rows(f"{folder.name} <- {name}", measured, points, curve)
 
 
-@cache
-def _ps_trace(path: Path) -> Profile:
-    from advisor.importers.loader import load_profile
-
-    return load_profile(path)
+_ps_trace = cache(load_profile)  # each PS trace read once, however many configurations it predicts
 
 
 def summary(rows: Sequence[Row], held_out: bool = False) -> tuple[float, float]:
