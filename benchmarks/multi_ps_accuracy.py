@@ -224,8 +224,8 @@ def phases(data: Path = DATA) -> list[str]:
 def placement_trace(placement: str, data: Path = PLACEMENTS) -> Profile:
     """The one-worker trace of a placement run: its own (recorded beside the runs), or for the
     one-PS and round-robin runs the trace of the same program in ``DATA``."""
-    own = {"one-ps": DATA / f"{ONE_PS}.trace.json.gz", "round-robin": DATA / f"{TWO_PS['round-robin']}.trace.json.gz"}
-    return load_profile(own.get(placement, data / f"{placement}.trace.json.gz"))
+    shared = {"one-ps": ONE_PS, "round-robin": TWO_PS["round-robin"]}
+    return trace(shared[placement]) if placement in shared else load_profile(data / f"{placement}.trace.json.gz")
 
 
 def placement_rows(data: Path = PLACEMENTS, steps: int = 0) -> list[dict[str, Any]]:
