@@ -363,6 +363,15 @@ def record(args: argparse.Namespace, workers: int = 1, out: Path | None = None) 
     shutil.rmtree(logs, ignore_errors=True)
 
 
+def _take_json(path: Path) -> Any:
+    """What a run left beside its step logs (a task's side file), read and removed; None if absent."""
+    if not path.exists():
+        return None
+    doc = json.loads(path.read_text())
+    path.unlink()
+    return doc
+
+
 def measure(args: argparse.Namespace) -> None:
     """Measured throughput with 1 PS or more and each W of ``--measure`` (untraced runs), into
     ``--out`` as JSON: ``results[]`` with ``W``, ``thr_window`` and each worker's step log."""
@@ -382,12 +391,8 @@ def measure(args: argparse.Namespace) -> None:
             part = scratch.with_name(f"{scratch.name}.w{k}")
             logs.append([tuple(x) for x in json.loads(part.read_text())])
             part.unlink()
-        timings_file = scratch.with_name(f"{scratch.name}.timings")
-        timings = json.loads(timings_file.read_text()) if timings_file.exists() else None
-        timings_file.unlink(missing_ok=True)
-        net_file = scratch.with_name(f"{scratch.name}.net")
-        net = json.loads(net_file.read_text()) if net_file.exists() else None
-        net_file.unlink(missing_ok=True)
+        timings = _take_json(scratch.with_name(f"{scratch.name}.timings"))
+        net = _take_json(scratch.with_name(f"{scratch.name}.net"))
         replicas = max(workers - args.backup, 1) if args.sync else None
         thr = update_throughput(logs, batch, replicas, skip) if replicas else throughput_window(logs, batch, skip)
         print(f"W={workers}: {thr:.1f} examples/s (load {load_before:.2f} before, {load_after:.2f} after)", flush=True)
