@@ -129,7 +129,9 @@ def test_a_bandwidth_stated_twice_too_high_converges_to_the_cheapest_workers(
             # first curve is applied), then to 3 once what it does there is known
             wait_for("the calibrated resize to 3", lambda: trainer.workers() == 3 and len(job.workers_seen) > 1,
                      timeout_s=300)
-            notes = annotations(emu, "cnn")
+            # the refitted curve's annotations are a patch of their own beside the resize: wait for them
+            notes = wait_for("the refitted curve noted", lambda: (lambda n: n if n.get(PREFIX + "curve-source") == "refit"
+                                                                  else None)(annotations(emu, "cnn")), timeout_s=30)
             assert notes[PREFIX + "curve-source"] == "refit"
             refit = json.loads(notes[PREFIX + "refit"])
             assert refit["rule"] == "posterior"
