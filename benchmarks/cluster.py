@@ -105,9 +105,10 @@ def _median_by_w(results: Sequence[Mapping[str, float]]) -> dict[int, float]:
     return {w: statistics.median(v) for w, v in sorted(by_w.items())}
 
 
-def predicted_curves(types: Sequence[JobType], refresh: bool) -> dict[str, list[list[float]]]:
+def predicted_curves(types: Sequence[JobType], refresh: bool, keep: bool = True) -> dict[str, list[list[float]]]:
     """Each type's predicted curve [[W, throughput, low, high], ...] over 1..its max measured W,
-    as ``advisor predict`` gives it; kept in ``CURVES`` (keyed by type) and recomputed with --refresh."""
+    as ``advisor predict`` gives it; kept in ``CURVES`` (keyed by type) and recomputed with --refresh.
+    A type without a kept curve is predicted; ``keep`` False leaves ``CURVES`` as it is (tests)."""
     kept = json.loads(CURVES.read_text()) if CURVES.exists() and not refresh else {}
     missing = [t for t in types if t.name not in kept]
     if missing:
@@ -130,7 +131,8 @@ def predicted_curves(types: Sequence[JobType], refresh: bool) -> dict[str, list[
                     model_error=load_model_errors(None))
                 advice = advise(profile, request, None, pool)
                 kept[t.name] = [[p.workers, p.throughput, p.low, p.high] for p in advice.points]
-        CURVES.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")
+        if keep:
+            CURVES.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n")
     return kept
 
 
