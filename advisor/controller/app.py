@@ -53,7 +53,8 @@ RECONCILE_THREADS = 4
 # pool or Jobs were made from them at start. A reload that changes one says a restart is needed.
 RESTART_ONLY = frozenset({
     "namespaces", "http_port", "metrics_port", "ingest_max_bytes", "ingest_url", "ingest_key", "ingest_key_file", "store_path",
-    "leader_election", "lease_name", "lease_namespace", "identity", "kubeconfig", "kube_context",
+    "leader_election", "lease_name", "lease_namespace", "lease_duration_s", "lease_renew_deadline_s",
+    "lease_retry_period_s", "identity", "kubeconfig", "kube_context",
     "prediction_backend", "prediction_processes", "prediction_job_image", "prediction_job_image_pull_secrets",
     "prediction_job_timeout_s", "prediction_job_start_timeout_s", "prediction_job_resources",
     "prediction_job_node_selector", "prediction_job_tolerations", "prediction_job_priority_class_name",
@@ -66,7 +67,7 @@ class Controller:
 
     def __init__(self, settings: ControllerSettings, kube: Kube, *, store: Store | None = None,
                  clock: Callable[[], float] = time.time, predictor: Any = None, metrics: Metrics | None = None,
-                 settings_file: Path | None = None, lease_timing: tuple[float, float, float] = (15.0, 10.0, 2.0),
+                 settings_file: Path | None = None, lease_timing: tuple[float, float, float] | None = None,
                  job_poll_s: float = 5.0) -> None:
         self.settings = settings
         self.kube = kube
@@ -106,7 +107,8 @@ class Controller:
         self.ingest = Ingest(cache=self.jobs.get, store=self.store, metrics=self.metrics,
                              enqueue=self.queue.add, clock=clock, ingest_key=key, records=records,
                              warn=self._warn)
-        duration, renew, retry = lease_timing  # client-go's defaults: 15 s lease, renew within 10 s, retry 2 s
+        duration, renew, retry = lease_timing or (settings.lease_duration_s, settings.lease_renew_deadline_s,
+                                                  settings.lease_retry_period_s)
         self.elector = LeaderElector(kube, settings.lease_namespace, settings.lease_name, settings.identity,
                                      lease_duration_s=duration, renew_deadline_s=renew, retry_period_s=retry,
                                      on_started_leading=self._started_leading,

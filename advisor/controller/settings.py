@@ -26,6 +26,8 @@ from advisor.core.models import registry
 from advisor.core.units import UnitError, parse_bandwidth, parse_duration, parse_quantity
 from advisor.errors import AdvisorError, ModelInputError
 
+LEASE_RETRY_JITTER = 1.2  # client-go's JitterFactor: a standby's retries wait up to 1.2 retry periods
+
 MEASURE = "measure"  # the bandwidth setting that measures it from each profile
 
 CONFIG_FILE_ENV = "ADVISOR_CONFIG_FILE"
@@ -276,6 +278,14 @@ class ControllerSettings(BaseSettings):
     gc_period_s: int = Field(default=600, ge=5)
     leader_election: bool = True
     lease_name: str = "advisor-leader"
+    # client-go's defaults. A shorter lease fails over sooner after a crash (a standby waits the
+    # lease out) and costs more renewals; the renew deadline must stay below the lease so a leader
+    # that cannot renew stops before a standby may take over.
+    lease_duration_s: float = Field(default=15.0, ge=1, description="how long a lease holds without renewal")
+    lease_renew_deadline_s: float = Field(default=10.0, gt=0, description="a leader that cannot renew "
+                                                                          "for this long stops leading")
+    lease_retry_period_s: float = Field(default=2.0, gt=0, description="between renewals and between a "
+                                                                       "standby's tries")
     lease_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "advisor-system"))
     identity: str = Field(default_factory=lambda: os.environ.get("HOSTNAME", "advisor"))
     kubeconfig: Path | None = None
@@ -333,6 +343,10 @@ class ControllerSettings(BaseSettings):
     def _consistent(self) -> ControllerSettings:
         if self.min_workers > self.max_workers:
             raise ValueError(f"min_workers ({self.min_workers}) exceeds max_workers ({self.max_workers})")
+        if not self.lease_duration_s > self.lease_renew_deadline_s > LEASE_RETRY_JITTER * self.lease_retry_period_s:
+            raise ValueError(f"lease timing needs lease_duration_s ({self.lease_duration_s:g}) > lease_renew_deadline_s "
+                             f"({self.lease_renew_deadline_s:g}) > {LEASE_RETRY_JITTER:g} x lease_retry_period_s "
+                             f"({self.lease_retry_period_s:g})")
         try:
             self.model_choice().resolve()
         except ModelInputError as exc:

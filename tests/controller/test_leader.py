@@ -18,7 +18,9 @@ import pytest
 from kubernetes import client
 
 from advisor.controller.kube.client import Kube
+from advisor.controller.app import Controller
 from advisor.controller.kube.leader import LeaderElector, micro_time
+from advisor.controller.settings import SettingsError, load_settings
 from tests.controller.harness import wait_for
 from tests.kube_emulator import KubeEmulator
 
@@ -250,6 +252,24 @@ def test_durations_are_checked() -> None:
         LeaderElector(object(), "ns", "l", "me", renew_deadline_s=2, retry_period_s=2)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         LeaderElector(object(), "ns", "l", "")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("timing", "named"), [
+    ({"lease_duration_s": 4, "lease_renew_deadline_s": 4}, "lease_duration_s (4) > lease_renew_deadline_s (4)"),
+    ({"lease_renew_deadline_s": 2, "lease_retry_period_s": 2}, "1.2 x lease_retry_period_s (2)"),
+    ({"lease_duration_s": 0.5, "lease_renew_deadline_s": 0.4, "lease_retry_period_s": 0.1}, "lease_duration_s"),
+])
+def test_the_settings_refuse_a_lease_timing_the_elector_cannot_keep(timing: dict[str, float], named: str) -> None:
+    with pytest.raises(SettingsError, match=re.escape(named)):
+        load_settings(**timing)
+
+
+def test_the_settings_lease_timing_reaches_the_elector(kube: Kube, tmp_path) -> None:
+    settings = load_settings(store_path=tmp_path / "a.db", lease_duration_s=4, lease_renew_deadline_s=3,
+                             lease_retry_period_s=0.5)
+    elector = Controller(settings, kube).elector
+    assert elector is not None
+    assert (elector._duration_s, elector._renew_deadline_s, elector._retry_s) == (4, 3, 0.5)
 
 
 

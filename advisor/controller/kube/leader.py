@@ -36,12 +36,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from advisor.controller.settings import LEASE_RETRY_JITTER
 from advisor.errors import KubeError
 
 log = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
-JITTER = 1.2  # client-go's JitterFactor for the candidate's retries
+JITTER = LEASE_RETRY_JITTER  # client-go's JitterFactor for the candidate's retries
 
 
 class LeaseStore(Protocol):
