@@ -29,7 +29,7 @@ from advisor.core.calibration import calibrate
 from advisor.core.compare import compare
 from advisor.core.cost import DEFAULT_CONFIDENCE, Constraints, CostError, Prices
 from advisor.core.curve import CurveSettings
-from advisor.core.model_error import ModelErrors
+from advisor.core.model_error import ModelError, ModelErrors
 from advisor.core.models import registry
 from advisor.core.models.protocol import DEVICE_DB, Need
 from advisor.core.profile import Profile
@@ -347,6 +347,9 @@ def _models(args: argparse.Namespace) -> int:
                 f"{g['label']} -{g['down']:.1%}/+{g['up']:.1%}" for g in e["regimes"]))
         else:
             print(f"  model error: not measured ({e['why_not']}): its intervals leave it out")
+        for scope, g in e.get("scopes", {}).items():  # the jobs whose inputs the model misses differently
+            print(f"  model error with {scope}: measured from {g['points']} points, at {g['level']:.0%}: " + ", ".join(
+                f"{x['label']} -{x['down']:.1%}/+{x['up']:.1%}" for x in g["regimes"]))
     return 0
 
 
@@ -360,6 +363,7 @@ def _defaults_by_regime() -> dict[str, str]:
 def _model_error_row(model: str, errors: ModelErrors | None, args: argparse.Namespace) -> dict[str, Any]:
     """Whether ``model``'s error is measured in ``errors`` (from how many points), else why not."""
     error = None if errors is None else errors.of(model)
+    scopes = {} if errors is None else {e.scope: _measured_row(e) for e in errors if e.model == model and e.scope}
     if error is None:
         given = getattr(args, "model_error", None)
         if errors is None:
@@ -368,8 +372,12 @@ def _model_error_row(model: str, errors: ModelErrors | None, args: argparse.Name
             why = f"{given} holds the error of {', '.join(errors.models)} only"
         else:
             why = f"no {model}.json in {given}" if given else f"no {model}.json in the shipped advisor/data/model_error"
-        return {"measured": False, "why_not": why}
-    return {"measured": True, "points": error.points, "level": error.level, "source": error.source,
+        return {"measured": False, "why_not": why, **({"scopes": scopes} if scopes else {})}
+    return {"measured": True, **_measured_row(error), **({"scopes": scopes} if scopes else {})}
+
+
+def _measured_row(error: ModelError) -> dict[str, Any]:
+    return {"points": error.points, "level": error.level, "source": error.source,
             "regimes": [{"label": g.label, "workers_min": g.workers_min, "workers_max": g.workers_max,
                          "outcome": g.outcome, "down": g.down, "up": g.up, "n": g.n, "exact": g.exact}
                         for g in error.regimes]}

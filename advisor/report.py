@@ -131,7 +131,7 @@ def _model_error_json(advice: Advice) -> dict[str, Any] | None:
     error = advice.model_error
     if error is None:
         return None
-    return {"model": error.model, "level": error.level, "source": error.source,
+    return {"model": error.model, "scope": error.scope, "level": error.level, "source": error.source,
             "regimes": [{"workers_min": r.workers_min, "workers_max": r.workers_max, "down": r.down, "up": r.up,
                          "n": r.n, "exact": r.exact, "outcome": r.outcome} for r in error.regimes]}
 
@@ -172,7 +172,8 @@ def advice_table(profile: Profile | None, request: AdviceRequest, advice: Advice
                  "throughput)"]
     rows += _decision_rows(advice, request)
     if advice.model_error is not None:
-        rows.append(f"intervals: simulation noise and the model's error measured on held-out jobs "
+        where = "" if advice.model_error.scope is None else f" (scope {advice.model_error.scope})"
+        rows.append(f"intervals: simulation noise and the model's error measured on held-out jobs{where} "
                     f"({', '.join(f'{r.label} -{r.down:.0%}/+{r.up:.0%}' for r in advice.model_error.regimes)}); "
                     "--model-error off for the simulation's alone")
     placement = advice.details.get("ps_placement")

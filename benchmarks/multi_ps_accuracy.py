@@ -1,7 +1,7 @@
 """Accuracy of the PS model on jobs with several parameter servers, against real 2-PS runs.
 
     python -m benchmarks.multi_ps_accuracy [--steps 1000] [--param multi_ps_flow_goodput=0.85]
-        [--no-fit] [--markdown] [--json out.json] [--phases | --placements | --step-ends]
+        [--no-fit] [--markdown] [--json out.json] [--write] [--phases | --placements | --step-ends]
 
 For every measured run in ``tests/data/ps-traces`` with 2 PS (``<trace>.measured.json.gz``,
 ``<trace>.r<k>.measured.json.gz``: examples/s at each W, one run each; the README says how they
@@ -21,6 +21,16 @@ set, ``multi_ps_flow_goodput`` (contention.py): fitted on one placement's runs a
 trace, W >= 2, smallest mean |error| on a grid), it predicts the other placement's runs, both
 ways. ``--param`` overrides a model parameter for every prediction (e.g. the one-PS
 ``multi_ps_flow_goodput=0.85``, the model before it had its own value).
+
+Then the **model error of jobs with several PS** (the scope ``several-ps`` of the default model's
+measured error, ``core/model_error.py``): one held-out residual r = measured / predicted - 1 per
+measured point, the larger |r| of its two predictions (own trace, what-if) with the constant
+fitted on the other placement, and the W = 3 placement runs with two PS carrying bytes, predicted
+from their own traces (nothing was fitted on them). Widths per regime of W >= 2 as for one PS
+(``benchmarks/model_error.py``: split-conformal quantiles of |r| at 95 %; W = 1, one worker on one
+link whatever the PS count, keeps the model's width), and their coverage:
+in-sample, and cross-conformal (each placement's points inside widths measured without them).
+``--write`` ships them as ``advisor/data/model_error/li2020-des+contention@several-ps.json``.
 
 ``--phases`` prints instead what the step logs show, per run and W (the one-PS run of the same
 testbed too): the throughput as a share of what the busiest PS link direction carries at one
@@ -54,12 +64,15 @@ from pathlib import Path
 from typing import Any
 
 from advisor.core.advice import AdviceRequest, model_inputs
+from advisor.core.model_error import SEVERAL_PS, ModelError, ModelErrors, measured_error
 from advisor.core.curve import CurveSettings, predict_curve
 from advisor.core.models import registry
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
 from advisor.importers.loader import load_profile
+from advisor.importers.model_error_file import load_model_errors, write_model_error
 from advisor.importers.tf_profile import RECV_LABEL
+from benchmarks.model_error import LEVEL, REGIMES
 from benchmarks.paths import REPO
 
 DATA = REPO / "tests" / "data" / "ps-traces"
@@ -304,6 +317,75 @@ def step_ends(data: Path = PLACEMENTS) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class Residual:
+    """One measured 2-PS point's held-out residual r = measured / predicted - 1 (the worse of its
+    predictions), and which placement's runs it belongs to (the cross-conformal folds)."""
+
+    placement: str
+    run: str
+    workers: int
+    measured: float
+    predicted: float
+
+    @property
+    def r(self) -> float:
+        return self.measured / self.predicted - 1.0
+
+
+def residuals(held_rows: Sequence[Row], placement_runs: Sequence[Mapping[str, Any]]) -> list[Residual]:
+    """The held-out residuals of the several-PS scope: each held-out row by the prediction
+    further from it (own trace or what-if), and every W = 3 placement run with two PS carrying
+    bytes (``--placements`` rows with a prediction from their own trace)."""
+    out = [Residual(r.placement, r.run, r.workers, r.measured,
+                    max((r.own, r.what_if), key=lambda p: abs(p / r.measured - 1))) for r in held_rows]
+    out += [Residual("w3-" + p["placement"], f"{p['placement']}.{p['repeat']}", p["workers"], p["throughput"],
+                     p["predicted"]) for p in placement_runs if p["placement"] in SEVERAL_PS_PLACEMENTS]
+    return out
+
+
+# the W = 3 placement runs whose bytes go to two PS (one-ps has one; last-ps leaves PS 0 idle: the
+# model predicts both as one-PS jobs, with the one-PS widths)
+SEVERAL_PS_PLACEMENTS = ("step-apart", "biases-apart", "round-robin")
+
+
+# W >= 2 only: one worker alone loads one link whatever the PS count, so W = 1 keeps the model's
+# width (measured on seven jobs; these runs' six W = 1 points come from two traces)
+SEVERAL_PS_REGIMES = tuple(b for b in REGIMES if b[0] >= 2)
+
+
+def several_ps_error(found: Sequence[Residual], source: str = "") -> ModelError:
+    """The widths of the several-PS scope from ``found`` (``benchmarks/model_error.py``'s level and
+    regimes of W >= 2)."""
+    return measured_error(MODEL, LEVEL, [(x.workers, x.r, None) for x in found], SEVERAL_PS_REGIMES, source=source,
+                          scope=SEVERAL_PS)
+
+
+def coverage(found: Sequence[Residual], error: ModelError) -> float:
+    """The share of ``found`` whose measured value lies within the prediction widened by ``error``
+    with the model's own at W = 1, as predictions take them (``ModelErrors.of``; the simulation's
+    own noise left out: about 1 %, so this slightly undercounts)."""
+    widths = ModelErrors((load_model_errors().of(MODEL), error)).of(MODEL, SEVERAL_PS)
+    assert widths is not None
+    inside = 0
+    for x in found:
+        low, high = widths.widen(MODEL, x.workers, x.predicted, x.predicted)
+        inside += low <= x.measured <= high
+    return inside / len(found)
+
+
+def cross_coverage(found: Sequence[Residual]) -> float:
+    """Each group's points (the two placements' runs, and the W = 3 placement runs) inside widths
+    measured without them: the honest figure, as ``benchmarks/model_error.py``'s cross-conformal one."""
+    groups = {x.placement if not x.placement.startswith("w3-") else "w3" for x in found}
+    inside = 0
+    for g in groups:
+        mine = [x for x in found if (x.placement if not x.placement.startswith("w3-") else "w3") == g]
+        others = [x for x in found if x not in mine]
+        inside += round(coverage(mine, several_ps_error(others)) * len(mine))
+    return inside / len(found)
+
+
 def table(rows: Sequence[Row], markdown: bool) -> str:
     lines = (["| placement | run | W | measured | own trace | error | `--ps 2` what-if | error |",
               "|---|---|---|---|---|---|---|---|"] if markdown else
@@ -343,7 +425,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="print the W = 3 placement runs instead (docstring)")
     parser.add_argument("--step-ends", action="store_true",
                         help="print where the traced W = 3 steps' ends went instead (docstring)")
+    parser.add_argument("--write", action="store_true",
+                        help=f"write the several-PS model error into the shipped advisor/data/model_error ({MODEL}@"
+                             f"{SEVERAL_PS}.json)")
     args = parser.parse_args(argv)
+    if args.write and (args.no_fit or args.param or args.data != DATA):
+        raise SystemExit("--write measures the shipped widths: with the held-out fit, the default parameters and data")
     if args.step_ends:
         print("\n".join(step_ends()))
         return
@@ -363,17 +450,46 @@ def main(argv: Sequence[str] | None = None) -> None:
     print()
     print("\n".join(summaries(rows)))
     fits: dict[str, Any] = {}
+    held_out: list[Row] = []
     if not args.no_fit:
         print("\nheld out: multi_ps_flow_goodput fitted on one placement (own trace, W >= 2), the other predicted")
         for fit_on, held in (("round-robin", "greedy-bytes"), ("greedy-bytes", "round-robin")):
             value = fit(fit_on, steps=args.steps, data=args.data)
             held_rows = predict(held, {**params, "multi_ps_flow_goodput": value}, steps=args.steps, data=args.data)
+            held_out += held_rows
             own, other = summary([r.own_error for r in held_rows]), summary([r.what_if_error for r in held_rows])
             fits[fit_on] = {"value": value, "held_out": held, "own": own, "what_if": other}
             print(f"  fitted on {fit_on}: {value:g}; {held} ({len(held_rows)} points): own trace median |error| "
                   f"{own[0]:.1%}, max {own[1]:.1%}; what-if median {other[0]:.1%}, max {other[1]:.1%}")
+        error_doc = model_error_report(held_out, args.steps, args.write)
+        fits["model_error"] = error_doc
     if args.json:
         args.json.write_text(json.dumps({"params": params, "rows": [asdict(r) for r in rows], "fits": fits}, indent=2))
+
+
+def model_error_report(held_out: Sequence[Row], steps: int, write: bool) -> dict[str, Any]:
+    """Print (and with ``write`` ship) the several-PS scope's widths from the held-out rows and
+    the W = 3 placement runs, with their coverage; returns the validation stored with them."""
+    found = residuals(held_out, placement_rows(steps=steps))
+    source = (f"python -m benchmarks.multi_ps_accuracy --write: {len(found)} held-out points of tests/data/ps-traces "
+              f"(2 PS: the two placements' runs, {MODEL} with multi_ps_flow_goodput fitted on the other placement, "
+              f"the worse of own trace and --ps 2 what-if; the W = 3 placement runs with two PS carrying bytes)")
+    error = several_ps_error(found, source)
+    validation = {"coverage": {"in_sample": coverage(found, error), "cross_conformal": cross_coverage(found),
+                               "points": len(found)},
+                  "points": [{**asdict(x), "r": x.r} for x in found]}
+    print(f"\nmodel error with several PS ({len(found)} held-out points, {LEVEL:.0%}):")
+    for g in error.regimes:
+        print(f"  {g.label:<6} n={g.n:<3} +-{g.up:.1%}" + ("" if g.exact else " (largest residual: too few for the "
+                                                                              "conformal rank)"))
+    cov = validation["coverage"]
+    print(f"  coverage: in-sample {cov['in_sample']:.0%}, cross-conformal (each placement's points by widths measured "
+          f"without them) {cov['cross_conformal']:.0%}")
+    if write:
+        _, out = write_model_error(MODEL, LEVEL, [(x.workers, x.r, None) for x in found], SEVERAL_PS_REGIMES, source,
+                                   validation, scope=SEVERAL_PS)
+        print(f"  wrote {out}")
+    return validation
 
 
 if __name__ == "__main__":

@@ -38,10 +38,12 @@ def _folder(tmp_path: Path, **docs: dict) -> Path:
 def test_the_shipped_folder_holds_one_file_per_model_named_for_it() -> None:
     files = sorted(SHIPPED.glob("*.json"))
     assert shipped_path(DEFAULT_MODEL) in files
-    for path in files:
-        assert json.loads(path.read_text())["model"] == path.stem, path
+    for path in files:  # <model>.json, or <model>@<scope>.json for the model's error in one scope
+        doc = json.loads(path.read_text())
+        assert doc["model"] + ("" if doc.get("scope") is None else "@" + doc["scope"]) == path.stem, path
     errors = load_model_errors()
-    assert errors.models == tuple(sorted(p.stem for p in files))
+    assert errors.models == tuple(sorted({p.stem.split("@")[0] for p in files}))
+    assert len(errors) == len(files)
     default = errors.of(DEFAULT_MODEL)
     # the residuals the widths come from are the points the benchmark stored with them
     assert default is not None

@@ -87,10 +87,10 @@ class AdviceRequest:
         """``model_error`` as a collection (None: none asked for)."""
         return as_errors(self.model_error)
 
-    def error_of(self, model: str) -> ModelError | None:
-        """``model``'s own measured error in the request, None when it has none."""
+    def error_of(self, model: str, scope: str | None = None) -> ModelError | None:
+        """``model``'s own measured error in the request (``scope``'s where measured), None when it has none."""
         errors = self.model_errors
-        return None if errors is None else errors.of(model)
+        return None if errors is None else errors.of(model, scope)
 
     def __post_init__(self) -> None:
         if not 0 < self.goodput <= 1:
@@ -166,7 +166,8 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
     # an all-reduce program runs no parameter servers: none to pay for
     ps = request.parameter_servers or (profile.job.parameter_servers if profile is not None and not profile.job.kind.allreduce else 0)
     errors = request.model_errors
-    error = request.error_of(model.name)  # the predicting model's own: another's says nothing of it
+    # the predicting model's own (another's says nothing of it), measured in the inputs' scope where it was
+    error = request.error_of(model.name, outlook.error_scope)
     outcomes = [point_outcomes(p.workers, p.throughput, p.low, p.high, outlook, model.name, error) for p in curve]
     level = request.curve.confidence
     beliefs = [Belief.of(o, level) for o in outcomes]

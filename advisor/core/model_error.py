@@ -23,6 +23,12 @@ With n residuals, the conformal rank is ceil((n + 1) q); when that exceeds n, th
 residual is used and the guarantee is below the level (``ErrorRegime.exact`` False): the data
 are few, and the README says so.
 
+A model's inputs can fall in a **scope** that misses differently (``SEVERAL_PS``: a PS job whose
+bytes go to several parameter servers, measured on the 2-PS runs): the model names it
+(``Outlook.error_scope``), and the error measured for that scope widens the job's intervals in
+place of the model's unscoped one, which still holds at the W the scope's data leave out (W = 1:
+one worker alone, whatever the scope). A scope nobody measured falls back to the unscoped error.
+
 Only the model the residuals were measured for is widened (``ModelError.model``); for another,
 ``widen`` leaves the interval as it is and the advice says the model error is unknown.
 ``ModelErrors`` widens each model by its own data: the residuals of one model say nothing about
@@ -36,6 +42,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from advisor.errors import AdvisorError
+
+# the scope of a PS job simulated with several parameter servers (``ModelError.scope``)
+SEVERAL_PS = "several-ps"
 
 
 class ModelErrorDataError(AdvisorError, ValueError):
@@ -81,8 +90,16 @@ class ModelError:
     level: float
     regimes: tuple[ErrorRegime, ...]
     source: str = ""
+    scope: str | None = None  # None: the model's error; else the inputs it was measured on (e.g. SEVERAL_PS)
+
+    @property
+    def key(self) -> str:
+        """The model and scope, as the file is named: ``model`` or ``model@scope``."""
+        return self.model if self.scope is None else f"{self.model}@{self.scope}"
 
     def __post_init__(self) -> None:
+        if self.scope is not None and not self.scope.strip():
+            raise ModelErrorDataError("a scope must be a name (e.g. several-ps) or none")
         if not 0 < self.level < 1:
             raise ModelErrorDataError(f"level must be in (0, 1), got {self.level}")
         if not self.regimes:
@@ -126,24 +143,39 @@ class ModelErrors:
     def __post_init__(self) -> None:
         seen: set[str] = set()
         for error in self.errors:
-            if error.model in seen:
-                raise ModelErrorDataError(f"two model-error data for model {error.model!r}: keep one")
-            seen.add(error.model)
+            if error.key in seen:
+                what = f"model {error.model!r}" + ("" if error.scope is None else f" in scope {error.scope!r}")
+                raise ModelErrorDataError(f"two model-error data for {what}: keep one")
+            seen.add(error.key)
 
     @property
     def models(self) -> tuple[str, ...]:
         """The models whose error is measured, sorted."""
-        return tuple(sorted(e.model for e in self.errors))
+        return tuple(sorted({e.model for e in self.errors}))
 
-    def of(self, model: str) -> ModelError | None:
-        """``model``'s own measured error; None when it has not been measured."""
-        return next((e for e in self.errors if e.model == model), None)
+    def of(self, model: str, scope: str | None = None) -> ModelError | None:
+        """``model``'s own measured error for inputs in ``scope``: the scope's regimes where it was
+        measured, and the model's unscoped regimes at the W the scope's leave out (e.g. W = 1,
+        which no scope changes); the unscoped error alone when the scope has none; None when
+        neither has been measured."""
+        mine = [e for e in self.errors if e.model == model]
+        base = next((e for e in mine if e.scope is None), None)
+        scoped = next((e for e in mine if e.scope == scope), None) if scope is not None else None
+        if scoped is None or base is None or base.level != scoped.level:
+            return scoped or base
+        rest = tuple(g for g in base.regimes
+                     if not any(_overlap(g, s) for s in scoped.regimes if s.outcome == g.outcome))
+        if not rest:
+            return scoped
+        regimes = sorted(scoped.regimes + rest, key=lambda g: (g.outcome is not None, g.outcome or "", g.workers_min))
+        return ModelError(model, scoped.level, tuple(regimes),
+                          f"{scoped.source}; elsewhere the model's: {base.source}", scoped.scope)
 
     def widen(self, model: str, workers: int, low: float, high: float,
-              outcome: str | None = None) -> tuple[float, float]:
-        """[low, high] widened by ``model``'s own error (``ModelError.widen``); as is for a model
-        without one."""
-        error = self.of(model)
+              outcome: str | None = None, scope: str | None = None) -> tuple[float, float]:
+        """[low, high] widened by ``model``'s own error for ``scope`` (``ModelError.widen``); as
+        is for a model without one."""
+        error = self.of(model, scope)
         return (low, high) if error is None else error.widen(model, workers, low, high, outcome)
 
     def __iter__(self) -> Iterator[ModelError]:
@@ -151,6 +183,12 @@ class ModelErrors:
 
     def __len__(self) -> int:
         return len(self.errors)
+
+
+def _overlap(a: ErrorRegime, b: ErrorRegime) -> bool:
+    """Whether two regimes share a W."""
+    return (a.workers_max is None or b.workers_min <= a.workers_max) and \
+        (b.workers_max is None or a.workers_min <= b.workers_max)
 
 
 def as_errors(error: ModelErrors | ModelError | None) -> ModelErrors | None:
@@ -204,14 +242,15 @@ def regime_widths(residuals: Sequence[tuple[int, float]], bounds: Sequence[tuple
 def measured_error(model: str, level: float, residuals: Iterable[tuple[int, float, str | None]],
                    bounds: Sequence[tuple[int, int | None]],
                    outcome_bounds: Sequence[tuple[int, int | None]] | None = None,
-                   symmetric: bool = True, source: str = "") -> ModelError:
+                   symmetric: bool = True, source: str = "", scope: str | None = None) -> ModelError:
     """``model``'s error from its held-out residuals ``(W, r, outcome)`` (outcome None: the
     prediction's own; else the name of the outcome the run showed, r measured against it): the
     prediction's regimes per ``bounds``, each other outcome's per ``outcome_bounds`` (default:
-    ``bounds``), outcomes in name order (``regime_widths`` computes each)."""
+    ``bounds``), outcomes in name order (``regime_widths`` computes each); ``scope``: the inputs
+    the residuals come from, when not the model's whole domain (``SEVERAL_PS``)."""
     rows = list(residuals)
     regimes = regime_widths([(w, r) for w, r, o in rows if o is None], bounds, level, symmetric)
     for outcome in sorted({o for _, _, o in rows if o is not None}):
         regimes += regime_widths([(w, r) for w, r, o in rows if o == outcome],
                                  bounds if outcome_bounds is None else outcome_bounds, level, symmetric, outcome)
-    return ModelError(model, level, regimes, source)
+    return ModelError(model, level, regimes, source, scope)

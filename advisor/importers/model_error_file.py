@@ -4,8 +4,10 @@ files a team measured on its own cluster. The core's ``ModelError`` and ``ModelE
 (``core/model_error.py``) say what they mean.
 
 In a folder, a file's name is the model it is for: ``li2020-des+contention.json`` holds that
-model's widths, and a file whose ``model`` field says otherwise is refused (it would widen a
-model nobody meant). A single file given alone may be named anything."""
+model's widths, ``li2020-des+contention@several-ps.json`` its widths for inputs in one scope
+(jobs with several parameter servers), and a file whose ``model`` or ``scope`` field says
+otherwise is refused (it would widen a model nobody meant). A single file given alone may be
+named anything."""
 
 from __future__ import annotations
 
@@ -21,9 +23,14 @@ SCHEMA = "advisor-model-error/1"
 DIGITS = 4  # widths are stored to 4 decimals (0.01 % of throughput)
 
 
-def shipped_path(model: str) -> Path:
-    """Where the package ships ``model``'s measured error (the file may not exist)."""
-    return SHIPPED / f"{model}.json"
+def shipped_path(model: str, scope: str | None = None) -> Path:
+    """Where the package ships ``model``'s measured error (for ``scope``; the file may not exist)."""
+    return SHIPPED / f"{file_key(model, scope)}.json"
+
+
+def file_key(model: str, scope: str | None) -> str:
+    """A model-error file's name without ``.json``: the model, and ``@scope`` for a scope's."""
+    return model if scope is None else f"{model}@{scope}"
 
 
 def load_model_errors(path: Path | None = None) -> ModelErrors:
@@ -36,35 +43,42 @@ def load_model_errors(path: Path | None = None) -> ModelErrors:
         files = sorted(p for p in where.glob("*.json") if not p.name.startswith("."))
         if not files:
             raise ModelErrorDataError(f"model-error data {where}: the folder holds no <model>.json file")
-        errors = tuple(load_model_error(p, expect_model=p.stem) for p in files)
+        errors = tuple(load_model_error(p, expect_key=p.stem) for p in files)
     else:
         errors = (load_model_error(where),)
     return ModelErrors(errors)
 
 
-def load_model_error(path: Path, expect_model: str | None = None) -> ModelError:
-    """The one model's error in the file ``path``; ``expect_model``: the model the file must be
-    for (in a folder, its name)."""
+def load_model_error(path: Path, expect_key: str | None = None) -> ModelError:
+    """The one model's error in the file ``path``; ``expect_key``: the model (``model@scope``)
+    the file must be for (in a folder, its name)."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise ModelErrorDataError(f"model-error data {path}: cannot read it ({exc})") from None
     try:
         error = parse_model_error(doc)
-        _check_model(error.model, expect_model)
+        _check_model(error.model, expect_key, error.scope)
     except ModelErrorDataError as exc:
         raise ModelErrorDataError(f"model-error data {path}: {exc}") from None
     return error
 
 
-def _check_model(model: str, expect_model: str | None) -> None:
-    if expect_model is not None and model != expect_model:
-        raise ModelErrorDataError(f"the file is named for model {expect_model!r} but holds the error of {model!r}: "
-                                  f"rename it {model}.json or fix its 'model' field")
+def _check_model(model: str, expect_key: str | None, scope: str | None = None) -> None:
+    key = file_key(model, scope)
+    if expect_key is not None and key != expect_key:
+        named_model, _, named_scope = expect_key.partition("@")
+        raise ModelErrorDataError(f"the file is named for {_what(named_model, named_scope or None)} but holds the "
+                                  f"error of {_what(model, scope)}: rename it {key}.json or fix its 'model' and "
+                                  f"'scope' fields")
     from advisor.core.models import registry  # the registry imports every model: only when data is read
 
     if model not in registry.names():
         raise ModelErrorDataError(f"model {model!r} is not a registered model (advisor models lists them)")
+
+
+def _what(model: str, scope: str | None) -> str:
+    return f"model {model!r}" + ("" if scope is None else f" in scope {scope!r}")
 
 
 def parse_model_error(doc: Any) -> ModelError:
@@ -75,7 +89,9 @@ def parse_model_error(doc: Any) -> ModelError:
                                     float(r["down"]), float(r["up"]), int(r["n"]), bool(r.get("exact", True)),
                                     None if r.get("outcome") is None else str(r["outcome"]))
                         for r in doc["regimes"])
-        return ModelError(str(doc["model"]), float(doc["level"]), regimes, str(doc.get("source", "")))
+        scope = doc.get("scope")
+        return ModelError(str(doc["model"]), float(doc["level"]), regimes, str(doc.get("source", "")),
+                          None if scope is None else str(scope))
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, ModelErrorDataError):
             raise
@@ -91,6 +107,8 @@ def model_error_doc(error: ModelError, validation: Mapping[str, Any] | None = No
                      "up": round(g.up, DIGITS), "n": g.n, "exact": g.exact, "outcome": g.outcome}
                     for g in error.regimes],
     }
+    if error.scope is not None:
+        doc["scope"] = error.scope
     if validation is not None:
         doc["validation"] = dict(validation)
     return doc
@@ -100,23 +118,23 @@ def write_model_error(model: str, level: float, residuals: Iterable[tuple[int, f
                       bounds: Sequence[tuple[int, int | None]], source: str,
                       validation: Mapping[str, Any] | None = None, *,
                       outcome_bounds: Sequence[tuple[int, int | None]] | None = None, symmetric: bool = True,
-                      folder: Path | None = None) -> tuple[ModelError, Path]:
+                      folder: Path | None = None, scope: str | None = None) -> tuple[ModelError, Path]:
     """Measure ``model``'s error from its held-out residuals ``(W, r, outcome)``
     (r = measured / predicted - 1; outcome None for the prediction's own, else the outcome the
-    run showed, r against it) and write it as ``<folder>/<model>.json`` (default: the shipped
-    folder), the file ``load_model_errors`` reads. Per regime of W in ``bounds``
+    run showed, r against it) and write it as ``<folder>/<model>.json`` (``<model>@<scope>.json``
+    for a ``scope``'s; default: the shipped folder), the file ``load_model_errors`` reads. Per regime of W in ``bounds``
     (``outcome_bounds`` for the other outcomes), ``core.model_error.regime_widths`` at
     ``level``; ``source`` says how the residuals were obtained (the command, the data).
     Returns the error as written (widths rounded) and the file; data that would not load
     again (an unregistered model, no residual in any regime) is refused before writing."""
     try:
-        measured = measured_error(model, level, residuals, bounds, outcome_bounds, symmetric, source)
+        measured = measured_error(model, level, residuals, bounds, outcome_bounds, symmetric, source, scope)
         doc = model_error_doc(measured, validation)
         written = parse_model_error(doc)
         _check_model(written.model, None)
     except ModelErrorDataError as exc:
         raise ModelErrorDataError(f"model-error data of {model}: {exc}") from None
-    out = (SHIPPED if folder is None else folder) / f"{model}.json"
+    out = (SHIPPED if folder is None else folder) / f"{file_key(model, scope)}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     return written, out

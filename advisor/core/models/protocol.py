@@ -175,6 +175,9 @@ class Outlook:
     # parameters as the model used them where the inputs decided (e.g. a cap left unset that the
     # profile's own layout replaced): reported in place of the values given (JSON-able)
     params: Mapping[str, Any] = field(default_factory=dict)
+    # the scope of the model's measured error these inputs fall in (core/model_error.py, e.g.
+    # SEVERAL_PS): its widths widen the intervals where measured; None: the model's own
+    error_scope: str | None = None
 
 
 @runtime_checkable

@@ -28,6 +28,7 @@ import numpy as np
 from pydantic import Field
 
 from advisor.core.advice import ModelChoice
+from advisor.core.model_error import SEVERAL_PS
 from advisor.core.models.protocol import (
     LINK_GOODPUT, Alternative, CalibrationParam, ModelBase, ModelInputs, ModelParams, Need, Outlook, Run, Samples,
     require_asynchronous_ps, require_ps_profile,
@@ -177,11 +178,12 @@ class PsDes(ModelBase):
         the contention rules (which predict the drifting regime) and only for W = 2: from W = 3 on
         the testbed's workers show random phases, never stable alternation."""
         link = worker_link_note(inputs.profile, inputs.network) if inputs.profile and inputs.network else None
+        ps = self.simulated_ps(inputs)
+        scope = self.error_scope(ps)
         if not isinstance(params, ContentionParams):
-            return Outlook((link,) if link else (), details=self._placement_details(inputs, params))
+            return Outlook((link,) if link else (), details=self._placement_details(inputs, params), error_scope=scope)
         c = params.contention()
         details: dict[str, Any] = dict(self._placement_details(inputs, params))
-        ps = self.simulated_ps(inputs)
         details["contention"] = {"congestion_control": c.congestion_control.value, "queue_s": c.queue_s,
                                  "request_queue_s": c.request_queue_s, "share_sigma": c.share_sigma,
                                  "multi_flow_goodput": c.multi_flow_goodput,
@@ -189,16 +191,25 @@ class PsDes(ModelBase):
                                  "flow_goodput_applied": c.flow_goodput(ps)}
         notes = c.notes() + ((link,) if link else ())
         if 1 not in curve or 2 not in curve:
-            return Outlook(notes, details=details)
+            return Outlook(notes, details=details, error_scope=scope)
         if inputs.worker_speeds or inputs.worker_bandwidths_bps or self._what_if(inputs):
-            return Outlook(notes, details=details)  # the alternation bound assumes identical workers and the traced PS
+            # the alternation bound assumes identical workers and the traced PS
+            return Outlook(notes, details=details, error_scope=scope)
         bound = alternating_bound(inputs.recorded or self._profile(inputs, params), curve[1],
                                   self.network(inputs, params).bandwidth_bps)
         if bound <= BIMODAL_RATIO * curve[2]:
-            return Outlook(notes, details=details)
+            return Outlook(notes, details=details, error_scope=scope)
         chance = alternation_chance(c)
         other = Alternative(ALTERNATING, bound, chance.probability, DRIFTING, chance.basis, chance.known)
-        return Outlook(notes + (bimodal_note(curve[2], bound, chance.probability, chance.basis),), {2: other}, details)
+        return Outlook(notes + (bimodal_note(curve[2], bound, chance.probability, chance.basis),), {2: other}, details,
+                       error_scope=scope)
+
+    @staticmethod
+    def error_scope(simulated_ps: int) -> str | None:
+        """The measured error a job's intervals take: with several PS carrying its bytes the model
+        misses differently (the workers' arrangement on the busiest link, docs/accuracy.md), so
+        their own widths (``SEVERAL_PS``); with one, the model's."""
+        return SEVERAL_PS if simulated_ps > 1 else None
 
     def timeline(self, inputs: ModelInputs, params: ModelParams, workers: int, steps: int, seed: int) -> dict[str, Any]:
         """A synthetic multi-worker timeline as a Chrome trace (for Perfetto)."""

@@ -197,9 +197,10 @@ class PsDesSync(PsDes):
                 notes += (f"at W = {', '.join(map(str, rest))} an update takes one gradient: no barrier holds the "
                           "workers in step, and real ones can take turns (one pulls after another's update), "
                           "which this model does not predict there (measured at W = 2 only: docs/accuracy.md)",)
+        scope = self.error_scope(self.simulated_ps(inputs))
         if isinstance(params, ContentionParams):
-            return Outlook(params.contention().notes() + notes, others, details=details)
-        return Outlook(notes, others, details=details)
+            return Outlook(params.contention().notes() + notes, others, details=details, error_scope=scope)
+        return Outlook(notes, others, details=details, error_scope=scope)
 
     def _one_gradient_alternative(self, inputs: ModelInputs, curve: Mapping[int, float]) -> Alternative | None:
         """At W = 2 with R = 1: the alternating outcome, one uncontended step per update (T(1)),
