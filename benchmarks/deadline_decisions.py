@@ -1,6 +1,6 @@
 """Deadline decisions on jobs the model error never saw: how often the answer is confident, and what it costs.
 
-    python -m benchmarks.deadline_decisions [--confidence P] [--choose]
+    python -m benchmarks.deadline_decisions [--confidence P] [--sweep] [--several-ps]
 
 No simulation: it reads the leave-one-job-out predictions that ``benchmarks/model_error.py``
 stored in ``advisor/data/model_error/li2020-des+contention.json`` (each run's W points predicted with contention
@@ -21,6 +21,12 @@ Calibration: for P = 0.5 ... 0.95, the share of the held-out points whose measur
 is at least the level-P lower bound of its belief (``Belief.quantile_at_least``): a stated
 probability is honest when that share is at least P. ``--sweep`` decides the tight deadlines at
 every P of that grid (what a higher confidence costs). docs/decisions.md has the figures.
+
+``--several-ps`` decides the same three kinds of deadline on the 2-PS runs of
+``tests/data/ps-traces`` (their held-out predictions, stored with the several-PS widths by
+``benchmarks/multi_ps_accuracy.py --write``): each run's beliefs widened by the several-PS widths
+measured without its placement's runs (cross-conformal), and, for comparison, by the one-PS
+widths the model had before; one outcome per point (the runs' W = 2 did not alternate).
 """
 
 from __future__ import annotations
@@ -34,9 +40,9 @@ from typing import Any
 
 from advisor.core.belief import Belief, Outcome
 from advisor.core.cost import DEFAULT_CONFIDENCE, Choice, Constraints, CostError, cost_optimal, cost_per_example, decide
-from advisor.core.model_error import ModelError
+from advisor.core.model_error import SEVERAL_PS, ModelError, ModelErrors
 from advisor.core.models.ps_des.arrangements import TESTBED
-from advisor.importers.model_error_file import shipped_path
+from advisor.importers.model_error_file import load_model_errors, shipped_path
 from benchmarks.accuracy import DEADLINE_LEVELS, EXAMPLES, PRICES
 from benchmarks.model_error import LEVEL, MODEL, widths
 
@@ -96,6 +102,47 @@ def _held_out_probability(job: str, points: list[dict[str, Any]]) -> float:
     mine = {f for f in count.files if f.startswith(job + "_")}
     alternated = sum(1 for p in points if p["run"] in mine and p["workers"] == 2 and p["outcome"] is not None)
     return (count.alternated - alternated + 1) / (count.runs - len(mine) + 2)
+
+
+def several_ps_runs(one_ps_widths: bool = False) -> list[Run]:
+    """The 2-PS runs with at least three measured W, each with beliefs that saw neither its
+    placement's residuals (the several-PS widths measured without them) nor, with
+    ``one_ps_widths``, any 2-PS run (the model's one-PS widths)."""
+    from benchmarks import multi_ps_accuracy as mps  # its residual type and widths
+
+    doc = json.loads(shipped_path(MODEL, SEVERAL_PS).read_text())
+    stored = [mps.Residual(**{k: p[k] for k in ("placement", "run", "workers", "measured", "predicted")})
+              for p in doc["validation"]["points"]]
+    base = load_model_errors().of(MODEL)
+    runs = []
+    for name in sorted({(x.placement, x.run) for x in stored}):
+        rows = sorted((x for x in stored if (x.placement, x.run) == name), key=lambda x: x.workers)
+        if len(rows) < 3:
+            continue
+        error = base if one_ps_widths else ModelErrors(
+            (base, mps.several_ps_error([x for x in stored if x.placement != name[0]]))).of(MODEL, SEVERAL_PS)
+        assert error is not None
+        beliefs = [Belief.of([Outcome("predicted", x.predicted, *error.widen(MODEL, x.workers, x.predicted,
+                                                                             x.predicted))], LEVEL) for x in rows]
+        runs.append(Run(f"{name[0]}/{name[1]}", name[0], [x.workers for x in rows], [x.predicted for x in rows],
+                        beliefs, {x.workers: x.measured for x in rows}))
+    return runs
+
+
+def several_ps(confidence: float) -> None:
+    """``--several-ps``: the deadlines of the 2-PS runs, with the several-PS widths and with the one-PS ones."""
+    for label, one_ps in (("several-PS widths (held out by placement)", False), ("one-PS widths", True)):
+        runs = several_ps_runs(one_ps)
+        cal = calibration(runs, (0.8, 0.9, 0.95))
+        print(f"\n2-PS runs, {label}: {len(runs)} runs, {sum(len(r.workers) for r in runs)} points; measured >= the "
+              "level-P lower bound " + ", ".join(f"P={p:g}: {share:.0%}" for p, share in cal.items()))
+        cases: dict[str, list[dict[str, Any]]] = {}
+        for run in runs:
+            for name, needed in deadlines(run):
+                cases.setdefault(name, []).append(score(run, needed, confidence))
+        for name, found in cases.items():
+            report(name, found)
+        report("all", [c for found in cases.values() for c in found])
 
 
 def calibration(runs: Sequence[Run], grid: Sequence[float] = GRID) -> dict[float, float]:
@@ -177,6 +224,8 @@ def main() -> None:
     parser.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE,
                         help=f"the confidence P of the decisions (default {DEFAULT_CONFIDENCE})")
     parser.add_argument("--sweep", action="store_true", help="also decide the tight deadlines at every P of the grid")
+    parser.add_argument("--several-ps", action="store_true",
+                        help="also decide the deadlines of the 2-PS runs (module docstring)")
     args = parser.parse_args()
     points = json.loads(shipped_path(MODEL).read_text())["validation"]["points"]
     runs = held_out_runs(points)
@@ -197,6 +246,8 @@ def main() -> None:
     print("  (run:recommended/cheapest measured W meeting it; ? = no W reached P, the likeliest given)")
     if args.sweep:
         sweep(runs)
+    if args.several_ps:
+        several_ps(args.confidence)
 
 
 if __name__ == "__main__":

@@ -34,8 +34,19 @@ def test_the_shipped_widths_are_the_stored_residuals_quantiles() -> None:
     shipped = load_model_errors().of(DEFAULT_MODEL, SEVERAL_PS)
     assert shipped is not None
     for g in again.regimes:
-        assert shipped.regime(g.workers_min) is not None
-        assert shipped.regime(g.workers_min).up == pytest.approx(g.up, abs=1e-4)  # type: ignore[union-attr]
+        mine = shipped.regime(g.workers_min)
+        assert mine is not None and (mine.down, mine.up) == pytest.approx((g.down, g.up), abs=1e-4)
     # W = 1 is not this scope's: the model's own width holds there
     assert shipped.regime(1) == load_model_errors().of(DEFAULT_MODEL).regime(1)  # type: ignore[union-attr]
     assert doc["validation"]["coverage"]["cross_conformal"] == pytest.approx(bench.cross_coverage(stored))
+
+
+def test_from_three_workers_each_side_takes_its_own_tail() -> None:
+    # by hand, level 0.95, 3 residuals from W = 3 on: each tail at 0.975, rank ceil(4 x 0.975) = 4 > 3: its largest
+    found = [bench.Residual("p", "a", 3, 131.0, 100.0), bench.Residual("p", "b", 4, 90.0, 100.0),
+             bench.Residual("p", "c", 5, 105.0, 100.0), bench.Residual("p", "d", 2, 110.0, 100.0)]
+    error = bench.several_ps_error(found)
+    two, three = error.regime(2), error.regime(3)
+    assert two is not None and (two.down, two.up) == pytest.approx((0.1, 0.1))  # W = 2: |r|, both sides
+    assert three is not None and (three.down, three.up) == pytest.approx((0.1, 0.31))
+    assert error.regime(1) is None  # W = 1 is the model's

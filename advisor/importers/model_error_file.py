@@ -129,12 +129,23 @@ def write_model_error(model: str, level: float, residuals: Iterable[tuple[int, f
     again (an unregistered model, no residual in any regime) is refused before writing."""
     try:
         measured = measured_error(model, level, residuals, bounds, outcome_bounds, symmetric, source, scope)
-        doc = model_error_doc(measured, validation)
+    except ModelErrorDataError as exc:
+        raise ModelErrorDataError(f"model-error data of {model}: {exc}") from None
+    return write_error_file(measured, validation, folder)
+
+
+def write_error_file(error: ModelError, validation: Mapping[str, Any] | None = None,
+                     folder: Path | None = None) -> tuple[ModelError, Path]:
+    """Write ``error`` (widths already measured, e.g. regimes of different kinds put together) as
+    ``<folder>/<model>[@<scope>].json``; refused before writing when it would not load again.
+    Returns the error as written (widths rounded) and the file."""
+    try:
+        doc = model_error_doc(error, validation)
         written = parse_model_error(doc)
         _check_model(written.model, None)
     except ModelErrorDataError as exc:
-        raise ModelErrorDataError(f"model-error data of {model}: {exc}") from None
-    out = (SHIPPED if folder is None else folder) / f"{file_key(model, scope)}.json"
+        raise ModelErrorDataError(f"model-error data of {error.model}: {exc}") from None
+    out = (SHIPPED if folder is None else folder) / f"{file_key(error.model, error.scope)}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     return written, out
