@@ -16,7 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from advisor.core.model_error import ErrorRegime, ModelError, ModelErrorDataError, ModelErrors, measured_error
+from advisor.core.model_error import (
+    SEVERAL_PS, ErrorRegime, ModelError, ModelErrorDataError, ModelErrors, measured_error,
+)
 
 SHIPPED = Path(__file__).resolve().parent.parent / "data" / "model_error"
 SCHEMA = "advisor-model-error/1"
@@ -90,6 +92,8 @@ def parse_model_error(doc: Any) -> ModelError:
                                     None if r.get("outcome") is None else str(r["outcome"]))
                         for r in doc["regimes"])
         scope = doc.get("scope")
+        if scope is not None and not isinstance(scope, str):
+            raise ModelErrorDataError(f"'scope' must be a name such as {SEVERAL_PS!r} or absent, got {scope!r}")
         return ModelError(str(doc["model"]), float(doc["level"]), regimes, str(doc.get("source", "")),
                           None if scope is None else str(scope))
     except (KeyError, TypeError, ValueError) as exc:

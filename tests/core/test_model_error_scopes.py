@@ -61,8 +61,12 @@ def test_a_scopes_file_is_named_for_model_and_scope_and_loads_beside_the_models(
     # level 0.5, one residual per regime: rank ceil(2 x 0.5) = 1, that residual
     assert errors.widen(DEFAULT_MODEL, 3, 100.0, 100.0) == pytest.approx((80.0, 120.0))
     assert errors.widen(DEFAULT_MODEL, 3, 100.0, 100.0, scope=SEVERAL_PS) == pytest.approx((70.0, 130.0))
-    # a file whose scope is not the one its name says is refused, naming both
+    # a scope that is not a name, or not the one the file's name says, is refused, naming both
     doc = json.loads(path.read_text())
+    doc["scope"] = 7
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ModelErrorDataError, match="'scope' must be a name such as 'several-ps' or absent, got 7"):
+        load_model_errors(tmp_path)
     doc["scope"] = "other"
     path.write_text(json.dumps(doc))
     with pytest.raises(ModelErrorDataError, match=r"named for model 'li2020-des\+contention' in scope 'several-ps' "
