@@ -47,6 +47,17 @@ from advisor.errors import AdvisorError
 SEVERAL_PS = "several-ps"
 
 
+def error_key(model: str, scope: str | None) -> str:
+    """One model's error in one scope, by name: ``model``, or ``model@scope`` for a scope's (a
+    file of model-error data is named so, ``importers/model_error_file.py``)."""
+    return model if scope is None else f"{model}@{scope}"
+
+
+def error_name(model: str, scope: str | None) -> str:
+    """The same, in words for a message: "model 'm'" or "model 'm' in scope 's'"."""
+    return f"model {model!r}" + ("" if scope is None else f" in scope {scope!r}")
+
+
 class ModelErrorDataError(AdvisorError, ValueError):
     """Model-error data that cannot be used (an empty or overlapping regime, a negative width)."""
 
@@ -94,8 +105,8 @@ class ModelError:
 
     @property
     def key(self) -> str:
-        """The model and scope, as the file is named: ``model`` or ``model@scope``."""
-        return self.model if self.scope is None else f"{self.model}@{self.scope}"
+        """The model and scope, as the file is named (``error_key``)."""
+        return error_key(self.model, self.scope)
 
     def __post_init__(self) -> None:
         if self.scope is not None and not self.scope.strip():
@@ -144,8 +155,7 @@ class ModelErrors:
         seen: set[str] = set()
         for error in self.errors:
             if error.key in seen:
-                what = f"model {error.model!r}" + ("" if error.scope is None else f" in scope {error.scope!r}")
-                raise ModelErrorDataError(f"two model-error data for {what}: keep one")
+                raise ModelErrorDataError(f"two model-error data for {error_name(error.model, error.scope)}: keep one")
             seen.add(error.key)
 
     @property

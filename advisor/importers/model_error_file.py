@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from advisor.core.model_error import (
-    SEVERAL_PS, ErrorRegime, ModelError, ModelErrorDataError, ModelErrors, measured_error,
+    SEVERAL_PS, ErrorRegime, ModelError, ModelErrorDataError, ModelErrors, error_key, error_name,
+    measured_error,
 )
 
 SHIPPED = Path(__file__).resolve().parent.parent / "data" / "model_error"
@@ -27,12 +28,7 @@ DIGITS = 4  # widths are stored to 4 decimals (0.01 % of throughput)
 
 def shipped_path(model: str, scope: str | None = None) -> Path:
     """Where the package ships ``model``'s measured error (for ``scope``; the file may not exist)."""
-    return SHIPPED / f"{file_key(model, scope)}.json"
-
-
-def file_key(model: str, scope: str | None) -> str:
-    """A model-error file's name without ``.json``: the model, and ``@scope`` for a scope's."""
-    return model if scope is None else f"{model}@{scope}"
+    return SHIPPED / f"{error_key(model, scope)}.json"
 
 
 def load_model_errors(path: Path | None = None) -> ModelErrors:
@@ -67,20 +63,16 @@ def load_model_error(path: Path, expect_key: str | None = None) -> ModelError:
 
 
 def _check_model(model: str, expect_key: str | None, scope: str | None = None) -> None:
-    key = file_key(model, scope)
+    key = error_key(model, scope)
     if expect_key is not None and key != expect_key:
         named_model, _, named_scope = expect_key.partition("@")
-        raise ModelErrorDataError(f"the file is named for {_what(named_model, named_scope or None)} but holds the "
-                                  f"error of {_what(model, scope)}: rename it {key}.json or fix its 'model' and "
+        raise ModelErrorDataError(f"the file is named for {error_name(named_model, named_scope or None)} but holds the "
+                                  f"error of {error_name(model, scope)}: rename it {key}.json or fix its 'model' and "
                                   f"'scope' fields")
     from advisor.core.models import registry  # the registry imports every model: only when data is read
 
     if model not in registry.names():
         raise ModelErrorDataError(f"model {model!r} is not a registered model (advisor models lists them)")
-
-
-def _what(model: str, scope: str | None) -> str:
-    return f"model {model!r}" + ("" if scope is None else f" in scope {scope!r}")
 
 
 def parse_model_error(doc: Any) -> ModelError:
@@ -149,7 +141,7 @@ def write_error_file(error: ModelError, validation: Mapping[str, Any] | None = N
         _check_model(written.model, None)
     except ModelErrorDataError as exc:
         raise ModelErrorDataError(f"model-error data of {error.model}: {exc}") from None
-    out = (SHIPPED if folder is None else folder) / f"{file_key(error.model, error.scope)}.json"
+    out = (SHIPPED if folder is None else folder) / f"{error_key(error.model, error.scope)}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     return written, out
