@@ -1,7 +1,8 @@
 """Accuracy of the PS model on jobs with several parameter servers, against real 2-PS runs.
 
     python -m benchmarks.multi_ps_accuracy [--steps 1000] [--param multi_ps_flow_goodput=0.85]
-        [--no-fit] [--markdown] [--json out.json] [--write] [--phases | --placements | --step-ends]
+        [--no-fit] [--markdown] [--json out.json] [--write]
+        [--phases | --placements | --step-ends | --held-out]
 
 For every measured run in ``tests/data/ps-traces`` with 2 PS (``<trace>.measured.json.gz``,
 ``<trace>.r<k>.measured.json.gz``: examples/s at each W, one run each; the README says how they
@@ -32,6 +33,11 @@ each from W = 3 on, where the misses are one-sided by cause; W = 1, one worker o
 the PS count, keeps the model's width), and their coverage:
 in-sample, and cross-conformal (each placement's points inside widths measured without them).
 ``--write`` ships them as ``advisor/data/model_error/li2020-des+contention@several-ps.json``.
+
+``--held-out`` predicts instead the 2-PS runs recorded after those widths were measured
+(``tests/data/ps-traces/held-out``: other programs and link rates, greedy placement), from their
+own traces and by the what-if from the one-PS trace of the same program and rate, and says for
+each point whether the shipped interval holds it.
 
 ``--phases`` prints instead what the step logs show, per run and W (the one-PS run of the same
 testbed too): the throughput as a share of what the busiest PS link direction carries at one
@@ -78,6 +84,7 @@ from benchmarks.paths import REPO
 
 DATA = REPO / "tests" / "data" / "ps-traces"
 PLACEMENTS = DATA / "w3-placements"
+HELD_OUT = DATA / "held-out"  # 2-PS programs and rates recorded after the widths were measured: never fitted on
 # the W = 3 placement runs, in the order the README explains them: what is on PS 0 (the
 # weight matrices are on the last PS in every run)
 PLACEMENT_RUNS = {"one-ps": "1 PS: everything", "last-ps": "nothing (PS 0 idle)",
@@ -129,11 +136,12 @@ def trace(name: str, data: Path = DATA) -> Profile:
 
 
 def curve(profile: Profile, workers: Sequence[int], params: Mapping[str, Any], *, steps: int,
-          parameter_servers: int | None = None, worker_bps: float | None = None) -> dict[int, float]:
+          parameter_servers: int | None = None, worker_bps: float | None = None,
+          link_bps: float = LINK_BPS) -> dict[int, float]:
     """The default model's throughput at ``workers`` (fixed steps, seed 0: reproducible)."""
     model = registry.get(MODEL)
     settings = CurveSettings(workers=tuple(workers), steps=steps, warmup_steps=50, seed=0)
-    request = AdviceRequest(network=NetworkModel(bandwidth_bps=LINK_BPS, worker_bandwidth_bps=worker_bps),
+    request = AdviceRequest(network=NetworkModel(bandwidth_bps=link_bps, worker_bandwidth_bps=worker_bps),
                             curve=settings, parameter_servers=parameter_servers)
     inputs = model_inputs(profile, request)
     points = predict_curve(model, inputs, registry.params_for(model, dict(params)), settings)
@@ -418,6 +426,52 @@ def summaries(rows: Sequence[Row]) -> list[str]:
     return out
 
 
+def held_out_rows(data: Path = HELD_OUT, steps: int = 1000) -> list[Row]:
+    """Every measured point of the held-out 2-PS runs (``--held-out``), predicted by the default
+    model from the run's own 2-PS trace and by the ``--ps 2`` what-if from the one-PS trace of the
+    same program and rate (in ``data``, else beside the other traces), at the run's own link rate."""
+    rows: list[Row] = []
+    for path in sorted(data.glob("*.r*.measured.json.gz")):
+        name = path.name.split(".r", 1)[0]
+        meta, by_w = read_run(path)
+        placement = "greedy-bytes" if meta.get("placement") == "greedy" else "round-robin"
+        one_ps = name.replace("ps2greedy", "ps1").replace("ps2", "ps1")
+        one_ps_data = data if (data / f"{one_ps}.trace.json.gz").exists() else DATA
+        link = float(meta["bw_mbit"]) * 1e6
+        workers = sorted(by_w)
+        own = curve(trace(name, data), workers, network_params(meta), steps=steps, link_bps=link)
+        other = curve(trace(one_ps, one_ps_data), workers, {**network_params(meta), "ps_placement": placement},
+                      steps=steps, parameter_servers=2, worker_bps=WORKER_LINK_BPS, link_bps=link)
+        rows += [Row(placement, path.name.removesuffix(".json.gz"), w, m, own[w], other[w]) for w, m in by_w.items()]
+    return rows
+
+
+def held_out_table(data: Path = HELD_OUT, steps: int = 1000) -> list[str]:
+    """The ``--held-out`` table: each point's errors and whether the shipped interval (the
+    several-PS widths, the simulation's own noise left out) holds it."""
+    rows = held_out_rows(data, steps)
+    if not rows:
+        raise SystemExit(f"no measured 2-PS run under {data}")
+    widths = load_model_errors().of(MODEL, SEVERAL_PS)
+    assert widths is not None
+    lines = [f"{'run':<36} {'W':>2} {'measured':>8} {'own':>7} {'error':>7} {'in':>3} {'what-if':>8} {'error':>7} {'in':>3}"]
+    inside = {"own": 0, "what_if": 0}
+    for r in rows:
+        marks = {}
+        for key, value in (("own", r.own), ("what_if", r.what_if)):
+            low, high = widths.widen(MODEL, r.workers, value, value)
+            marks[key] = low <= r.measured <= high
+            inside[key] += marks[key]
+        lines.append(f"{r.run:<36} {r.workers:>2} {r.measured:>8.1f} {r.own:>7.1f} {r.own_error:>+7.1%} "
+                     f"{'yes' if marks['own'] else 'NO':>3} {r.what_if:>8.1f} {r.what_if_error:>+7.1%} "
+                     f"{'yes' if marks['what_if'] else 'NO':>3}")
+    own, other = summary([r.own_error for r in rows]), summary([r.what_if_error for r in rows])
+    lines.append(f"{len(rows)} points: own trace median |error| {own[0]:.1%}, max {own[1]:.1%}, inside the interval "
+                 f"{inside['own']} of {len(rows)}; what-if median {other[0]:.1%}, max {other[1]:.1%}, inside "
+                 f"{inside['what_if']} of {len(rows)}")
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--steps", type=int, default=1000, help="simulated steps per worker (default 1000)")
@@ -432,6 +486,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="print the W = 3 placement runs instead (docstring)")
     parser.add_argument("--step-ends", action="store_true",
                         help="print where the traced W = 3 steps' ends went instead (docstring)")
+    parser.add_argument("--held-out", action="store_true",
+                        help="print the held-out 2-PS runs (tests/data/ps-traces/held-out) instead (docstring)")
     parser.add_argument("--write", action="store_true",
                         help=f"write the several-PS model error into the shipped advisor/data/model_error ({MODEL}@"
                              f"{SEVERAL_PS}.json)")
@@ -440,6 +496,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit("--write measures the shipped widths: with the held-out fit, the default parameters and data")
     if args.step_ends:
         print("\n".join(step_ends()))
+        return
+    if args.held_out:
+        print("\n".join(held_out_table(steps=args.steps)))
         return
     if args.placements:
         print("\n".join(placements(steps=args.steps)))
