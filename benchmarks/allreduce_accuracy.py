@@ -122,17 +122,23 @@ def _load(folder: Path) -> tuple[dict[str, Any], Profile]:
 
 
 def predict(folder: Path, *, steps: int = 1000, params: Mapping[str, Any] | None = None) -> list[Row]:
-    """Predicted vs measured for every measured W of one configuration."""
+    """Predicted vs measured for every measured W of one configuration (seeded: each configuration,
+    step count and parameters is simulated once per process, however many fits ask for it)."""
+    return list(_predict(folder, steps, tuple(sorted((params or {}).items()))))
+
+
+@cache
+def _predict(folder: Path, steps: int, params: tuple[tuple[str, Any], ...]) -> tuple[Row, ...]:
     measured, profile = _load(folder)
     model = registry.get(MODEL)
-    chosen = registry.params_for(model, dict(params or {}))
+    chosen = registry.params_for(model, dict(params))
     inputs = ModelInputs(profile=profile, recorded=profile,
                          network=NetworkModel(bandwidth_bps=float(measured["bandwidth_bps"])), goodput=DEFAULT_GOODPUT)
     model.check(inputs, chosen)
     points = sorted(measured["points"], key=lambda p: p["workers"])
     curve = predict_curve(model, inputs, chosen,
                           CurveSettings(workers=tuple(p["workers"] for p in points), steps=steps, seed=1))
-    return _rows(folder.name, measured, points, curve)
+    return tuple(_rows(folder.name, measured, points, curve))
 
 
 def _rows(config: str, measured: Mapping[str, Any], points: Sequence[Mapping[str, Any]],
