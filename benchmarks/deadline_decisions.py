@@ -42,7 +42,7 @@ from typing import Any
 
 from advisor.core.belief import Belief, Outcome
 from advisor.core.cost import DEFAULT_CONFIDENCE, Choice, Constraints, CostError, cost_optimal, cost_per_example, decide
-from advisor.core.model_error import SEVERAL_PS, ModelError, ModelErrors
+from advisor.core.model_error import SEVERAL_PS, ModelError
 from advisor.core.models.ps_des.arrangements import TESTBED
 from advisor.importers.model_error_file import load_model_errors, shipped_path
 from benchmarks.accuracy import DEADLINE_LEVELS, EXAMPLES, PRICES
@@ -115,20 +115,24 @@ def several_ps_runs(one_ps_widths: bool = False) -> list[Run]:
     doc = json.loads(shipped_path(MODEL, SEVERAL_PS).read_text())
     stored = [mps.Residual(**{k: p[k] for k in ("placement", "run", "workers", "measured", "predicted")})
               for p in doc["validation"]["points"]]
-    base = load_model_errors().of(MODEL)
     runs = []
     for name in sorted({(x.placement, x.run) for x in stored}):
         rows = sorted((x for x in stored if (x.placement, x.run) == name), key=lambda x: x.workers)
         if len(rows) < 3:
             continue
-        error = base if one_ps_widths else ModelErrors(
-            (base, mps.several_ps_error([x for x in stored if x.placement != name[0]]))).of(MODEL, SEVERAL_PS)
-        assert error is not None
-        beliefs = [Belief.of([Outcome("predicted", x.predicted, *error.widen(MODEL, x.workers, x.predicted,
-                                                                             x.predicted))], LEVEL) for x in rows]
-        runs.append(Run(f"{name[0]}/{name[1]}", name[0], [x.workers for x in rows], [x.predicted for x in rows],
-                        beliefs, {x.workers: x.measured for x in rows}))
+        error = mps.as_predicted(mps.several_ps_error([x for x in stored if x.placement != name[0]]))
+        runs.append(_one_outcome_run(f"{name[0]}/{name[1]}", name[0], [(x.workers, x.predicted, x.measured)
+                                                                       for x in rows],
+                                     load_model_errors().of(MODEL) if one_ps_widths else error))
     return runs
+
+
+def _one_outcome_run(name: str, job: str, points: Sequence[tuple[int, float, float]],
+                     error: ModelError | None) -> Run:
+    """A run of (W, predicted, measured) points, each belief one outcome widened by ``error``."""
+    assert error is not None
+    beliefs = [Belief.of([Outcome("predicted", p, *error.widen(MODEL, w, p, p))], LEVEL) for w, p, _ in points]
+    return Run(name, job, [w for w, _, _ in points], [p for _, p, _ in points], beliefs, {w: m for w, _, m in points})
 
 
 def held_out_several_ps_runs() -> list[Run]:
@@ -137,16 +141,9 @@ def held_out_several_ps_runs() -> list[Run]:
     from benchmarks import multi_ps_accuracy as mps
 
     error = load_model_errors().of(MODEL, SEVERAL_PS)
-    assert error is not None
-    runs = []
     rows = mps.held_out_rows()
-    for name in sorted({r.run for r in rows}):
-        mine = sorted((r for r in rows if r.run == name), key=lambda r: r.workers)
-        beliefs = [Belief.of([Outcome("predicted", r.own, *error.widen(MODEL, r.workers, r.own, r.own))], LEVEL)
-                   for r in mine]
-        runs.append(Run(name, name, [r.workers for r in mine], [r.own for r in mine], beliefs,
-                        {r.workers: r.measured for r in mine}))
-    return runs
+    return [_one_outcome_run(name, name, sorted((r.workers, r.own, r.measured) for r in rows if r.run == name), error)
+            for name in sorted({r.run for r in rows})]
 
 
 def several_ps(confidence: float) -> None:

@@ -376,12 +376,27 @@ def several_ps_error(found: Sequence[Residual], source: str = "") -> ModelError:
     return ModelError(MODEL, LEVEL, both + each, source, SEVERAL_PS)
 
 
+@cache
+def _model_widths() -> ModelError:
+    """The model's shipped unscoped error (read once)."""
+    error = load_model_errors().of(MODEL)
+    assert error is not None, f"no shipped model error of {MODEL}"
+    return error
+
+
+def as_predicted(error: ModelError) -> ModelError:
+    """The several-PS ``error`` as a prediction takes it: with the model's own widths at the W it
+    leaves out (W = 1; ``ModelErrors.of``)."""
+    widths = ModelErrors((_model_widths(), error)).of(MODEL, SEVERAL_PS)
+    assert widths is not None
+    return widths
+
+
 def coverage(found: Sequence[Residual], error: ModelError) -> float:
     """The share of ``found`` whose measured value lies within the prediction widened by ``error``
-    with the model's own at W = 1, as predictions take them (``ModelErrors.of``; the simulation's
-    own noise left out: about 1 %, so this slightly undercounts)."""
-    widths = ModelErrors((load_model_errors().of(MODEL), error)).of(MODEL, SEVERAL_PS)
-    assert widths is not None
+    as predictions take it (``as_predicted``; the simulation's own noise left out: about 1 %, so
+    this slightly undercounts)."""
+    widths = as_predicted(error)
     inside = 0
     for x in found:
         low, high = widths.widen(MODEL, x.workers, x.predicted, x.predicted)
@@ -389,13 +404,17 @@ def coverage(found: Sequence[Residual], error: ModelError) -> float:
     return inside / len(found)
 
 
+def fold(x: Residual) -> str:
+    """The cross-conformal fold of a residual: its placement's runs, or the W = 3 placement runs."""
+    return "w3" if x.placement.startswith("w3-") else x.placement
+
+
 def cross_coverage(found: Sequence[Residual]) -> float:
     """Each group's points (the two placements' runs, and the W = 3 placement runs) inside widths
     measured without them: the honest figure, as ``benchmarks/model_error.py``'s cross-conformal one."""
-    groups = {x.placement if not x.placement.startswith("w3-") else "w3" for x in found}
     inside = 0
-    for g in groups:
-        mine = [x for x in found if (x.placement if not x.placement.startswith("w3-") else "w3") == g]
+    for g in {fold(x) for x in found}:
+        mine = [x for x in found if fold(x) == g]
         others = [x for x in found if x not in mine]
         inside += round(coverage(mine, several_ps_error(others)) * len(mine))
     return inside / len(found)
