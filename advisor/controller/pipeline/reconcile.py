@@ -608,8 +608,9 @@ class Reconciler:
         # edit of the replicas wins), which the annotation patch would make stale.
         if not self._release_if_held(view, clamp(rec.target, limits)):
             self._auto_resize(view, prediction, rec, prices, limits, share)
-        self._set_phase(view, "Predicted", "Predicted", message, extra=extra)
+        # the metrics before the Predicted phase and event: whoever sees those sees the metrics too
         self._export(view, prediction, rec)
+        self._set_phase(view, "Predicted", "Predicted", message, extra=extra)
 
     def _fail(self, view: TFJobView, reason: str, message: str, extra: Mapping[str, str] | None = None) -> None:
         """Mark the job Failed, and resume it first if the advisor holds it (``initial`` mode).
