@@ -112,18 +112,16 @@ def several_ps_runs(one_ps_widths: bool = False) -> list[Run]:
     ``one_ps_widths``, any 2-PS run (the model's one-PS widths)."""
     from benchmarks import multi_ps_accuracy as mps  # its residual type and widths
 
-    doc = json.loads(shipped_path(MODEL, SEVERAL_PS).read_text())
-    stored = [mps.Residual(**{k: p[k] for k in ("placement", "run", "workers", "measured", "predicted")})
-              for p in doc["validation"]["points"]]
+    stored = mps.stored_residuals()
     runs = []
     for name in sorted({(x.placement, x.run) for x in stored}):
         rows = sorted((x for x in stored if (x.placement, x.run) == name), key=lambda x: x.workers)
         if len(rows) < 3:
             continue
-        error = mps.as_predicted(mps.several_ps_error([x for x in stored if x.placement != name[0]]))
-        runs.append(_one_outcome_run(f"{name[0]}/{name[1]}", name[0], [(x.workers, x.predicted, x.measured)
-                                                                       for x in rows],
-                                     load_model_errors().of(MODEL) if one_ps_widths else error))
+        error = mps.model_widths() if one_ps_widths else \
+            mps.as_predicted(mps.several_ps_error([x for x in stored if x.placement != name[0]]))
+        runs.append(_one_outcome_run(f"{name[0]}/{name[1]}", name[0],
+                                     [(x.workers, x.predicted, x.measured) for x in rows], error))
     return runs
 
 

@@ -77,7 +77,7 @@ from advisor.core.models import registry
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
 from advisor.importers.loader import load_profile
-from advisor.importers.model_error_file import load_model_errors, write_error_file
+from advisor.importers.model_error_file import load_model_errors, shipped_path, write_error_file
 from advisor.importers.tf_profile import RECV_LABEL
 from benchmarks.model_error import LEVEL
 from benchmarks.paths import REPO
@@ -377,7 +377,7 @@ def several_ps_error(found: Sequence[Residual], source: str = "") -> ModelError:
 
 
 @cache
-def _model_widths() -> ModelError:
+def model_widths() -> ModelError:
     """The model's shipped unscoped error (read once)."""
     error = load_model_errors().of(MODEL)
     assert error is not None, f"no shipped model error of {MODEL}"
@@ -387,7 +387,7 @@ def _model_widths() -> ModelError:
 def as_predicted(error: ModelError) -> ModelError:
     """The several-PS ``error`` as a prediction takes it: with the model's own widths at the W it
     leaves out (W = 1; ``ModelErrors.of``)."""
-    widths = ModelErrors((_model_widths(), error)).of(MODEL, SEVERAL_PS)
+    widths = ModelErrors((model_widths(), error)).of(MODEL, SEVERAL_PS)
     assert widths is not None
     return widths
 
@@ -402,6 +402,13 @@ def coverage(found: Sequence[Residual], error: ModelError) -> float:
         low, high = widths.widen(MODEL, x.workers, x.predicted, x.predicted)
         inside += low <= x.measured <= high
     return inside / len(found)
+
+
+def stored_residuals() -> list[Residual]:
+    """The held-out residuals the shipped several-PS widths were measured from (stored with them by ``--write``)."""
+    doc = json.loads(shipped_path(MODEL, SEVERAL_PS).read_text())
+    return [Residual(**{k: p[k] for k in ("placement", "run", "workers", "measured", "predicted")})
+            for p in doc["validation"]["points"]]
 
 
 def fold(x: Residual) -> str:

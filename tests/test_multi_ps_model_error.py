@@ -28,8 +28,8 @@ def test_each_point_keeps_its_worse_prediction_and_only_placement_runs_with_two_
 def test_the_shipped_widths_are_the_stored_residuals_quantiles() -> None:
     doc = json.loads(shipped_path(DEFAULT_MODEL, SEVERAL_PS).read_text())
     assert doc["scope"] == SEVERAL_PS
-    stored = [bench.Residual(**{k: p[k] for k in ("placement", "run", "workers", "measured", "predicted")})
-              for p in doc["validation"]["points"]]
+    stored = bench.stored_residuals()
+    assert len(stored) == len(doc["validation"]["points"])
     again = bench.several_ps_error(stored)
     shipped = load_model_errors().of(DEFAULT_MODEL, SEVERAL_PS)
     assert shipped is not None
