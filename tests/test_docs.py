@@ -14,7 +14,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 DOCS = REPO / "docs"
-TEST_COMMAND = "python3 -m pytest -q"
+TEST_COMMAND = "python3 -m pytest -q -n auto"
 
 
 def pages() -> list[Path]:

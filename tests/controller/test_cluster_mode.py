@@ -175,13 +175,27 @@ def test_a_missing_clusterqueue_or_localqueue_leaves_the_job_sized_alone_with_a_
 
 
 def test_arrivals_within_the_debounce_make_one_reallocation(emu, body, tmp_path) -> None:
-    settings = cluster_settings(tmp_path, cluster_capacity={"workers": 12}, cluster_debounce_s=3.0,
+    # The debounce is long against the three predictions' spread (well under a second alone, a few
+    # seconds on a loaded machine), and the requests' times are kept to say so if it was not.
+    debounce_s = 6.0
+    settings = cluster_settings(tmp_path, cluster_capacity={"workers": 12}, cluster_debounce_s=debounce_s,
                                 resync_period_s=3600)
     controller = start_controller(emu, settings)
+    asked: list[float] = []
+    request = controller.allocation.request
+
+    def kept_request(**kwargs: float) -> None:
+        asked.append(time.monotonic())
+        request(**kwargs)
+
+    controller.allocation.request = kept_request  # type: ignore[method-assign]
     try:
         predict(emu, body, *(tfjob(n, workers=1) for n in ("x", "y", "z")))
         wait_for("all allocated", lambda: all(allocated(emu, n) == "3" for n in ("x", "y", "z")), timeout_s=30)
-        time.sleep(4.0)  # past another debounce: nothing else asked for a reallocation
+        time.sleep(debounce_s + 1.0)  # past another debounce: nothing else asked for a reallocation
+        assert len(asked) >= 3, asked  # each job's prediction asked for one
+        spread = asked[-1] - asked[0]
+        assert spread < debounce_s, f"the requests spread over {spread:.1f} s, more than the debounce"
         assert sample(controller, "advisor_reallocations_total") == 1
     finally:
         controller.stop()
