@@ -4,6 +4,7 @@
 #
 #   sudo bash scripts/record_ps_truth.sh [REPEATS...]     # default: r1 r2
 #   sudo bash scripts/record_ps_truth.sh placements       # the W = 3 placement runs only (15 min)
+#   sudo bash scripts/record_ps_truth.sh sync-2ps [REPEATS...]  # synchronous, 2 PS (default: r1)
 #
 # Needs root (namespaces, tc) and a venv with tensorflow-cpu and advisor:
 #   python3 -m venv /tmp/tfvenv && /tmp/tfvenv/bin/pip install -e '.[test,tensorflow]'
@@ -23,6 +24,24 @@ if [ "${1:-}" = placements ]; then
     step $REC --ps 1 --measure 3 --out $PS2/w3-placements/one-ps.$r.measured.json.gz
     for placement in round-robin step-apart biases-apart last-ps; do
       step $REC --ps 2 --placement $placement --measure 3 --out $PS2/w3-placements/$placement.$r.measured.json.gz
+    done
+  done
+  exit 0
+fi
+
+# synchronous jobs with 2 PS, greedy placement by bytes (tests/data/ps-sync/two-ps): their own
+# one-worker profiles, then W = 1..8 per repeat (about 20 minutes a repeat)
+if [ "${1:-}" = sync-2ps ]; then
+  shift
+  TWO=$SYNC/two-ps
+  for model in mlp cnn; do
+    [ -e $TWO/${model}_ps2greedy_bw100.trace.json.gz ] ||
+      step $REC --sync --ps 2 --placement greedy --model $model --out $TWO/${model}_ps2greedy_bw100.trace.json.gz
+  done
+  for r in "${@:-r1}"; do
+    for model in mlp cnn; do
+      step $REC --sync --ps 2 --placement greedy --model $model --measure $ALL --measure-steps 60 --skip 10 \
+        --out $TWO/${model}_ps2greedy_bw100.$r.measured.json.gz
     done
   done
   exit 0
