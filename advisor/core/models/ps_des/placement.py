@@ -13,7 +13,15 @@ own downlink, uplink and compute, ``simulator/inputs.py``); what a one-PS trace 
    index). A variable's bytes are those of its largest transfer (a pull carries the whole
    variable; a control edge carries 0).
 2. **PS computation follows its variable** (TF colocates reads and updates with the
-   variable): an op that depends directly on a variable belongs to it; otherwise to the one
+   variable): an op that depends directly on a variable belongs to it. A synchronous program's
+   (``SyncReplicasOptimizer``) resources follow theirs too, as TF creates them: each gradient
+   accumulator on its variable's device, the token queue on ``global_step``'s. A one-worker trace
+   does not link an accumulator to its variable (the chief's ops that read both are not in it),
+   so accumulators are matched to variables in creation order by size: the k-th accumulator
+   takes the next variable whose pull has as many bytes as the gradient pushed to it (the
+   trainable variables in the optimizer's order; ``global_step``, pulled but never pushed, is
+   passed over). An op that depends directly on such a resource belongs to its variable as
+   well (an accumulator's apply, the queue's dequeue). Otherwise an op belongs to the one
    variable its PS-side dependencies belong to; failing that (e.g. the op that gathers every
    update before ``global_step`` is incremented), to the variable of its first PS-side
    dependent that has one; failing that, to the first variable. So each PS's compute is
@@ -47,6 +55,12 @@ VARIABLE_TYPES = frozenset({
     "Variable", "VariableV2", "AutoReloadVariable", "VarHandleOp", "MutableHashTable", "MutableHashTableV2",
     "MutableHashTableOfTensors", "MutableHashTableOfTensorsV2", "MutableDenseHashTable", "MutableDenseHashTableV2",
 })  # fmt: skip
+# SyncReplicasOptimizer's per-variable gradient accumulators (resource and ref kinds, dense and
+# sparse) and the queues it creates (its token queue): PS resources that are not variables
+ACCUMULATOR_TYPES = frozenset({"ResourceConditionalAccumulator", "ConditionalAccumulator",
+                               "SparseConditionalAccumulator"})
+QUEUE_TYPES = frozenset({"FIFOQueueV2", "FIFOQueue"})
+TOKEN_QUEUE_VARIABLE = "global_step"  # SyncReplicasOptimizer: with ops.device(global_step.device): token queue
 _WHO = "ps placement"
 
 
@@ -69,6 +83,7 @@ def owners(profile: Profile) -> list[int | None]:
             dependents[d].append(i)
     ps_compute = [op.resource is Resource.PS for op in ops]
     owner: list[int | None] = [None] * len(ops)
+    resources = _resource_variables(profile, dependents)  # accumulators and queues: their variable
     order = profile.topological_order
     for i in order:
         if not ps_compute[i]:
@@ -76,7 +91,10 @@ def owners(profile: Profile) -> list[int | None]:
         if i in var:
             owner[i] = i
             continue
-        direct = [d for d in deps[i] if d in var]
+        if i in resources:
+            owner[i] = resources[i]
+            continue
+        direct = [d for d in deps[i] if d in var] or [resources[d] for d in deps[i] if d in resources]
         found = {owner[d] for d in deps[i] if ps_compute[d] and owner[d] is not None}
         owner[i] = direct[0] if direct else (found.pop() if len(found) == 1 else None)
     for i in reversed(order):
@@ -88,6 +106,37 @@ def owners(profile: Profile) -> list[int | None]:
             src = [owner[d] for d in deps[i] if ps_compute[d]]
             owner[i] = src[0] if src else first
     return owner
+
+
+def _resource_variables(profile: Profile, dependents: list[list[int]]) -> dict[int, int]:
+    """{resource position: variable position} for a synchronous program's accumulators and token
+    queue (module docstring, 2.); empty for any other program."""
+    ops, deps = profile.ops, profile.dep_indices
+    var = variables(profile)
+    var_set = set(var)
+    pulled = {v: 0 for v in var}  # a variable's bytes: its largest pull, through the op that reads it
+    for i, op in enumerate(ops):
+        if op.resource is Resource.DOWNLINK:
+            for d in deps[i]:
+                for v in ([d] if d in var_set else [x for x in deps[d] if x in var_set]):
+                    pulled[v] = max(pulled[v], op.bytes)
+    out: dict[int, int] = {}
+    position = 0  # the accumulators are matched in creation order: the next variable of equal size
+    for a in (i for i, op in enumerate(ops) if op.resource is Resource.PS and op.op_type in ACCUMULATOR_TYPES):
+        pushed = max((ops[d].bytes for j in dependents[a] for d in deps[j] if ops[d].resource is Resource.UPLINK),
+                     default=0)
+        taken = set(out.values())
+        match = next((k for k in range(position, len(var)) if var[k] not in taken and pushed and
+                      pulled[var[k]] == pushed), None)
+        if match is not None:
+            out[a] = var[match]
+            position = match + 1
+    step = next((v for v in var if ops[v].name.split(":", 1)[-1] == TOKEN_QUEUE_VARIABLE), None)
+    if step is not None:
+        for q, op in enumerate(ops):
+            if op.resource is Resource.PS and op.op_type in QUEUE_TYPES:
+                out[q] = step
+    return out
 
 
 def variable_bytes(profile: Profile, owner: list[int | None]) -> dict[int, int]:
