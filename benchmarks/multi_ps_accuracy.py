@@ -64,11 +64,11 @@ import json
 import math
 import random
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from advisor.core.advice import AdviceRequest, model_inputs
 from advisor.core.model_error import SEVERAL_PS, ModelError, ModelErrors, measured_error
@@ -377,29 +377,43 @@ def several_ps_error(found: Sequence[Residual], source: str = "") -> ModelError:
 
 
 @cache
-def model_widths() -> ModelError:
-    """The model's shipped unscoped error (read once)."""
-    error = load_model_errors().of(MODEL)
-    assert error is not None, f"no shipped model error of {MODEL}"
+def model_widths(model: str = MODEL) -> ModelError:
+    """A model's shipped unscoped error (read once per model)."""
+    error = load_model_errors().of(model)
+    assert error is not None, f"no shipped model error of {model}"
     return error
 
 
 def as_predicted(error: ModelError) -> ModelError:
-    """The several-PS ``error`` as a prediction takes it: with the model's own widths at the W it
-    leaves out (W = 1; ``ModelErrors.of``)."""
-    widths = ModelErrors((model_widths(), error)).of(MODEL, SEVERAL_PS)
+    """The several-PS ``error`` of its model as a prediction takes it: with the model's own widths
+    at the W it leaves out (W = 1; ``ModelErrors.of``)."""
+    widths = ModelErrors((model_widths(error.model), error)).of(error.model, SEVERAL_PS)
     assert widths is not None
     return widths
 
 
-def coverage(found: Sequence[Residual], error: ModelError) -> float:
+class Measured(Protocol):
+    """A measured point and its prediction (``Residual`` here, ``sync_several_ps.Residual``)."""
+
+    @property
+    def workers(self) -> int: ...
+    @property
+    def measured(self) -> float: ...
+    @property
+    def predicted(self) -> float: ...
+
+
+M = TypeVar("M", bound=Measured)
+
+
+def coverage(found: Sequence[Measured], error: ModelError) -> float:
     """The share of ``found`` whose measured value lies within the prediction widened by ``error``
     as predictions take it (``as_predicted``; the simulation's own noise left out: about 1 %, so
     this slightly undercounts)."""
     widths = as_predicted(error)
     inside = 0
     for x in found:
-        low, high = widths.widen(MODEL, x.workers, x.predicted, x.predicted)
+        low, high = widths.widen(error.model, x.workers, x.predicted, x.predicted)
         inside += low <= x.measured <= high
     return inside / len(found)
 
@@ -416,14 +430,17 @@ def fold(x: Residual) -> str:
     return "w3" if x.placement.startswith("w3-") else x.placement
 
 
-def cross_coverage(found: Sequence[Residual]) -> float:
-    """Each group's points (the two placements' runs, and the W = 3 placement runs) inside widths
-    measured without them: the honest figure, as ``benchmarks/model_error.py``'s cross-conformal one."""
+def cross_coverage(found: Sequence[M], fold_of: Callable[[M], str] = fold,  # type: ignore[assignment]
+                   error_of: Callable[[Sequence[M]], ModelError] = several_ps_error,  # type: ignore[assignment]
+                   ) -> float:
+    """Each group's points (``fold_of``: here the two placements' runs, and the W = 3 placement
+    runs) inside widths measured without them (``error_of``): the honest figure, as
+    ``benchmarks/model_error.py``'s cross-conformal one."""
     inside = 0
-    for g in {fold(x) for x in found}:
-        mine = [x for x in found if fold(x) == g]
-        others = [x for x in found if x not in mine]
-        inside += round(coverage(mine, several_ps_error(others)) * len(mine))
+    for g in {fold_of(x) for x in found}:
+        mine = [x for x in found if fold_of(x) == g]
+        others = [x for x in found if fold_of(x) != g]
+        inside += round(coverage(mine, error_of(others)) * len(mine))
     return inside / len(found)
 
 

@@ -54,8 +54,10 @@ MODEL = "li2020-des-sync+contention"  # the default for a synchronous trace (reg
 LEVEL = 0.95
 REGIMES: tuple[tuple[int, int | None], ...] = ((1, 1), (2, None))
 OTHER_REGIMES: tuple[tuple[int, int | None], ...] = ((2, 2),)  # another outcome: only W = 2 has one
-RUN = re.compile(r"(?P<job>(?P<model>[a-z0-9]+)_bw(?P<mbit>\d+))(?P<backup>_backup(?P<b>\d+))?\.(?P<repeat>r\d+)"
-                 r"\.measured\.json\.gz")
+# <program>[_ps<N><placement>]_bw<rate>[_backup<B>].<repeat>: e.g. mlp_bw100.r1, mlp_ps2greedy_bw100.r1 (two-ps/)
+RUN = re.compile(r"(?P<job>(?P<model>[a-z0-9]+)(?:_ps\d+[a-z]*)?_bw(?P<mbit>\d+))(?P<backup>_backup(?P<b>\d+))?"
+                 r"\.(?P<repeat>r\d+)\.measured\.json\.gz")
+WHAT_IF_WORKER_BPS = 10e9  # the what-if's worker link: the testbed leaves it unshaped
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ def _results(data: Path) -> dict[str, dict[int, list[tuple[float, bool | None]]]
 
 def job_settings(job: str) -> tuple[str, float, int]:
     """(trace name, link rate in bit/s, backup workers) of a job name."""
-    m = re.fullmatch(r"(?P<trace>[a-z0-9]+_bw(?P<mbit>\d+))(_backup(?P<b>\d+))?", job)
+    m = re.fullmatch(r"(?P<trace>[a-z0-9]+(?:_ps\d+[a-z]*)?_bw(?P<mbit>\d+))(_backup(?P<b>\d+))?", job)
     if m is None:
         raise ValueError(f"not a job name: {job}")
     return m["trace"], float(m["mbit"]) * 1e6, int(m["b"] or 0)
@@ -141,12 +143,21 @@ def job_settings(job: str) -> tuple[str, float, int]:
 
 def predict(job: str, measured: Mapping[int, Sequence[float]], *, model: str = MODEL, steps: int = 400,
             params: Mapping[str, Any] | None = None, data: Path = DATA,
-            shown: Mapping[str, Mapping[int, Sequence[bool]]] | None = None) -> list[Point]:
+            shown: Mapping[str, Mapping[int, Sequence[bool]]] | None = None,
+            what_if: tuple[int, str] | None = None) -> list[Point]:
     """The prediction of every measured W of ``job``; ``shown`` (``arrangements``): which
-    outcome each W = 2 repeat showed."""
+    outcome each W = 2 repeat showed. ``what_if`` (PS count, placement): predict a several-PS
+    job from the one-PS trace of the same program (``DATA``) by the ``--ps`` what-if instead of
+    from its own trace, the workers' link stated (``WHAT_IF_WORKER_BPS``)."""
     trace, bps, backup = job_settings(job)
-    profile = load_profile(data / f"{trace}.trace.json.gz")
     chosen: dict[str, Any] = {"congestion_control": "cubic", "queue_s": 0.1, **(params or {})}
+    servers, worker_bps = None, None
+    if what_if is None:
+        profile = load_profile(data / f"{trace}.trace.json.gz")
+    else:
+        profile = load_profile(DATA / f"{re.sub(r'_ps[0-9]+[a-z]*', '', trace)}.trace.json.gz")
+        servers, worker_bps = what_if[0], WHAT_IF_WORKER_BPS
+        chosen["ps_placement"] = what_if[1]
     if backup:
         chosen["backup_workers"] = backup
     if "contention" not in model:
@@ -154,7 +165,8 @@ def predict(job: str, measured: Mapping[int, Sequence[float]], *, model: str = M
     workers = tuple(sorted(measured))
     # W = 1 too: the model's second outcome at W = 2 is read off it (``sync.PsDesSync.outlook``)
     advice = advise(profile, AdviceRequest(
-        network=NetworkModel(bandwidth_bps=bps), model=ModelChoice(model, chosen), side_by_side=(),
+        network=NetworkModel(bandwidth_bps=bps, worker_bandwidth_bps=worker_bps), model=ModelChoice(model, chosen),
+        side_by_side=(), parameter_servers=servers,
         curve=CurveSettings(workers=tuple(sorted({1, *workers})), steps=steps, warmup_steps=50, seed=0)))
     shown = (shown or {}).get(job, {})
     out = []

@@ -24,7 +24,8 @@ about 5 %:
   71-77 %; the value fitted on either placement alone is 1.0 and predicts the other
   (``benchmarks/multi_ps_accuracy.py``). It calibrates the simulation to the runs' average: the
   simulation does not take turns, and why the 2-PS runs do and the one-PS runs do not is not
-  known (docs/contention-model.md, section 7).
+  known (docs/contention-model.md, section 7). The synchronous models keep 0.85 with several PS
+  (``sync.SYNC_MULTI_PS_FLOW_GOODPUT``): a barrier leaves their workers no turns to take.
 
 sigma and eta were fitted on one model and predicted the other (and fitted on one congestion
 control and predicted another) with a median error of 5 % and a maximum of 13-16 %; they are

@@ -38,7 +38,7 @@ from advisor.core.models.protocol import (
     LINK_GOODPUT, Alternative, CalibrationParam, ModelInputs, ModelParams, Outlook, Run, Samples,
 )
 from advisor.core.models.ps_des.arrangements import ALTERNATING, IN_STEP, ONE_GRADIENT
-from advisor.core.models.ps_des.contention import BIMODAL_RATIO
+from advisor.core.models.ps_des.contention import BIMODAL_RATIO, MULTI_FLOW_GOODPUT
 from advisor.core.models.ps_des.model import (
     MULTI_FLOW_GOODPUT_CAL, SHARE_SIGMA_CAL, ContentionParams, DesParams, PsDes, worker_regime,
 )
@@ -132,14 +132,26 @@ class SyncDesParams(DesParams, SyncFields):
 # --model li2020-des-sync+contention --fit share_sigma=0.25,0.5,0.75,1.0``; docs/accuracy.md).
 # The multi-flow goodput stays the asynchronous one: several workers still share the link.
 SYNC_SHARE_SIGMA = 0.75
+# ... and so it does with several PS. The asynchronous rules' several-PS value (1.0, no loss:
+# contention.MULTI_PS_FLOW_GOODPUT) calibrates asynchronous 2-PS runs whose workers take turns on
+# the busiest link, where one flow at a time runs near its own goodput (docs/contention-model.md,
+# section 7). A barrier leaves no turns to take: it releases every worker's pulls at once, and
+# their pushes end within one step's spread, so each PS link direction is shared as on one PS,
+# at the one-PS value measured on the asynchronous testbed (0.85). Checked, not fitted, on real
+# synchronous 2-PS runs (tests/data/ps-sync/two-ps; python -m benchmarks.sync_several_ps).
+SYNC_MULTI_PS_FLOW_GOODPUT = MULTI_FLOW_GOODPUT
 
 
 class SyncContentionParams(ContentionParams, SyncFields):
     """The synchronous simulation with the testbed's contention rules, flows released together
-    by the barrier sharing more evenly (``SYNC_SHARE_SIGMA``)."""
+    by the barrier sharing more evenly (``SYNC_SHARE_SIGMA``) and with the one-PS multi-flow
+    loss on several PS too (``SYNC_MULTI_PS_FLOW_GOODPUT``)."""
 
     share_sigma: float = Field(default=SYNC_SHARE_SIGMA, ge=0, allow_inf_nan=False,
                                description="spread of TCP shares (lognormal sigma) among flows a barrier released")
+    multi_ps_flow_goodput: float = Field(default=SYNC_MULTI_PS_FLOW_GOODPUT, gt=0, le=1,
+                                         description="capacity of a link direction several workers share, for a job "
+                                                     "with several PS (a barrier leaves no turns to take)")
 
 
 class PsDesSync(PsDes):
