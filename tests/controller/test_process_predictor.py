@@ -119,12 +119,35 @@ def test_a_worker_killed_mid_prediction_is_replaced_and_the_prediction_runs_agai
     result, error = predictor.reports.wait("a")
     assert error is None and result is not None, error
     assert len(pids(Path(a["pids"]))) == 2 and pids(Path(a["pids"]))[1] != first  # a new worker ran it
-    assert not predictor.running("a")
+    wait_until("a forgotten once reported", lambda: not predictor.running("a"))
     # the pool works for new predictions too
     assert predictor.submit("b", job(tmp_path, "b", "ok"), PARAMS)
     assert predictor.reports.wait("b")[1] is None
     assert outcomes(predictor) == {"succeeded": 2, "failed": 0, "retried": 1}
     assert predictor.health() == (True, "ok")
+
+
+def test_a_key_stays_running_until_its_outcome_is_handed_over(tmp_path) -> None:
+    """While ``on_done`` stores the outcome, a reconcile of a job waiting for it must find the key
+    running (or the outcome stored): forgotten before, the reconcile finds neither and starts the
+    same prediction again (seen on a loaded machine: three predictions where two were due)."""
+    seen: list[tuple[bool, bool]] = []
+    predictor: ProcessPredictor
+
+    def on_done(key: str, result: str | None, error: str | None) -> None:
+        time.sleep(0.2)  # a slow store write
+        seen.append((predictor.running(key), predictor.submit(key, job(tmp_path, "again", "ok"), PARAMS)))
+
+    predictor = ProcessPredictor(1, Metrics(), on_done, runner=scripted)
+    try:
+        assert predictor.submit("a", job(tmp_path, "a", "ok"), PARAMS)
+        wait_until("a reported", lambda: seen)
+        assert seen == [(True, False)]  # still running while handed over; a second submit does not start it
+        wait_until("a forgotten", lambda: not predictor.running("a"))
+        assert not Path(tmp_path / "again.pids").exists()  # the prediction ran once
+        assert outcomes(predictor)["succeeded"] == 1
+    finally:
+        predictor.shutdown()
 
 
 def test_a_worker_killed_while_idle_is_replaced_at_the_next_submit(predictor, tmp_path) -> None:

@@ -345,8 +345,6 @@ class ProcessPredictor:
                 self._metrics.predictions.labels("retried").inc()
                 run.crashed = True
                 self._queue.appendleft(run)
-            else:
-                self._runs.pop(run.key, None)
             self._dispatch()
         if retry:
             return
@@ -367,13 +365,24 @@ class ProcessPredictor:
             log.exception("prediction %s crashed", run.key)
             result, error = None, f"prediction crashed: {type(exc).__name__}: {exc}"
             self._metrics.predictions.labels("failed").inc()
-        self._on_done(run.key, result, error)
+        self._report(run, result, error)
+
+    def _report(self, run: _Run, result: str | None, error: str | None) -> None:
+        """Hand the outcome over, then forget the run. In that order: until the outcome is
+        stored (``_on_done``) the key stays running, so a reconcile of a job waiting for it finds
+        it either running or stored, and never starts the same prediction again."""
+        try:
+            self._on_done(run.key, result, error)
+        finally:
+            with self._lock:
+                if self._runs.get(run.key) is run:
+                    del self._runs[run.key]
+                self._dispatch()
 
     def _report_later(self, run: _Run, error: str) -> None:
         """Report a run that could not start, off the caller's thread (which holds the lock)."""
-        self._runs.pop(run.key, None)
         self._metrics.predictions.labels("failed").inc()
-        threading.Thread(target=self._on_done, args=(run.key, None, error), daemon=True,
+        threading.Thread(target=self._report, args=(run, None, error), daemon=True,
                          name=f"prediction-{run.key[:8]}").start()
 
 
