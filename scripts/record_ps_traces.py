@@ -83,16 +83,17 @@ def teardown_network() -> None:
 # ---------------------------------------------------------------- the training program
 
 
-def build_model(tf, model: str, *, sync: int = 0, backup: int = 0):  # type: ignore[no-untyped-def]
+def build_model(tf, model: str, *, sync: int = 0, backup: int = 0, speed: float = 1.0):  # type: ignore[no-untyped-def]
     """The program on random inputs with a sleep after every layer in both passes:
     (global step, train op, the SyncReplicasOptimizer or None). ``sync`` > 0: synchronous
     training over that many workers, ``backup`` of them backup workers (replicas_to_aggregate =
-    sync - backup, total_num_replicas = sync)."""
+    sync - backup, total_num_replicas = sync). ``speed``: this worker's emulated accelerator
+    against the profiled one's (0.5: each sleep twice as long; a slower node)."""
     import numpy as np
 
     def sleeper(tag: str):  # type: ignore[no-untyped-def]
         def sleep(x: np.ndarray) -> np.ndarray:
-            time.sleep(sleep_s)
+            time.sleep(sleep_s / speed)
             return x
         sleep.__name__ = f"sleep_{tag}"
         return sleep
@@ -141,6 +142,11 @@ def build_model(tf, model: str, *, sync: int = 0, backup: int = 0):  # type: ign
             optimizer, replicas_to_aggregate=max(sync - backup, 1), total_num_replicas=sync)
     train_op = optimizer.minimize(loss, global_step=global_step)
     return global_step, train_op, (optimizer if sync else None)
+
+
+def worker_speed(speeds: Sequence[float], index: int) -> float:
+    """Worker ``index``'s emulated compute speed: ``--worker-speeds`` taken in turn (1.0 if none)."""
+    return speeds[index % len(speeds)] if speeds else 1.0
 
 
 def batch_of(model: str) -> int:
@@ -209,7 +215,8 @@ def run_task(args: argparse.Namespace) -> None:
     workers = len(tf_config["cluster"]["worker"])
     with tf.compat.v1.device(setter):
         global_step, train_op, sync_opt = build_model(tf, args.model, sync=workers if args.sync else 0,
-                                                      backup=min(args.backup, workers - 1))
+                                                      backup=min(args.backup, workers - 1),
+                                                      speed=worker_speed(args.worker_speeds, index))
     sync_hooks = [sync_opt.make_session_run_hook(is_chief=index == 0)] if sync_opt is not None else []
     if args.measure_steps:
         _measure(tf, server, index, global_step, train_op, args.measure_steps, threads, Path(args.out),
@@ -335,7 +342,8 @@ def record(args: argparse.Namespace, workers: int = 1, out: Path | None = None) 
     logs = Path(tempfile.mkdtemp(prefix="advrec-logs-"))
     base = [sys.executable, str(Path(__file__).resolve()), "task", "--model", args.model, "--steps", str(args.steps),
             "--warmup", str(args.warmup), "--mbit", str(args.mbit), "--placement", args.placement, "--out", str(out),
-            "--backup", str(args.backup)] + (["--sync"] if args.sync else [])
+            "--backup", str(args.backup)] + (["--sync"] if args.sync else []) + \
+        (["--worker-speeds", ",".join(map(str, args.worker_speeds))] if args.worker_speeds else [])
     if args.measure:
         base += ["--measure-steps", str(args.measure_steps or 100), "--skip", str(args.skip),
                  "--trace-steps", str(args.trace_steps)]
@@ -402,7 +410,9 @@ def measure(args: argparse.Namespace) -> None:
     meta = {"model": args.model, "batch": batch, "n_ps": args.ps, "placement": args.placement, "bw_mbit": args.mbit,
             "steps_per_worker": args.measure_steps or 100, "window_skips_steps": skip, "shape": args.shape,
             "sync": bool(args.sync), "backup_workers": args.backup if args.sync else 0,
-            "queue_ms": args.queue_ms, "congestion_control": "cubic"}
+            "queue_ms": args.queue_ms, "congestion_control": "cubic"} | \
+        ({"worker_speeds": [worker_speed(args.worker_speeds, k) for k in range(max(args.measure))]}
+         if args.worker_speeds else {})
     body = json.dumps({"meta": meta, "results": results}).encode()
     out.write_bytes(gzip.compress(body, mtime=0) if out.name.endswith(".gz") else body)
 
@@ -437,6 +447,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--trace-steps", type=int, default=0,
                         help="measured runs: trace this many of worker 0's steps after the skipped ones (FULL_TRACE: "
                              "every partition's node times, kept as traced_steps_w0; tracing slows those steps)")
+    parser.add_argument("--worker-speeds", type=lambda t: [float(s) for s in t.split(",")], default=[],
+                        help="heterogeneous workers: each worker's emulated compute speed, taken in turn (e.g. 1,0.5: "
+                             "every second worker's sleeps twice as long); default all 1")
     parser.add_argument("--out", required=True, help="where the upload bundle goes (gzip, as uploaded)")
     return parser.parse_args(argv)
 
