@@ -1,0 +1,138 @@
+"""Accuracy of the PS model with heterogeneous workers, against real runs.
+
+    python -m benchmarks.heterogeneous_accuracy [--steps 1000] [--markdown]
+
+For every measured run in ``tests/data/ps-traces/heterogeneous`` (asynchronous PS, 1 PS at
+100 Mbit/s, every second worker's accelerator emulated at half speed; its README says how they
+were taken) it predicts each measured W with the default model from the program's one-worker
+trace, taken on a full-speed worker (``tests/data/ps-traces/<program>_ps1_bw100.trace.json.gz``),
+as a user would ask: the workers' speeds stated (``--worker-speed 1,0.5,1,0.5,...``), TCP cubic
+and the 100 ms queue. Beside it, the same trace predicted as if every worker ran at full speed:
+what stating the speeds is worth. Every point is also checked against its 95 % interval (the
+model's shipped error, as a prediction widens it).
+
+Nothing was fitted on these runs: the speeds are the recorder's (each slow worker's emulated
+compute takes twice as long) and every constant of the model is the one-PS testbed's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from advisor.core.advice import AdviceRequest, ModelChoice, advise
+from advisor.core.curve import CurveSettings
+from advisor.core.sim_types import NetworkModel
+from advisor.importers.loader import load_profile
+from advisor.importers.model_error_file import load_model_errors
+from benchmarks.paths import REPO
+
+TRACES = REPO / "tests" / "data" / "ps-traces"
+DATA = TRACES / "heterogeneous"
+MODEL = "li2020-des+contention"
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured W of a heterogeneous run and its predictions."""
+
+    run: str
+    workers: int
+    speeds: tuple[float, ...]  # of the W workers
+    measured: float
+    predicted: float  # with the workers' speeds stated
+    low: float
+    high: float
+    homogeneous: float  # the same trace, every worker at full speed
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1.0
+
+    @property
+    def homogeneous_error(self) -> float:
+        return self.homogeneous / self.measured - 1.0
+
+    @property
+    def inside(self) -> bool:
+        return self.low <= self.measured <= self.high
+
+
+def _curve(trace: Path, meta: dict, workers: Sequence[int], speeds: tuple[float, ...], steps: int) -> dict:
+    """{W: (throughput, low, high)} of the default model with the shipped model error."""
+    request = AdviceRequest(
+        network=NetworkModel(bandwidth_bps=float(meta["bw_mbit"]) * 1e6),
+        model=ModelChoice(MODEL, {"congestion_control": meta.get("congestion_control", "cubic"),
+                                  "queue_s": float(meta.get("queue_ms", 100)) / 1e3}),
+        side_by_side=(), worker_speeds=speeds, model_error=load_model_errors(),
+        curve=CurveSettings(workers=tuple(workers), steps=steps, warmup_steps=50, seed=0))
+    advice = advise(load_profile(trace), request)
+    return {w: (advice.point(w).throughput, advice.point(w).low, advice.point(w).high) for w in workers}
+
+
+def points(data: Path = DATA, steps: int = 1000) -> list[Point]:
+    """Every measured point of every heterogeneous run, with its predictions."""
+    out: list[Point] = []
+    for path in sorted(data.glob("*.measured.json.gz")):
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+        meta = doc["meta"]
+        speeds = tuple(float(s) for s in meta["worker_speeds"])
+        trace = TRACES / f"{meta['model']}_ps1_bw{int(meta['bw_mbit'])}.trace.json.gz"
+        measured = {int(r["W"]): float(r["thr_window"]) for r in doc["results"]}
+        workers = sorted(measured)
+        stated = _curve(trace, meta, workers, speeds, steps)
+        same = _curve(trace, meta, workers, (), steps)
+        name = path.name.removesuffix(".measured.json.gz")
+        out += [Point(name, w, speeds[:w], measured[w], *stated[w], same[w][0]) for w in workers]
+    return out
+
+
+def summary(errors: Sequence[float]) -> tuple[float, float]:
+    """Median and maximum |error|."""
+    sizes = [abs(e) for e in errors]
+    return statistics.median(sizes), max(sizes)
+
+
+def table(found: Sequence[Point], markdown: bool) -> list[str]:
+    head = (["| run | W | speeds | measured | predicted (95 %) | error | all at full speed | error |",
+             "|---|---|---|---|---|---|---|---|"] if markdown else
+            [f"{'run':<26} {'W':>2} {'measured':>8} {'predicted':>9} {'95% interval':>15} {'error':>7} {'in':>3} "
+             f"{'as full':>7} {'error':>7}"])
+    for p in found:
+        speeds = ",".join(f"{s:g}" for s in p.speeds)
+        head.append(f"| {p.run} | {p.workers} | {speeds} | {p.measured:.1f} | {p.predicted:.1f} ({p.low:.1f}-"
+                    f"{p.high:.1f}) | {p.error:+.1%} | {p.homogeneous:.1f} | {p.homogeneous_error:+.1%} |"
+                    if markdown else
+                    f"{p.run:<26} {p.workers:>2} {p.measured:>8.1f} {p.predicted:>9.1f} {p.low:>7.1f}-{p.high:<7.1f} "
+                    f"{p.error:>+7.1%} {'yes' if p.inside else 'NO':>3} {p.homogeneous:>7.1f} "
+                    f"{p.homogeneous_error:>+7.1%}")
+    return head
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--steps", type=int, default=1000, help="simulated steps per worker (default 1000)")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    args = parser.parse_args(argv)
+    found = points(steps=args.steps)
+    if not found:
+        raise SystemExit(f"no measured run under {DATA}")
+    print("\n".join(table(found, args.markdown)))
+    for run in sorted({p.run for p in found}):
+        mine = [p for p in found if p.run == run]
+        s, h = summary([p.error for p in mine]), summary([p.homogeneous_error for p in mine])
+        print(f"{run}: speeds stated median |error| {s[0]:.1%}, max {s[1]:.1%}; as if all at full speed "
+              f"{h[0]:.1%}, {h[1]:.1%}")
+    s, h = summary([p.error for p in found]), summary([p.homogeneous_error for p in found])
+    inside = sum(p.inside for p in found)
+    print(f"all {len(found)} points: speeds stated median |error| {s[0]:.1%}, max {s[1]:.1%}, {inside} of "
+          f"{len(found)} inside the 95 % interval; as if all at full speed {h[0]:.1%}, {h[1]:.1%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Heterogeneous workers on the real testbed (tests/data/ps-traces/heterogeneous, recorded by
+scripts/record_ps_truth.sh heterogeneous) and the PS model against them.
+
+Independent truths: what the recorder was asked for shows in the runs' own step logs (a
+half-speed worker's emulated compute takes twice as long, so the compute-heavy CNN's slow worker
+takes longer a step by about its emulated compute, 10 x 11 ms); no run beats W
+full-speed workers (W x the same run's W = 1, within the testbed's 5 % run-to-run spread); and the
+model, fitted on none of these runs, is held to the project's aims with the speeds stated.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from benchmarks.heterogeneous_accuracy import DATA, points
+from tests.conftest import REPO
+
+EMULATED_S = {"mlp": 8 * 0.003, "cnn": 10 * 0.011}  # emulated compute per step (record_ps_traces.py)
+
+
+def _runs() -> list[Path]:
+    files = sorted(DATA.glob("*.measured.json.gz"))
+    assert files, f"no measured runs in {DATA}"
+    return files
+
+
+def test_the_data_is_in_the_repository() -> None:
+    assert DATA.is_relative_to(REPO) and (DATA / "README.md").is_file()
+    assert {json.loads(gzip.decompress(p.read_bytes()))["meta"]["model"] for p in _runs()} == {"mlp", "cnn"}
+
+
+@pytest.mark.parametrize("path", _runs(), ids=lambda p: p.name)
+def test_the_slow_workers_are_slower_by_their_extra_compute(path: Path) -> None:
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    meta = doc["meta"]
+    assert meta["worker_speeds"][:2] == [1.0, 0.5] and meta["n_ps"] == 1 and not meta["sync"]
+    one = {r["W"]: r["thr_window"] for r in doc["results"]}
+    for r in doc["results"]:
+        assert r["thr_window"] <= r["W"] * one[1] * 1.05, r["W"]
+        # one worker of each speed: the compute-heavy CNN's slow worker takes its extra compute longer a
+        # step (the transfer-bound MLP's slow worker computes while the other's transfers hold the link)
+        if r["W"] == 2 and meta["model"] == "cnn":
+            fast, slow = (statistics.median(end - start for start, end, _ in log) for log in r["step_log"])
+            extra = EMULATED_S[meta["model"]] * (1 / 0.5 - 1)
+            assert slow - fast >= 0.7 * extra, (fast, slow, extra)
+
+
+def test_the_model_predicts_heterogeneous_workers_within_the_aims() -> None:
+    """Median 5 %, max 15 % with the workers' speeds stated, but at the transfer-bound MLP's W = 2:
+    two workers there can alternate (one pulls while the other pushes), an outcome the model
+    reports for identical workers only (docs/accuracy.md), so that point is held to its interval
+    alone. Stating the speeds is what gets the compute-heavy CNN there: as if every worker ran at
+    full speed, its W = 3-5 are several times further off."""
+    found = points(steps=400)
+    assert len(found) >= 32
+    two_outcomes = [p for p in found if p.run.startswith("mlp") and p.workers == 2]
+    rest = [p for p in found if p not in two_outcomes]
+    errors = [abs(p.error) for p in rest]
+    assert statistics.median(errors) <= 0.05 and max(errors) <= 0.15, sorted(errors)[-5:]
+    assert sum(p.inside for p in found) >= 0.9 * len(found)
+    cnn = [p for p in found if p.run.startswith("cnn") and 3 <= p.workers <= 5]
+    assert statistics.fmean(abs(p.homogeneous_error) for p in cnn) > 2 * statistics.fmean(abs(p.error) for p in cnn)
