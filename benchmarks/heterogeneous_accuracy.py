@@ -9,7 +9,9 @@ trace, taken on a full-speed worker (``tests/data/ps-traces/<program>_ps1_bw100.
 as a user would ask: the workers' speeds stated (``--worker-speed 1,0.5,1,0.5,...``), TCP cubic
 and the 100 ms queue. Beside it, the same trace predicted as if every worker ran at full speed:
 what stating the speeds is worth. Every point is also checked against its 95 % interval (the
-model's shipped error, as a prediction widens it).
+model's shipped error, as a prediction widens it). Where the model reports two outcomes (W = 2
+of a transfer-bound job: the workers drift, or alternate pulls and pushes), each run is measured
+against the outcome its step log shows (``arrangements.alternated``), as the model's error is.
 
 Nothing was fitted on these runs: the speeds are the recorder's (each slow worker's emulated
 compute takes twice as long) and every constant of the model is the one-PS testbed's.
@@ -27,6 +29,7 @@ from pathlib import Path
 
 from advisor.core.advice import AdviceRequest, ModelChoice, advise
 from advisor.core.curve import CurveSettings
+from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, alternated
 from advisor.core.sim_types import NetworkModel
 from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import load_model_errors
@@ -45,10 +48,11 @@ class Point:
     workers: int
     speeds: tuple[float, ...]  # of the W workers
     measured: float
-    predicted: float  # with the workers' speeds stated
+    predicted: float  # with the workers' speeds stated: the outcome the run showed
     low: float
     high: float
     homogeneous: float  # the same trace, every worker at full speed
+    outcome: str = "predicted"  # or the model's name of the outcome the run showed (two outcomes at W = 2)
 
     @property
     def error(self) -> float:
@@ -64,7 +68,8 @@ class Point:
 
 
 def _curve(trace: Path, meta: dict, workers: Sequence[int], speeds: tuple[float, ...], steps: int) -> dict:
-    """{W: (throughput, low, high)} of the default model with the shipped model error."""
+    """{W: {outcome: (throughput, low, high)}} of the default model with the shipped model error
+    ("predicted" for a point with one outcome)."""
     request = AdviceRequest(
         network=NetworkModel(bandwidth_bps=float(meta["bw_mbit"]) * 1e6),
         model=ModelChoice(MODEL, {"congestion_control": meta.get("congestion_control", "cubic"),
@@ -72,7 +77,21 @@ def _curve(trace: Path, meta: dict, workers: Sequence[int], speeds: tuple[float,
         side_by_side=(), worker_speeds=speeds, model_error=load_model_errors(),
         curve=CurveSettings(workers=tuple(workers), steps=steps, warmup_steps=50, seed=0))
     advice = advise(load_profile(trace), request)
-    return {w: (advice.point(w).throughput, advice.point(w).low, advice.point(w).high) for w in workers}
+    out: dict[int, dict[str, tuple[float, float, float]]] = {}
+    for w in workers:
+        point = advice.point(w)
+        out[w] = {"predicted": (point.throughput, point.low, point.high)}
+        out[w] |= {o.name: (o.throughput, o.low, o.high) for o in point.outcomes}
+    return out
+
+
+def shown(step_log: Sequence[Sequence[Sequence[float]]], outcomes: dict) -> str:
+    """The outcome a run showed where the model reports two: alternating if its two workers'
+    step ends alternated, else the prediction's own (drifting)."""
+    if ALTERNATING not in outcomes:
+        return "predicted"
+    ends = [[float(step[1]) for step in log] for log in step_log]
+    return ALTERNATING if alternated(ends[0], ends[1]) else DRIFTING
 
 
 def points(data: Path = DATA, steps: int = 1000) -> list[Point]:
@@ -83,12 +102,15 @@ def points(data: Path = DATA, steps: int = 1000) -> list[Point]:
         meta = doc["meta"]
         speeds = tuple(float(s) for s in meta["worker_speeds"])
         trace = TRACES / f"{meta['model']}_ps1_bw{int(meta['bw_mbit'])}.trace.json.gz"
-        measured = {int(r["W"]): float(r["thr_window"]) for r in doc["results"]}
-        workers = sorted(measured)
+        results = {int(r["W"]): r for r in doc["results"]}
+        workers = sorted(results)
         stated = _curve(trace, meta, workers, speeds, steps)
         same = _curve(trace, meta, workers, (), steps)
         name = path.name.removesuffix(".measured.json.gz")
-        out += [Point(name, w, speeds[:w], measured[w], *stated[w], same[w][0]) for w in workers]
+        for w in workers:
+            outcome = shown(results[w]["step_log"], stated[w])
+            out.append(Point(name, w, speeds[:w], float(results[w]["thr_window"]), *stated[w][outcome],
+                             same[w]["predicted"][0], outcome))
     return out
 
 
@@ -110,7 +132,7 @@ def table(found: Sequence[Point], markdown: bool) -> list[str]:
                     if markdown else
                     f"{p.run:<26} {p.workers:>2} {p.measured:>8.1f} {p.predicted:>9.1f} {p.low:>7.1f}-{p.high:<7.1f} "
                     f"{p.error:>+7.1%} {'yes' if p.inside else 'NO':>3} {p.homogeneous:>7.1f} "
-                    f"{p.homogeneous_error:>+7.1%}")
+                    f"{p.homogeneous_error:>+7.1%}" + ("" if p.outcome == "predicted" else f"  ({p.outcome})"))
     return head
 
 

@@ -46,7 +46,7 @@ import math
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from advisor.core.phases import ps_link_bound
+from advisor.core.phases import phases, ps_link_bound
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
 
@@ -116,11 +116,20 @@ class Contention:
                        multi_flow_goodput=self.flow_goodput(parameter_servers))
 
 
-def alternating_bound(profile: Profile, one_worker: float, link_bps: float) -> float:
-    """Throughput of 2 workers in perfect alternation: each as fast as alone, unless the
-    busiest PS link direction cannot carry both workers' bytes (examples/s; ``link_bps`` is
-    the rate one flow gets)."""
-    return min(2 * one_worker, ps_link_bound(profile, link_bps))
+def alternating_bound(profile: Profile, one_worker: float, link_bps: float, other_worker: float | None = None) -> float:
+    """Throughput of 2 workers in perfect alternation: each as fast as alone (``one_worker``; the
+    second ``other_worker`` when it runs at another speed), unless the busiest PS link direction
+    cannot carry both workers' bytes (examples/s; ``link_bps`` is the rate one flow gets)."""
+    return min(one_worker + (one_worker if other_worker is None else other_worker), ps_link_bound(profile, link_bps))
+
+
+def alone_at_speed(profile: Profile, one_worker: float, speed: float, other_speed: float, link_bps: float) -> float:
+    """A worker's throughput alone at ``other_speed``, from ``one_worker``, that of a worker alone
+    at ``speed``: its step is longer (or shorter) by the step's worker compute times the change of
+    1 / speed (``phases.compute_s``: every worker op's recorded time, as the simulation scales it)."""
+    compute_s = phases(profile, link_bps).compute_s
+    step_s = profile.job.batch_size / one_worker + compute_s * (1 / other_speed - 1 / speed)
+    return profile.job.batch_size / step_s
 
 
 def bimodal_note(throughput_2: float, alternating: float, probability: float, basis: str) -> str:

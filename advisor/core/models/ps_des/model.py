@@ -36,7 +36,7 @@ from advisor.core.models.protocol import (
 from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, alternation_chance
 from advisor.core.models.ps_des.contention import (
     BIMODAL_RATIO, MULTI_FLOW_GOODPUT, MULTI_PS_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention,
-    alternating_bound, bimodal_note,
+    alone_at_speed, alternating_bound, bimodal_note,
 )
 from advisor.core.models.ps_des.worker_link import with_traced_worker_link, worker_link_note
 from advisor.core.phases import ps_link_bound
@@ -192,11 +192,13 @@ class PsDes(ModelBase):
         notes = c.notes() + ((link,) if link else ())
         if 1 not in curve or 2 not in curve:
             return Outlook(notes, details=details, error_scope=scope)
-        if inputs.worker_speeds or inputs.worker_bandwidths_bps or self._what_if(inputs):
-            # the alternation bound assumes identical workers and the traced PS
+        if inputs.worker_bandwidths_bps or self._what_if(inputs):
+            # the alternation bound assumes one NIC rate and the traced PS
             return Outlook(notes, details=details, error_scope=scope)
-        bound = alternating_bound(inputs.recorded or self._profile(inputs, params), curve[1],
-                                  self.network(inputs, params).bandwidth_bps)
+        profile, link_bps = inputs.recorded or self._profile(inputs, params), self.network(inputs, params).bandwidth_bps
+        speeds = tuple(inputs.worker_speeds) + (1.0, 1.0)  # workers beyond the list run at 1.0
+        second = None if speeds[0] == speeds[1] else alone_at_speed(profile, curve[1], speeds[0], speeds[1], link_bps)
+        bound = alternating_bound(profile, curve[1], link_bps, second)
         if bound <= BIMODAL_RATIO * curve[2]:
             return Outlook(notes, details=details, error_scope=scope)
         chance = alternation_chance(c)
