@@ -583,17 +583,22 @@ def model_error_report(held_out: Sequence[Row], steps: int, write: bool) -> dict
     source = (f"python -m benchmarks.multi_ps_accuracy --write: {len(found)} held-out points of tests/data/ps-traces "
               f"(2 PS: the two placements' runs, {MODEL} with multi_ps_flow_goodput fitted on the other placement, "
               f"the worse of own trace and --ps 2 what-if; the W = 3 placement runs with two PS carrying bytes)")
-    error = several_ps_error(found, source)
-    validation = {"coverage": {"in_sample": coverage(found, error), "cross_conformal": cross_coverage(found),
-                               "points": len(found)},
+    return report_widths(several_ps_error(found, source), found, cross_coverage(found), "held-out points",
+                         "each placement's points by widths measured without them", write)
+
+
+def report_widths(error: ModelError, found: Sequence[Any], cross: float, what: str, folds: str,
+                  write: bool) -> dict[str, Any]:
+    """Print (and with ``write`` ship) a model's several-PS widths measured from the residuals
+    ``found`` (dataclasses with an ``r``), with their in-sample and cross-conformal (``cross``,
+    over ``folds``) coverage; returns the validation stored with them."""
+    validation = {"coverage": {"in_sample": coverage(found, error), "cross_conformal": cross, "points": len(found)},
                   "points": [{**asdict(x), "r": x.r} for x in found]}
-    print(f"\nmodel error with several PS ({len(found)} held-out points, {LEVEL:.0%}):")
+    print(f"\nmodel error with several PS ({len(found)} {what}, {LEVEL:.0%}):")
     for g in error.regimes:
         print(f"  {g.label:<6} n={g.n:<3} -{g.down:.1%} / +{g.up:.1%}"
               + ("" if g.exact else " (largest residual: too few for the conformal rank)"))
-    cov = validation["coverage"]
-    print(f"  coverage: in-sample {cov['in_sample']:.0%}, cross-conformal (each placement's points by widths measured "
-          f"without them) {cov['cross_conformal']:.0%}")
+    print(f"  coverage: in-sample {validation['coverage']['in_sample']:.0%}, cross-conformal ({folds}) {cross:.0%}")
     if write:
         _, out = write_error_file(error, validation)
         print(f"  wrote {out}")

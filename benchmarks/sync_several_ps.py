@@ -30,13 +30,11 @@ import argparse
 import json
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from advisor.core.model_error import SEVERAL_PS, ModelError, measured_error
-from advisor.importers.model_error_file import write_error_file
 from benchmarks import multi_ps_accuracy
-from benchmarks.multi_ps_accuracy import coverage
 from benchmarks.sync_accuracy import DATA, LEVEL, MODEL, Point, predict, runs
 
 TWO_PS = DATA / "two-ps"
@@ -137,20 +135,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     source = (f"python -m benchmarks.sync_several_ps --write: {len(found)} repeats of tests/data/ps-sync/two-ps "
               f"(SyncReplicasOptimizer, 2 PS, greedy placement), each against the worse of own trace and --ps 2 "
               f"what-if; nothing fitted on them")
-    error = several_ps_error(found, source)
-    validation = {"coverage": {"in_sample": coverage(found, error), "cross_conformal": cross_coverage(found),
-                               "points": len(found)},
-                  "points": [{**asdict(x), "r": x.r} for x in found]}
-    print(f"\nmodel error with several PS ({len(found)} repeats, {LEVEL:.0%}):")
-    for g in error.regimes:
-        print(f"  {g.label:<6} n={g.n:<3} -{g.down:.1%} / +{g.up:.1%}"
-              + ("" if g.exact else " (largest residual: too few for the conformal rank)"))
-    cov = validation["coverage"]
-    print(f"  coverage: in-sample {cov['in_sample']:.0%}, cross-conformal (each program's points by the widths of "
-          f"the other's) {cov['cross_conformal']:.0%}")
-    if args.write:
-        _, out = write_error_file(error, validation)
-        print(f"  wrote {out}")
+    multi_ps_accuracy.report_widths(several_ps_error(found, source), found, cross_coverage(found), "repeats",
+                                    "each program's points by the widths of the other's", args.write)
 
 
 if __name__ == "__main__":

@@ -21,14 +21,24 @@ import pytest
 
 from advisor.core.model_error import SEVERAL_PS
 from advisor.core.models import registry
-from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT, MULTI_PS_FLOW_GOODPUT
+from advisor.core.models.ps_des.contention import (
+    MULTI_FLOW_GOODPUT,
+    MULTI_PS_FLOW_GOODPUT,
+)
 from advisor.core.models.ps_des.placement import ps_bytes
 from advisor.core.models.ps_des.sync import SyncContentionParams
 from advisor.core.profile import Resource
 from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import load_model_errors, shipped_path
 from benchmarks.sync_accuracy import MODEL, Point, runs
-from benchmarks.sync_several_ps import TWO_PS, Residual, cross_coverage, points, residuals, several_ps_error
+from benchmarks.sync_several_ps import (
+    TWO_PS,
+    Residual,
+    cross_coverage,
+    points,
+    residuals,
+    several_ps_error,
+)
 from tests.conftest import REPO
 from tests.core.test_ps_sync_truth import BATCH, GOODPUT, PARAMETERS
 
