@@ -85,3 +85,6 @@ def test_two_workers_of_different_speeds_alternate_at_the_sum_of_their_speeds_al
     assert alone_at_speed(profile, one, 1.0, 0.5, 100e6 * 0.95) == pytest.approx(slow)
     assert alternating_bound(profile, one, 100e6 * 0.95, slow) == pytest.approx(min(one + slow, ps_link_bound(
         profile, 100e6 * 0.95)))
+    # back the other way, and a worker ten times faster is at most ten times as fast
+    assert alone_at_speed(profile, slow, 0.5, 1.0, 100e6 * 0.95) == pytest.approx(one)
+    assert one < alone_at_speed(profile, one, 1.0, 10.0, 100e6 * 0.95) <= 10 * one

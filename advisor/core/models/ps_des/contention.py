@@ -126,10 +126,13 @@ def alternating_bound(profile: Profile, one_worker: float, link_bps: float, othe
 def alone_at_speed(profile: Profile, one_worker: float, speed: float, other_speed: float, link_bps: float) -> float:
     """A worker's throughput alone at ``other_speed``, from ``one_worker``, that of a worker alone
     at ``speed``: its step is longer (or shorter) by the step's worker compute times the change of
-    1 / speed (``phases.compute_s``: every worker op's recorded time, as the simulation scales it)."""
+    1 / speed (``phases.compute_s``: every worker op's recorded time, as the simulation scales it).
+    A faster worker's step shrinks at most in proportion to its speed: overlapped compute makes
+    that sum larger than what the step spends on it."""
     compute_s = phases(profile, link_bps).compute_s
-    step_s = profile.job.batch_size / one_worker + compute_s * (1 / other_speed - 1 / speed)
-    return profile.job.batch_size / step_s
+    step_s = profile.job.batch_size / one_worker
+    faster = step_s * min(1.0, speed / other_speed)
+    return profile.job.batch_size / max(step_s + compute_s * (1 / other_speed - 1 / speed), faster)
 
 
 def bimodal_note(throughput_2: float, alternating: float, probability: float, basis: str) -> str:
