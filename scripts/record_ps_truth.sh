@@ -6,6 +6,7 @@
 #   sudo bash scripts/record_ps_truth.sh placements       # the W = 3 placement runs only (15 min)
 #   sudo bash scripts/record_ps_truth.sh sync-2ps [REPEATS...]  # synchronous, 2 PS (default: r1)
 #   sudo bash scripts/record_ps_truth.sh heterogeneous [REPEATS...]  # every second worker at half speed
+#   sudo bash scripts/record_ps_truth.sh heterogeneous-sync [REPEATS...]  # the same, synchronous
 #
 # Needs root (namespaces, tc) and a venv with tensorflow-cpu and advisor:
 #   python3 -m venv /tmp/tfvenv && /tmp/tfvenv/bin/pip install -e '.[test,tensorflow]'
@@ -56,6 +57,19 @@ if [ "${1:-}" = heterogeneous ]; then
     for model in cnn mlp; do
       step $REC --ps 1 --model $model --worker-speeds 1,0.5 --measure $ALL --measure-steps 60 --skip 10 \
         --out $PS2/heterogeneous/${model}_ps1_bw100_half.$r.measured.json.gz
+    done
+  done
+  exit 0
+fi
+
+# heterogeneous workers under a barrier: synchronous, every second worker at half speed, 1 PS
+# (tests/data/ps-sync/heterogeneous; the profiles are the synchronous traces one folder up)
+if [ "${1:-}" = heterogeneous-sync ]; then
+  shift
+  for r in "${@:-r1}"; do
+    for model in cnn mlp; do
+      step $REC --sync --ps 1 --model $model --worker-speeds 1,0.5 --measure $ALL --measure-steps 60 --skip 10 \
+        --out $SYNC/heterogeneous/${model}_bw100_half.$r.measured.json.gz
     done
   done
   exit 0
