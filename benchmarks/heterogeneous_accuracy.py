@@ -4,9 +4,11 @@
 
 For every measured run in ``tests/data/ps-traces/heterogeneous`` (asynchronous PS, 1 PS at
 100 Mbit/s, every second worker's accelerator emulated at half speed; its README says how they
-were taken) it predicts each measured W with the default model from the program's one-worker
-trace, taken on a full-speed worker (``tests/data/ps-traces/<program>_ps1_bw100.trace.json.gz``),
-as a user would ask: the workers' speeds stated (``--worker-speed 1,0.5,1,0.5,...``), TCP cubic
+were taken) and ``tests/data/ps-sync/heterogeneous`` (the same, synchronous) it predicts each
+measured W with the default model for the trace (``li2020-des+contention``, or
+``li2020-des-sync+contention`` for a synchronous program) from the program's one-worker trace,
+taken on a full-speed worker (``tests/data/ps-traces/<program>_ps1_bw100.trace.json.gz``,
+``tests/data/ps-sync/<program>_bw100.trace.json.gz``), as a user would ask: the workers' speeds stated (``--worker-speed 1,0.5,1,0.5,...``), TCP cubic
 and the 100 ms queue. Beside it, the same trace predicted as if every worker ran at full speed:
 what stating the speeds is worth. Every point is also checked against its 95 % interval (the
 model's shipped error, as a prediction widens it). Where the model reports two outcomes (W = 2
@@ -36,8 +38,11 @@ from advisor.importers.model_error_file import load_model_errors
 from benchmarks.paths import REPO
 
 TRACES = REPO / "tests" / "data" / "ps-traces"
+SYNC_TRACES = REPO / "tests" / "data" / "ps-sync"
 DATA = TRACES / "heterogeneous"
+SYNC_DATA = SYNC_TRACES / "heterogeneous"
 MODEL = "li2020-des+contention"
+SYNC_MODEL = "li2020-des-sync+contention"  # registry.DEFAULT_SYNC_MODEL
 
 
 @dataclass(frozen=True)
@@ -67,12 +72,13 @@ class Point:
         return self.low <= self.measured <= self.high
 
 
-def _curve(trace: Path, meta: dict, workers: Sequence[int], speeds: tuple[float, ...], steps: int) -> dict:
+def _curve(trace: Path, meta: dict, workers: Sequence[int], speeds: tuple[float, ...], steps: int,
+           model: str = MODEL) -> dict:
     """{W: {outcome: (throughput, low, high)}} of the default model with the shipped model error
     ("predicted" for a point with one outcome)."""
     request = AdviceRequest(
         network=NetworkModel(bandwidth_bps=float(meta["bw_mbit"]) * 1e6),
-        model=ModelChoice(MODEL, {"congestion_control": meta.get("congestion_control", "cubic"),
+        model=ModelChoice(model, {"congestion_control": meta.get("congestion_control", "cubic"),
                                   "queue_s": float(meta.get("queue_ms", 100)) / 1e3}),
         side_by_side=(), worker_speeds=speeds, model_error=load_model_errors(),
         curve=CurveSettings(workers=tuple(workers), steps=steps, warmup_steps=50, seed=0))
@@ -94,19 +100,22 @@ def shown(step_log: Sequence[Sequence[Sequence[float]]], outcomes: dict) -> str:
     return ALTERNATING if alternated(ends[0], ends[1]) else DRIFTING
 
 
-def points(data: Path = DATA, steps: int = 1000) -> list[Point]:
+def points(folders: Sequence[Path] = (DATA, SYNC_DATA), steps: int = 1000) -> list[Point]:
     """Every measured point of every heterogeneous run, with its predictions."""
     out: list[Point] = []
-    for path in sorted(data.glob("*.measured.json.gz")):
+    for path in sorted(p for data in folders for p in data.glob("*.measured.json.gz")):
         doc = json.loads(gzip.decompress(path.read_bytes()))
         meta = doc["meta"]
         speeds = tuple(float(s) for s in meta["worker_speeds"])
-        trace = TRACES / f"{meta['model']}_ps1_bw{int(meta['bw_mbit'])}.trace.json.gz"
+        sync = bool(meta.get("sync"))
+        model = SYNC_MODEL if sync else MODEL
+        trace = (SYNC_TRACES / f"{meta['model']}_bw{int(meta['bw_mbit'])}.trace.json.gz" if sync else
+                 TRACES / f"{meta['model']}_ps1_bw{int(meta['bw_mbit'])}.trace.json.gz")
         results = {int(r["W"]): r for r in doc["results"]}
         workers = sorted(results)
-        stated = _curve(trace, meta, workers, speeds, steps)
-        same = _curve(trace, meta, workers, (), steps)
-        name = path.name.removesuffix(".measured.json.gz")
+        stated = _curve(trace, meta, workers, speeds, steps, model)
+        same = _curve(trace, meta, workers, (), steps, model)
+        name = ("sync-" if sync else "") + path.name.removesuffix(".measured.json.gz")
         for w in workers:
             outcome = shown(results[w]["step_log"], stated[w])
             out.append(Point(name, w, speeds[:w], float(results[w]["thr_window"]), *stated[w][outcome],
@@ -150,10 +159,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         s, h = summary([p.error for p in mine]), summary([p.homogeneous_error for p in mine])
         print(f"{run}: speeds stated median |error| {s[0]:.1%}, max {s[1]:.1%}; as if all at full speed "
               f"{h[0]:.1%}, {h[1]:.1%}")
-    s, h = summary([p.error for p in found]), summary([p.homogeneous_error for p in found])
-    inside = sum(p.inside for p in found)
-    print(f"all {len(found)} points: speeds stated median |error| {s[0]:.1%}, max {s[1]:.1%}, {inside} of "
-          f"{len(found)} inside the 95 % interval; as if all at full speed {h[0]:.1%}, {h[1]:.1%}")
+    for kind, mine in (("asynchronous", [p for p in found if not p.run.startswith("sync-")]),
+                       ("synchronous", [p for p in found if p.run.startswith("sync-")])):
+        if not mine:
+            continue
+        s, h = summary([p.error for p in mine]), summary([p.homogeneous_error for p in mine])
+        inside = sum(p.inside for p in mine)
+        print(f"{kind}, {len(mine)} points: speeds stated median |error| {s[0]:.1%}, max {s[1]:.1%}, {inside} of "
+              f"{len(mine)} inside the 95 % interval; as if all at full speed {h[0]:.1%}, {h[1]:.1%}")
 
 
 if __name__ == "__main__":

@@ -22,34 +22,37 @@ from advisor.core.models.ps_des.contention import alone_at_speed, alternating_bo
 from advisor.core.phases import ps_link_bound
 from advisor.core.profile import Resource
 from advisor.importers.loader import load_profile
-from benchmarks.heterogeneous_accuracy import DATA, points
+from benchmarks.heterogeneous_accuracy import DATA, SYNC_DATA, points
 from tests.conftest import REPO
 
 EMULATED_S = {"mlp": 8 * 0.003, "cnn": 10 * 0.011}  # emulated compute per step (record_ps_traces.py)
 
 
 def _runs() -> list[Path]:
-    files = sorted(DATA.glob("*.measured.json.gz"))
-    assert files, f"no measured runs in {DATA}"
+    files = sorted(p for data in (DATA, SYNC_DATA) for p in data.glob("*.measured.json.gz"))
+    assert files, f"no measured runs in {DATA} or {SYNC_DATA}"
     return files
 
 
-def test_the_data_is_in_the_repository() -> None:
-    assert DATA.is_relative_to(REPO) and (DATA / "README.md").is_file()
-    assert {json.loads(gzip.decompress(p.read_bytes()))["meta"]["model"] for p in _runs()} == {"mlp", "cnn"}
+@pytest.mark.parametrize("data", [DATA, SYNC_DATA], ids=["async", "sync"])
+def test_the_data_is_in_the_repository(data: Path) -> None:
+    assert data.is_relative_to(REPO) and (data / "README.md").is_file()
+    metas = [json.loads(gzip.decompress(p.read_bytes()))["meta"] for p in data.glob("*.measured.json.gz")]
+    assert {m["model"] for m in metas} == {"mlp", "cnn"} and {m["sync"] for m in metas} == {data == SYNC_DATA}
 
 
 @pytest.mark.parametrize("path", _runs(), ids=lambda p: p.name)
 def test_the_slow_workers_are_slower_by_their_extra_compute(path: Path) -> None:
     doc = json.loads(gzip.decompress(path.read_bytes()))
     meta = doc["meta"]
-    assert meta["worker_speeds"][:2] == [1.0, 0.5] and meta["n_ps"] == 1 and not meta["sync"]
+    assert meta["worker_speeds"][:2] == [1.0, 0.5] and meta["n_ps"] == 1 and meta["backup_workers"] == 0
     one = {r["W"]: r["thr_window"] for r in doc["results"]}
     for r in doc["results"]:
         assert r["thr_window"] <= r["W"] * one[1] * 1.05, r["W"]
         # one worker of each speed: the compute-heavy CNN's slow worker takes its extra compute longer a
-        # step (the transfer-bound MLP's slow worker computes while the other's transfers hold the link)
-        if r["W"] == 2 and meta["model"] == "cnn":
+        # step (the transfer-bound MLP's slow worker computes while the other's transfers hold the link;
+        # under a barrier the fast worker waits for the slow one's gradient inside its own step)
+        if r["W"] == 2 and meta["model"] == "cnn" and not meta["sync"]:
             fast, slow = (statistics.median(end - start for start, end, _ in log) for log in r["step_log"])
             extra = EMULATED_S[meta["model"]] * (1 / 0.5 - 1)
             assert slow - fast >= 0.7 * extra, (fast, slow, extra)
@@ -61,11 +64,16 @@ def test_the_model_predicts_heterogeneous_workers_within_the_aims() -> None:
     alternate pulls and pushes, as one repeat did). Stating the speeds is what gets the
     compute-heavy CNN there: as if every worker ran at full speed, its W = 3-5 are several times
     further off."""
-    found = points(steps=400)
+    every = points(steps=400)
+    found = [p for p in every if not p.run.startswith("sync-")]  # asynchronous
     assert len(found) >= 32
     errors = [abs(p.error) for p in found]
     assert statistics.median(errors) <= 0.05 and max(errors) <= 0.15, sorted(errors)[-5:]
-    assert sum(p.inside for p in found) >= 0.9 * len(found)
+    # synchronous (docs/accuracy.md: its MLP at W = 2 is 16 % off, a miss not explained): the median
+    # aim, and with the asynchronous runs nine in ten points inside their interval
+    sync = [abs(p.error) for p in every if p.run.startswith("sync-")]
+    assert len(sync) >= 16 and statistics.median(sync) <= 0.05
+    assert sum(p.inside for p in every) >= 0.9 * len(every)
     # both outcomes occur at the MLP's W = 2: the classification is not vacuous
     assert {p.outcome for p in found if p.run.startswith("mlp") and p.workers == 2} == {ALTERNATING, DRIFTING}
     cnn = [p for p in found if p.run.startswith("cnn") and 3 <= p.workers <= 5]
