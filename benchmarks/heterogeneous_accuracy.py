@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, alter
 from advisor.core.sim_types import NetworkModel
 from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import load_model_errors
+from benchmarks.multi_ps_accuracy import summary
 from benchmarks.paths import REPO
 
 TRACES = REPO / "tests" / "data" / "ps-traces"
@@ -121,12 +121,6 @@ def points(folders: Sequence[Path] = (DATA, SYNC_DATA), steps: int = 1000) -> li
             out.append(Point(name, w, speeds[:w], float(results[w]["thr_window"]), *stated[w][outcome],
                              same[w]["predicted"][0], outcome))
     return out
-
-
-def summary(errors: Sequence[float]) -> tuple[float, float]:
-    """Median and maximum |error|."""
-    sizes = [abs(e) for e in errors]
-    return statistics.median(sizes), max(sizes)
 
 
 def table(found: Sequence[Point], markdown: bool) -> list[str]:

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from advisor.core.model_error import SEVERAL_PS, ModelError, measured_error
 from benchmarks import multi_ps_accuracy
+from benchmarks.multi_ps_accuracy import summary
 from benchmarks.sync_accuracy import DATA, LEVEL, MODEL, Point, predict, runs
 
 TWO_PS = DATA / "two-ps"
@@ -88,12 +88,6 @@ def several_ps_error(found: Sequence[Residual], source: str = "") -> ModelError:
 def cross_coverage(found: Sequence[Residual]) -> float:
     """Each program's points inside the widths measured from the other program's alone."""
     return multi_ps_accuracy.cross_coverage(found, lambda x: x.program, several_ps_error)
-
-
-def summary(errors: Sequence[float]) -> tuple[float, float]:
-    """Median and maximum |error|."""
-    sizes = [abs(e) for e in errors]
-    return statistics.median(sizes), max(sizes)
 
 
 def table(own: Sequence[Point], other: Sequence[Point], markdown: bool) -> list[str]:
