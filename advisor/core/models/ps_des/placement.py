@@ -125,9 +125,7 @@ def _resource_variables(profile: Profile, dependents: list[list[int]]) -> dict[i
     for a in (i for i, op in enumerate(ops) if op.resource is Resource.PS and op.op_type in ACCUMULATOR_TYPES):
         pushed = max((ops[d].bytes for j in dependents[a] for d in deps[j] if ops[d].resource is Resource.UPLINK),
                      default=0)
-        taken = set(out.values())
-        match = next((k for k in range(position, len(var)) if var[k] not in taken and pushed and
-                      pulled[var[k]] == pushed), None)
+        match = next((k for k in range(position, len(var)) if pushed and pulled[var[k]] == pushed), None)
         if match is not None:
             out[a] = var[match]
             position = match + 1
