@@ -42,9 +42,11 @@ def shape(ns: str, dev: str, mbit: float, queue_ms: float, delay_ms: float = 0.0
 
 
 def setup_network(prefix: str, subnet: str, names: Sequence[str], *, mbit: float, queue_ms: float,
-                  delay_ms: float = 0.0, shaped: Callable[[str], bool] = lambda name: True) -> dict[str, str]:
+                  delay_ms: float = 0.0, shaped: Callable[[str], bool] = lambda name: True,
+                  rate: Callable[[str], float | None] = lambda name: None) -> dict[str, str]:
     """Namespaces ``<prefix>-<name>`` on a bridge in ``<prefix>-br``, addresses ``<subnet>.1..``,
-    TCP cubic, and each ``shaped`` task's link shaped both ways; returns each task's address."""
+    TCP cubic, and each ``shaped`` task's link shaped both ways at ``mbit``, or at its own
+    ``rate(name)`` where that is not None (a slower NIC); returns each task's address."""
     teardown_network(prefix)
     bridge = f"{prefix}-br"
     run("ip", "netns", "add", bridge)
@@ -66,9 +68,10 @@ def setup_network(prefix: str, subnet: str, names: Sequence[str], *, mbit: float
         # the namespace's sysctl default is the host's (bbr here) and read-only: a route attribute
         # sets cubic for every connection on the subnet instead
         ns_exec(ns, "ip", "route", "replace", f"{subnet}.0/24", "dev", "eth0", "congctl", "lock", "cubic")
-        if shaped(name):
-            shape(ns, "eth0", mbit, queue_ms, delay_ms)  # task -> bridge
-            shape(bridge, peer, mbit, queue_ms, delay_ms)  # bridge -> task
+        own = rate(name)
+        if shaped(name) or own is not None:
+            shape(ns, "eth0", own or mbit, queue_ms, delay_ms)  # task -> bridge
+            shape(bridge, peer, own or mbit, queue_ms, delay_ms)  # bridge -> task
         addresses[name] = address
     return addresses
 

@@ -68,11 +68,15 @@ def task_names(n_ps: int, workers: int = 1) -> list[str]:
     return [f"ps{i}" for i in range(n_ps)] + [f"w{k}" for k in range(workers)]
 
 
-def setup_network(n_ps: int, mbit: float, queue_ms: int, shape: str, workers: int = 1) -> dict[str, str]:
-    """The testbed (netns_testbed.py), the PS links shaped (all links with ``shape == "all"``);
-    returns each task's IP address."""
+def setup_network(n_ps: int, mbit: float, queue_ms: int, shape: str, workers: int = 1,
+                  worker_mbits: Sequence[float] = ()) -> dict[str, str]:
+    """The testbed (netns_testbed.py), the PS links shaped (all links with ``shape == "all"``),
+    and worker k's own link at ``worker_mbit(worker_mbits, k)`` where that is set; returns each
+    task's IP address."""
     return testbed.setup_network(PREFIX, SUBNET, task_names(n_ps, workers), mbit=mbit, queue_ms=queue_ms,
-                                 shaped=lambda name: name.startswith("ps") or shape == "all")
+                                 shaped=lambda name: name.startswith("ps") or shape == "all",
+                                 rate=lambda name: worker_mbit(worker_mbits, int(name[1:])) if name.startswith("w")
+                                 else None)
 
 
 def teardown_network() -> None:
@@ -147,6 +151,12 @@ def build_model(tf, model: str, *, sync: int = 0, backup: int = 0, speed: float 
 def worker_speed(speeds: Sequence[float], index: int) -> float:
     """Worker ``index``'s emulated compute speed: ``--worker-speeds`` taken in turn (1.0 if none)."""
     return speeds[index % len(speeds)] if speeds else 1.0
+
+
+def worker_mbit(mbits: Sequence[float], index: int) -> float | None:
+    """Worker ``index``'s own link rate in Mbit/s: ``--worker-mbits`` taken in turn, None (the
+    link as ``--shape`` leaves it) for no list or a 0 in it."""
+    return (mbits[index % len(mbits)] or None) if mbits else None
 
 
 def batch_of(model: str) -> int:
@@ -330,7 +340,7 @@ def record(args: argparse.Namespace, workers: int = 1, out: Path | None = None) 
         ports = {name: PORT + k for k, name in enumerate(names)}
     else:
         try:
-            addresses = setup_network(args.ps, args.mbit, args.queue_ms, args.shape, workers)
+            addresses = setup_network(args.ps, args.mbit, args.queue_ms, args.shape, workers, args.worker_mbits)
         except BaseException:
             teardown_network()
             raise
@@ -412,7 +422,9 @@ def measure(args: argparse.Namespace) -> None:
             "sync": bool(args.sync), "backup_workers": args.backup if args.sync else 0,
             "queue_ms": args.queue_ms, "congestion_control": "cubic"} | \
         ({"worker_speeds": [worker_speed(args.worker_speeds, k) for k in range(max(args.measure))]}
-         if args.worker_speeds else {})
+         if args.worker_speeds else {}) | \
+        ({"worker_mbits": [worker_mbit(args.worker_mbits, k) for k in range(max(args.measure))]}
+         if args.worker_mbits else {})
     body = json.dumps({"meta": meta, "results": results}).encode()
     out.write_bytes(gzip.compress(body, mtime=0) if out.name.endswith(".gz") else body)
 
@@ -450,6 +462,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--worker-speeds", type=lambda t: [float(s) for s in t.split(",")], default=[],
                         help="heterogeneous workers: each worker's emulated compute speed, taken in turn (e.g. 1,0.5: "
                              "every second worker's sleeps twice as long); default all 1")
+    parser.add_argument("--worker-mbits", type=lambda t: [float(s) for s in t.split(",")], default=[],
+                        help="heterogeneous NICs: each worker's own link rate in Mbit/s, taken in turn, shaped both "
+                             "ways (e.g. 0,50: every second worker's link at 50 Mbit/s; 0 leaves a link as --shape "
+                             "does); default none")
     parser.add_argument("--out", required=True, help="where the upload bundle goes (gzip, as uploaded)")
     return parser.parse_args(argv)
 

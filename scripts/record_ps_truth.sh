@@ -7,6 +7,7 @@
 #   sudo bash scripts/record_ps_truth.sh sync-2ps [REPEATS...]  # synchronous, 2 PS (default: r1)
 #   sudo bash scripts/record_ps_truth.sh heterogeneous [REPEATS...]  # every second worker at half speed
 #   sudo bash scripts/record_ps_truth.sh heterogeneous-sync [REPEATS...]  # the same, synchronous
+#   sudo bash scripts/record_ps_truth.sh heterogeneous-nic [REPEATS...]  # every second worker's link at 50 Mbit/s
 #
 # Needs root (namespaces, tc) and a venv with tensorflow-cpu and advisor:
 #   python3 -m venv /tmp/tfvenv && /tmp/tfvenv/bin/pip install -e '.[test,tensorflow]'
@@ -57,6 +58,20 @@ if [ "${1:-}" = heterogeneous ]; then
     for model in cnn mlp; do
       step $REC --ps 1 --model $model --worker-speeds 1,0.5 --measure $ALL --measure-steps 60 --skip 10 \
         --out $PS2/heterogeneous/${model}_ps1_bw100_half.$r.measured.json.gz
+    done
+  done
+  exit 0
+fi
+
+# heterogeneous NICs: every second worker's own link shaped to 50 Mbit/s both ways, the others
+# unshaped, 1 PS at 100 Mbit/s (tests/data/ps-traces/heterogeneous-nic; the profiles are the one-PS
+# traces one folder up)
+if [ "${1:-}" = heterogeneous-nic ]; then
+  shift
+  for r in "${@:-r1}"; do
+    for model in cnn mlp; do
+      step $REC --ps 1 --model $model --worker-mbits 0,50 --measure $ALL --measure-steps 60 --skip 10 \
+        --out $PS2/heterogeneous-nic/${model}_ps1_bw100_nic50.$r.measured.json.gz
     done
   done
   exit 0
