@@ -5,6 +5,7 @@
 #   sudo bash scripts/record_ps_truth.sh [REPEATS...]     # default: r1 r2
 #   sudo bash scripts/record_ps_truth.sh placements       # the W = 3 placement runs only (15 min)
 #   sudo bash scripts/record_ps_truth.sh sync-2ps [REPEATS...]  # synchronous, 2 PS (default: r1)
+#   sudo bash scripts/record_ps_truth.sh sync-2ps-round-robin [REPEATS...]  # the same, TF's default placement
 #   sudo bash scripts/record_ps_truth.sh heterogeneous [REPEATS...]  # every second worker at half speed
 #   sudo bash scripts/record_ps_truth.sh heterogeneous-sync [REPEATS...]  # the same, synchronous
 #   sudo bash scripts/record_ps_truth.sh heterogeneous-nic [REPEATS...]  # every second worker's link at 50 Mbit/s
@@ -32,19 +33,21 @@ if [ "${1:-}" = placements ]; then
   exit 0
 fi
 
-# synchronous jobs with 2 PS, greedy placement by bytes (tests/data/ps-sync/two-ps): their own
-# one-worker profiles, then W = 1..8 per repeat (about 20 minutes a repeat)
-if [ "${1:-}" = sync-2ps ]; then
+# synchronous jobs with 2 PS, greedy placement by bytes (sync-2ps) or TF's default round-robin
+# (sync-2ps-round-robin) (tests/data/ps-sync/two-ps): their own one-worker profiles, then W = 1..8
+# per repeat (about 20 minutes a repeat)
+if [ "${1:-}" = sync-2ps ] || [ "${1:-}" = sync-2ps-round-robin ]; then
+  if [ "$1" = sync-2ps ]; then placement=greedy; tag=ps2greedy; else placement=round-robin; tag=ps2; fi
   shift
   TWO=$SYNC/two-ps
   for model in mlp cnn; do
-    [ -e $TWO/${model}_ps2greedy_bw100.trace.json.gz ] ||
-      step $REC --sync --ps 2 --placement greedy --model $model --out $TWO/${model}_ps2greedy_bw100.trace.json.gz
+    [ -e $TWO/${model}_${tag}_bw100.trace.json.gz ] ||
+      step $REC --sync --ps 2 --placement $placement --model $model --out $TWO/${model}_${tag}_bw100.trace.json.gz
   done
   for r in "${@:-r1}"; do
     for model in mlp cnn; do
-      step $REC --sync --ps 2 --placement greedy --model $model --measure $ALL --measure-steps 60 --skip 10 \
-        --out $TWO/${model}_ps2greedy_bw100.$r.measured.json.gz
+      step $REC --sync --ps 2 --placement $placement --model $model --measure $ALL --measure-steps 60 --skip 10 \
+        --out $TWO/${model}_${tag}_bw100.$r.measured.json.gz
     done
   done
   exit 0
