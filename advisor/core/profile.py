@@ -171,6 +171,12 @@ class JobInfo(_Frozen):
         "so); False: none seen. It decides which all-reduce a PS program's what-if uses: NCCL's on GPUs, "
         "TensorFlow's gRPC ring otherwise",
     )
+    variable_order: tuple[str, ...] | None = Field(
+        default=None,
+        description="PS traces: the program's variables in creation order (the profiling hook lists the graph's "
+        "global variables), which TensorFlow's placement strategies follow; None: not recorded (the PS-count "
+        "what-if then takes the trace's order)",
+    )
     collectives: tuple[int, ...] | None = Field(
         default=None,
         description="all-reduce only: the bytes of each further all-reduce the framework runs every step besides "

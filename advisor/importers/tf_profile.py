@@ -132,6 +132,7 @@ def build_profile_from_trace(trace: TraceRecords, *, batch_size: int | None = No
         skipped_steps=len(trace.steps) - len(complete),
         synchronous=is_sync_replicas(trace.graph),
         worker_on_gpu=worker_on_gpu(trace.graph),
+        variable_order=tuple(trace.variable_bytes) or None,  # the hook's list, in creation order
     )
     try:
         return build_profile(job=JobInfo.model_validate(job), ops=ops, steps=steps)

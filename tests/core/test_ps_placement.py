@@ -69,6 +69,29 @@ def test_two_ps_round_robin_by_hand() -> None:
     assert sum(op.resource is Resource.WORKER for op in two.ops) == 4
 
 
+def test_the_recorded_creation_order_decides_over_the_trace_order() -> None:
+    # A trace's partition graph lists variables in an order of its own (a real one put
+    # global_step last); the hook records the creation order, step first here: round robin then
+    # gives step, a, b, c -> PS 0, 1, 0, 1. Greedy by bytes: step (never pulled here: 0 bytes) on
+    # PS 0, whose load stays 0, so a (400) goes to PS 0 too (ties to the lower index), then b and
+    # c to PS 1 (100 and 200 < 400).
+    base = small_profile()
+    profile = base.model_copy(update={"job": base.job.model_copy(update={"variable_order": ("step", "a", "b", "c")})})
+    assert place(profile, 2) == {"ps:step": 0, "ps:a": 1, "ps:b": 0, "ps:c": 1}
+    assert place(profile, 2, "greedy-bytes") == {"ps:step": 0, "ps:a": 0, "ps:b": 1, "ps:c": 1}
+    # a name the list lacks keeps its trace place after the listed ones
+    partial = base.model_copy(update={"job": base.job.model_copy(update={"variable_order": ("c",)})})
+    assert place(partial, 2) == {"ps:c": 0, "ps:a": 1, "ps:b": 0, "ps:step": 1}
+
+
+def test_the_hook_records_the_creation_order_and_the_importer_keeps_it() -> None:
+    from advisor.importers.loader import load_profile
+
+    # tests/data/ps-sync: the profiling hook's meta lists global_step first (created first)
+    profile = load_profile(REPO / "tests" / "data" / "ps-sync" / "mlp_bw100.trace.json.gz")
+    assert profile.job.variable_order is not None and profile.job.variable_order[:3] == ("global_step", "fc0/W", "fc0/b")
+
+
 def test_two_ps_greedy_by_bytes_by_hand() -> None:
     # In creation order, each to the PS with fewest bytes so far (ties: lowest index):
     # a (400) -> PS 0 [400, 0]; b (100) -> PS 1 [400, 100]; c (100) -> PS 1 [400, 200];
@@ -137,16 +160,18 @@ def test_a_synchronous_programs_accumulators_and_token_queue_follow_their_variab
 
 
 @pytest.mark.parametrize("program", ["mlp", "cnn"])
-def test_the_what_if_of_a_real_synchronous_trace_splits_the_bytes_as_the_real_two_ps_job(program: str) -> None:
-    # The truth: the same SyncReplicasOptimizer program traced with 2 PS, greedy placement
-    # (tests/data/ps-sync/two-ps). Before accumulators followed their variables, every gradient
-    # went to the first variable's PS (mlp: 2,941,040 and 532,528 bytes a step).
+@pytest.mark.parametrize(("strategy", "tag"), [("greedy-bytes", "ps2greedy"), ("round-robin", "ps2")])
+def test_the_what_if_of_a_real_synchronous_trace_splits_the_bytes_as_the_real_two_ps_job(
+        program: str, strategy: str, tag: str) -> None:
+    # The truth: the same SyncReplicasOptimizer program traced with 2 PS, greedy or round-robin
+    # placement (tests/data/ps-sync/two-ps). Before accumulators followed their variables, every
+    # gradient went to the first variable's PS (mlp, greedy: 2,941,040 and 532,528 bytes a step).
     from advisor.importers.loader import load_profile
 
     sync = REPO / "tests" / "data" / "ps-sync"
     one = load_profile(sync / f"{program}_bw100.trace.json.gz")
-    real = load_profile(sync / "two-ps" / f"{program}_ps2greedy_bw100.trace.json.gz")
-    assert sorted(ps_bytes(with_parameter_servers(one, 2, "greedy-bytes"))) == sorted(ps_bytes(real))
+    real = load_profile(sync / "two-ps" / f"{program}_{tag}_bw100.trace.json.gz")
+    assert sorted(ps_bytes(with_parameter_servers(one, 2, strategy))) == sorted(ps_bytes(real))
 
 
 def test_bad_requests_name_the_problem() -> None:

@@ -5,8 +5,9 @@ own downlink, uplink and compute, ``simulator/inputs.py``); what a one-PS trace 
 *where* each operation would run with M PS. TensorFlow decides that per variable, so:
 
 1. **Variables** are the PS operations of a variable type (``VARIABLE_TYPES``: what
-   ``tf.compat.v1.train.replica_device_setter`` puts on a PS), in the order the profile lists
-   them (the trace's creation order). They are placed on M PS by ``ps_placement``:
+   ``tf.compat.v1.train.replica_device_setter`` puts on a PS), in creation order where the
+   trace recorded it (``JobInfo.variable_order``: ``global_step`` is usually first, which
+   round-robin then puts with the odd variables), else in the order the profile lists them. They are placed on M PS by ``ps_placement``:
    ``round-robin`` (the device setter's default ``_RoundRobinStrategy``: the k-th variable on
    PS k mod M) or ``greedy-bytes`` (``GreedyLoadBalancingStrategy`` with ``byte_size_load_fn``:
    in creation order, each variable on the PS with the fewest bytes so far, ties to the lowest
@@ -65,8 +66,13 @@ _WHO = "ps placement"
 
 
 def variables(profile: Profile) -> tuple[int, ...]:
-    """Positions of the profile's variables (PS ops of a variable type), in profile order."""
-    return tuple(i for i, op in enumerate(profile.ops) if op.resource is Resource.PS and op.op_type in VARIABLE_TYPES)
+    """Positions of the profile's variables (PS ops of a variable type) in creation order: as
+    ``job.variable_order`` lists them where the trace recorded it (a partition graph's node order
+    is not TF's creation order: it put ``global_step``, created first, last), the rest after them
+    in profile order."""
+    found = [i for i, op in enumerate(profile.ops) if op.resource is Resource.PS and op.op_type in VARIABLE_TYPES]
+    order = {name: k for k, name in enumerate(profile.job.variable_order or ())}
+    return tuple(sorted(found, key=lambda i: (order.get(profile.ops[i].name.split(":", 1)[-1], len(order)), i)))
 
 
 def owners(profile: Profile) -> list[int | None]:
