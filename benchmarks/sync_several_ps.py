@@ -3,10 +3,11 @@
     python -m benchmarks.sync_several_ps [--steps 400] [--param K=V ...] [--markdown] [--write]
 
 For every measured run in ``tests/data/ps-sync/two-ps`` (``SyncReplicasOptimizer`` over all
-workers, 2 PS with greedy placement by bytes, each PS link 100 Mbit/s, the workers' links
-unshaped; its README says how they were taken) it predicts each measured W twice with the
-default synchronous model, as a user would ask: from the job's own 2-PS trace, and by the
-``--ps 2 --ps-placement greedy-bytes`` what-if from the one-PS trace of the same program
+workers, 2 PS with greedy placement by bytes (``_ps2greedy``) or TF's default round-robin
+(``_ps2``), each PS link 100 Mbit/s, the workers' links unshaped; its README says how they were
+taken) it predicts each measured W twice with the default synchronous model, as a user would
+ask: from the job's own 2-PS trace, and by the ``--ps 2 --ps-placement`` what-if with the job's
+placement from the one-PS trace of the same program
 (``tests/data/ps-sync``), the workers' link stated as 10 Gbit/s. Both with TCP cubic and the
 100 ms queue, as the testbed runs. It prints every point, then the median and maximum |error|
 per program and over all.
@@ -38,7 +39,7 @@ from benchmarks.multi_ps_accuracy import summary
 from benchmarks.sync_accuracy import DATA, LEVEL, MODEL, Point, predict, runs
 
 TWO_PS = DATA / "two-ps"
-WHAT_IF = (2, "greedy-bytes")  # the runs' PS count and placement, as the what-if is asked
+PLACEMENT = {"ps2greedy": "greedy-bytes", "ps2": "round-robin"}  # a job's name tag -> its what-if placement
 REGIMES: tuple[tuple[int, int | None], ...] = ((2, None),)  # W >= 2; W = 1 is the model's own width
 
 
@@ -64,8 +65,16 @@ def points(*, what_if: bool, steps: int, params: Mapping[str, Any] | None = None
     out: list[Point] = []
     for job in sorted(measured):
         out += predict(job, measured[job], model=MODEL, steps=steps, params=params, data=TWO_PS,
-                       what_if=WHAT_IF if what_if else None)
+                       what_if=(2, placement(job)) if what_if else None)
     return out
+
+
+def placement(job: str) -> str:
+    """The what-if placement of a job named ``<program>_<tag>_bw<rate>`` (``PLACEMENT``)."""
+    tag = job.split("_")[1]
+    if tag not in PLACEMENT:
+        raise ValueError(f"{job}: no placement for the tag {tag!r} (one of {', '.join(PLACEMENT)})")
+    return PLACEMENT[tag]
 
 
 def residuals(own: Sequence[Point], other: Sequence[Point]) -> list[Residual]:
@@ -127,7 +136,8 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"what-if {w[0]:.1%}, {w[1]:.1%}")
     found = residuals(own, other)
     source = (f"python -m benchmarks.sync_several_ps --write: {len(found)} repeats of tests/data/ps-sync/two-ps "
-              f"(SyncReplicasOptimizer, 2 PS, greedy placement), each against the worse of own trace and --ps 2 "
+              f"(SyncReplicasOptimizer, 2 PS, greedy and round-robin placement), each against the worse of own "
+              f"trace and --ps 2 "
               f"what-if; nothing fitted on them")
     multi_ps_accuracy.report_widths(several_ps_error(found, source), found, cross_coverage(found), "repeats",
                                     "each program's points by the widths of the other's", args.write)

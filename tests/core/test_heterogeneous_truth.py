@@ -72,10 +72,11 @@ def test_the_model_predicts_heterogeneous_workers_within_the_aims() -> None:
     assert len(found) >= 32
     errors = [abs(p.error) for p in found]
     assert statistics.median(errors) <= 0.05 and max(errors) <= 0.15, sorted(errors)[-5:]
-    # synchronous (docs/accuracy.md: its MLP at W = 2 is 16 % off, a miss not explained): the median
-    # aim, and with the asynchronous runs nine in ten points inside their interval
+    # synchronous (docs/accuracy.md: its MLP at W = 2 is 16 % off in the first repeat, within 1 %
+    # in the second): the median aim, and with the asynchronous runs nine in ten points inside
+    # their interval
     sync = [abs(p.error) for p in every if p.kind == "synchronous"]
-    assert len(sync) >= 16 and statistics.median(sync) <= 0.05
+    assert len(sync) >= 32 and statistics.median(sync) <= 0.05
     assert sum(p.inside for p in every) >= 0.9 * len(every)
 
     # both outcomes occur at the MLP's W = 2: the classification is not vacuous
