@@ -89,7 +89,8 @@ def test_the_hook_records_the_creation_order_and_the_importer_keeps_it() -> None
 
     # tests/data/ps-sync: the profiling hook's meta lists global_step first (created first)
     profile = load_profile(REPO / "tests" / "data" / "ps-sync" / "mlp_bw100.trace.json.gz")
-    assert profile.job.variable_order is not None and profile.job.variable_order[:3] == ("global_step", "fc0/W", "fc0/b")
+    assert profile.job.variable_order is not None
+    assert profile.job.variable_order[:3] == ("global_step", "fc0/W", "fc0/b")
 
 
 def test_two_ps_greedy_by_bytes_by_hand() -> None:

@@ -7,7 +7,8 @@ own downlink, uplink and compute, ``simulator/inputs.py``); what a one-PS trace 
 1. **Variables** are the PS operations of a variable type (``VARIABLE_TYPES``: what
    ``tf.compat.v1.train.replica_device_setter`` puts on a PS), in creation order where the
    trace recorded it (``JobInfo.variable_order``: ``global_step`` is usually first, which
-   round-robin then puts with the odd variables), else in the order the profile lists them. They are placed on M PS by ``ps_placement``:
+   round-robin then puts with the odd variables), else in the order the profile lists them.
+   They are placed on M PS by ``ps_placement``:
    ``round-robin`` (the device setter's default ``_RoundRobinStrategy``: the k-th variable on
    PS k mod M) or ``greedy-bytes`` (``GreedyLoadBalancingStrategy`` with ``byte_size_load_fn``:
    in creation order, each variable on the PS with the fewest bytes so far, ties to the lowest
