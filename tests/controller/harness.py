@@ -90,6 +90,13 @@ def start_controller(emu: KubeEmulator, settings: ControllerSettings, *, canned:
     return controller
 
 
+def reconciles(controller: Any) -> float:
+    """How many reconciles the controller has run: its duration histogram's count (a bucket
+    would count only those faster than its bound, which a loaded machine may never reach)."""
+    samples = controller.metrics.reconcile_duration.collect()[0].samples
+    return next(s.value for s in samples if s.name.endswith("_count"))
+
+
 def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 20.0) -> Any:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

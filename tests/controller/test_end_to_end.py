@@ -16,17 +16,12 @@ from advisor.controller.jobs.tfjob import PREFIX
 from tests.controller.harness import (
     pod_token,
     NS, annotations, create_tfjob, phase, profiling_jobs, settings_for, start_controller,
-    upload_as_profiling_pod, wait_for,
+    reconciles, upload_as_profiling_pod, wait_for,
 )
 from tests.controller.tfjobs import tfjob
 from tests.kube_emulator import KubeEmulator
 
 
-
-
-def reconciles(controller) -> float:
-    samples = controller.metrics.reconcile_duration.collect()[0].samples
-    return next(s.value for s in samples if s.name.endswith("_count"))
 
 
 def events(emu: KubeEmulator, name: str) -> list[tuple[str, str]]:

@@ -13,17 +13,12 @@ from advisor.controller.pipeline.gc import collect_garbage
 from advisor.controller.jobs.tfjob import PREFIX
 from tests.controller.harness import (
     NS, create_tfjob, phase, profiling_jobs, settings_for, start_controller, trace_body, upload_as_profiling_pod,
-    wait_for,
+    reconciles, wait_for,
 )
 from tests.controller.tfjobs import tfjob
 from tests.kube_emulator import KubeEmulator
 
 YEAR_S = 365 * 86400.0
-
-
-def reconciles(controller) -> float:
-    samples = controller.metrics.reconcile_duration.collect()[0].samples
-    return next(s.value for s in samples if s.name.endswith("_count"))
 
 
 def test_a_sweep_before_the_tfjob_list_succeeds_deletes_nothing(tmp_path) -> None:

@@ -23,8 +23,8 @@ from advisor.controller.state.formats import RECORD_FORMAT, STATE_FORMAT
 from advisor.controller.state.store import SCHEMA_VERSION, Store
 from advisor.errors import StoreError
 from tests.controller.harness import (
-    NS, annotations, create_tfjob, phase, profiling_jobs, settings_for, start_controller, upload_as_profiling_pod,
-    wait_for,
+    NS, annotations, create_tfjob, phase, profiling_jobs, reconciles, settings_for, start_controller,
+    upload_as_profiling_pod, wait_for,
 )
 from tests.controller.tfjobs import tfjob
 from tests.kube_emulator import KubeEmulator
@@ -115,7 +115,7 @@ def test_state_of_a_newer_format_is_left_untouched_and_said_so(emu: KubeEmulator
         assert f"in format '{future}', newer than this controller knows (up to {STATE_FORMAT})" in event["message"]
         assert any("ahead" in r.getMessage() and "newer than this controller" in r.getMessage() for r in caplog.records)
         controller.resync()  # looked at again: still nothing written, still one event
-        wait_for("a second look", lambda: controller.metrics.reconcile_duration.collect()[0].samples[0].value >= 2)
+        wait_for("a second look", lambda: reconciles(controller) >= 2)
         assert emu.calls(verb="patch", resource="tfjobs") == [] and emu.calls(verb="create", resource="tfjobs") == []
         assert len(events()) == 1
         assert annotations(emu, "ahead")[PREFIX + "state-format"] == str(future)
