@@ -36,6 +36,7 @@ from benchmarks.sync_several_ps import (
     TWO_PS,
     Residual,
     cross_coverage,
+    placement,
     points,
     residuals,
     several_ps_error,
@@ -50,12 +51,13 @@ from tests.core.test_ps_sync_truth import BATCH, GOODPUT, PARAMETERS
 # Round-robin: global_step on PS 0, then each layer's weights (PS 1) and biases (PS 0) in turn:
 # every weight matrix on PS 1.
 BUSY_PS_PARAMETERS = {
-    ("mlp", "ps2greedy"): 784 * 384, ("cnn", "ps2greedy"): 3 * 3 * 3 * 32 + 64 + 3 * 3 * 64 * 128,
-    ("mlp", "ps2"): 784 * 384 + 384 * 256 + 256 * 128 + 128 * 10,
-    ("cnn", "ps2"): 3 * 3 * 3 * 32 + 3 * 3 * 32 * 64 + 3 * 3 * 64 * 128 + 128 * 128 + 128 * 10,
+    ("mlp", "greedy-bytes"): 784 * 384, ("cnn", "greedy-bytes"): 3 * 3 * 3 * 32 + 64 + 3 * 3 * 64 * 128,
+    ("mlp", "round-robin"): 784 * 384 + 384 * 256 + 256 * 128 + 128 * 10,
+    ("cnn", "round-robin"): 3 * 3 * 3 * 32 + 3 * 3 * 32 * 64 + 3 * 3 * 64 * 128 + 128 * 128 + 128 * 10,
 }  # fmt: skip
 # the busy PS's variables: each pushes its accumulator's local step (8 bytes) too
-BUSY_PS_VARIABLES = {("mlp", "ps2greedy"): 1, ("cnn", "ps2greedy"): 3, ("mlp", "ps2"): 4, ("cnn", "ps2"): 5}
+BUSY_PS_VARIABLES = {("mlp", "greedy-bytes"): 1, ("cnn", "greedy-bytes"): 3, ("mlp", "round-robin"): 4,
+                     ("cnn", "round-robin"): 5}
 VARIABLES = {"mlp": 8, "cnn": 10}
 
 
@@ -71,9 +73,8 @@ def test_the_data_is_in_the_repository() -> None:
 
 
 def _placed(job: str) -> tuple[str, str]:
-    """(program, placement tag) of a job named ``<program>_<tag>_bw<rate>``."""
-    program, tag = job.split("_")[:2]
-    return program, tag
+    """(program, placement) of a job (or run file) named ``<program>_<tag>_bw<rate>...``."""
+    return job.split("_", 1)[0], placement(job)
 
 
 @pytest.mark.parametrize("job", sorted(p.name.split(".")[0] for p in TWO_PS.glob("*.trace.json.gz")))
