@@ -128,8 +128,20 @@ def links_of(meta: dict) -> tuple[float, ...]:
 
 
 def points(folders: Sequence[Path] = (DATA, SYNC_DATA, NIC_DATA), steps: int = 1000) -> list[Point]:
-    """Every measured point of every heterogeneous run, with its predictions."""
+    """Every measured point of every heterogeneous run, with its predictions. Each distinct
+    request is simulated once (seeded: a repeat's curve, and the as-traced curve every run of a
+    program shares, are the same)."""
     out: list[Point] = []
+    curves: dict[tuple, dict] = {}
+
+    def curve(trace: Path, meta: dict, workers: Sequence[int], speeds: tuple[float, ...], model: str,
+              links: tuple[float, ...] = ()) -> dict:
+        key = (trace, meta["bw_mbit"], meta.get("congestion_control"), meta.get("queue_ms"), tuple(workers), speeds,
+               links, model)
+        if key not in curves:
+            curves[key] = _curve(trace, meta, workers, speeds, steps, model, links)
+        return curves[key]
+
     for path in sorted(p for data in folders for p in data.glob("*.measured.json.gz")):
         doc = json.loads(gzip.decompress(path.read_bytes()))
         meta = doc["meta"]
@@ -141,8 +153,8 @@ def points(folders: Sequence[Path] = (DATA, SYNC_DATA, NIC_DATA), steps: int = 1
                  TRACES / f"{meta['model']}_ps1_bw{int(meta['bw_mbit'])}.trace.json.gz")
         results = {int(r["W"]): r for r in doc["results"]}
         workers = sorted(results)
-        stated = _curve(trace, meta, workers, speeds, steps, model, links)
-        same = _curve(trace, meta, workers, (), steps, model)
+        stated = curve(trace, meta, workers, speeds, model, links)
+        same = curve(trace, meta, workers, (), model)
         name = ("sync-" if sync else "") + path.name.removesuffix(".measured.json.gz")
         for w in workers:
             outcome = shown(results[w]["step_log"], stated[w])
