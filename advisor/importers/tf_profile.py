@@ -419,10 +419,17 @@ def _transfer_bytes(tensor: str, records: list[NodeRecord]) -> int:
     if exact:
         return max(exact)
     m = RECV_LABEL.match(records[0].label)
-    size = _SIZE.match(m["size"].strip()) if m else None
-    if not size:
+    size = label_bytes(m["size"]) if m else None
+    if size is None:
         raise MissingTraceDataError(f"transfer {tensor!r} records no size (neither bytes nor a readable label)")
-    return round(float(size["num"]) * _SIZE_UNITS[size["unit"]])
+    return size
+
+
+def label_bytes(size: str) -> int | None:
+    """The bytes a ``RecvTensor`` label states (its ``[1.1MB]`` part, without the brackets), or
+    None if it is not a size."""
+    m = _SIZE.match(size.strip())
+    return round(float(m["num"]) * _SIZE_UNITS[m["unit"]]) if m else None
 
 
 def _timing(step: StepRecords, recs: dict[tuple[str, str], NodeRecord], chosen: list[tuple[str, str]]) -> StepTiming:
