@@ -9,6 +9,7 @@
 #   sudo bash scripts/record_ps_truth.sh heterogeneous [REPEATS...]  # every second worker at half speed
 #   sudo bash scripts/record_ps_truth.sh heterogeneous-sync [REPEATS...]  # the same, synchronous
 #   sudo bash scripts/record_ps_truth.sh heterogeneous-nic [REPEATS...]  # every second worker's link at 50 Mbit/s
+#   sudo bash scripts/record_ps_truth.sh flow-shares     # W = 2, 4, 8 with worker 0 tracing its transfers (8 min)
 #
 # Needs root (namespaces, tc) and a venv with tensorflow-cpu and advisor:
 #   python3 -m venv /tmp/tfvenv && /tmp/tfvenv/bin/pip install -e '.[test,tensorflow]'
@@ -75,6 +76,18 @@ if [ "${1:-}" = heterogeneous-nic ]; then
     for model in cnn mlp; do
       step $REC --ps 1 --model $model --worker-mbits 0,50 --measure $ALL --measure-steps 60 --skip 10 \
         --out $PS2/heterogeneous-nic/${model}_ps1_bw100_nic50.$r.measured.json.gz
+    done
+  done
+  exit 0
+fi
+
+# how the flows share the link: the one-PS MLP and CNN, synchronous and asynchronous, W = 2, 4, 8,
+# worker 0 tracing 20 of its steps (tests/data/flow-shares; python -m benchmarks.flow_shares)
+if [ "${1:-}" = flow-shares ]; then
+  for model in mlp cnn; do
+    for mode in sync async; do
+      step $REC $([ $mode = sync ] && echo --sync) --model $model --mbit 100 --measure 2,4,8 --measure-steps 60 \
+        --skip 10 --trace-steps 20 --out tests/data/flow-shares/${model}_${mode}_bw100.traced.measured.json.gz
     done
   done
   exit 0

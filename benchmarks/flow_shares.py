@@ -1,0 +1,208 @@
+"""How real TCP flows share the PS link, against the flows of the simulation that predicts them.
+
+    python -m benchmarks.flow_shares [--steps 150] [--param KEY=VALUE ...]
+
+The contention rules (docs/contention-model.md) were chosen by the throughput they predict.
+This looks one level down, at the transfers themselves. Data: ``tests/data/flow-shares`` (its
+README says how it was taken): the one-PS MLP and CNN at 100 Mbit/s, asynchronous and
+synchronous (``SyncReplicasOptimizer``), W = 2, 4, 8, each run with worker 0 tracing 20 of its
+steps (every ``RecvTensor`` with its size, start and end).
+
+For each step of a worker, each direction's **phase**: from the first transfer's start to the
+last one's end of the step's pulls (PS -> worker) or pushes (worker -> PS), and its mean rate
+(the phase's bytes over its length). TensorFlow multiplexes a step's tensors on one connection,
+the simulation sends them one after another; a phase's rate is the same quantity in both. Per
+run and W: the median phase rate as a multiple of the fair share (link rate / W) and the spread
+of the phase rates over the steps (standard deviation of their logarithm: 0 when every phase
+runs at the same rate). Beside them the same figures of the simulation's transfers (the default
+model for the program's regime, the run's settings as a user states them: cubic, a 100 ms queue,
+every worker's steps after ``WARMUP``), and both throughputs.
+
+A phase counts the transfers of at least ``MIN_TRANSFER_BYTES``: the few-byte messages (a
+synchronous worker's token, the step counter, control edges) come at other moments of the step
+and carry nothing whose rate could be shared; steps whose phase holds less than
+``MIN_PHASE_BYTES`` are left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import re
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from advisor.core.advice import AdviceRequest, ModelChoice, model_inputs
+from advisor.core.curve import CurveSettings
+from advisor.core.sim_types import NetworkModel
+from advisor.importers.loader import load_profile
+from advisor.importers.tf_profile import RECV_LABEL, label_bytes
+
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "flow-shares"
+TRACES = {"async": Path(__file__).resolve().parents[1] / "tests" / "data" / "ps-traces" / "{program}_ps1_bw100.trace.json.gz",
+          "sync": Path(__file__).resolve().parents[1] / "tests" / "data" / "ps-sync" / "{program}_bw100.trace.json.gz"}
+MODELS = {"async": "li2020-des+contention", "sync": "li2020-des-sync+contention"}
+RUN = re.compile(r"(?P<program>[a-z0-9]+)_(?P<mode>sync|async)_bw(?P<mbit>\d+)\.traced\.measured\.json\.gz")
+MIN_TRANSFER_BYTES = 1024
+MIN_PHASE_BYTES = 10_000
+WARMUP = 20  # simulated steps of each worker left out (the run's own skip is 10 untraced steps)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One tensor crossing the link in one step: its direction, bytes and [start, end] in s."""
+
+    step: int
+    pull: bool
+    size: float
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class Shares:
+    """A direction's phases over a run's steps: median rate / fair share, spread of log rate."""
+
+    phases: int
+    median_share: float
+    log_sd: float
+
+
+def phase_rates(transfers: Iterable[Transfer], pull: bool) -> list[float]:
+    """Each step's phase rate in bit/s for one direction (module docstring)."""
+    by_step: dict[int, list[Transfer]] = {}
+    for t in transfers:
+        if t.pull == pull and t.size >= MIN_TRANSFER_BYTES:
+            by_step.setdefault(t.step, []).append(t)
+    rates = []
+    for step in sorted(by_step):
+        ts = by_step[step]
+        size = sum(t.size for t in ts)
+        span = max(t.end for t in ts) - min(t.start for t in ts)
+        if size >= MIN_PHASE_BYTES and span > 0:
+            rates.append(8.0 * size / span)
+    return rates
+
+
+def shares(rates: Sequence[float], link_bps: float, workers: int) -> Shares:
+    """``rates`` summarised against the fair share ``link_bps / workers``."""
+    if not rates:
+        return Shares(0, math.nan, math.nan)
+    logs = [math.log(r) for r in rates]
+    return Shares(len(rates), statistics.median(rates) / (link_bps / workers),
+                  statistics.pstdev(logs) if len(logs) > 1 else 0.0)
+
+
+def measured_transfers(traced_steps: Sequence[dict[str, Any]]) -> list[Transfer]:
+    """Worker 0's transfers from its traced steps: every ``RecvTensor`` between a PS and it."""
+    out = []
+    for k, step in enumerate(traced_steps):
+        for _, name, label, start_us, end_us in step["nodes"]:
+            m = RECV_LABEL.match(label) if name == "RecvTensor" else None
+            size = label_bytes(m["size"]) if m else None
+            if m is None or size is None or ("/job:ps" in m["src"]) == ("/job:ps" in m["dst"]):
+                continue
+            out.append(Transfer(k, "/job:ps" in m["src"], float(size), start_us / 1e6, end_us / 1e6))
+    return out
+
+
+def simulated_transfers(chrome_trace: dict[str, Any], sizes: dict[str, int], workers: int,
+                        warmup: int = WARMUP) -> list[Transfer]:
+    """Every worker's link transfers from a simulated timeline (``PsDes.timeline``, a Chrome
+    trace), ``sizes`` the bytes of each transfer op by name; each worker's steps numbered
+    apart, its first ``warmup`` steps left out."""
+    out = []
+    for e in chrome_trace["traceEvents"]:
+        if e.get("ph") != "X" or e["pid"] >= workers or e["cat"] not in ("downlink", "uplink"):
+            continue
+        worker, step = e["args"]["worker"], e["args"]["step"]
+        if step >= warmup:
+            out.append(Transfer(worker * 1_000_000 + step, e["cat"] == "downlink", float(sizes.get(e["name"], 0)),
+                                e["ts"] / 1e6, (e["ts"] + e["dur"]) / 1e6))
+    return out
+
+
+@dataclass(frozen=True)
+class Row:
+    """One run at one W: measured and simulated throughput and shares per direction."""
+
+    run: str
+    workers: int
+    measured: float
+    simulated: float
+    real: tuple[Shares, Shares]  # pulls, pushes
+    sim: tuple[Shares, Shares]
+
+
+def rows(data: Path = DATA, steps: int = 150, seed: int = 0, params: dict[str, Any] | None = None) -> list[Row]:
+    """Every recorded run and W against its simulation (module docstring), ``params`` added to
+    the model's settings."""
+    out = []
+    for path in sorted(data.glob("*.traced.measured.json.gz")):
+        m = RUN.fullmatch(path.name)
+        if m is None:
+            continue
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+        link = float(m["mbit"]) * 1e6
+        profile = load_profile(Path(str(TRACES[m["mode"]]).format(program=m["program"])))
+        sizes = {op.name: op.bytes for op in profile.ops if op.bytes}
+        for result in doc["results"]:
+            w = int(result["W"])
+            request = AdviceRequest(network=NetworkModel(bandwidth_bps=link), side_by_side=(),
+                                    model=ModelChoice(MODELS[m["mode"]], {"congestion_control": "cubic", "queue_s": 0.1,
+                                                                                **(params or {})}),
+                                    curve=CurveSettings(workers=(w,), steps=steps, seed=seed))
+            model, settings = request.model.resolve()
+            timeline = model.timeline(model_inputs(profile, request), settings, w, steps + WARMUP, seed)  # type: ignore[attr-defined]
+            simulated = simulated_transfers(timeline, sizes, w)
+            real = measured_transfers(result["traced_steps_w0"])
+            out.append(Row(path.name.split(".")[0], w, float(result["thr_window"]),
+                           _throughput(timeline, w, profile.job.batch_size),
+                           tuple(shares(phase_rates(real, d), link, w) for d in (True, False)),  # type: ignore[arg-type]
+                           tuple(shares(phase_rates(simulated, d), link, w) for d in (True, False))))  # type: ignore[arg-type]
+    return out
+
+
+def _throughput(chrome_trace: dict[str, Any], workers: int, batch_size: int) -> float:
+    """Examples per second of a simulated timeline after the warm-up: each worker's steps from
+    the end of its ``WARMUP``-th to its last, summed over the workers."""
+    ends: dict[int, dict[int, float]] = {}
+    for e in chrome_trace["traceEvents"]:
+        if e.get("ph") == "X" and e["pid"] < workers:
+            w, k = e["args"]["worker"], e["args"]["step"]
+            ends.setdefault(w, {})[k] = max(ends.get(w, {}).get(k, 0.0), (e["ts"] + e["dur"]) / 1e6)
+    total = 0.0
+    for by_step in ends.values():
+        last = max(by_step)
+        if last > WARMUP:
+            total += (last - WARMUP) * batch_size / (by_step[last] - by_step[WARMUP])
+    return total
+
+
+def table(found: Sequence[Row]) -> list[str]:
+    """The printed table: per run and W, throughput and each direction's share and spread."""
+    lines = [f"{'run':<16} {'W':>2} {'ex/s real':>9} {'sim':>6}   pulls: share real/sim, log-sd real/sim"
+             "   pushes: share real/sim, log-sd real/sim"]
+    for r in found:
+        cells = "   ".join(f"{a.median_share:5.2f}/{b.median_share:5.2f}  {a.log_sd:5.2f}/{b.log_sd:5.2f}"
+                           for a, b in zip(r.real, r.sim))
+        lines.append(f"{r.run:<16} {r.workers:>2} {r.measured:>9.1f} {r.simulated:>6.1f}   {cells}")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=150, help="simulated steps per worker after the warm-up")
+    parser.add_argument("--param", action="append", default=[], metavar="K=V", help="a model parameter (JSON value)")
+    args = parser.parse_args()
+    params = {k: json.loads(v) for k, v in (p.split("=", 1) for p in args.param)}
+    print("\n".join(table(rows(steps=args.steps, params=params))))
+
+
+if __name__ == "__main__":
+    main()

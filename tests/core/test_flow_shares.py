@@ -1,0 +1,101 @@
+"""The flow-share comparison (``benchmarks/flow_shares.py``): its arithmetic on hand-made
+transfers, its reading of real traced steps, and the findings docs/contention-model.md states
+from the recorded runs (``tests/data/flow-shares``)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+
+import pytest
+
+from advisor.importers.tf_profile import label_bytes
+from benchmarks.flow_shares import (
+    DATA, MIN_PHASE_BYTES, Transfer, measured_transfers, phase_rates, rows, shares, simulated_transfers,
+)
+
+WORKER = "/job:worker/replica:0/task:0/device:CPU:0"
+PS = "/job:ps/replica:0/task:0/device:CPU:0"
+
+
+def test_a_phase_runs_from_its_first_transfer_to_its_last_and_leaves_out_few_byte_messages() -> None:
+    steps = [
+        Transfer(0, True, 50_000, 0.0, 1.0),
+        Transfer(0, True, 50_000, 0.5, 2.0),
+        Transfer(0, True, 8, 1.9, 5.0),  # a token: not part of the phase
+        Transfer(0, False, 40_000, 2.5, 3.5),  # a push: the other direction
+        Transfer(1, True, 100_000, 10.0, 10.5),
+        Transfer(2, True, MIN_PHASE_BYTES - 1, 20.0, 21.0),  # too small a phase to have a rate
+    ]
+    # step 0: 100 kB over [0, 2] s; step 1: 100 kB over 0.5 s
+    assert phase_rates(steps, pull=True) == [8 * 100_000 / 2.0, 8 * 100_000 / 0.5]
+    assert phase_rates(steps, pull=False) == [8 * 40_000 / 1.0]
+
+
+def test_shares_are_the_median_rate_over_the_fair_share_and_the_spread_of_log_rates() -> None:
+    even = shares([25e6, 25e6, 25e6], link_bps=100e6, workers=4)
+    assert (even.phases, even.median_share, even.log_sd) == (3, 1.0, 0.0)
+    # rates e^-1 and e^1 times 10 Mbit/s: log spread 1, median their mean, fair share 50 Mbit/s
+    spread = shares([10e6 / math.e, 10e6 * math.e], link_bps=100e6, workers=2)
+    assert spread.log_sd == pytest.approx(1.0)
+    assert spread.median_share == pytest.approx((10e6 / math.e + 10e6 * math.e) / 2 / 50e6)
+    assert math.isnan(shares([], 100e6, 2).median_share)
+
+
+def test_label_bytes_reads_tensorflow_s_size_labels() -> None:
+    assert label_bytes("8B") == 8
+    assert label_bytes("0.3MB") == round(0.3 * 2**20)
+    assert label_bytes(" 64KB ") == 64 * 1024
+    assert label_bytes("fast") is None
+
+
+def test_measured_transfers_are_the_recvtensor_nodes_between_ps_and_worker() -> None:
+    step = {"client": [0, 2_000_000], "nodes": [
+        [WORKER, "RecvTensor", f"[1.1MB] [8.9Mb/s] edge_25_MatMul/ReadVariableOp from {PS} to {WORKER}", 10_000, 1_090_000],
+        [WORKER, "RecvTensor", f"[0.4MB] [7.4Mb/s] edge_111_grad from {WORKER} to {PS}", 1_100_000, 1_500_000],
+        [WORKER, "compute_fwd0", "compute_fwd0 = PyFunc(Relu)", 1_090_000, 1_095_000],
+        [WORKER, "RecvTensor", f"[8B] [0.1Mb/s] edge_1_x from {WORKER} to {WORKER}", 0, 1],  # not the link
+    ]}
+    pull, push = measured_transfers([step])
+    assert (pull.pull, pull.size, pull.start, pull.end) == (True, round(1.1 * 2**20), 0.01, 1.09)
+    assert (push.pull, push.size, push.start, push.end) == (False, round(0.4 * 2**20), 1.1, 1.5)
+
+
+def test_simulated_transfers_read_worker_link_events_of_a_chrome_trace_after_the_warm_up() -> None:
+    def event(pid: int, cat: str, name: str, step: int, ts: float, dur: float) -> dict:
+        return {"ph": "X", "pid": pid, "cat": cat, "name": name, "ts": ts, "dur": dur,
+                "args": {"worker": pid % 2, "step": step}}
+
+    trace = {"traceEvents": [
+        {"ph": "M", "pid": 0, "name": "process_name", "args": {"name": "worker 0"}},
+        event(0, "downlink", "pull0:w", 3, 1e6, 5e5),
+        event(0, "uplink", "push0:g", 3, 2e6, 1e6),
+        event(0, "worker", "fwd", 3, 1.5e6, 1e5),  # a computation
+        event(0, "downlink", "pull0:w", 1, 0.0, 5e5),  # warm-up
+        event(2, "downlink", "pull0:w", 3, 1e6, 5e5),  # the PS's copy of worker 0's pull
+    ]}
+    found = simulated_transfers(trace, {"pull0:w": 1000, "push0:g": 2000}, workers=2, warmup=2)
+    assert found == [Transfer(3, True, 1000.0, 1.0, 1.5), Transfer(3, False, 2000.0, 2.0, 3.0)]
+
+
+def test_the_recorded_runs_are_in_the_repository_with_twenty_traced_steps_per_w() -> None:
+    paths = sorted(DATA.glob("*.traced.measured.json.gz"))
+    assert [p.name.split(".")[0] for p in paths] == ["cnn_async_bw100", "cnn_sync_bw100", "mlp_async_bw100",
+                                                      "mlp_sync_bw100"]
+    for path in paths:
+        results = json.loads(gzip.decompress(path.read_bytes()))["results"]
+        assert [r["W"] for r in results] == [2, 4, 8]
+        assert all(len(r["traced_steps_w0"]) == 20 for r in results)
+
+
+def test_under_a_barrier_the_real_flows_share_evenly_and_the_model_s_spread_is_wider() -> None:
+    """docs/contention-model.md, section 8: every synchronous real phase rate varies by under
+    15 % (log sd) from step to step, the transfer-bound MLP's within 10 %, where the model draws
+    uneven shares (sigma 0.75) and its phases vary more than the real ones at every W."""
+    sync = [r for r in rows(steps=60) if "_sync_" in r.run]
+    assert len(sync) == 6
+    for r in sync:
+        for real, sim in zip(r.real, r.sim):
+            assert real.log_sd < (0.10 if r.run.startswith("mlp") else 0.15)
+            assert sim.log_sd > real.log_sd
