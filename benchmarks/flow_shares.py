@@ -1,6 +1,7 @@
 """How real TCP flows share the PS link, against the flows of the simulation that predicts them.
 
     python -m benchmarks.flow_shares [--steps 150] [--param KEY=VALUE ...]
+    python -m benchmarks.flow_shares --rounds
 
 The contention rules (docs/contention-model.md) were chosen by the throughput they predict.
 This looks one level down, at the transfers themselves. Data: ``tests/data/flow-shares`` (its
@@ -17,6 +18,13 @@ of the phase rates over the steps (standard deviation of their logarithm: 0 when
 runs at the same rate). Beside them the same figures of the simulation's transfers (the default
 model for the program's regime, the run's settings as a user states them: cubic, a 100 ms queue,
 every worker's steps after ``WARMUP``), and both throughputs.
+
+``--rounds`` reads the synchronous runs in which every worker traced its steps
+(``<program>_sync_bw100_all<W>``; one host, one clock) and groups the steps into the barrier's
+rounds. Per run: how far apart the barrier releases the workers (the spread of their step
+starts), how far apart their pulls end, how often the round's first worker to end its pulls was
+among the first quarter released, and how long that worker's pushes take against the others'
+(shorter if it pushes at the link's rate while the others still pull).
 
 A phase counts the transfers of at least ``MIN_TRANSFER_BYTES``: the few-byte messages (a
 synchronous worker's token, the step counter, control edges) come at other moments of the step
@@ -48,6 +56,8 @@ TRACES = {"async": Path(__file__).resolve().parents[1] / "tests" / "data" / "ps-
           "sync": Path(__file__).resolve().parents[1] / "tests" / "data" / "ps-sync" / "{program}_bw100.trace.json.gz"}
 MODELS = {"async": "li2020-des+contention", "sync": "li2020-des-sync+contention"}
 RUN = re.compile(r"(?P<program>[a-z0-9]+)_(?P<mode>sync|async)_bw(?P<mbit>\d+)\.traced\.measured\.json\.gz")
+ALL_TRACED = re.compile(r"(?P<program>[a-z0-9]+)_sync_bw(?P<mbit>\d+)_all(?P<w>\d+)\.traced\.measured\.json\.gz")
+ROUND_GAP_S = 0.15  # steps of different workers starting closer than this belong to one synchronous round
 MIN_TRANSFER_BYTES = 1024
 MIN_PHASE_BYTES = 10_000
 WARMUP = 20  # simulated steps of each worker left out (the run's own skip is 10 untraced steps)
@@ -145,7 +155,7 @@ def rows(data: Path = DATA, steps: int = 150, seed: int = 0, params: dict[str, A
     out = []
     for path in sorted(data.glob("*.traced.measured.json.gz")):
         m = RUN.fullmatch(path.name)
-        if m is None:
+        if m is None:  # the runs with every worker traced: ``--rounds``
             continue
         doc = json.loads(gzip.decompress(path.read_bytes()))
         link = float(m["mbit"]) * 1e6
@@ -184,6 +194,87 @@ def _throughput(chrome_trace: dict[str, Any], workers: int, batch_size: int) -> 
     return total
 
 
+@dataclass(frozen=True)
+class Phases:
+    """One worker's step in a synchronous round: when it started, its pull and push phases (s)."""
+
+    worker: int
+    start: float
+    pull: tuple[float, float]
+    push: tuple[float, float]
+
+
+def step_phases(worker: int, step: dict[str, Any]) -> Phases | None:
+    """A traced step's phases (transfers of at least ``MIN_TRANSFER_BYTES``), None without both."""
+    ts = [t for t in measured_transfers([step]) if t.size >= MIN_TRANSFER_BYTES]
+    pulls, pushes = [t for t in ts if t.pull], [t for t in ts if not t.pull]
+    if not pulls or not pushes:
+        return None
+    return Phases(worker, step["client"][0] / 1e6, (min(t.start for t in pulls), max(t.end for t in pulls)),
+                  (min(t.start for t in pushes), max(t.end for t in pushes)))
+
+
+def sync_rounds(result: dict[str, Any], gap_s: float = ROUND_GAP_S) -> list[list[Phases]]:
+    """Every worker's traced steps (``traced_steps_w<k>``) grouped into the barrier's rounds: a
+    step starting within ``gap_s`` of the round's first belongs to it; only whole rounds (one
+    step of every worker) are kept."""
+    workers = int(result["W"])
+    steps = sorted((p for w in range(workers) for st in result.get(f"traced_steps_w{w}", ())
+                    if (p := step_phases(w, st)) is not None), key=lambda p: p.start)
+    rounds: list[list[Phases]] = []
+    for p in steps:
+        if rounds and p.start - rounds[-1][0].start < gap_s:
+            rounds[-1].append(p)
+        else:
+            rounds.append([p])
+    return [r for r in rounds if sorted(p.worker for p in r) == list(range(workers))]
+
+
+@dataclass(frozen=True)
+class RoundFigures:
+    """What a run's rounds show (``round_figures``); times in ms."""
+
+    rounds: int
+    release_spread: float  # median over rounds: last step start - first
+    pull_end_spread: float  # median: last pull end - first
+    first_out_started_early: float  # share of rounds whose first pull to end began in the first quarter of starts
+    first_push: float  # median push phase of the round's first worker to end its pulls
+    other_push: float  # median push phase of the others
+
+
+def round_figures(rounds: Sequence[Sequence[Phases]]) -> RoundFigures:
+    """The release spread, how far apart the pulls end, whether the first out was released
+    early, and how long its pushes take against the others' (``--rounds`` in the module
+    docstring)."""
+    ms = 1e3
+    release, spread, early, first_push, other_push = [], [], 0, [], []
+    for r in rounds:
+        starts = sorted(p.start for p in r)
+        first = min(r, key=lambda p: p.pull[1])
+        release.append((starts[-1] - starts[0]) * ms)
+        spread.append((max(p.pull[1] for p in r) - first.pull[1]) * ms)
+        early += first.start <= starts[max(len(starts) // 4 - 1, 0)]
+        first_push.append((first.push[1] - first.push[0]) * ms)
+        other_push += [(p.push[1] - p.push[0]) * ms for p in r if p is not first]
+    return RoundFigures(len(rounds), statistics.median(release), statistics.median(spread), early / len(rounds),
+                        statistics.median(first_push), statistics.median(other_push))
+
+
+def all_traced(data: Path = DATA) -> list[str]:
+    """The ``--rounds`` lines: per run whose every worker traced its steps, ``round_figures``."""
+    lines = [f"{'run':<24} {'W':>2} rounds  release spread  pull ends spread  first out released early"
+             "  push phase: first out / others (ms)"]
+    for path in sorted(data.glob("*.traced.measured.json.gz")):
+        if ALL_TRACED.fullmatch(path.name) is None:
+            continue
+        for result in json.loads(gzip.decompress(path.read_bytes()))["results"]:
+            f = round_figures(sync_rounds(result))
+            lines.append(f"{path.name.split('.')[0]:<24} {result['W']:>2} {f.rounds:>6} {f.release_spread:>12.0f} ms"
+                         f" {f.pull_end_spread:>14.0f} ms {f.first_out_started_early:>24.0%}"
+                         f"  {f.first_push:>6.0f} / {f.other_push:.0f}")
+    return lines
+
+
 def table(found: Sequence[Row]) -> list[str]:
     """The printed table: per run and W, throughput and each direction's share and spread."""
     lines = [f"{'run':<16} {'W':>2} {'ex/s real':>9} {'sim':>6}   pulls: share real/sim, log-sd real/sim"
@@ -199,7 +290,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=150, help="simulated steps per worker after the warm-up")
     parser.add_argument("--param", action="append", default=[], metavar="K=V", help="a model parameter (JSON value)")
+    parser.add_argument("--rounds", action="store_true", help="the synchronous runs with every worker traced, round by round")
     args = parser.parse_args()
+    if args.rounds:
+        print("\n".join(all_traced()))
+        return
     params = {k: json.loads(v) for k, v in (p.split("=", 1) for p in args.param)}
     print("\n".join(table(rows(steps=args.steps, params=params))))
 

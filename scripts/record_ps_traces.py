@@ -231,7 +231,7 @@ def run_task(args: argparse.Namespace) -> None:
     if args.measure_steps:
         _measure(tf, server, index, global_step, train_op, args.measure_steps, threads, Path(args.out),
                  sync_hooks, until_global_step=args.measure_steps if args.sync else None,
-                 traced=range(args.skip, args.skip + args.trace_steps) if index == 0 else range(0))
+                 traced=range(args.skip, args.skip + args.trace_steps) if index < args.trace_workers else range(0))
         return
 
     ingest = testbed.Ingest()
@@ -273,7 +273,7 @@ def _measure(tf, server, index: int, global_step, train_op, steps: int, threads:
         while len(list(ready.iterdir())) < workers:
             time.sleep(0.05)
         step = 0
-        timings = []  # --trace-steps: where the traced steps' time went (worker 0's view, every partition)
+        timings = []  # --trace-steps: where the traced steps' time went (this worker's view, every partition)
         while (step < until_global_step) if until_global_step else (len(log) < steps):
             start = time.time()
             if len(log) in traced:
@@ -288,7 +288,7 @@ def _measure(tf, server, index: int, global_step, train_op, steps: int, threads:
                 break  # a barrier that never completes: the log says so
     out.with_name(f"{out.name}.w{index}").write_text(json.dumps(log))
     if timings:
-        out.with_name(f"{out.name}.timings").write_text(json.dumps(timings))
+        out.with_name(f"{out.name}.timings" if index == 0 else f"{out.name}.w{index}.timings").write_text(json.dumps(timings))
 
 
 def _step_records(meta, start_s: float, end_s: float) -> dict[str, Any]:  # type: ignore[no-untyped-def]
@@ -356,7 +356,7 @@ def record(args: argparse.Namespace, workers: int = 1, out: Path | None = None) 
         (["--worker-speeds", ",".join(map(str, args.worker_speeds))] if args.worker_speeds else [])
     if args.measure:
         base += ["--measure-steps", str(args.measure_steps or 100), "--skip", str(args.skip),
-                 "--trace-steps", str(args.trace_steps)]
+                 "--trace-steps", str(args.trace_steps), "--trace-workers", str(args.trace_workers)]
     repo = str(Path(__file__).resolve().parent.parent)
     try:
         with testbed.processes() as procs:
@@ -410,13 +410,16 @@ def measure(args: argparse.Namespace) -> None:
             logs.append([tuple(x) for x in json.loads(part.read_text())])
             part.unlink()
         timings = _take_json(scratch.with_name(f"{scratch.name}.timings"))
+        others = {f"traced_steps_w{k}": _take_json(scratch.with_name(f"{scratch.name}.w{k}.timings"))
+                  for k in range(1, min(args.trace_workers, workers))}
         net = _take_json(scratch.with_name(f"{scratch.name}.net"))
         replicas = max(workers - args.backup, 1) if args.sync else None
         thr = update_throughput(logs, batch, replicas, skip) if replicas else throughput_window(logs, batch, skip)
         print(f"W={workers}: {thr:.1f} examples/s (load {load_before:.2f} before, {load_after:.2f} after)", flush=True)
         results.append({"W": workers, "thr_window": thr, "replicas_to_aggregate": replicas,
                         "load_before": load_before, "load_after": load_after, "step_log": logs}
-                       | ({"network_counters": net} if net else {}) | ({"traced_steps_w0": timings} if timings else {}))
+                       | ({"network_counters": net} if net else {}) | ({"traced_steps_w0": timings} if timings else {})
+                       | {k: v for k, v in others.items() if v})
     meta = {"model": args.model, "batch": batch, "n_ps": args.ps, "placement": args.placement, "bw_mbit": args.mbit,
             "steps_per_worker": args.measure_steps or 100, "window_skips_steps": skip, "shape": args.shape,
             "sync": bool(args.sync), "backup_workers": args.backup if args.sync else 0,
@@ -459,6 +462,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--trace-steps", type=int, default=0,
                         help="measured runs: trace this many of worker 0's steps after the skipped ones (FULL_TRACE: "
                              "every partition's node times, kept as traced_steps_w0; tracing slows those steps)")
+    parser.add_argument("--trace-workers", type=int, default=1,
+                        help="with --trace-steps: trace the first this many workers (worker k's steps kept as "
+                             "traced_steps_w<k>; clocks are one host's, so their times compare)")
     parser.add_argument("--worker-speeds", type=lambda t: [float(s) for s in t.split(",")], default=[],
                         help="heterogeneous workers: each worker's emulated compute speed, taken in turn (e.g. 1,0.5: "
                              "every second worker's sleeps twice as long); default all 1")

@@ -9,7 +9,7 @@
 #   sudo bash scripts/record_ps_truth.sh heterogeneous [REPEATS...]  # every second worker at half speed
 #   sudo bash scripts/record_ps_truth.sh heterogeneous-sync [REPEATS...]  # the same, synchronous
 #   sudo bash scripts/record_ps_truth.sh heterogeneous-nic [REPEATS...]  # every second worker's link at 50 Mbit/s
-#   sudo bash scripts/record_ps_truth.sh flow-shares     # W = 2, 4, 8 with worker 0 tracing its transfers (8 min)
+#   sudo bash scripts/record_ps_truth.sh flow-shares     # W = 2, 4, 8 with worker 0 tracing its transfers, and W = 8 with every worker tracing (10 min)
 #
 # Needs root (namespaces, tc) and a venv with tensorflow-cpu and advisor:
 #   python3 -m venv /tmp/tfvenv && /tmp/tfvenv/bin/pip install -e '.[test,tensorflow]'
@@ -89,6 +89,10 @@ if [ "${1:-}" = flow-shares ]; then
       step $REC $([ $mode = sync ] && echo --sync) --model $model --mbit 100 --measure 2,4,8 --measure-steps 60 \
         --skip 10 --trace-steps 20 --out tests/data/flow-shares/${model}_${mode}_bw100.traced.measured.json.gz
     done
+  done
+  for model in cnn mlp; do  # one barrier round seen across all workers
+    step $REC --sync --model $model --mbit 100 --measure 8 --measure-steps 60 --skip 10 --trace-steps 20 \
+      --trace-workers 8 --out tests/data/flow-shares/${model}_sync_bw100_all8.traced.measured.json.gz
   done
   exit 0
 fi
