@@ -20,7 +20,7 @@ model for the program's regime, the run's settings as a user states them: cubic,
 every worker's steps after ``WARMUP``), and both throughputs.
 
 ``--rounds`` reads the synchronous runs in which every worker traced its steps
-(``<program>_sync_bw100_all<W>``; one host, one clock) and groups the steps into the barrier's
+(``<program>_sync_bw100[_q<queue ms>]_all<W>``; one host, one clock) and groups the steps into the barrier's
 rounds. Per run: how far apart the barrier releases the workers (the spread of their step
 starts), how far apart their pulls end, how often the round's first worker to end its pulls was
 among the first quarter released, and how long that worker's pushes take against the others'
@@ -56,7 +56,8 @@ TRACES = {"async": Path(__file__).resolve().parents[1] / "tests" / "data" / "ps-
           "sync": Path(__file__).resolve().parents[1] / "tests" / "data" / "ps-sync" / "{program}_bw100.trace.json.gz"}
 MODELS = {"async": "li2020-des+contention", "sync": "li2020-des-sync+contention"}
 RUN = re.compile(r"(?P<program>[a-z0-9]+)_(?P<mode>sync|async)_bw(?P<mbit>\d+)\.traced\.measured\.json\.gz")
-ALL_TRACED = re.compile(r"(?P<program>[a-z0-9]+)_sync_bw(?P<mbit>\d+)_all(?P<w>\d+)\.traced\.measured\.json\.gz")
+ALL_TRACED = re.compile(r"(?P<program>[a-z0-9]+)_sync_bw(?P<mbit>\d+)(?:_q(?P<queue_ms>\d+))?_all(?P<w>\d+)"
+                        r"\.traced\.measured\.json\.gz")
 ROUND_GAP_S = 0.15  # steps of different workers starting closer than this belong to one synchronous round
 MIN_TRANSFER_BYTES = 1024
 MIN_PHASE_BYTES = 10_000
