@@ -20,7 +20,7 @@ model for the program's regime, the run's settings as a user states them: cubic,
 every worker's steps after ``WARMUP``), and both throughputs.
 
 ``--rounds`` reads the synchronous runs in which every worker traced its steps
-(``<program>_sync_bw100[_q<queue ms>]_all<W>``; one host, one clock) and groups the steps into the barrier's
+(``<program>_sync_bw100[_q<queue ms>]_all<W>[.r<repeat>]``; one host, one clock) and groups the steps into the barrier's
 rounds. Per run: how far apart the barrier releases the workers (the spread of their step
 starts), how far apart their pulls end, how often the round's first worker to end its pulls was
 among the first quarter released, and how long that worker's pushes take against the others'
@@ -57,7 +57,7 @@ TRACES = {"async": Path(__file__).resolve().parents[1] / "tests" / "data" / "ps-
 MODELS = {"async": "li2020-des+contention", "sync": "li2020-des-sync+contention"}
 RUN = re.compile(r"(?P<program>[a-z0-9]+)_(?P<mode>sync|async)_bw(?P<mbit>\d+)\.traced\.measured\.json\.gz")
 ALL_TRACED = re.compile(r"(?P<program>[a-z0-9]+)_sync_bw(?P<mbit>\d+)(?:_q(?P<queue_ms>\d+))?_all(?P<w>\d+)"
-                        r"\.traced\.measured\.json\.gz")
+                        r"(?:\.r(?P<repeat>\d+))?\.traced\.measured\.json\.gz")
 ROUND_GAP_S = 0.15  # steps of different workers starting closer than this belong to one synchronous round
 MIN_TRANSFER_BYTES = 1024
 MIN_PHASE_BYTES = 10_000
@@ -263,14 +263,14 @@ def round_figures(rounds: Sequence[Sequence[Phases]]) -> RoundFigures:
 
 def all_traced(data: Path = DATA) -> list[str]:
     """The ``--rounds`` lines: per run whose every worker traced its steps, ``round_figures``."""
-    lines = [f"{'run':<24} {'W':>2} rounds  release spread  pull ends spread  first out released early"
+    lines = [f"{'run':<27} {'W':>2} rounds  release spread  pull ends spread  first out released early"
              "  push phase: first out / others (ms)"]
     for path in sorted(data.glob("*.traced.measured.json.gz")):
         if ALL_TRACED.fullmatch(path.name) is None:
             continue
         for result in json.loads(gzip.decompress(path.read_bytes()))["results"]:
             f = round_figures(sync_rounds(result))
-            lines.append(f"{path.name.split('.')[0]:<24} {result['W']:>2} {f.rounds:>6} {f.release_spread:>12.0f} ms"
+            lines.append(f"{path.name.removesuffix('.traced.measured.json.gz'):<27} {result['W']:>2} {f.rounds:>6} {f.release_spread:>12.0f} ms"
                          f" {f.pull_end_spread:>14.0f} ms {f.first_out_started_early:>24.0%}"
                          f"  {f.first_push:>6.0f} / {f.other_push:.0f}")
     return lines

@@ -9,7 +9,7 @@
 #   sudo bash scripts/record_ps_truth.sh heterogeneous [REPEATS...]  # every second worker at half speed
 #   sudo bash scripts/record_ps_truth.sh heterogeneous-sync [REPEATS...]  # the same, synchronous
 #   sudo bash scripts/record_ps_truth.sh heterogeneous-nic [REPEATS...]  # every second worker's link at 50 Mbit/s
-#   sudo bash scripts/record_ps_truth.sh flow-shares     # W = 2, 4, 8 with worker 0 tracing its transfers, and W = 8 with every worker tracing (10 min)
+#   sudo bash scripts/record_ps_truth.sh flow-shares     # W = 2, 4, 8 with worker 0 tracing its transfers, and W = 8 with every worker tracing (15 min)
 #
 # Needs root (namespaces, tc) and a venv with tensorflow-cpu and advisor:
 #   python3 -m venv /tmp/tfvenv && /tmp/tfvenv/bin/pip install -e '.[test,tensorflow]'
@@ -93,6 +93,14 @@ if [ "${1:-}" = flow-shares ]; then
   for model in cnn mlp; do  # one barrier round seen across all workers
     step $REC --sync --model $model --mbit 100 --measure 8 --measure-steps 60 --skip 10 --trace-steps 20 \
       --trace-workers 8 --out tests/data/flow-shares/${model}_sync_bw100_all8.traced.measured.json.gz
+  done
+  # the MLP with a 20 ms queue instead of 100 ms, then a second run with each queue
+  step $REC --sync --model mlp --mbit 100 --queue-ms 20 --measure 8 --measure-steps 60 --skip 10 --trace-steps 20 \
+    --trace-workers 8 --out tests/data/flow-shares/mlp_sync_bw100_q20_all8.traced.measured.json.gz
+  for q in 100 20; do
+    tag=$([ $q = 20 ] && echo _q20)
+    step $REC --sync --model mlp --mbit 100 --queue-ms $q --measure 8 --measure-steps 60 --skip 10 --trace-steps 20 \
+      --trace-workers 8 --out tests/data/flow-shares/mlp_sync_bw100${tag}_all8.r2.traced.measured.json.gz
   done
   exit 0
 fi

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import statistics
 
 import pytest
 
@@ -108,7 +109,8 @@ def test_under_a_barrier_the_mlp_s_long_flows_share_evenly_and_the_model_s_sprea
 def test_under_a_barrier_the_cnn_s_first_worker_released_gets_out_first() -> None:
     """docs/contention-model.md, section 8: with every worker traced, the CNN's round's first
     worker to end its pulls was among the first two released in 17 of 18 rounds (1 in 4 by
-    chance) and pushes in less time than the others; the MLP's was not (7 of 18)."""
+    chance) and pushes in well under the others' time; the MLP's, less often (7 of 18), does
+    not gain much."""
     figures = {}
     for program in ("cnn", "mlp"):
         path = DATA / f"{program}_sync_bw100_all8.traced.measured.json.gz"
@@ -120,18 +122,19 @@ def test_under_a_barrier_the_cnn_s_first_worker_released_gets_out_first() -> Non
 
 
 def test_a_shorter_queue_lets_the_mlp_s_first_worker_out_push_sooner() -> None:
-    """docs/contention-model.md, section 8: with a 20 ms queue instead of 100 ms on the PS link,
-    the MLP's first worker out pushes in under 80 % of the others' time (at 100 ms: over 90 %),
-    and the job runs faster: what holds an early push back waits in the PS link's queue."""
+    """docs/contention-model.md, section 8: with a 20 ms queue instead of 100 ms on the PS link
+    (two runs each), the MLP's first worker out pushes in 0.80 of the others' time on average
+    (at 100 ms: 0.94), and every run with the short queue is faster than every run with the long
+    one: what holds an early push back waits in the PS link's queue."""
     def load(name: str) -> tuple[float, float]:
         (result,) = json.loads(gzip.decompress((DATA / name).read_bytes()))["results"]
         f = round_figures(sync_rounds(result))
         return f.first_push / f.other_push, float(result["thr_window"])
 
-    long_queue, short_queue = load("mlp_sync_bw100_all8.traced.measured.json.gz"), \
-        load("mlp_sync_bw100_q20_all8.traced.measured.json.gz")
-    assert long_queue[0] > 0.9 and short_queue[0] < 0.8
-    assert short_queue[1] > 1.03 * long_queue[1]
+    long_queue = [load(f"mlp_sync_bw100_all8{r}.traced.measured.json.gz") for r in ("", ".r2")]
+    short_queue = [load(f"mlp_sync_bw100_q20_all8{r}.traced.measured.json.gz") for r in ("", ".r2")]
+    assert statistics.fmean(x for x, _ in short_queue) < statistics.fmean(x for x, _ in long_queue) - 0.1
+    assert min(t for _, t in short_queue) > 1.03 * max(t for _, t in long_queue)
 
 
 def _step(start_ms: float, pull: tuple[float, float], push: tuple[float, float]) -> dict:
@@ -164,8 +167,9 @@ def test_rounds_group_every_worker_s_step_of_one_barrier_and_say_who_got_out_fir
 
 def test_the_runs_with_every_worker_traced_hold_whole_rounds() -> None:
     paths = [p for p in sorted(DATA.glob("*.traced.measured.json.gz")) if ALL_TRACED.fullmatch(p.name)]
-    assert [p.name.split(".")[0] for p in paths] == ["cnn_sync_bw100_all8", "mlp_sync_bw100_all8",
-                                                      "mlp_sync_bw100_q20_all8"]
+    assert [p.name.removesuffix(".traced.measured.json.gz") for p in paths] == [
+        "cnn_sync_bw100_all8", "mlp_sync_bw100_all8.r2", "mlp_sync_bw100_all8", "mlp_sync_bw100_q20_all8.r2",
+        "mlp_sync_bw100_q20_all8"]
     for path in paths:
         (result,) = json.loads(gzip.decompress(path.read_bytes()))["results"]
         rounds = sync_rounds(result)
