@@ -51,9 +51,10 @@ from advisor.core.sim_types import NetworkModel
 from advisor.importers.loader import load_profile
 from advisor.importers.tf_profile import RECV_LABEL, label_bytes
 
-DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "flow-shares"
-TRACES = {"async": Path(__file__).resolve().parents[1] / "tests" / "data" / "ps-traces" / "{program}_ps1_bw100.trace.json.gz",
-          "sync": Path(__file__).resolve().parents[1] / "tests" / "data" / "ps-sync" / "{program}_bw100.trace.json.gz"}
+TEST_DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
+DATA = TEST_DATA / "flow-shares"
+TRACES = {"async": TEST_DATA / "ps-traces" / "{program}_ps1_bw100.trace.json.gz",  # each program's one-worker trace
+          "sync": TEST_DATA / "ps-sync" / "{program}_bw100.trace.json.gz"}
 MODELS = {"async": "li2020-des+contention", "sync": "li2020-des-sync+contention"}
 RUN = re.compile(r"(?P<program>[a-z0-9]+)_(?P<mode>sync|async)_bw(?P<mbit>\d+)\.traced\.measured\.json\.gz")
 ALL_TRACED = re.compile(r"(?P<program>[a-z0-9]+)_sync_bw(?P<mbit>\d+)(?:_q(?P<queue_ms>\d+))?_all(?P<w>\d+)"
@@ -93,11 +94,21 @@ def phase_rates(transfers: Iterable[Transfer], pull: bool) -> list[float]:
     rates = []
     for step in sorted(by_step):
         ts = by_step[step]
-        size = sum(t.size for t in ts)
-        span = max(t.end for t in ts) - min(t.start for t in ts)
-        if size >= MIN_PHASE_BYTES and span > 0:
-            rates.append(8.0 * size / span)
+        size, (start, end) = sum(t.size for t in ts), _span(ts)
+        if size >= MIN_PHASE_BYTES and end > start:
+            rates.append(8.0 * size / (end - start))
     return rates
+
+
+def _span(transfers: Sequence[Transfer]) -> tuple[float, float]:
+    """A phase: from its first transfer's start to its last one's end."""
+    return min(t.start for t in transfers), max(t.end for t in transfers)
+
+
+def both_shares(transfers: Sequence[Transfer], link_bps: float, workers: int) -> tuple[Shares, Shares]:
+    """``shares`` of the pull phases and of the push phases of ``transfers``."""
+    return (shares(phase_rates(transfers, True), link_bps, workers),
+            shares(phase_rates(transfers, False), link_bps, workers))
 
 
 def shares(rates: Sequence[float], link_bps: float, workers: int) -> Shares:
@@ -164,18 +175,16 @@ def rows(data: Path = DATA, steps: int = 150, seed: int = 0, params: dict[str, A
         sizes = {op.name: op.bytes for op in profile.ops if op.bytes}
         for result in doc["results"]:
             w = int(result["W"])
-            request = AdviceRequest(network=NetworkModel(bandwidth_bps=link), side_by_side=(),
-                                    model=ModelChoice(MODELS[m["mode"]], {"congestion_control": "cubic", "queue_s": 0.1,
-                                                                                **(params or {})}),
+            choice = ModelChoice(MODELS[m["mode"]], {"congestion_control": "cubic", "queue_s": 0.1, **(params or {})})
+            request = AdviceRequest(network=NetworkModel(bandwidth_bps=link), side_by_side=(), model=choice,
                                     curve=CurveSettings(workers=(w,), steps=steps, seed=seed))
             model, settings = request.model.resolve()
-            timeline = model.timeline(model_inputs(profile, request), settings, w, steps + WARMUP, seed)  # type: ignore[attr-defined]
-            simulated = simulated_transfers(timeline, sizes, w)
-            real = measured_transfers(result["traced_steps_w0"])
+            timeline = model.timeline(model_inputs(profile, request), settings, w, steps + WARMUP,  # type: ignore[attr-defined]
+                                      seed)
             out.append(Row(path.name.split(".")[0], w, float(result["thr_window"]),
                            _throughput(timeline, w, profile.job.batch_size),
-                           tuple(shares(phase_rates(real, d), link, w) for d in (True, False)),  # type: ignore[arg-type]
-                           tuple(shares(phase_rates(simulated, d), link, w) for d in (True, False))))  # type: ignore[arg-type]
+                           both_shares(measured_transfers(result["traced_steps_w0"]), link, w),
+                           both_shares(simulated_transfers(timeline, sizes, w), link, w)))
     return out
 
 
@@ -211,8 +220,7 @@ def step_phases(worker: int, step: dict[str, Any]) -> Phases | None:
     pulls, pushes = [t for t in ts if t.pull], [t for t in ts if not t.pull]
     if not pulls or not pushes:
         return None
-    return Phases(worker, step["client"][0] / 1e6, (min(t.start for t in pulls), max(t.end for t in pulls)),
-                  (min(t.start for t in pushes), max(t.end for t in pushes)))
+    return Phases(worker, step["client"][0] / 1e6, _span(pulls), _span(pushes))
 
 
 def sync_rounds(result: dict[str, Any], gap_s: float = ROUND_GAP_S) -> list[list[Phases]]:
@@ -270,7 +278,8 @@ def all_traced(data: Path = DATA) -> list[str]:
             continue
         for result in json.loads(gzip.decompress(path.read_bytes()))["results"]:
             f = round_figures(sync_rounds(result))
-            lines.append(f"{path.name.removesuffix('.traced.measured.json.gz'):<27} {result['W']:>2} {f.rounds:>6} {f.release_spread:>12.0f} ms"
+            run = path.name.removesuffix(".traced.measured.json.gz")
+            lines.append(f"{run:<27} {result['W']:>2} {f.rounds:>6} {f.release_spread:>12.0f} ms"
                          f" {f.pull_end_spread:>14.0f} ms {f.first_out_started_early:>24.0%}"
                          f"  {f.first_push:>6.0f} / {f.other_push:.0f}")
     return lines
@@ -291,7 +300,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=150, help="simulated steps per worker after the warm-up")
     parser.add_argument("--param", action="append", default=[], metavar="K=V", help="a model parameter (JSON value)")
-    parser.add_argument("--rounds", action="store_true", help="the synchronous runs with every worker traced, round by round")
+    parser.add_argument("--rounds", action="store_true",
+                        help="the synchronous runs with every worker traced, round by round")
     args = parser.parse_args()
     if args.rounds:
         print("\n".join(all_traced()))
