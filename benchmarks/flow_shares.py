@@ -121,7 +121,8 @@ def shares(rates: Sequence[float], link_bps: float, workers: int) -> Shares:
 
 
 def measured_transfers(traced_steps: Sequence[dict[str, Any]]) -> list[Transfer]:
-    """Worker 0's transfers from its traced steps: every ``RecvTensor`` between a PS and it."""
+    """A worker's transfers from its traced steps (step k of the list numbered k): every
+    ``RecvTensor`` between a PS and that worker."""
     out = []
     for k, step in enumerate(traced_steps):
         for _, name, label, start_us, end_us in step["nodes"]:

@@ -288,7 +288,7 @@ def _measure(tf, server, index: int, global_step, train_op, steps: int, threads:
                 break  # a barrier that never completes: the log says so
     out.with_name(f"{out.name}.w{index}").write_text(json.dumps(log))
     if timings:
-        out.with_name(f"{out.name}.timings" if index == 0 else f"{out.name}.w{index}.timings").write_text(json.dumps(timings))
+        out.with_name(f"{out.name}.w{index}.timings").write_text(json.dumps(timings))
 
 
 def _step_records(meta, start_s: float, end_s: float) -> dict[str, Any]:  # type: ignore[no-untyped-def]
@@ -409,17 +409,15 @@ def measure(args: argparse.Namespace) -> None:
             part = scratch.with_name(f"{scratch.name}.w{k}")
             logs.append([tuple(x) for x in json.loads(part.read_text())])
             part.unlink()
-        timings = _take_json(scratch.with_name(f"{scratch.name}.timings"))
-        others = {f"traced_steps_w{k}": _take_json(scratch.with_name(f"{scratch.name}.w{k}.timings"))
-                  for k in range(1, min(args.trace_workers, workers))}
+        traced = {f"traced_steps_w{k}": _take_json(scratch.with_name(f"{scratch.name}.w{k}.timings"))
+                  for k in range(min(args.trace_workers, workers))}
         net = _take_json(scratch.with_name(f"{scratch.name}.net"))
         replicas = max(workers - args.backup, 1) if args.sync else None
         thr = update_throughput(logs, batch, replicas, skip) if replicas else throughput_window(logs, batch, skip)
         print(f"W={workers}: {thr:.1f} examples/s (load {load_before:.2f} before, {load_after:.2f} after)", flush=True)
         results.append({"W": workers, "thr_window": thr, "replicas_to_aggregate": replicas,
                         "load_before": load_before, "load_after": load_after, "step_log": logs}
-                       | ({"network_counters": net} if net else {}) | ({"traced_steps_w0": timings} if timings else {})
-                       | {k: v for k, v in others.items() if v})
+                       | ({"network_counters": net} if net else {}) | {k: v for k, v in traced.items() if v})
     meta = {"model": args.model, "batch": batch, "n_ps": args.ps, "placement": args.placement, "bw_mbit": args.mbit,
             "steps_per_worker": args.measure_steps or 100, "window_skips_steps": skip, "shape": args.shape,
             "sync": bool(args.sync), "backup_workers": args.backup if args.sync else 0,
