@@ -2,6 +2,7 @@
 
     python -m benchmarks.flow_shares [--steps 150] [--param KEY=VALUE ...]
     python -m benchmarks.flow_shares --rounds
+    python -m benchmarks.flow_shares --tcp
 
 The contention rules (docs/contention-model.md) were chosen by the throughput they predict.
 This looks one level down, at the transfers themselves. Data: ``tests/data/flow-shares`` (its
@@ -26,6 +27,14 @@ starts), how far apart their pulls end, how often the round's first worker to en
 among the first quarter released, and how long that worker's pushes take against the others'
 (shorter if it pushes at the link's rate while the others still pull).
 
+``--tcp`` reads the all-traced runs that also sampled the PS's TCP connections (``*_tcp_all8``,
+``tcp_samples_ps0``: ``ss -tin`` about every 45 ms). Per round, the first worker to end its pulls,
+from its first push to the others' last pull end: its push rate (the bytes the PS received on its
+push connection), the others' pulls together (the bytes they acknowledged), the RTT the PS's
+senders see on the pull connections (its outbound queue) and the receiver's RTT estimate on the
+pusher's connection. Per run, the medians over rounds, the push also as a multiple of the fair
+share (link rate / W).
+
 A phase counts the transfers of at least ``MIN_TRANSFER_BYTES``: the few-byte messages (a
 synchronous worker's token, the step counter, control edges) come at other moments of the step
 and carry nothing whose rate could be shared; steps whose phase holds less than
@@ -45,6 +54,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from advisor.core.advice import AdviceRequest, ModelChoice, model_inputs
 from advisor.core.curve import CurveSettings
 from advisor.core.sim_types import NetworkModel
@@ -57,7 +68,8 @@ TRACES = {"async": TEST_DATA / "ps-traces" / "{program}_ps1_bw100.trace.json.gz"
           "sync": TEST_DATA / "ps-sync" / "{program}_bw100.trace.json.gz"}
 MODELS = {"async": "li2020-des+contention", "sync": "li2020-des-sync+contention"}
 RUN = re.compile(r"(?P<program>[a-z0-9]+)_(?P<mode>sync|async)_bw(?P<mbit>\d+)\.traced\.measured\.json\.gz")
-ALL_TRACED = re.compile(r"(?P<program>[a-z0-9]+)_sync_bw(?P<mbit>\d+)(?:_q(?P<queue_ms>\d+))?_all(?P<w>\d+)"
+ALL_TRACED = re.compile(r"(?P<program>[a-z0-9]+)_sync_bw(?P<mbit>\d+)(?:_q(?P<queue_ms>\d+))?"
+                        r"(?:_(?P<variant>ssai0|tcp))?_all(?P<w>\d+)"
                         r"(?:\.r(?P<repeat>\d+))?\.traced\.measured\.json\.gz")
 ROUND_GAP_S = 0.15  # steps of different workers starting closer than this belong to one synchronous round
 MIN_TRANSFER_BYTES = 1024
@@ -286,6 +298,90 @@ def all_traced(data: Path = DATA) -> list[str]:
     return lines
 
 
+# The recorder's ``tcp_samples_ps0`` rows (scripts/record_ps_traces.py, --tcp-sample-ms): ``ss -tin``
+# in the PS's namespace, [t, worker, connection, *TCP_FIELDS]. Pulls arrive on connection 0 (the
+# PS sends: its RTT is the PS's outbound queue plus the way back), pushes on connection 1 (the PS
+# receives: bytes_received, and the receiver's RTT estimate).
+TCP_FIELDS = ("rtt", "cwnd", "bytes_acked", "bytes_received", "unacked", "rcv_rtt", "retrans")
+PULL_CONNECTION, PUSH_CONNECTION = 0, 1
+MIN_OVERLAP_S = 0.1  # a shorter overlap holds too few samples (about one each 45 ms) for a rate
+
+
+def tcp_counter(samples: Sequence[Sequence[Any]], worker: int, connection: int,
+                field: str) -> tuple[list[float], list[float]]:
+    """One field of one connection over time: (times, values), samples without it left out."""
+    k = 3 + TCP_FIELDS.index(field)
+    found = [(r[0], r[k]) for r in samples if r[1] == worker and r[2] == connection and r[k] is not None]
+    return [t for t, _ in found], [v for _, v in found]
+
+
+def _at(series: tuple[list[float], list[float]], t: float) -> float:
+    """A cumulative counter at ``t``, linearly between its samples."""
+    times, values = series
+    return float(np.interp(t, times, values))
+
+
+def _median_within(series: tuple[list[float], list[float]], a: float, b: float) -> float:
+    inside = [v for t, v in zip(*series) if a <= t <= b]
+    return statistics.median(inside) if inside else math.nan
+
+
+@dataclass(frozen=True)
+class EarlyPush:
+    """One round: the first worker out pushing while the others still pull (rates in Mbit/s, ms)."""
+
+    overlap_ms: float  # from its first push to the others' last pull end
+    push_mbit: float  # its push rate meanwhile (bytes the PS received on its push connection)
+    pulls_mbit: float  # the others' pulls together meanwhile (bytes they acknowledged)
+    pull_rtt_ms: float  # median RTT of the others' pull connections: the PS's outbound queue
+    push_rtt_ms: float  # median receiver's RTT estimate on its push connection
+
+
+def early_pushes(result: dict[str, Any]) -> list[EarlyPush]:
+    """Per round of an all-traced run with TCP samples, the first worker out's push while the
+    others pull; rounds whose overlap is shorter than ``MIN_OVERLAP_S`` are left out."""
+    samples = result.get("tcp_samples_ps0") or []
+    if not samples:
+        return []
+    found = []
+    for r in sync_rounds(result):
+        first = min(r, key=lambda p: p.pull[1])
+        others = [p for p in r if p is not first]
+        a, b = first.push[0], max(p.pull[1] for p in others)
+        if b - a < MIN_OVERLAP_S:
+            continue
+        pushed = tcp_counter(samples, first.worker, PUSH_CONNECTION, "bytes_received")
+        pulled = [tcp_counter(samples, p.worker, PULL_CONNECTION, "bytes_acked") for p in others]
+        rtts = [v for p in others for t, v in zip(*tcp_counter(samples, p.worker, PULL_CONNECTION, "rtt"))
+                if a <= t <= b]
+        mbit = 8 / (b - a) / 1e6
+        found.append(EarlyPush((b - a) * 1e3, (_at(pushed, b) - _at(pushed, a)) * mbit,
+                               sum(_at(c, b) - _at(c, a) for c in pulled) * mbit,
+                               statistics.median(rtts) if rtts else math.nan,
+                               _median_within(tcp_counter(samples, first.worker, PUSH_CONNECTION, "rcv_rtt"), a, b)))
+    return found
+
+
+def tcp_lines(data: Path = DATA) -> list[str]:
+    """The ``--tcp`` lines: per all-traced run with TCP samples, the medians of ``early_pushes``."""
+    lines = [f"{'run':<27} {'W':>2} rounds  overlap  its push (x fair share)  others' pulls  "
+             "pull RTT  push RTT (receiver)"]
+    for path in sorted(data.glob("*.traced.measured.json.gz")):
+        if ALL_TRACED.fullmatch(path.name) is None:
+            continue
+        for result in json.loads(gzip.decompress(path.read_bytes()))["results"]:
+            found = early_pushes(result)
+            if not found:
+                continue
+            fair = float(json.loads(gzip.decompress(path.read_bytes()))["meta"]["bw_mbit"]) / int(result["W"])
+            med = {f: statistics.median(getattr(e, f) for e in found) for f in EarlyPush.__dataclass_fields__}
+            run = path.name.removesuffix(".traced.measured.json.gz")
+            lines.append(f"{run:<27} {result['W']:>2} {len(found):>6} {med['overlap_ms']:>5.0f} ms"
+                         f" {med['push_mbit']:>6.1f} Mbit/s ({med['push_mbit'] / fair:.2f})"
+                         f" {med['pulls_mbit']:>8.1f} Mbit/s {med['pull_rtt_ms']:>6.0f} ms {med['push_rtt_ms']:>6.0f} ms")
+    return lines
+
+
 def table(found: Sequence[Row]) -> list[str]:
     """The printed table: per run and W, throughput and each direction's share and spread."""
     lines = [f"{'run':<16} {'W':>2} {'ex/s real':>9} {'sim':>6}   pulls: share real/sim, log-sd real/sim"
@@ -303,9 +399,14 @@ def main() -> None:
     parser.add_argument("--param", action="append", default=[], metavar="K=V", help="a model parameter (JSON value)")
     parser.add_argument("--rounds", action="store_true",
                         help="the synchronous runs with every worker traced, round by round")
+    parser.add_argument("--tcp", action="store_true",
+                        help="the all-traced runs with TCP samples: the first worker out's push while the others pull")
     args = parser.parse_args()
     if args.rounds:
         print("\n".join(all_traced()))
+        return
+    if args.tcp:
+        print("\n".join(tcp_lines()))
         return
     params = {k: json.loads(v) for k, v in (p.split("=", 1) for p in args.param)}
     print("\n".join(table(rows(steps=args.steps, params=params))))

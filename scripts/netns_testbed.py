@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 # A burst of a few frames: tbf then splits every larger GSO packet into wire-size frames, each
@@ -43,10 +43,13 @@ def shape(ns: str, dev: str, mbit: float, queue_ms: float, delay_ms: float = 0.0
 
 def setup_network(prefix: str, subnet: str, names: Sequence[str], *, mbit: float, queue_ms: float,
                   delay_ms: float = 0.0, shaped: Callable[[str], bool] = lambda name: True,
-                  rate: Callable[[str], float | None] = lambda name: None) -> dict[str, str]:
+                  rate: Callable[[str], float | None] = lambda name: None,
+                  sysctls: Mapping[str, str] | None = None) -> dict[str, str]:
     """Namespaces ``<prefix>-<name>`` on a bridge in ``<prefix>-br``, addresses ``<subnet>.1..``,
     TCP cubic, and each ``shaped`` task's link shaped both ways at ``mbit``, or at its own
-    ``rate(name)`` where that is not None (a slower NIC); returns each task's address."""
+    ``rate(name)`` where that is not None (a slower NIC); ``sysctls`` (name: value) set in every
+    task's namespace (a new namespace starts from the kernel's defaults, not the host's settings);
+    returns each task's address."""
     teardown_network(prefix)
     bridge = f"{prefix}-br"
     run("ip", "netns", "add", bridge)
@@ -68,6 +71,8 @@ def setup_network(prefix: str, subnet: str, names: Sequence[str], *, mbit: float
         # the namespace's sysctl default is the host's (bbr here) and read-only: a route attribute
         # sets cubic for every connection on the subnet instead
         ns_exec(ns, "ip", "route", "replace", f"{subnet}.0/24", "dev", "eth0", "congctl", "lock", "cubic")
+        for key, value in (sysctls or {}).items():
+            ns_exec(ns, "sysctl", "-q", "-w", f"{key}={value}")
         own = rate(name)
         if shaped(name) or own is not None:
             shape(ns, "eth0", own or mbit, queue_ms, delay_ms)  # task -> bridge

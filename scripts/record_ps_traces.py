@@ -32,6 +32,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -69,14 +70,14 @@ def task_names(n_ps: int, workers: int = 1) -> list[str]:
 
 
 def setup_network(n_ps: int, mbit: float, queue_ms: int, shape: str, workers: int = 1,
-                  worker_mbits: Sequence[float] = ()) -> dict[str, str]:
+                  worker_mbits: Sequence[float] = (), sysctls: dict[str, str] | None = None) -> dict[str, str]:
     """The testbed (netns_testbed.py), the PS links shaped (all links with ``shape == "all"``),
-    and worker k's own link at ``worker_mbit(worker_mbits, k)`` where that is set; returns each
-    task's IP address."""
+    worker k's own link at ``worker_mbit(worker_mbits, k)`` where that is set, and ``sysctls`` in
+    every namespace; returns each task's IP address."""
     return testbed.setup_network(PREFIX, SUBNET, task_names(n_ps, workers), mbit=mbit, queue_ms=queue_ms,
                                  shaped=lambda name: name.startswith("ps") or shape == "all",
                                  rate=lambda name: worker_mbit(worker_mbits, int(name[1:])) if name.startswith("w")
-                                 else None)
+                                 else None, sysctls=sysctls)
 
 
 def teardown_network() -> None:
@@ -340,7 +341,8 @@ def record(args: argparse.Namespace, workers: int = 1, out: Path | None = None) 
         ports = {name: PORT + k for k, name in enumerate(names)}
     else:
         try:
-            addresses = setup_network(args.ps, args.mbit, args.queue_ms, args.shape, workers, args.worker_mbits)
+            addresses = setup_network(args.ps, args.mbit, args.queue_ms, args.shape, workers, args.worker_mbits,
+                                      dict(args.sysctl))
         except BaseException:
             teardown_network()
             raise
@@ -369,7 +371,13 @@ def record(args: argparse.Namespace, workers: int = 1, out: Path | None = None) 
                     procs.append(subprocess.Popen(prefix + base, env=env, stdout=log, stderr=subprocess.STDOUT))
                 if role == "ps":
                     time.sleep(1.0)
-            testbed.wait_workers(procs[args.ps:], logs, args.timeout)
+            sampler = start_tcp_sampler(out, args.tcp_sample_ms) if args.tcp_sample_ms and not args.no_netns else None
+            try:
+                testbed.wait_workers(procs[args.ps:], logs, args.timeout)
+            finally:
+                if sampler is not None:
+                    sampler.kill()
+                    sampler.wait()
         if args.measure and not args.no_netns:
             counters = testbed.network_counters(PREFIX, names)
             out.with_name(f"{out.name}.net").write_text(json.dumps(counters))
@@ -379,6 +387,57 @@ def record(args: argparse.Namespace, workers: int = 1, out: Path | None = None) 
     if not args.measure:
         print(f"recorded {out} ({out.stat().st_size} bytes)")
     shutil.rmtree(logs, ignore_errors=True)
+
+
+# ``ss -tin`` of the first PS's namespace every few ms, each sample headed by the wall clock: the
+# PS's view of its two connections with each worker, which a traced step's transfer start and end
+# cannot show. TensorFlow moves every tensor by a RecvTensor call from the task that needs it, so
+# pulls arrive at the worker on the worker's connection to the PS's server (on the PS's side: the
+# sender's cwnd, RTT and bytes acked), and pushes at the PS on the PS's connection to the worker's
+# server (bytes received and the receiver's RTT estimate). bash's $EPOCHREALTIME keeps one spawn
+# (ss) per sample.
+PULL_CONNECTION, PUSH_CONNECTION = 0, 1
+SS_LOOP = 'while :; do echo "@ $EPOCHREALTIME"; ss -tinH state established; sleep {s}; done'
+SS_FIELDS = {"rtt": r"\brtt:([\d.]+)", "cwnd": r"\bcwnd:(\d+)", "bytes_acked": r"\bbytes_acked:(\d+)",
+             "bytes_received": r"\bbytes_received:(\d+)", "unacked": r"\bunacked:(\d+)",
+             "rcv_rtt": r"\brcv_rtt:([\d.]+)", "retrans": r"\bretrans:\d+/(\d+)"}
+
+
+def start_tcp_sampler(out: Path, every_ms: float) -> subprocess.Popen[bytes]:
+    """The ``ss`` loop in the first PS's namespace, writing to ``<out>.tcp`` (``--tcp-sample-ms``)."""
+    with out.with_name(f"{out.name}.tcp").open("wb") as sink:
+        return subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}-ps0", "bash", "-c",
+                                 SS_LOOP.format(s=every_ms / 1e3)], stdout=sink, stderr=subprocess.DEVNULL)
+
+
+def parse_tcp_samples(text: str, addresses: dict[str, int]) -> list[list[Any]]:
+    """``ss`` samples as ``[t, worker, connection, field values in SS_FIELDS order]`` rows, one per
+    sample and connection with a worker (``addresses``: worker IPv4 address -> index; other
+    peers are left out; a field ``ss`` did not print is None). ``connection`` is
+    ``PULL_CONNECTION`` where the PS's server port is the local end, ``PUSH_CONNECTION`` where
+    it is the remote one (the worker's server)."""
+    rows: list[list[Any]] = []
+    t, peer, kind = None, None, PULL_CONNECTION
+    for line in text.splitlines():
+        if line.startswith("@ "):
+            t, peer = float(line[2:]), None
+        elif line[:1].isspace():
+            if t is not None and peer is not None:
+                found = [re.search(pattern, line) for pattern in SS_FIELDS.values()]
+                rows.append([t, peer, kind] + [None if m is None else float(m.group(1)) for m in found])
+            peer = None
+        elif line.strip():
+            local, remote = line.split()[-2:]
+            kind = PULL_CONNECTION if local.endswith(f":{PORT}") else PUSH_CONNECTION
+            peer = addresses.get(_ipv4(remote)) if local.endswith(f":{PORT}") or remote.endswith(f":{PORT}") else None
+    return rows
+
+
+def _ipv4(endpoint: str) -> str:
+    """The IPv4 address of an ``ss`` endpoint, ``10.0.0.2:40000`` or gRPC's IPv4-mapped
+    ``[::ffff:10.0.0.2]:40000``."""
+    host = endpoint.rsplit(":", 1)[0].strip("[]")
+    return host.removeprefix("::ffff:")
 
 
 def _take_json(path: Path) -> Any:
@@ -412,6 +471,11 @@ def measure(args: argparse.Namespace) -> None:
         traced = {f"traced_steps_w{k}": _take_json(scratch.with_name(f"{scratch.name}.w{k}.timings"))
                   for k in range(min(args.trace_workers, workers))}
         net = _take_json(scratch.with_name(f"{scratch.name}.net"))
+        tcp = scratch.with_name(f"{scratch.name}.tcp")
+        if tcp.exists():
+            ips = {f"{SUBNET}.{args.ps + k + 1}": k for k in range(workers)}  # task_names: the PS first
+            traced["tcp_samples_ps0"] = parse_tcp_samples(tcp.read_text(), ips)
+            tcp.unlink()
         replicas = max(workers - args.backup, 1) if args.sync else None
         thr = update_throughput(logs, batch, replicas, skip) if replicas else throughput_window(logs, batch, skip)
         print(f"W={workers}: {thr:.1f} examples/s (load {load_before:.2f} before, {load_after:.2f} after)", flush=True)
@@ -422,12 +486,21 @@ def measure(args: argparse.Namespace) -> None:
             "steps_per_worker": args.measure_steps or 100, "window_skips_steps": skip, "shape": args.shape,
             "sync": bool(args.sync), "backup_workers": args.backup if args.sync else 0,
             "queue_ms": args.queue_ms, "congestion_control": "cubic"} | \
+        ({"sysctls": dict(args.sysctl)} if args.sysctl else {}) | \
         ({"worker_speeds": [worker_speed(args.worker_speeds, k) for k in range(max(args.measure))]}
          if args.worker_speeds else {}) | \
         ({"worker_mbits": [worker_mbit(args.worker_mbits, k) for k in range(max(args.measure))]}
          if args.worker_mbits else {})
     body = json.dumps({"meta": meta, "results": results}).encode()
     out.write_bytes(gzip.compress(body, mtime=0) if out.name.endswith(".gz") else body)
+
+
+def sysctl_setting(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` of ``--sysctl``: a dotted net.* name and a value."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.startswith("net.") or not value:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a net.* KEY=VALUE setting")
+    return key, value
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -470,6 +543,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="heterogeneous NICs: each worker's own link rate in Mbit/s, taken in turn, shaped both "
                              "ways (e.g. 0,50: every second worker's link at 50 Mbit/s; 0 leaves a link as --shape "
                              "does); default none")
+    parser.add_argument("--tcp-sample-ms", type=float, default=0.0,
+                        help="measured runs: sample ss -tin in the first PS's namespace this often (kept as "
+                             "tcp_samples_ps0: [t, worker, connection (0 pulls, 1 pushes), " + ", ".join(SS_FIELDS) + "] rows; about one ss "
+                             "process per sample)")
+    parser.add_argument("--sysctl", type=sysctl_setting, action="append", default=[], metavar="KEY=VALUE",
+                        help="a kernel setting for every task's namespace, e.g. "
+                             "net.ipv4.tcp_slow_start_after_idle=0 (repeatable; kept in the output's meta)")
     parser.add_argument("--out", required=True, help="where the upload bundle goes (gzip, as uploaded)")
     return parser.parse_args(argv)
 

@@ -10,6 +10,7 @@
 #   sudo bash scripts/record_ps_truth.sh heterogeneous-sync [REPEATS...]  # the same, synchronous
 #   sudo bash scripts/record_ps_truth.sh heterogeneous-nic [REPEATS...]  # every second worker's link at 50 Mbit/s
 #   sudo bash scripts/record_ps_truth.sh flow-shares     # W = 2, 4, 8 with worker 0 tracing its transfers, and W = 8 with every worker tracing (15 min)
+#   sudo bash scripts/record_ps_truth.sh flow-shares-tcp # W = 8, every worker tracing: slow start after idle off, then ss samples (15 min)
 #
 # Needs root (namespaces, tc) and a venv with tensorflow-cpu and advisor:
 #   python3 -m venv /tmp/tfvenv && /tmp/tfvenv/bin/pip install -e '.[test,tensorflow]'
@@ -101,6 +102,26 @@ if [ "${1:-}" = flow-shares ]; then
     tag=$([ $q = 20 ] && echo _q20)
     step $REC --sync --model mlp --mbit 100 --queue-ms $q --measure 8 --measure-steps 60 --skip 10 --trace-steps 20 \
       --trace-workers 8 --out tests/data/flow-shares/mlp_sync_bw100${tag}_all8.r2.traced.measured.json.gz
+  done
+  exit 0
+fi
+
+# what holds an early push back (tests/data/flow-shares, *_ssai0_all8 and *_tcp_all8): the same W = 8
+# runs with TCP's slow start after idle off in every namespace, then with ss samples of the PS's
+# connections (python -m benchmarks.flow_shares --tcp) (about 15 minutes)
+if [ "${1:-}" = flow-shares-tcp ]; then
+  for spec in "mlp 100" "mlp 20" "cnn 100"; do
+    set -- $spec
+    tag=$([ $2 = 20 ] && echo _q20)
+    step $REC --sync --model $1 --mbit 100 --queue-ms $2 --measure 8 --measure-steps 60 --skip 10 --trace-steps 20 \
+      --trace-workers 8 --sysctl net.ipv4.tcp_slow_start_after_idle=0 \
+      --out tests/data/flow-shares/$1_sync_bw100${tag}_ssai0_all8.traced.measured.json.gz
+  done
+  for spec in "mlp 100" "mlp 20" "cnn 100"; do
+    set -- $spec
+    tag=$([ $2 = 20 ] && echo _q20)
+    step $REC --sync --model $1 --mbit 100 --queue-ms $2 --measure 8 --measure-steps 40 --skip 10 --trace-steps 20 \
+      --trace-workers 8 --tcp-sample-ms 20 --out tests/data/flow-shares/$1_sync_bw100${tag}_tcp_all8.traced.measured.json.gz
   done
   exit 0
 fi

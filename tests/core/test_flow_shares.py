@@ -4,18 +4,23 @@ from the recorded runs (``tests/data/flow-shares``)."""
 
 from __future__ import annotations
 
+import argparse
 import gzip
+import importlib.util
 import json
 import math
 import statistics
+import sys
+from types import ModuleType
 
 import pytest
 
 from advisor.importers.tf_profile import label_bytes
 from benchmarks.flow_shares import (
-    ALL_TRACED, DATA, MIN_PHASE_BYTES, RUN, Transfer, measured_transfers, phase_rates, round_figures, rows, shares,
-    simulated_transfers, sync_rounds,
+    ALL_TRACED, DATA, MIN_PHASE_BYTES, PULL_CONNECTION, PUSH_CONNECTION, RUN, TCP_FIELDS, Transfer, early_pushes,
+    measured_transfers, phase_rates, round_figures, rows, shares, simulated_transfers, sync_rounds,
 )
+from tests.conftest import REPO
 
 WORKER = "/job:worker/replica:0/task:0/device:CPU:0"
 PS = "/job:ps/replica:0/task:0/device:CPU:0"
@@ -168,10 +173,118 @@ def test_rounds_group_every_worker_s_step_of_one_barrier_and_say_who_got_out_fir
 def test_the_runs_with_every_worker_traced_hold_whole_rounds() -> None:
     paths = [p for p in sorted(DATA.glob("*.traced.measured.json.gz")) if ALL_TRACED.fullmatch(p.name)]
     assert [p.name.removesuffix(".traced.measured.json.gz") for p in paths] == [
-        "cnn_sync_bw100_all8", "mlp_sync_bw100_all8.r2", "mlp_sync_bw100_all8", "mlp_sync_bw100_q20_all8.r2",
-        "mlp_sync_bw100_q20_all8"]
+        "cnn_sync_bw100_all8", "cnn_sync_bw100_ssai0_all8", "cnn_sync_bw100_tcp_all8", "mlp_sync_bw100_all8.r2",
+        "mlp_sync_bw100_all8", "mlp_sync_bw100_q20_all8.r2", "mlp_sync_bw100_q20_all8",
+        "mlp_sync_bw100_q20_ssai0_all8", "mlp_sync_bw100_q20_tcp_all8", "mlp_sync_bw100_ssai0_all8",
+        "mlp_sync_bw100_tcp_all8"]
     for path in paths:
         (result,) = json.loads(gzip.decompress(path.read_bytes()))["results"]
         rounds = sync_rounds(result)
         assert len(rounds) >= 15  # of the 20 traced steps a worker, the first and last may be cut
         assert all(len(r) == 8 for r in rounds)
+
+
+def _recorder() -> ModuleType:
+    """scripts/record_ps_traces.py (a script, not a package module; TensorFlow is imported only
+    inside its tasks)."""
+    sys.path.insert(0, str(REPO / "scripts"))  # its own import of netns_testbed
+    try:
+        spec = importlib.util.spec_from_file_location("record_ps_traces", REPO / "scripts" / "record_ps_traces.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    return module
+
+
+def test_the_recorder_reads_ss_samples_of_both_connections_with_each_worker() -> None:
+    recorder = _recorder()
+    assert recorder.SS_FIELDS.keys() == set(TCP_FIELDS) and list(recorder.SS_FIELDS) == list(TCP_FIELDS)
+    assert (recorder.PULL_CONNECTION, recorder.PUSH_CONNECTION) == (PULL_CONNECTION, PUSH_CONNECTION)
+    ps, w0, w1, other = "10.213.77.1", "10.213.77.2", "10.213.77.3", "10.213.77.9"
+    text = (f"@ 100.5\n"
+            # worker 0 called the PS's server (gRPC's IPv4-mapped form): pulls arrive on it
+            f"0      17     [::ffff:{ps}]:2222 [::ffff:{w0}]:43414\n"
+            "\t cubic wscale:10,10 rto:276 rtt:76.5/3.2 ato:40 mss:1448 cwnd:62 bytes_sent:9000 "
+            "bytes_acked:8000 bytes_received:409 unacked:3 rcv_space:14480 minrtt:0.01\n"
+            # the PS called worker 1's server: pushes arrive on it
+            f"0      0      {ps}:51000 {w1}:2222\n"
+            "\t cubic rtt:1.5/0.5 cwnd:10 bytes_acked:300 bytes_received:1250000 rcv_rtt:72.25 "
+            "retrans:0/4\n"
+            # a peer that is no worker, and a connection on neither server port: left out
+            f"0      0      {ps}:2222 {other}:40000\n\t cubic rtt:1/1 cwnd:5\n"
+            f"0      0      {ps}:50000 {w0}:50001\n\t cubic rtt:1/1 cwnd:5\n"
+            "@ 100.55\n")
+    rows = recorder.parse_tcp_samples(text, {w0: 0, w1: 1})
+    assert rows == [[100.5, 0, PULL_CONNECTION, 76.5, 62.0, 8000.0, 409.0, 3.0, None, None],
+                    [100.5, 1, PUSH_CONNECTION, 1.5, 10.0, 300.0, 1250000.0, None, 72.25, 4.0]]
+    assert recorder.sysctl_setting("net.ipv4.tcp_slow_start_after_idle=0") == ("net.ipv4.tcp_slow_start_after_idle", "0")
+    for bad in ("net.ipv4.tcp_slow_start_after_idle", "kernel.pid_max=9", "net.x="):
+        with pytest.raises(argparse.ArgumentTypeError, match="KEY=VALUE"):
+            recorder.sysctl_setting(bad)
+
+
+def _sample(t: float, worker: int, connection: int, **fields: float) -> list:
+    return [t, worker, connection] + [fields.get(f) for f in TCP_FIELDS]
+
+
+def test_an_early_push_is_the_first_worker_out_pushing_while_the_others_pull() -> None:
+    # worker 1 ends its pulls first (200 ms) and pushes from 220 ms; worker 0 pulls until 400 ms.
+    # Over that 180 ms overlap the PS receives 225 kB from worker 1 (10 Mbit/s) and worker 0
+    # acknowledges 1.125 MB (50 Mbit/s); worker 0's pull connection reads 60 ms RTT, worker 1's
+    # push connection 40 ms at the receiver.
+    result = {"W": 2,
+              "traced_steps_w0": [_step(0, (1, 400), (420, 600))],
+              "traced_steps_w1": [_step(10, (11, 200), (220, 450))],
+              "tcp_samples_ps0": [
+                  s for t in (0.0, 0.2, 0.22, 0.26, 0.3, 0.45, 0.5)
+                  for s in (_sample(t, 1, PUSH_CONNECTION, bytes_received=max(0.0, t - 0.22) * 1.25e6, rcv_rtt=40.0),
+                            _sample(t, 0, PULL_CONNECTION, bytes_acked=t * 6.25e6, rtt=60.0))]}
+    (push,) = early_pushes(result)
+    assert push.overlap_ms == pytest.approx(180.0)
+    assert push.push_mbit == pytest.approx(10.0)
+    assert push.pulls_mbit == pytest.approx(50.0)
+    assert (push.pull_rtt_ms, push.push_rtt_ms) == (60.0, 40.0)
+    # without samples, or with an overlap under MIN_OVERLAP_S, there is nothing to say
+    assert early_pushes({k: v for k, v in result.items() if k != "tcp_samples_ps0"}) == []
+    short = dict(result, traced_steps_w0=[_step(0, (1, 300), (320, 600))])  # 80 ms
+    assert early_pushes(short) == []
+
+
+def _early(name: str) -> list:
+    (result,) = json.loads(gzip.decompress((DATA / f"{name}.traced.measured.json.gz").read_bytes()))["results"]
+    return early_pushes(result)
+
+
+def test_an_early_mlp_push_runs_at_the_round_trip_the_other_direction_s_queue_sets() -> None:
+    """docs/contention-model.md, section 8: while the others pull, the first MLP worker out
+    pushes at about its fair share (not the idle inbound link's rate) with a 100 ms queue, twice
+    as fast with 20 ms, and the round trip both directions see is most of the queue."""
+    def median(found: list, field: str) -> float:
+        return statistics.median(getattr(e, field) for e in found)
+    long_queue, short_queue = _early("mlp_sync_bw100_tcp_all8"), _early("mlp_sync_bw100_q20_tcp_all8")
+    assert len(long_queue) >= 15 and len(short_queue) >= 15
+    fair = 100 / 8
+    assert median(long_queue, "push_mbit") < 1.0 * fair < 1.5 * fair < median(short_queue, "push_mbit")
+    assert median(long_queue, "pulls_mbit") > 85  # the others' pulls fill the outbound link meanwhile
+    for field in ("pull_rtt_ms", "push_rtt_ms"):
+        assert 60 < median(long_queue, field) < 100
+        assert median(short_queue, field) < 20
+    # the CNN's early pushes run at twice the fair share through the same queue
+    assert median(_early("cnn_sync_bw100_tcp_all8"), "push_mbit") > 1.6 * fair
+
+
+def test_slow_start_after_idle_does_not_hold_the_early_mlp_push_back() -> None:
+    """docs/contention-model.md, section 8: with tcp_slow_start_after_idle off in every namespace
+    the MLP's throughput and its first worker out's pushes are those of the default runs."""
+    def load(name: str) -> tuple[dict, float, float]:
+        doc = json.loads(gzip.decompress((DATA / f"{name}.traced.measured.json.gz").read_bytes()))
+        f = round_figures(sync_rounds(doc["results"][0]))
+        return doc, doc["results"][0]["thr_window"], f.first_push / f.other_push
+    off, off_thr, off_ratio = load("mlp_sync_bw100_ssai0_all8")
+    assert off["meta"]["sysctls"] == {"net.ipv4.tcp_slow_start_after_idle": "0"}
+    on = [load(n) for n in ("mlp_sync_bw100_all8", "mlp_sync_bw100_all8.r2")]
+    assert all("sysctls" not in doc["meta"] for doc, _, _ in on)
+    assert off_thr == pytest.approx(statistics.fmean(t for _, t, _ in on), rel=0.01)
+    assert off_ratio > max(r for _, _, r in on) - 0.01  # no earlier push without the restart
