@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
 import re
 import statistics
@@ -203,18 +204,22 @@ def model_error(points: Sequence[Point], model: str, source: str = "") -> ModelE
     return measured_error(model, LEVEL, residuals(points), REGIMES, OTHER_REGIMES, True, source)
 
 
-def leave_one_job_out(measured: Mapping[str, Mapping[int, Sequence[float]]], name: str, grid: Sequence[float], *,
-                      model: str, steps: int, params: Mapping[str, Any]) -> dict[str, tuple[float, list[Point]]]:
-    """For each job, ``name`` chosen from ``grid`` by the smallest median |error| over the OTHER
-    jobs' points, and the job's points predicted with it: {job: (value, points)}."""
+def leave_one_job_out(measured: Mapping[str, Mapping[int, Sequence[float]]], grids: Mapping[str, Sequence[float]],
+                      *, model: str, steps: int,
+                      params: Mapping[str, Any]) -> dict[str, tuple[tuple[float, ...], list[Point]]]:
+    """For each job, the values of the parameters ``grids`` names chosen together (every
+    combination of their grids; ties: the first in grid order) by the smallest median |error|
+    over the OTHER jobs' points, and the job's points predicted with them: {job: (values, points)}."""
     shown = arrangements()
-    by_value = {v: {job: predict(job, measured[job], model=model, steps=steps, params={**params, name: v}, shown=shown)
-                    for job in measured} for v in grid}
+    combos = list(itertools.product(*grids.values()))
+    by_value = {v: {job: predict(job, measured[job], model=model, steps=steps,
+                                 params={**params, **dict(zip(grids, v))}, shown=shown)
+                    for job in measured} for v in combos}
     out = {}
     for job in measured:
-        def cost(v: float, job: str = job) -> float:
+        def cost(v: tuple[float, ...], job: str = job) -> float:
             return statistics.median(abs(p.error) for other, pts in by_value[v].items() if other != job for p in pts)
-        best = min(grid, key=cost)
+        best = min(combos, key=cost)
         out[job] = (best, by_value[best][job])
     return out
 
@@ -255,8 +260,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--param", action="append", default=[], metavar="K=V", help="a model parameter")
     parser.add_argument("--job", action="append", default=[], help="only these jobs")
     parser.add_argument("--markdown", action="store_true")
-    parser.add_argument("--fit", metavar="NAME=V1,V2,...",
-                        help="also report leave-one-job-out: NAME chosen on the other jobs from these values")
+    parser.add_argument("--fit", metavar="NAME=V1,V2,...", action="append", default=[],
+                        help="also report leave-one-job-out: NAME chosen on the other jobs from these values "
+                             "(repeated: the parameters chosen together, every combination)")
     parser.add_argument("--write", action="store_true", help="ship the model's measured error (module docstring)")
     args = parser.parse_args(argv)
     params = {k: json.loads(v) for k, v in (p.split("=", 1) for p in args.param)}
@@ -292,14 +298,15 @@ def main(argv: Sequence[str] | None = None) -> None:
                       f"{p.alternative:.1f}; measured {'/'.join(f'{m:.1f}' for m in p.measured)}, the repeats "
                       f"showed: {shown}")
     if args.fit:
-        name, values = args.fit.split("=", 1)
-        grid = [float(v) for v in values.split(",")]
+        grids = {name: [float(v) for v in values.split(",")] for name, values in (f.split("=", 1) for f in args.fit)}
         chosen = {job: measured[job] for job in measured if not args.job or job in args.job}
-        held = leave_one_job_out(chosen, name, grid, model=args.model, steps=args.steps, params=params)
-        print(f"\nleave-one-job-out: {name} chosen from {grid} on the other jobs")
+        held = leave_one_job_out(chosen, grids, model=args.model, steps=args.steps, params=params)
+        print("\nleave-one-job-out: " + ", ".join(f"{n} chosen from {g}" for n, g in grids.items())
+              + " on the other jobs")
         for job, (value, points) in sorted(held.items()):
             med, worst = summary(points)
-            print(f"{job:<20} {name}={value:g}: median |error| {med:.1%}, max {worst:.1%}")
+            chosen_values = ", ".join(f"{n}={v:g}" for n, v in zip(grids, value))
+            print(f"{job:<20} {chosen_values}: median |error| {med:.1%}, max {worst:.1%}")
         med, worst = summary([p for _, pts in held.values() for p in pts])
         print(f"all held out: median |error| {med:.1%}, max {worst:.1%}")
         med, worst = summary([p for _, pts in held.values() for p in pts if aggregating(p)])

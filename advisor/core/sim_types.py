@@ -42,11 +42,16 @@ class NetworkModel:
     request_queue_s: float = 0.0  # a pull's request waits behind others' queued push data, at most this long
     share_sigma: float = 0.0  # spread of TCP shares: LogNormal(0, sigma) weight per connection activation
     multi_flow_goodput: float = 1.0  # capacity factor of a PS link direction that >= 2 workers share
+    # a connection that starts while another worker's flow uses the reverse direction of its PS link
+    # moves at most this multiple of the rate its previous transfer ended at (its window, over a
+    # round trip the other direction's queue sets); 0 = off
+    window_gain: float = 0.0
 
     def __post_init__(self) -> None:
         _positive("bandwidth_bps", self.bandwidth_bps)
         _non_negative("request_queue_s", self.request_queue_s)
         _non_negative("share_sigma", self.share_sigma)
+        _non_negative("window_gain", self.window_gain)
         if not (isinstance(self.multi_flow_goodput, (int, float)) and 0 < self.multi_flow_goodput <= 1):
             raise SimulationSettingsError(f"multi_flow_goodput must be in (0, 1], got {self.multi_flow_goodput!r}")
         if self.worker_bandwidth_bps is not None:

@@ -55,6 +55,7 @@ networks = st.builds(
     request_queue_s=st.sampled_from([0.0, 0.0, 1e-3, 0.25]),
     share_sigma=st.sampled_from([0.0, 1.0]),
     multi_flow_goodput=st.sampled_from([1.0, 0.85]),
+    window_gain=st.sampled_from([0.0, 1.0, 1.25]),
 )
 
 
@@ -186,8 +187,10 @@ def test_fast_engine_matches_reference_on_a_real_trace_with_contention() -> None
 
 
 def test_fast_engine_matches_reference_on_synthetic_chains_with_contention() -> None:
-    network = NetworkModel(bandwidth_bps=1e8, request_queue_s=0.02, share_sigma=1.0, multi_flow_goodput=0.85)
     one_ps = inception_like(layers=6, compute_ms=40.0, total_mb=4.0, recorded_steps=3)
     two_ps = inception_like(layers=6, compute_ms=40.0, total_mb=4.0, recorded_steps=3, parameter_servers=2)
-    for profile in (one_ps, two_ps):
-        assert_same(*both(profile, network, SimulationSettings(workers=4, steps=8, warmup_steps=0, seed=2)))
+    for gain in (0.0, 1.25):  # without and with window caps
+        network = NetworkModel(bandwidth_bps=1e8, request_queue_s=0.02, share_sigma=1.0, multi_flow_goodput=0.85,
+                               window_gain=gain)
+        for profile in (one_ps, two_ps):
+            assert_same(*both(profile, network, SimulationSettings(workers=4, steps=8, warmup_steps=0, seed=2)))

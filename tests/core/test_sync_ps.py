@@ -4,6 +4,7 @@ asynchronous run, hand-computed barriers, and sync never beats async on the real
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -52,7 +53,7 @@ def test_sync_fast_engine_matches_reference_on_a_real_trace_and_synthetic_chains
     contention = NetworkModel(bandwidth_bps=1e8, win_bytes=65535.0, request_queue_s=0.005, share_sigma=1.0,
                               multi_flow_goodput=0.85)  # fmt: skip
     for profile in (real_mlp_profile(), inception_like(layers=6, compute_ms=40.0, total_mb=4.0, recorded_steps=3)):
-        for network in (NetworkModel(bandwidth_bps=1e8), contention):
+        for network in (NetworkModel(bandwidth_bps=1e8), contention, replace(contention, window_gain=1.25)):
             for r in (1, 2, 3):
                 sim = SimulationSettings(workers=3, steps=8, warmup_steps=0, seed=4, start_offsets_s=(0.0, 0.01, 0.3))
                 same_run(*both(profile, network, sim, sync_replicas=r, worker_speeds=(1.0, 0.7)))

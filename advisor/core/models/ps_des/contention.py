@@ -81,13 +81,15 @@ class Contention:
     share_sigma: float = SHARE_SIGMA
     multi_flow_goodput: float = MULTI_FLOW_GOODPUT  # a one-PS job's links
     multi_ps_flow_goodput: float = MULTI_PS_FLOW_GOODPUT  # the links of a job with several PS
+    window_gain: float = 0.0  # NetworkModel.window_gain; the synchronous models' default is sync.SYNC_WINDOW_GAIN
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "congestion_control", CongestionControl(self.congestion_control))
         if self.queue_s is not None and not (math.isfinite(self.queue_s) and self.queue_s >= 0):
             raise SimulationSettingsError(f"queue must be a finite time >= 0, got {self.queue_s!r}")
         # the other two are checked by NetworkModel, with its messages
-        NetworkModel(bandwidth_bps=1.0, share_sigma=self.share_sigma, multi_flow_goodput=self.multi_flow_goodput)
+        NetworkModel(bandwidth_bps=1.0, share_sigma=self.share_sigma, multi_flow_goodput=self.multi_flow_goodput,
+                     window_gain=self.window_gain)
         if not (isinstance(self.multi_ps_flow_goodput, (int, float)) and 0 < self.multi_ps_flow_goodput <= 1):
             raise SimulationSettingsError(f"multi_ps_flow_goodput must be in (0, 1], got {self.multi_ps_flow_goodput!r}")
 
@@ -113,7 +115,7 @@ class Contention:
     def apply(self, network: NetworkModel, parameter_servers: int = 1) -> NetworkModel:
         """``network`` with these rules switched on, for a job with ``parameter_servers`` PS."""
         return replace(network, request_queue_s=self.request_queue_s, share_sigma=self.share_sigma,
-                       multi_flow_goodput=self.flow_goodput(parameter_servers))
+                       multi_flow_goodput=self.flow_goodput(parameter_servers), window_gain=self.window_gain)
 
 
 def alternating_bound(profile: Profile, one_worker: float, link_bps: float, other_worker: float | None = None) -> float:

@@ -73,10 +73,13 @@ class ContentionParams(DesParams):
                                       description="capacity of a link direction several workers share (one PS)")
     multi_ps_flow_goodput: float = Field(default=MULTI_PS_FLOW_GOODPUT, gt=0, le=1,
                                          description="the same for a job with several PS")
+    window_gain: float = Field(default=0.0, ge=0, allow_inf_nan=False,
+                               description="a connection starting while another worker uses its PS link's other "
+                                           "direction moves at most this x the rate its last transfer ended at (0: off)")
 
     def contention(self) -> Contention:
         return Contention(self.congestion_control, self.queue_s, self.share_sigma, self.multi_flow_goodput,
-                          self.multi_ps_flow_goodput)
+                          self.multi_ps_flow_goodput, self.window_gain)
 
 
 # The contention rules' two measured constants (contention.py): what a running job's observed
@@ -98,7 +101,8 @@ def contention_choice(contention: Contention | None) -> ModelChoice:
     return ModelChoice(CONTENTION, {"congestion_control": contention.congestion_control.value,
                                     "queue_s": contention.queue_s, "share_sigma": contention.share_sigma,
                                     "multi_flow_goodput": contention.multi_flow_goodput,
-                                    "multi_ps_flow_goodput": contention.multi_ps_flow_goodput})
+                                    "multi_ps_flow_goodput": contention.multi_ps_flow_goodput}
+                       | ({"window_gain": contention.window_gain} if contention.window_gain else {}))
 
 
 class PsDes(ModelBase):
@@ -188,7 +192,7 @@ class PsDes(ModelBase):
                                  "request_queue_s": c.request_queue_s, "share_sigma": c.share_sigma,
                                  "multi_flow_goodput": c.multi_flow_goodput,
                                  "multi_ps_flow_goodput": c.multi_ps_flow_goodput,
-                                 "flow_goodput_applied": c.flow_goodput(ps)}
+                                 "flow_goodput_applied": c.flow_goodput(ps), "window_gain": c.window_gain}
         notes = c.notes() + ((link,) if link else ())
         if 1 not in curve or 2 not in curve:
             return Outlook(notes, details=details, error_scope=scope)

@@ -146,8 +146,9 @@ def _rate_mode(inputs: SimInputs) -> int:
     """How the engine keeps link rates (``kernel.py``): ``UNIFORM`` with one PS, equal weights
     and NICs (every flow of a direction has the same rate); ``PROPORTIONAL`` with one PS, NICs
     no slower than the link and any weights (no NIC can bind: each flow's rate is its weight
-    times the direction's level); else ``GENERAL`` (water-filling)."""
-    if inputs.n_ps != 1 or _hetnic(inputs):
+    times the direction's level); else ``GENERAL`` (water-filling), as with window caps, whose
+    rates depend on the other direction's flows."""
+    if inputs.n_ps != 1 or _hetnic(inputs) or inputs.window_gain > 0:
         return GENERAL
     if inputs.share_weights is None or bool((inputs.share_weights == 1.0).all()):
         return UNIFORM
@@ -167,7 +168,7 @@ def _ipar(c: Compiled, inputs: SimInputs, cap: int, record: bool) -> np.ndarray:
 
 def _fpar(inputs: SimInputs) -> np.ndarray:
     return np.array([inputs.link_bps, inputs.nic_bps, inputs.win_bits, inputs.request_queue_s,
-                     inputs.multi_flow_goodput], np.float64)
+                     inputs.multi_flow_goodput, inputs.window_gain], np.float64)
 
 
 def _new_state(c: Compiled, inputs: SimInputs, cap: int, record: bool) -> tuple:

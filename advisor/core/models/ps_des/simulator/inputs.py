@@ -52,6 +52,7 @@ class SimInputs:
     request_queue_s: float = 0.0  # NetworkModel.request_queue_s
     multi_flow_goodput: float = 1.0  # NetworkModel.multi_flow_goodput
     share_sigma: float = 0.0  # NetworkModel.share_sigma
+    window_gain: float = 0.0  # NetworkModel.window_gain
     # (workers, n_ps, 2 directions, SHARE_DRAWS) float64: the k-th activation of worker w's
     # connection to PS i in direction d gets weight [w, i, d, k % SHARE_DRAWS]; all 1 (and last
     # axis 1) when share_sigma is 0. See share_weights.
@@ -167,6 +168,7 @@ def prepare_graph(
         request_queue_s=float(network.request_queue_s),
         multi_flow_goodput=float(network.multi_flow_goodput),
         share_sigma=float(network.share_sigma),
+        window_gain=float(network.window_gain),
         speed_blocks=blocks,
         worker_block=worker_block,
         worker_nic_bps=tuple(float(r) for r in worker_bandwidths_bps),

@@ -32,7 +32,8 @@ they were bit-identical to the per-flow arithmetic's).
 their count, each queue's position and activity, the time the direction was last advanced,
 its next completion (time, seq, queue) with a flag saying it must be recomputed; per queue
 (= per worker connection for a link slot) when its last chunk completed, how many times it
-became active and its current weight; scratch for the water-filling; each worker's NIC rate
+became active, its current weight, and for the window caps (``window_gain``, always the general
+mode) the cap of its activation and the rate its last chunk completed at; scratch for the water-filling; each worker's NIC rate
 (``NIC``, read when the workers' rates differ, ``hetnic``; else ``nic_bps`` is every one's).
 
 Every function here is inlined into the loop (``jit.inlined``, by LLVM; the small ones called
@@ -57,6 +58,8 @@ ACT, N, APOS, LAST, REM, RATE, FSEQ, NT, DIRTY, NS, NQ = 0, 1, 2, 3, 4, 5, 6, 7,
 WGT, ISACT, URATE, CONN_LAST, CONN_K, CONN_W = 11, 12, 13, 14, 15, 16
 REM_LINK, REM_NIC, FROZEN, NIC = 17, 18, 19, 20
 VT, LEVEL, TOTW = 21, 22, 23  # proportional mode, per direction (module docstring)
+CAP, CONN_RATE = 24, 25  # per queue: the window cap of its activation, the rate its last chunk completed at
+FCAP = 26  # scratch for the water-filling: each active flow's cap as it stands (np.inf: none)
 
 # ``mode`` (ipar[UNIFORM] in loop.py): how a direction's rates are kept
 GENERAL, UNIFORM, PROPORTIONAL = 0, 1, 2
@@ -83,9 +86,11 @@ def _advance(links, d, t, mode):  # type: ignore[no-untyped-def]
 
 
 @inlined
-def _rates(links, d, mode, n_ps, R, W, link_bps, nic_bps, eta, hetnic):  # type: ignore[no-untyped-def]
+def _rates(links, d, mode, n_ps, R, W, link_bps, nic_bps, eta, hetnic, gain):  # type: ignore[no-untyped-def]
     """Weighted water-filling as ``sharing.water_fill``; when uniform simply ``min(cap/n, NIC)``;
-    when proportional the level ``cap / total weight`` (and a re-base of the virtual time)."""
+    when proportional the level ``cap / total weight`` (and a re-base of the virtual time).
+    With a window gain (``gain`` > 0, always the general mode) each flow's window cap
+    (``_flow_cap``) is a constraint too, taken after the links and NICs as the reference does."""
     n = links[N][d]
     if mode == PROPORTIONAL:
         level = (link_bps * eta if n >= 2 else link_bps) / links[TOTW][d]
@@ -105,7 +110,7 @@ def _rates(links, d, mode, n_ps, R, W, link_bps, nic_bps, eta, hetnic):  # type:
         links[URATE][d] = r
         return
     apos, isact, wgt, rate = links[APOS], links[ISACT], links[WGT], links[RATE]
-    if n_ps == 1:  # one link: unless a NIC binds, every flow gets weight x cap / total weight
+    if n_ps == 1 and gain == 0.0:  # one link: unless a NIC binds, every flow gets weight x cap / total weight
         total, wmax = 0.0, 0.0
         for j in range(n):
             total += wgt[d, j]  # exact in any order (inputs.draw_share_weights)
@@ -132,6 +137,11 @@ def _rates(links, d, mode, n_ps, R, W, link_bps, nic_bps, eta, hetnic):  # type:
     for w in range(W):
         rem_nic[w] = nic[w]
     frozen[:n] = False
+    fcap = links[FCAP]
+    if gain > 0.0:  # the caps do not change while the flows are frozen: found once
+        act = links[ACT]
+        for j in range(n):
+            fcap[j] = _flow_cap(links, act[d, j], d, R, W)
     left = n
     while left > 0:
         best, kind, which = np.inf, -1, -1
@@ -143,6 +153,21 @@ def _rates(links, d, mode, n_ps, R, W, link_bps, nic_bps, eta, hetnic):  # type:
             total, count = _unfrozen_weight(links, d, 1, w, n_ps, R)
             if count > 0 and rem_nic[w] / total < best:
                 best, kind, which = rem_nic[w] / total, 1, w
+        if gain > 0.0:
+            for j in range(n):
+                if not frozen[j] and fcap[j] / wgt[d, j] < best:
+                    best, kind, which = fcap[j] / wgt[d, j], 2, j
+        if kind == 2:  # a flow's own cap: it alone crosses it
+            j = which
+            q = links[ACT][d, j]
+            r = wgt[d, j] * best
+            rate[d, j] = r
+            frozen[j] = True
+            left -= 1
+            i = (q % R - 1) // 3
+            rem_link[i] = max(rem_link[i] - r, 0.0)
+            rem_nic[q // R] = max(rem_nic[q // R] - r, 0.0)
+            continue
         for k in range(W if kind == 0 else n_ps):
             q, w, i = _member(kind, which, k, R, d)
             if not isact[q] or frozen[apos[q]]:
@@ -154,6 +179,21 @@ def _rates(links, d, mode, n_ps, R, W, link_bps, nic_bps, eta, hetnic):  # type:
             left -= 1
             rem_link[i] = max(rem_link[i] - r, 0.0)
             rem_nic[w] = max(rem_nic[w] - r, 0.0)
+
+
+@inlined
+def _flow_cap(links, q, d, R, W):  # type: ignore[no-untyped-def]
+    """Queue ``q``'s window cap while another worker's flow uses the reverse direction of its PS
+    link; else none (``np.inf``): ``reference.ReferenceSimulation._cap``."""
+    cap = links[CAP][q]
+    if cap == np.inf:
+        return cap
+    isact = links[ISACT]
+    w, reverse = q // R, q % R + 1 - 2 * d  # slot 1 + 3i + d: the same PS's other direction
+    for x in range(W):
+        if x != w and isact[x * R + reverse]:
+            return cap
+    return np.inf
 
 
 @inlined_ir
@@ -281,12 +321,16 @@ def queued_push_bits(links, w, ps, now, R, W, mode):  # type: ignore[no-untyped-
 
 
 @inlined
-def activate(links, q, now, shares):  # type: ignore[no-untyped-def]
-    """Connection ``q``'s weight for a chunk starting at ``now``: the next draw if it was idle."""
+def activate(links, q, now, shares, gain):  # type: ignore[no-untyped-def]
+    """Connection ``q``'s weight for a chunk starting at ``now``: the next draw if it was idle,
+    and then (``gain`` > 0) its window cap, ``gain`` x the rate its last chunk completed at."""
     if links[CONN_LAST][q] < now:
         k = links[CONN_K][q]
         links[CONN_K][q] = k + 1
         links[CONN_W][q] = shares[q, k % shares.shape[1]]
+        if gain > 0.0:
+            last = links[CONN_RATE][q]
+            links[CAP][q] = gain * last if last > 0.0 else np.inf
     return links[CONN_W][q]
 
 
@@ -301,4 +345,5 @@ def new_links(W: int, R: int, n_ps: int, nics: np.ndarray) -> tuple:
         np.full(nq, -np.inf), np.zeros(nq, np.int64), np.ones(nq),  # CONN_LAST CONN_K CONN_W
         np.zeros(n_ps), np.zeros(W), np.zeros(nflow, np.bool_), nics.astype(np.float64),  # REM_LINK REM_NIC FROZEN NIC
         np.zeros(2), np.zeros(2), np.zeros(2),  # VT LEVEL TOTW
+        np.full(nq, np.inf), np.zeros(nq), np.zeros(nflow),  # CAP CONN_RATE FCAP
     )  # fmt: skip

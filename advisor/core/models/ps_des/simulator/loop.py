@@ -46,12 +46,15 @@ import numpy as np
 from advisor.core.models.ps_des.simulator.heaps import e_pop, e_push, e_top, q_pop, q_push
 from advisor.core.models.ps_des.simulator.jit import inlined, njit, quantize
 from advisor.core.models.ps_des.simulator.kernel import (
+    APOS,
     CONN_LAST,
+    CONN_RATE,
     N,
     NQ,
     NS,
     NT,
     DIRTY,
+    RATE,
     _add_flow,
     _advance,
     _next_completion,
@@ -67,7 +70,7 @@ SEQ, EVENTS, TL_LEN, PAUSED, STALLED = 0, 1, 2, 3, 4  # ctr
 LIMIT, RESUMABLE, RESUME, UNIFORM, SYNC = 7, 8, 9, 10, 11  # ipar (UNIFORM: the rate mode, kernel.py), after [W, R, n_ps, cap, use_random, record, G]
 HETNIC = 12  # ipar
 GSTEP, FRESH, NWAIT, NUPD, NSTART = 0, 1, 2, 3, 4  # ws[9], the synchronous PS's counters
-RQ, ETA = 3, 4  # fpar, after [link_bps, nic_bps, win_bits]
+RQ, ETA, WGAIN = 3, 4, 5  # fpar, after [link_bps, nic_bps, win_bits]
 
 
 @inlined
@@ -134,7 +137,11 @@ def _start_chunk(q, w, s, g, now, graph, ipar, fpar, ws, ch, ev, links, ctr):  #
     else:
         size, clast[q] = win, 0
         served[w, g] = 1
-    _add_flow(links, (s - 1) % 3, q, now, size, ctr[SEQ], activate(links, q, now, graph[16]), ipar[UNIFORM])
+    d = (s - 1) % 3
+    _add_flow(links, d, q, now, size, ctr[SEQ], activate(links, q, now, graph[16], fpar[WGAIN]), ipar[UNIFORM])
+    if fpar[WGAIN] > 0.0:  # the other direction's window caps may now bind, or stop binding
+        _advance(links, 1 - d, now, ipar[UNIFORM])
+        links[DIRTY][1 - d] = 1
 
 
 @inlined
@@ -243,7 +250,7 @@ def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-u
             if dirty[d]:
                 dirty[d] = 0
                 if act_n[d] > 0:
-                    _rates(links, d, uni, n_ps, R, W, fpar[0], fpar[1], fpar[ETA], ipar[HETNIC])
+                    _rates(links, d, uni, n_ps, R, W, fpar[0], fpar[1], fpar[ETA], ipar[HETNIC], fpar[WGAIN])
                     _next_completion(links, d, uni)
         src, best_t, best_s = -1, np.inf, 0
         if en[0] > 0:
@@ -275,8 +282,12 @@ def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-u
             w = q // R
             g = cop[q]
             _advance(links, src, now, uni)
+            links[CONN_RATE][q] = links[RATE][src, links[APOS][q]]  # the window a next activation keeps
             _remove_flow(links, src, q, uni)
             links[CONN_LAST][q] = now
+            if fpar[WGAIN] > 0.0:  # the other direction's window caps may stop binding
+                _advance(links, 1 - src, now, uni)
+                dirty[1 - src] = 1
             busy[q] = 0
             last, start = clast[q] == 1, cstart[q]
         if completes:

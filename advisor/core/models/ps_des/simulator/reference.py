@@ -45,6 +45,15 @@ gives the product's defaults and the evidence for them):
   chunks keep it. Rates are weighted max-min fair (``sharing.water_fill``).
 - **Multi-flow goodput** (``multi_flow_goodput``): a PS link direction with two or more flows
   (necessarily of different workers) has capacity ``eta x link_bps``.
+- **A window per connection** (``window_gain`` = g > 0). Each (worker, PS, direction) connection
+  remembers the rate its last chunk was moving at when it completed. When a chunk starts on it
+  after it was idle (a new activation, as for the weights), the connection is capped at g times
+  that rate for this activation (no cap if it never moved before). The cap binds only while
+  another worker's flow uses the reverse direction of the same PS link: TCP moves at most a
+  window per round trip, the window is what the connection kept from its last transfer, and the
+  round trip is long only while its acknowledgements wait in the other direction's queue behind
+  that flow's data (docs/contention-model.md, section 8, measured it). Caps are a third kind of
+  constraint in the water-filling (``sharing.water_fill``).
 
 Heterogeneous workers (``inputs.py``): a worker's speed only selects which durations it reads;
 its NIC rate (``SimInputs.nic_of``) is its own constraint in the water-filling.
@@ -98,6 +107,7 @@ class _Chunk:
     step: int
     end: float = 0.0  # computation: start + duration, on the time grid
     weight: float = 1.0  # sharing weight of a link chunk (its connection's current weight)
+    rate: float = 0.0  # a link chunk's rate since the last event (window_gain: its connection's rate at completion)
 
 
 @dataclass
@@ -134,6 +144,9 @@ class ReferenceSimulation:
         self.conn_last_end: dict[tuple[int, int], float] = {}
         self.conn_activations: dict[tuple[int, int], int] = {}
         self.conn_weight: dict[tuple[int, int], float] = {}
+        # window_gain: per connection, the rate its last chunk completed at, and its current cap
+        self.conn_rate: dict[tuple[int, int], float] = {}
+        self.conn_cap: dict[tuple[int, int], float] = {}
         self.weights = inputs.share_weights  # None: every weight is 1
         self.nics = [inputs.nic_of(w) for w in range(inputs.workers)]
         self.now = 0.0
@@ -169,10 +182,24 @@ class ReferenceSimulation:
             idx = [j for j, c in enumerate(self.in_service) if self._is_flow(c) and self._dir(c.slot) == direction]
             flows = [(self.in_service[j].worker, self.inp.ps_of(self.in_service[j].slot)) for j in idx]
             weights = [self.in_service[j].weight for j in idx]
-            shares = water_fill(flows, self.inp.link_bps, self.nics, weights, self.inp.multi_flow_goodput)
+            caps = [self._cap(self.in_service[j]) for j in idx] if self.inp.window_gain > 0 else None
+            shares = water_fill(flows, self.inp.link_bps, self.nics, weights, self.inp.multi_flow_goodput, caps)
             for j, r in zip(idx, shares):
                 rates[j] = r
+                self.in_service[j].rate = r
         return rates
+
+    def _cap(self, c: _Chunk) -> float:
+        """A link chunk's window cap: its connection's, while another worker's flow uses the
+        reverse direction of its PS link; else none (``math.inf``)."""
+        cap = self.conn_cap.get((c.worker, c.slot), math.inf)
+        if cap == math.inf:
+            return cap
+        ps, reverse = self.inp.ps_of(c.slot), 1 - self._dir(c.slot)
+        for o in self.in_service:
+            if o.worker != c.worker and self._is_flow(o) and self._dir(o.slot) == reverse and self.inp.ps_of(o.slot) == ps:
+                return cap
+        return math.inf
 
     def _is_flow(self, c: _Chunk) -> bool:
         """A transfer chunk on a link (not a computation, not a zero-byte transfer)."""
@@ -280,6 +307,9 @@ class ReferenceSimulation:
             if self.weights is not None:
                 row = self.weights[w, self.inp.ps_of(slot), self.inp.direction(slot)]
                 self.conn_weight[conn] = float(row[k % row.shape[0]])
+            ended_at = self.conn_rate.get(conn, 0.0)
+            self.conn_cap[conn] = (self.inp.window_gain * ended_at if self.inp.window_gain > 0 and ended_at > 0
+                                   else math.inf)
         chunk = _Chunk(w, slot, op, size, last, self._next_seq(), self.now, wk.step)
         chunk.weight = self.conn_weight[conn]
         return chunk
@@ -292,6 +322,7 @@ class ReferenceSimulation:
             del wk.busy[c.slot]
             if self.inp.is_link_slot(c.slot):
                 self.conn_last_end[(w, c.slot)] = self.now
+                self.conn_rate[(w, c.slot)] = c.rate
         if not c.is_last:
             heapq.heappush(wk.queues[c.slot], (1, 0.0, self._next_seq(), c.op))
         else:

@@ -14,7 +14,7 @@ constraint with the smallest level ``remaining capacity / sum of its unfrozen fl
 With equal weights, one PS and ``nic_bps >= link_bps`` this is exactly B/n per flow; with 2 PS
 it is the paper's rule (tests show both).
 
-Two departures from equal sharing, both off by default (``NetworkModel``):
+Three departures from equal sharing, all off by default (``NetworkModel``):
 
 - **weights** (``share_sigma``): TCP connections that share a bottleneck do not get equal
   shares over the few hundred milliseconds of a transfer; the testbed's workers differ by up
@@ -22,7 +22,10 @@ Two departures from equal sharing, both off by default (``NetworkModel``):
   each time it becomes active (``inputs.share_weights``);
 - **multi-flow goodput** (``multi_flow_goodput`` = eta): a link direction carrying flows of two
   or more workers delivers only ``eta x link_bps`` (the testbed saturates at 71-77 % of the
-  nominal rate where one flow gets about 95 %).
+  nominal rate where one flow gets about 95 %);
+- **caps** (``window_gain``): a flow may carry a cap of its own (its connection's window over
+  the round trip, ``reference.py`` says when), a third kind of constraint with that flow alone
+  on it, taken after the links and NICs at an equal level, flows in order.
 
 The weights lie on a 2**-20 grid (``inputs.draw_share_weights``), so their sums are exact in
 any order, and the compiled engine, which mirrors this arithmetic step for step (with a
@@ -40,11 +43,13 @@ def water_fill(
     nic_bps: float | Sequence[float],
     weights: Sequence[float] | None = None,
     multi_flow_goodput: float = 1.0,
+    caps: Sequence[float] | None = None,
 ) -> list[float]:
     """Weighted max-min fair rate of each flow ``(worker, ps)`` in one direction, in bits/s.
 
     At most one flow per (worker, ps): a worker has one connection to each server.
     ``nic_bps`` is every worker's NIC rate, or a sequence of them indexed by worker.
+    ``caps``: each flow's own cap (``math.inf`` for none).
     """
     n = len(flows)
     rates = [0.0] * n
@@ -69,6 +74,10 @@ def water_fill(
             level, js = _level(rem_nic[w], on_nic[w], frozen, weight)
             if js and level < best:
                 best, members = level, js
+        if caps is not None:  # a flow's own cap: a constraint it alone crosses
+            for j in range(n):
+                if not frozen[j] and caps[j] / weight[j] < best:
+                    best, members = caps[j] / weight[j], [j]
         for j in members:
             w, ps = flows[j]
             rates[j] = weight[j] * best
