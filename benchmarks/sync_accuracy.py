@@ -2,6 +2,7 @@
 
     python -m benchmarks.sync_accuracy [--model li2020-des-sync+contention] [--steps 400]
         [--param KEY=VALUE ...] [--markdown]
+    python -m benchmarks.sync_accuracy --held-out [--write-predictions]
 
 For every measured run in ``tests/data/ps-sync`` (``<job>[_backup1].<repeat>.measured.json.gz``,
 recorded by ``scripts/record_ps_truth.sh``) it predicts each measured W from the job's own
@@ -26,6 +27,12 @@ asynchronous model's W = 2 runs are (``benchmarks/model_error.py``).
 its own residual), the alternating outcome's at W = 2 apart. No constant of the model is fitted
 to these runs, so every residual is out of sample; the coverage printed beside it is
 cross-conformal: each job's points against widths measured without that job.
+
+``--held-out`` scores the programs of ``tests/data/ps-sync/held-out`` instead (its README): runs
+recorded after every constant of the model was chosen, with the default model and with the
+window off (``window_gain=0``, the model before it), each point against its interval widened by
+the shipped widths. ``--write-predictions`` writes down the predictions of its traces for W = 1..8
+(``predictions-before-measuring.json``) before any of its runs is measured.
 """
 
 from __future__ import annotations
@@ -48,9 +55,10 @@ from advisor.core.model_error import ModelError, measured_error
 from advisor.core.models.ps_des.arrangements import ALTERNATING, IN_STEP, alternated
 from advisor.core.sim_types import NetworkModel
 from advisor.importers.loader import load_profile
-from advisor.importers.model_error_file import write_model_error
+from advisor.importers.model_error_file import load_model_errors, write_model_error
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "ps-sync"
+HELD_OUT = DATA / "held-out"
 MODEL = "li2020-des-sync+contention"  # the default for a synchronous trace (registry.DEFAULT_SYNC_MODEL)
 LEVEL = 0.95
 REGIMES: tuple[tuple[int, int | None], ...] = ((1, 1), (2, None))
@@ -169,13 +177,13 @@ def predict(job: str, measured: Mapping[int, Sequence[float]], *, model: str = M
         network=NetworkModel(bandwidth_bps=bps, worker_bandwidth_bps=worker_bps), model=ModelChoice(model, chosen),
         side_by_side=(), parameter_servers=servers,
         curve=CurveSettings(workers=tuple(sorted({1, *workers})), steps=steps, warmup_steps=50, seed=0)))
-    shown = (shown or {}).get(job, {})
+    job_shown: Mapping[int, Sequence[bool]] = (shown or {}).get(job, {})
     out = []
     for w in workers:
         point = advice.point(w)
         other = next((o.throughput for o in point.outcomes if o.name == ALTERNATING), None)
         out.append(Point(job, w, tuple(measured[w]), point.throughput, point.low, point.high,
-                         tuple(shown.get(w, ())), other))
+                         tuple(job_shown.get(w, ())), other))
     return out
 
 
@@ -253,6 +261,39 @@ def table(points: Sequence[Point], markdown: bool = False) -> str:
     return "\n".join(lines)
 
 
+def write_predictions(data: Path = HELD_OUT, steps: int = 400) -> Path:
+    """The default model's predictions of every trace in ``data`` for W = 1..8, written down
+    (``predictions-before-measuring.json``) before its runs are measured."""
+    out: dict[str, Any] = {"model": MODEL, "steps": steps, "jobs": {}}
+    for trace in sorted(data.glob("*.trace.json.gz")):
+        job = trace.name.removesuffix(".trace.json.gz")
+        points = predict(job, {w: [] for w in range(1, 9)}, steps=steps, data=data)
+        out["jobs"][job] = [{"workers": p.workers, "predicted": round(p.predicted, 2), "low": round(p.low, 2),
+                             "high": round(p.high, 2)} for p in points]
+    path = data / "predictions-before-measuring.json"
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    return path
+
+
+def held_out(steps: int, markdown: bool) -> None:
+    """``--held-out``: the held-out programs' runs, the default model beside the window off, each
+    repeat against its interval widened by the shipped widths."""
+    measured, shown = runs(HELD_OUT), arrangements(HELD_OUT)
+    error = load_model_errors().of(MODEL)
+    assert error is not None, f"{MODEL} ships no model error"
+    for label, params in (("default", {}), ("window off (window_gain=0)", {"window_gain": 0.0})):
+        every = [p for job in sorted(measured)
+                 for p in predict(job, measured[job], steps=steps, params=params, data=HELD_OUT, shown=shown)]
+        print(f"{MODEL} {label}")
+        print(table(every, markdown))
+        med, worst = summary(every)
+        inside = sum(lo <= m <= hi for p in every for m in p.measured
+                     for lo, hi in [error.widen(MODEL, p.workers, p.low, p.high)])
+        total = sum(len(p.measured) for p in every)
+        print(f"held out, {len(every)} points: median |error| {med:.1%}, max {worst:.1%}; {inside} of {total} "
+              f"repeats inside the interval with the shipped widths\n")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--model", default=MODEL)
@@ -264,7 +305,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="also report leave-one-job-out: NAME chosen on the other jobs from these values "
                              "(repeated: the parameters chosen together, every combination)")
     parser.add_argument("--write", action="store_true", help="ship the model's measured error (module docstring)")
+    parser.add_argument("--held-out", action="store_true", help="score the held-out programs (module docstring)")
+    parser.add_argument("--write-predictions", action="store_true",
+                        help="with --held-out: write down the held-out traces' predictions before measuring")
     args = parser.parse_args(argv)
+    if args.held_out:
+        if args.write_predictions:
+            print(f"wrote {write_predictions(steps=args.steps)}")
+        else:
+            held_out(args.steps, args.markdown)
+        return
     params = {k: json.loads(v) for k, v in (p.split("=", 1) for p in args.param)}
     measured, shown = runs(), arrangements()
     every: list[Point] = []
@@ -286,17 +336,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         med, worst = summary(kept)
         print(f"the {len(kept)} points whose updates aggregate (not W = 2 with a backup, R = 1): "
               f"median |error| {med:.1%}, max {worst:.1%}")
-        two = [(p, m) for p in every if p.alternative is not None for m in p.measured]
+        two = [(p, p.alternative, m) for p in every if p.alternative is not None for m in p.measured]
         if two:
-            between = sum(p.low <= m <= p.alternative for p, m in two)
+            between = sum(p.low <= m <= alternative for p, alternative, m in two)
             print(f"the {len(two)} repeats of points with two outcomes: {between} between the in-step outcome's "
                   f"interval low and the alternating outcome")
         for p in every:
             if p.alternative is not None:
-                shown = ", ".join(p.outcome(i) or "" for i in range(len(p.measured)))
+                showed = ", ".join(p.outcome(i) or "" for i in range(len(p.measured)))
                 print(f"{p.job} W = {p.workers}: two outcomes, in step {p.predicted:.1f}, alternating "
                       f"{p.alternative:.1f}; measured {'/'.join(f'{m:.1f}' for m in p.measured)}, the repeats "
-                      f"showed: {shown}")
+                      f"showed: {showed}")
     if args.fit:
         grids = {name: [float(v) for v in values.split(",")] for name, values in (f.split("=", 1) for f in args.fit)}
         chosen = {job: measured[job] for job in measured if not args.job or job in args.job}

@@ -54,6 +54,10 @@ MODELS = {
     # widths (input to classes), batch, emulated compute per layer and pass in seconds
     # (4 layers x 2 passes x 3 ms = 24 ms, about the 25 ms of tests/data/ps-async's mlp)
     "mlp": ((784, 384, 256, 128, 10), 32, 0.003),
+    # the same MLP with four times its compute (96 ms): transfer and compute about even, between
+    # the mlp and the cnn (tests/data/ps-sync/held-out, recorded to check the synchronous model on
+    # a program none of its constants saw)
+    "mlpmid": ((784, 384, 256, 128, 10), 32, 0.012),
 }
 # a compute-heavy program (about tests/data/ps-async's cnn: 0.44 MB each way, 110 ms of
 # emulated compute, batch 8): 3 convolutions 3x3 (32, 64, 128 channels, stride 2) on 8x8x3

@@ -10,6 +10,7 @@
 #   sudo bash scripts/record_ps_truth.sh heterogeneous-sync [REPEATS...]  # the same, synchronous
 #   sudo bash scripts/record_ps_truth.sh heterogeneous-nic [REPEATS...]  # every second worker's link at 50 Mbit/s
 #   sudo bash scripts/record_ps_truth.sh flow-shares     # W = 2, 4, 8 with worker 0 tracing its transfers, and W = 8 with every worker tracing (15 min)
+#   sudo bash scripts/record_ps_truth.sh sync-held-out [trace]  # a synchronous program none of the constants saw (15 min)
 #   sudo bash scripts/record_ps_truth.sh flow-shares-tcp # W = 8, every worker tracing: slow start after idle off, then ss samples (15 min)
 #
 # Needs root (namespaces, tc) and a venv with tensorflow-cpu and advisor:
@@ -123,6 +124,19 @@ if [ "${1:-}" = flow-shares-tcp ]; then
     step $REC --sync --model $1 --mbit 100 --queue-ms $2 --measure 8 --measure-steps 40 --skip 10 --trace-steps 20 \
       --trace-workers 8 --tcp-sample-ms 20 --out tests/data/flow-shares/$1_sync_bw100${tag}_tcp_all8.traced.measured.json.gz
   done
+  exit 0
+fi
+
+# a synchronous program none of the synchronous model's constants saw (tests/data/ps-sync/held-out):
+# the mlpmid (the MLP with four times its compute) at 100 Mbit/s, its one-worker profile, then (after
+# its predictions are written down: python -m benchmarks.sync_accuracy --held-out --write-predictions)
+# W = 1..8 (about 15 minutes)
+if [ "${1:-}" = sync-held-out ]; then
+  HELD=$SYNC/held-out
+  [ -e $HELD/mlpmid_bw100.trace.json.gz ] || step $REC --sync --model mlpmid --mbit 100 --out $HELD/mlpmid_bw100.trace.json.gz
+  [ "${2:-}" = trace ] && exit 0
+  step $REC --sync --model mlpmid --mbit 100 --measure $ALL --measure-steps 60 --skip 10 \
+    --out $HELD/mlpmid_bw100.r1.measured.json.gz
   exit 0
 fi
 
