@@ -49,7 +49,7 @@ import json
 import math
 import re
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -282,19 +282,25 @@ def round_figures(rounds: Sequence[Sequence[Phases]]) -> RoundFigures:
                         statistics.median(first_push), statistics.median(other_push))
 
 
+def all_traced_results(data: Path = DATA) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(run name, meta, result) of every run whose every worker traced its steps (``ALL_TRACED``)."""
+    for path in sorted(data.glob("*.traced.measured.json.gz")):
+        if ALL_TRACED.fullmatch(path.name) is None:
+            continue
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+        for result in doc["results"]:
+            yield path.name.removesuffix(".traced.measured.json.gz"), doc["meta"], result
+
+
 def all_traced(data: Path = DATA) -> list[str]:
     """The ``--rounds`` lines: per run whose every worker traced its steps, ``round_figures``."""
     lines = [f"{'run':<27} {'W':>2} rounds  release spread  pull ends spread  first out released early"
              "  push phase: first out / others (ms)"]
-    for path in sorted(data.glob("*.traced.measured.json.gz")):
-        if ALL_TRACED.fullmatch(path.name) is None:
-            continue
-        for result in json.loads(gzip.decompress(path.read_bytes()))["results"]:
-            f = round_figures(sync_rounds(result))
-            run = path.name.removesuffix(".traced.measured.json.gz")
-            lines.append(f"{run:<27} {result['W']:>2} {f.rounds:>6} {f.release_spread:>12.0f} ms"
-                         f" {f.pull_end_spread:>14.0f} ms {f.first_out_started_early:>24.0%}"
-                         f"  {f.first_push:>6.0f} / {f.other_push:.0f}")
+    for run, _, result in all_traced_results(data):
+        f = round_figures(sync_rounds(result))
+        lines.append(f"{run:<27} {result['W']:>2} {f.rounds:>6} {f.release_spread:>12.0f} ms"
+                     f" {f.pull_end_spread:>14.0f} ms {f.first_out_started_early:>24.0%}"
+                     f"  {f.first_push:>6.0f} / {f.other_push:.0f}")
     return lines
 
 
@@ -366,19 +372,15 @@ def tcp_lines(data: Path = DATA) -> list[str]:
     """The ``--tcp`` lines: per all-traced run with TCP samples, the medians of ``early_pushes``."""
     lines = [f"{'run':<27} {'W':>2} rounds  overlap  its push (x fair share)  others' pulls  "
              "pull RTT  push RTT (receiver)"]
-    for path in sorted(data.glob("*.traced.measured.json.gz")):
-        if ALL_TRACED.fullmatch(path.name) is None:
+    for run, meta, result in all_traced_results(data):
+        found = early_pushes(result)
+        if not found:
             continue
-        for result in json.loads(gzip.decompress(path.read_bytes()))["results"]:
-            found = early_pushes(result)
-            if not found:
-                continue
-            fair = float(json.loads(gzip.decompress(path.read_bytes()))["meta"]["bw_mbit"]) / int(result["W"])
-            med = {f: statistics.median(getattr(e, f) for e in found) for f in EarlyPush.__dataclass_fields__}
-            run = path.name.removesuffix(".traced.measured.json.gz")
-            lines.append(f"{run:<27} {result['W']:>2} {len(found):>6} {med['overlap_ms']:>5.0f} ms"
-                         f" {med['push_mbit']:>6.1f} Mbit/s ({med['push_mbit'] / fair:.2f})"
-                         f" {med['pulls_mbit']:>8.1f} Mbit/s {med['pull_rtt_ms']:>6.0f} ms {med['push_rtt_ms']:>6.0f} ms")
+        fair = float(meta["bw_mbit"]) / int(result["W"])
+        med = {f: statistics.median(getattr(e, f) for e in found) for f in EarlyPush.__dataclass_fields__}
+        lines.append(f"{run:<27} {result['W']:>2} {len(found):>6} {med['overlap_ms']:>5.0f} ms"
+                     f" {med['push_mbit']:>6.1f} Mbit/s ({med['push_mbit'] / fair:.2f})"
+                     f" {med['pulls_mbit']:>8.1f} Mbit/s {med['pull_rtt_ms']:>6.0f} ms {med['push_rtt_ms']:>6.0f} ms")
     return lines
 
 
