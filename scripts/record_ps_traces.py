@@ -432,8 +432,9 @@ def parse_tcp_samples(text: str, addresses: dict[str, int]) -> list[list[Any]]:
             peer = None
         elif line.strip():
             local, remote = line.split()[-2:]
-            kind = PULL_CONNECTION if local.endswith(f":{PORT}") else PUSH_CONNECTION
-            peer = addresses.get(_ipv4(remote)) if local.endswith(f":{PORT}") or remote.endswith(f":{PORT}") else None
+            pulls = local.endswith(f":{PORT}")
+            kind = PULL_CONNECTION if pulls else PUSH_CONNECTION
+            peer = addresses.get(_ipv4(remote)) if pulls or remote.endswith(f":{PORT}") else None
     return rows
 
 
