@@ -10,7 +10,7 @@
 #   sudo bash scripts/record_ps_truth.sh heterogeneous-sync [REPEATS...]  # the same, synchronous
 #   sudo bash scripts/record_ps_truth.sh heterogeneous-nic [REPEATS...]  # every second worker's link at 50 Mbit/s
 #   sudo bash scripts/record_ps_truth.sh flow-shares     # W = 2, 4, 8 with worker 0 tracing its transfers, and W = 8 with every worker tracing (15 min)
-#   sudo bash scripts/record_ps_truth.sh sync-held-out [trace]  # a synchronous program none of the constants saw (15 min)
+#   sudo bash scripts/record_ps_truth.sh sync-held-out [trace | r1 r2 ...]  # a synchronous program none of the constants saw (15 min a repeat)
 #   sudo bash scripts/record_ps_truth.sh flow-shares-tcp # W = 8, every worker tracing: slow start after idle off, then ss samples (15 min)
 #
 # Needs root (namespaces, tc) and a venv with tensorflow-cpu and advisor:
@@ -135,8 +135,11 @@ if [ "${1:-}" = sync-held-out ]; then
   HELD=$SYNC/held-out
   [ -e $HELD/mlpmid_bw100.trace.json.gz ] || step $REC --sync --model mlpmid --mbit 100 --out $HELD/mlpmid_bw100.trace.json.gz
   [ "${2:-}" = trace ] && exit 0
-  step $REC --sync --model mlpmid --mbit 100 --measure $ALL --measure-steps 60 --skip 10 \
-    --out $HELD/mlpmid_bw100.r1.measured.json.gz
+  shift
+  for r in "${@:-r1}"; do
+    step $REC --sync --model mlpmid --mbit 100 --measure $ALL --measure-steps 60 --skip 10 \
+      --out $HELD/mlpmid_bw100.$r.measured.json.gz
+  done
   exit 0
 fi
 
