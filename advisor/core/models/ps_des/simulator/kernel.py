@@ -182,6 +182,16 @@ def _rates(links, d, mode, n_ps, R, W, link_bps, nic_bps, eta, hetnic, gain):  #
 
 
 @inlined
+def other_direction_may_change(links, d, now, mode, gain):  # type: ignore[no-untyped-def]
+    """After direction ``d``'s flows changed at ``now``: with window caps (``gain`` > 0) the other
+    direction's caps may now bind or stop binding (``_flow_cap``), so it is advanced to ``now``
+    and its rates marked for recomputing."""
+    if gain > 0.0:
+        _advance(links, 1 - d, now, mode)
+        links[DIRTY][1 - d] = 1
+
+
+@inlined
 def _flow_cap(links, q, d, R, W):  # type: ignore[no-untyped-def]
     """Queue ``q``'s window cap while another worker's flow uses the reverse direction of its PS
     link; else none (``np.inf``): ``reference.ReferenceSimulation._cap``."""

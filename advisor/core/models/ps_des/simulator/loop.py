@@ -61,6 +61,7 @@ from advisor.core.models.ps_des.simulator.kernel import (
     _rates,
     _remove_flow,
     activate,
+    other_direction_may_change,
     queued_push_bits,
 )
 
@@ -139,9 +140,7 @@ def _start_chunk(q, w, s, g, now, graph, ipar, fpar, ws, ch, ev, links, ctr):  #
         served[w, g] = 1
     d = (s - 1) % 3
     _add_flow(links, d, q, now, size, ctr[SEQ], activate(links, q, now, graph[16], fpar[WGAIN]), ipar[UNIFORM])
-    if fpar[WGAIN] > 0.0:  # the other direction's window caps may now bind, or stop binding
-        _advance(links, 1 - d, now, ipar[UNIFORM])
-        links[DIRTY][1 - d] = 1
+    other_direction_may_change(links, d, now, ipar[UNIFORM], fpar[WGAIN])
 
 
 @inlined
@@ -285,9 +284,7 @@ def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-u
             links[CONN_RATE][q] = links[RATE][src, links[APOS][q]]  # the window a next activation keeps
             _remove_flow(links, src, q, uni)
             links[CONN_LAST][q] = now
-            if fpar[WGAIN] > 0.0:  # the other direction's window caps may stop binding
-                _advance(links, 1 - src, now, uni)
-                dirty[1 - src] = 1
+            other_direction_may_change(links, src, now, uni, fpar[WGAIN])
             busy[q] = 0
             last, start = clast[q] == 1, cstart[q]
         if completes:
