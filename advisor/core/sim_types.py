@@ -25,6 +25,7 @@ class StreamOrder(StrEnum):
     REVERSE = "reverse"  # the reverse of CRITICAL_PATH
     RANDOM = "random"  # a random order, drawn per step from the seeded generator
     CUSTOM = "custom"  # NetworkModel.custom_order names the transfers in order
+    RECORDED = "recorded"  # each replayed step serves its streams in the order they finished in the recorded step
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ Unit: S = 1 MB pushed through B = 8 Mbit/s takes 8S/B = 1 s when a worker has th
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from advisor.core.profile import Profile, build_profile
@@ -145,6 +146,55 @@ def test_flow_control_off_serves_whole_streams_in_order(engine) -> None:  # type
     result = engine(fig12_profile(), custom, settings)
     # Named first (E 0..4, D 4..7), the rest in release order: A 7..12, B 12..14, C 14..21.
     assert [(e.op, e.end_s) for e in result.timeline] == [("E", 4), ("D", 7), ("A", 12), ("B", 14), ("C", 21)]
+
+
+def recorded_order_profile() -> Profile:
+    """fig12's streams A..E as one recorded step that received them in the order C, A, E, B, D
+    (their recorded ends; recorded durations play no part in a transfer's simulated time), and
+    two computations x (0.5 s) and y (0.25 s), both needing A, that the step ran y first."""
+    sizes = {"A": 5, "B": 2, "C": 7, "D": 3, "E": 4}
+    ops = [dict(name=n, resource="downlink", ps=0, bytes=s * S) for n, s in sizes.items()]
+    ops += [dict(name="x", resource="worker", deps=["A"]), dict(name="y", resource="worker", deps=["A"])]
+    ends_s = {"C": 7, "A": 12, "E": 16, "B": 18, "D": 21}
+    start = [0.0] * 5 + [12.5e6, 12.0e6]
+    duration = [ends_s[n] * 1e6 for n in sizes] + [0.5e6, 0.25e6]
+    step = dict(index=0, start_us=start, duration_us=duration)
+    return build_profile(job=dict(batch_size=1), ops=ops, steps=[step])
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_recorded_order_serves_streams_and_runs_computations_as_the_step_did(engine) -> None:  # type: ignore[no-untyped-def]
+    # Whole streams in the recorded order of their ends: C 0..7, A 7..12, E 12..16, B 16..18,
+    # D 18..21; x and y are released together when A ends at 12 and run in their recorded
+    # order, y 12..12.25 then x 12.25..12.75. FIFO instead: A 0..5, B 5..7, C 7..14, D 14..17,
+    # E 17..21, and x (released first) 5..5.5 before y 5.5..5.75.
+    settings = SimulationSettings(workers=1, steps=1, warmup_steps=0, record_timeline=True)
+    recorded = engine(recorded_order_profile(), NetworkModel(bandwidth_bps=B, order=StreamOrder.RECORDED), settings)
+    assert sorted((e.start_s, e.end_s, e.op) for e in recorded.timeline) == [
+        (0, 7, "C"), (7, 12, "A"), (12, 12.25, "y"), (12, 16, "E"), (12.25, 12.75, "x"), (16, 18, "B"), (18, 21, "D"),
+    ]  # fmt: skip
+    fifo = engine(recorded_order_profile(), NetworkModel(bandwidth_bps=B), settings)
+    assert sorted((e.end_s, e.op) for e in fifo.timeline) == [
+        (5, "A"), (5.5, "x"), (5.75, "y"), (7, "B"), (14, "C"), (17, "D"), (21, "E"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_each_replayed_step_takes_the_order_of_the_recorded_step_it_samples(engine) -> None:  # type: ignore[no-untyped-def]
+    # Two recorded steps that received two 1 s streams P and Q in opposite orders; c needs P
+    # and takes 0.5 s. A replayed step of recorded step 0 (P first) ends at max(1 + 0.5, 2) = 2;
+    # one of step 1 (Q first) at 2 + 0.5 = 2.5. Which recorded step each replays is
+    # sample_steps'.
+    ops = [dict(name="P", resource="downlink", ps=0, bytes=S), dict(name="Q", resource="downlink", ps=0, bytes=S),
+           dict(name="c", resource="worker", deps=["P"])]
+    steps = [dict(index=0, start_us=[0.0, 0.0, 1e6], duration_us=[1e6, 2e6, 0.5e6]),
+             dict(index=1, start_us=[0.0, 0.0, 2e6], duration_us=[2e6, 1e6, 0.5e6])]
+    profile = build_profile(job=dict(batch_size=1), ops=ops, steps=steps)
+    result = run(engine, profile, workers=1, steps=6, seed=3, order=StreamOrder.RECORDED)
+    sampled = sample_steps(3, 0, 6, 2)
+    assert set(sampled) == {0, 1}  # the seed replays both
+    lengths = [2.0 if k == 0 else 2.5 for k in sampled]
+    assert result.step_ends_s[0] == pytest.approx(tuple(np.cumsum(lengths)))
 
 
 @pytest.mark.parametrize("n", [2, 3, 5, 8])

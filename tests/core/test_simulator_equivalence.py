@@ -41,7 +41,9 @@ def random_profiles(draw: st.DrawFn, max_ops: int = 10) -> Profile:
             op["bytes"] = draw(st.one_of(st.just(0), st.integers(1, 4_000_000)))
         ops.append(op)
     durations = st.lists(st.floats(0, 0.3e6, allow_nan=False), min_size=n, max_size=n)
-    steps = [dict(index=k, start_us=[0.0] * n, duration_us=d) for k, d in enumerate(draw(st.lists(durations, min_size=1, max_size=3)))]
+    starts = st.lists(st.floats(0, 0.3e6, allow_nan=False), min_size=n, max_size=n)  # StreamOrder.RECORDED's keys
+    steps = [dict(index=k, start_us=draw(starts), duration_us=d)
+             for k, d in enumerate(draw(st.lists(durations, min_size=1, max_size=3)))]
     return build_profile(job=dict(batch_size=4, parameter_servers=n_ps), ops=ops, steps=steps)
 
 
@@ -49,7 +51,8 @@ networks = st.builds(
     NetworkModel,
     bandwidth_bps=st.floats(1e7, 1e8),
     win_bytes=st.one_of(st.none(), st.integers(1_000, 3_000_000).map(float)),
-    order=st.sampled_from([StreamOrder.FIFO, StreamOrder.CRITICAL_PATH, StreamOrder.REVERSE, StreamOrder.RANDOM]),
+    order=st.sampled_from([StreamOrder.FIFO, StreamOrder.CRITICAL_PATH, StreamOrder.REVERSE, StreamOrder.RANDOM,
+                           StreamOrder.RECORDED]),
     worker_bandwidth_bps=st.one_of(st.none(), st.floats(1e7, 1e8)),
     # the contention rules (reference.py), each off half of the time
     request_queue_s=st.sampled_from([0.0, 0.0, 1e-3, 0.25]),
@@ -194,3 +197,16 @@ def test_fast_engine_matches_reference_on_synthetic_chains_with_contention() -> 
                                window_gain=gain)
         for profile in (one_ps, two_ps):
             assert_same(*both(profile, network, SimulationSettings(workers=4, steps=8, warmup_steps=0, seed=2)))
+
+
+def test_fast_engine_matches_reference_in_the_recorded_order_of_a_real_trace() -> None:
+    # The CNN's steps received their pulls and ran their ops in varying orders (its docs:
+    # models.md, stream order): every op keyed, through both engines, with and without contention.
+    from advisor.importers.loader import load_profile
+
+    profile = load_profile(ps_async_data() / "condensed" / "cubic" / "cnn_bw100.json.gz")
+    for network in (NetworkModel(bandwidth_bps=1e8, order=StreamOrder.RECORDED),
+                    NetworkModel(bandwidth_bps=1e8, order=StreamOrder.RECORDED, request_queue_s=0.02, share_sigma=1.0,
+                                 multi_flow_goodput=0.85, window_gain=1.25)):
+        for workers in (1, 3):
+            assert_same(*both(profile, network, SimulationSettings(workers=workers, steps=10, warmup_steps=0, seed=3)))

@@ -122,9 +122,13 @@ class FastRun:
 def _graph(c: Compiled, inputs: SimInputs) -> tuple:
     plan = c.plan
     rand_keys = inputs.random_keys if inputs.random_keys is not None else np.zeros((1, 1, 1), np.float32)
+    key_index = plan.transfer_index
+    if inputs.recorded_keys is not None:  # every group keyed by its first member, per recorded step
+        rand_keys = np.ascontiguousarray(inputs.recorded_keys[None, :, [m[0] for m in plan.members]])
+        key_index = np.arange(len(plan.members), dtype=np.int64)
     return (
         plan.slot, plan.bits, plan.instant, plan.count, plan.n_deps, plan.dep_ptr, plan.dep_idx,
-        plan.roots, inputs.durations_s, inputs.sampled, plan.priority, plan.transfer_index, rand_keys,
+        plan.roots, inputs.durations_s, inputs.sampled, plan.priority, key_index, rand_keys,
         plan.member_ptr, plan.member_idx, plan.spans, _shares(inputs),
     )  # fmt: skip
 
@@ -162,7 +166,8 @@ def _hetnic(inputs: SimInputs) -> bool:
 
 def _ipar(c: Compiled, inputs: SimInputs, cap: int, record: bool) -> np.ndarray:
     W, G, R = inputs.workers, len(c.plan.members), inputs.slots_per_worker
-    return np.array([W, R, inputs.n_ps, cap, inputs.random_keys is not None, record, G, cap, 0, 0, _rate_mode(inputs),
+    keys = 2 if inputs.recorded_keys is not None else int(inputs.random_keys is not None)
+    return np.array([W, R, inputs.n_ps, cap, keys, record, G, cap, 0, 0, _rate_mode(inputs),
                      inputs.sync_replicas, _hetnic(inputs)], np.int64)  # fmt: skip
 
 
@@ -213,13 +218,16 @@ def _grown(state: tuple, cap: int) -> tuple:
 
 def fifo_slots(plan: FastPlan, inputs: SimInputs) -> np.ndarray:
     """Per slot: 1 where the scheduler queue's keys always arrive in increasing order
-    (``heaps.py``): computation always; links when all streams share one priority, none is
-    split by an HTTP/2 window (no second-round keys) and no random order is drawn."""
+    (``heaps.py``): computation unless the recorded order keys it; links when all streams share
+    one priority, none is split by an HTTP/2 window (no second-round keys) and no order is drawn
+    or recorded."""
     R = inputs.slots_per_worker
     link = np.array([inputs.is_link_slot(s) for s in range(R)])
     prio = plan.priority[np.isin(plan.slot, np.flatnonzero(link))]
-    same = inputs.random_keys is None and inputs.win_bits == np.inf and (prio.size == 0 or bool((prio == prio[0]).all()))
-    return np.where(link, np.int8(same), np.int8(1)).astype(np.int8)
+    keyed = inputs.recorded_keys is not None
+    same = not keyed and inputs.random_keys is None and inputs.win_bits == np.inf and \
+        (prio.size == 0 or bool((prio == prio[0]).all()))
+    return np.where(link, np.int8(same), np.int8(not keyed)).astype(np.int8)
 
 
 def _timeline(profile: Profile, inputs: SimInputs, plan: FastPlan, tl: tuple, n: int) -> tuple[TimelineEvent, ...]:

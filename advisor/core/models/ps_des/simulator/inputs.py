@@ -9,8 +9,8 @@ slots ``1 + 3i`` (downlink_i), ``2 + 3i`` (uplink_i) and ``3 + 3i`` (ps_i comput
 
 Scheduler keys are compared as tuples ``(round, priority, seq)``: ``round`` is 0 for a stream
 waiting for its first service and 1 for one waiting for its second (HTTP/2 model, section
-3.2.2), ``priority`` comes from the stream order (always 0 for computation, which is served
-in release order) and ``seq`` is a global counter bumped on every release, re-queue and
+3.2.2), ``priority`` comes from the stream order (0 for computation, which is served in release
+order, unless the recorded order keys it: ``order.py``) and ``seq`` is a global counter bumped on every release, re-queue and
 chunk start, which also breaks ties between chunks that complete at the same instant.
 """
 
@@ -61,6 +61,9 @@ class SimInputs:
     worker_block: tuple[int, ...] = ()  # the block of each listed worker (later workers: 0)
     worker_nic_bps: tuple[float, ...] = ()  # each listed worker's NIC rate (later ones: nic_bps)
     sync_replicas: int = 0  # R > 0: synchronous PS, an update per R fresh gradients; 0: asynchronous
+    # StreamOrder.RECORDED: (recorded steps, ops) float32, each op's key in each recorded step
+    # (``recorded_keys``); a simulated step reads the row of the recorded step it replays
+    recorded_keys: np.ndarray | None = None
 
     def start_of(self, worker: int) -> float:
         """When ``worker``'s first step starts (0 unless staggered)."""
@@ -98,6 +101,8 @@ class SimInputs:
 
     def stream_key(self, op: int, worker: int, step: int) -> float:
         """The order priority of a stream released in ``step`` of ``worker``."""
+        if self.recorded_keys is not None:
+            return float(self.recorded_keys[self.sampled[worker, step], op])
         if self.random_keys is not None and self.transfer_index[op] >= 0:
             return float(self.random_keys[worker, step, self.transfer_index[op]])
         return float(self.priority[op])
@@ -162,6 +167,7 @@ def prepare_graph(
         priority=stream_priorities(profile, network),
         transfer_index=transfer_index,
         random_keys=np.zeros((0, 0, int(is_transfer.sum())), np.float32) if network.order is StreamOrder.RANDOM else None,
+        recorded_keys=recorded_keys(profile, is_transfer, blocks) if network.order is StreamOrder.RECORDED else None,
         link_bps=float(network.bandwidth_bps),
         nic_bps=float(network.worker_bandwidth_bps or network.bandwidth_bps),
         win_bits=math.inf if network.win_bytes is None else 8.0 * float(network.win_bytes),
@@ -173,6 +179,17 @@ def prepare_graph(
         worker_block=worker_block,
         worker_nic_bps=tuple(float(r) for r in worker_bandwidths_bps),
     )
+
+
+def recorded_keys(profile: Profile, is_transfer: np.ndarray, blocks: int = 1) -> np.ndarray:
+    """StreamOrder.RECORDED's key of every op in every recorded step (ms from the step's start),
+    repeated for each speed block: a transfer's recorded end, so that a replayed step serves its
+    streams in the order the recorded step received them, and a computation's recorded start,
+    so that ops ready together run in the order the recorded step ran them."""
+    start = np.array([s.start_us for s in profile.steps], dtype=np.float64)
+    end = start + np.array([s.duration_us for s in profile.steps], dtype=np.float64)
+    keys = np.where(is_transfer[None, :], end, start) * 1e-3
+    return np.tile(keys, (blocks, 1)).astype(np.float32)
 
 
 def speed_blocks(

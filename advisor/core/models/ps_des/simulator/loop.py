@@ -6,8 +6,9 @@ priority, tindex, rand_keys, member_ptr, member_idx, spans, shares)`` over merge
 (``dur`` is per profile step and *profile* operation; a merged operation runs its members
 back to back; ``spans[p, g]`` is ``plan.chain_spans`` for profile step p and group g;
 ``shares[q]`` the sharing weights of queue q's connection, ``inputs.share_weights``);
-``ipar = [W, R, n_ps, cap, use_random, record, G, limit, resumable, resume, mode, sync, hetnic]``
-(``cap``: steps per worker the arrays hold; ``mode``: how link rates are kept, general,
+``ipar = [W, R, n_ps, cap, keys, record, G, limit, resumable, resume, mode, sync, hetnic]``
+(``keys``: 0 static stream priorities, 1 random stream keys, 2 the recorded order keying every
+operation, ``rand_keys[0, sampled[w, step], tindex[g]]``; ``cap``: steps per worker the arrays hold; ``mode``: how link rates are kept, general,
 uniform or proportional, see ``kernel.py``; ``sync``: replicas to aggregate, 0 for asynchronous; ``hetnic``: the
 workers' NIC rates differ, ``links[NIC]``);
 ``fpar = [link_bps, nic_bps, win_bits, request_queue_s, multi_flow_goodput]``;
@@ -68,7 +69,7 @@ from advisor.core.models.ps_des.simulator.kernel import (
 _START = -2  # event-heap queue marking a worker's first start
 _DEFER = -3  # event-heap queue marking a pull whose request is on its way
 SEQ, EVENTS, TL_LEN, PAUSED, STALLED = 0, 1, 2, 3, 4  # ctr
-LIMIT, RESUMABLE, RESUME, UNIFORM, SYNC = 7, 8, 9, 10, 11  # ipar (UNIFORM: the rate mode, kernel.py), after [W, R, n_ps, cap, use_random, record, G]
+LIMIT, RESUMABLE, RESUME, UNIFORM, SYNC = 7, 8, 9, 10, 11  # ipar (UNIFORM: the rate mode, kernel.py), after [W, R, n_ps, cap, keys, record, G]
 HETNIC = 12  # ipar
 GSTEP, FRESH, NWAIT, NUPD, NSTART = 0, 1, 2, 3, 4  # ws[9], the synchronous PS's counters
 RQ, ETA, WGAIN = 3, 4, 5  # fpar, after [link_bps, nic_bps, win_bits]
@@ -100,7 +101,9 @@ def _release(g, w, now, graph, ipar, fpar, ws, qs, ev, links, ctr):  # type: ign
 def _enqueue(g, w, seq, graph, ipar, ws, qs):  # type: ignore[no-untyped-def]
     s = graph[0][g]
     key = 0.0
-    if _is_link(s):
+    if ipar[4] == 2:  # the recorded order: every group keyed by the recorded step it replays
+        key = graph[12][0, graph[9][w, ws[2][w]], graph[11][g]]
+    elif _is_link(s):
         key = graph[12][w, ws[2][w], graph[11][g]] if ipar[4] else graph[10][g]
     q_push(qs, w * ipar[1] + s, 0, key, seq, g)
 

@@ -10,6 +10,11 @@ A lower value is served first; ties (and every computation) fall back to release
   first; a stream nobody consumes goes last (+inf).
 - REVERSE: the negation of CRITICAL_PATH.
 - RANDOM: 0 here; the engines use per-(worker, step) random keys drawn from the seed.
+- RECORDED: 0 here; the engines key every operation of a simulated step by the recorded step it
+  replays (``inputs.recorded_keys``): a stream by when it finished there, so streams ready
+  together are served in the order that step received them, and a computation by when it
+  started there, so computations ready together run in the order that step ran them (TensorFlow
+  orders both differently from step to step).
 - CUSTOM: the position in ``NetworkModel.custom_order``; transfers it does not name follow
   all named ones, in release order. An unknown or non-transfer name is an error.
 """

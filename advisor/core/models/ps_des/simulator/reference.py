@@ -265,7 +265,7 @@ class ReferenceSimulation:
     def _enqueue(self, w: int, op: int, seq: int) -> None:
         wk = self.workers[w]
         slot = int(self.inp.slot[op])
-        key = self.inp.stream_key(op, w, wk.step) if self.inp.is_link_slot(slot) else 0.0
+        key = self.inp.stream_key(op, w, wk.step) if self.inp.is_link_slot(slot) or self.inp.recorded_keys is not None else 0.0
         heapq.heappush(wk.queues.setdefault(slot, []), (0, key, seq, op))
 
     def _queued_push_bits(self, w: int, ps: int) -> float:
