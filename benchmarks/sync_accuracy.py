@@ -1,7 +1,7 @@
 """Accuracy of the synchronous PS model against real ``SyncReplicasOptimizer`` runs.
 
     python -m benchmarks.sync_accuracy [--model li2020-des-sync+contention] [--steps 400]
-        [--param KEY=VALUE ...] [--markdown]
+        [--param KEY=VALUE ...] [--order fifo|recorded] [--markdown]
     python -m benchmarks.sync_accuracy --held-out [--write-predictions]
 
 For every measured run in ``tests/data/ps-sync`` (``<job>[_backup1].<repeat>.measured.json.gz``,
@@ -53,7 +53,7 @@ from advisor.core.advice import AdviceRequest, ModelChoice, advise
 from advisor.core.curve import CurveSettings
 from advisor.core.model_error import ModelError, measured_error
 from advisor.core.models.ps_des.arrangements import ALTERNATING, IN_STEP, alternated
-from advisor.core.sim_types import NetworkModel
+from advisor.core.sim_types import NetworkModel, StreamOrder
 from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import load_model_errors, write_model_error
 
@@ -153,7 +153,7 @@ def job_settings(job: str) -> tuple[str, float, int]:
 def predict(job: str, measured: Mapping[int, Sequence[float]], *, model: str = MODEL, steps: int = 400,
             params: Mapping[str, Any] | None = None, data: Path = DATA,
             shown: Mapping[str, Mapping[int, Sequence[bool]]] | None = None,
-            what_if: tuple[int, str] | None = None) -> list[Point]:
+            what_if: tuple[int, str] | None = None, order: StreamOrder = StreamOrder.FIFO) -> list[Point]:
     """The prediction of every measured W of ``job``; ``shown`` (``arrangements``): which
     outcome each W = 2 repeat showed. ``what_if`` (PS count, placement): predict a several-PS
     job from the one-PS trace of the same program (``DATA``) by the ``--ps`` what-if instead of
@@ -174,7 +174,7 @@ def predict(job: str, measured: Mapping[int, Sequence[float]], *, model: str = M
     workers = tuple(sorted(measured))
     # W = 1 too: the model's second outcome at W = 2 is read off it (``sync.PsDesSync.outlook``)
     advice = advise(profile, AdviceRequest(
-        network=NetworkModel(bandwidth_bps=bps, worker_bandwidth_bps=worker_bps), model=ModelChoice(model, chosen),
+        network=NetworkModel(bandwidth_bps=bps, worker_bandwidth_bps=worker_bps, order=order), model=ModelChoice(model, chosen),
         side_by_side=(), parameter_servers=servers,
         curve=CurveSettings(workers=tuple(sorted({1, *workers})), steps=steps, warmup_steps=50, seed=0)))
     job_shown: Mapping[int, Sequence[bool]] = (shown or {}).get(job, {})
@@ -300,6 +300,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=400, help="simulated steps per point")
     parser.add_argument("--param", action="append", default=[], metavar="K=V", help="a model parameter")
     parser.add_argument("--job", action="append", default=[], help="only these jobs")
+    parser.add_argument("--order", choices=[o.value for o in StreamOrder], default=StreamOrder.FIFO.value,
+                        help="the simulation's stream order (default fifo; docs/accuracy.md, one worker)")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--fit", metavar="NAME=V1,V2,...", action="append", default=[],
                         help="also report leave-one-job-out: NAME chosen on the other jobs from these values "
@@ -321,9 +323,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     for job in sorted(measured):
         if args.job and job not in args.job:
             continue
-        points = predict(job, measured[job], model=args.model, steps=args.steps, params=params, shown=shown)
+        points = predict(job, measured[job], model=args.model, steps=args.steps, params=params, shown=shown,
+                         order=StreamOrder(args.order))
         every += points
-    print(f"{args.model} {params or ''}")
+    print(f"{args.model} {params or ''}{'' if args.order == 'fifo' else ' order ' + args.order}")
     print(table(every, args.markdown))
     print()
     for job in sorted({p.job for p in every}):
