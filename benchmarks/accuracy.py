@@ -1,6 +1,6 @@
 """Accuracy against the real testbed: predicted vs measured throughput for W = 1..8.
 
-    python -m benchmarks.accuracy [--steps 1000] [--measure-bandwidth] [--json out.json]
+    python -m benchmarks.accuracy [--steps 1000] [--measure-bandwidth] [--order fifo|recorded] [--json out.json]
 
 For every measured run in ``tests/data/ps-async/measured`` it predicts from the 1-worker trace of
 the same model and congestion control (``condensed/<cc>/<model>_bw100``; the 20 ms-queue runs
@@ -32,7 +32,7 @@ from advisor.core.models.ps_des.model import contention_choice
 from advisor.core.cost import Constraints, CostError, Prices, cost_optimal, cost_per_example
 from advisor.core.curve import CurveSettings
 from advisor.core.profile import Profile
-from advisor.core.sim_types import NetworkModel
+from advisor.core.sim_types import NetworkModel, StreamOrder
 from advisor.importers.loader import load_profile
 from benchmarks.paths import PS_ASYNC_DATA
 
@@ -64,6 +64,7 @@ class Model:
     seed: int = 0
     share_sigma: float = SHARE_SIGMA
     multi_flow_goodput: float = MULTI_FLOW_GOODPUT
+    order: StreamOrder = StreamOrder.FIFO  # the simulation's stream order (docs/accuracy.md, one worker)
 
 
 def measured(path: Path) -> dict[int, list[float]]:
@@ -97,7 +98,7 @@ def advice_request(workers: list[int], bandwidth: float, model: Model, steps: in
     return AdviceRequest(
         model=contention_choice(None if model.equal_shares else Contention(
             CongestionControl(cc), queue_s, model.share_sigma, model.multi_flow_goodput)),
-        network=NetworkModel(bandwidth_bps=bandwidth, win_bytes=model.win_bytes),
+        network=NetworkModel(bandwidth_bps=bandwidth, win_bytes=model.win_bytes, order=model.order),
         curve=CurveSettings(workers=tuple(workers), steps=steps, warmup_steps=50, seed=model.seed),
         overhead=model.overhead,
         prices=PRICES,
@@ -178,10 +179,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000, help="simulated steps per worker (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--order", choices=[o.value for o in StreamOrder], default=StreamOrder.FIFO.value,
+                        help="the simulation's stream order (default fifo; docs/accuracy.md, one worker)")
     parser.add_argument("--measure-bandwidth", action="store_true",
                         help="measure each trace's link rate instead of giving the testbed's 100 Mbit/s")
     args = parser.parse_args()
-    model = Model(seed=args.seed)
+    model = Model(seed=args.seed, order=StreamOrder(args.order))
     results = [evaluate_run(name, cc, queue, model, args.steps, args.measure_bandwidth) for name, cc, queue in RUNS]
     print("error: the product's model (contention rules); equal: Li et al.'s equal sharing; then two coarse baselines")
     print(f"{'run':<28} {'W':>2} {'measured':>17} {'predicted':>9} {'interval':>15} {'error':>7} {'equal':>7} "

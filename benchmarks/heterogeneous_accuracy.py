@@ -1,6 +1,6 @@
 """Accuracy of the PS model with heterogeneous workers, against real runs.
 
-    python -m benchmarks.heterogeneous_accuracy [--steps 1000] [--markdown]
+    python -m benchmarks.heterogeneous_accuracy [--steps 1000] [--order fifo|recorded] [--markdown]
 
 For every measured run in ``tests/data/ps-traces/heterogeneous`` (asynchronous PS, 1 PS at
 100 Mbit/s, every second worker's accelerator emulated at half speed; its README says how they
@@ -37,7 +37,7 @@ from pathlib import Path
 from advisor.core.advice import AdviceRequest, ModelChoice, advise
 from advisor.core.curve import CurveSettings
 from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, alternated
-from advisor.core.sim_types import NetworkModel
+from advisor.core.sim_types import NetworkModel, StreamOrder
 from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import load_model_errors
 from benchmarks.multi_ps_accuracy import summary
@@ -95,11 +95,11 @@ class Point:
 
 
 def _curve(trace: Path, meta: dict, workers: Sequence[int], speeds: tuple[float, ...], steps: int,
-           model: str = MODEL, links_bps: tuple[float, ...] = ()) -> dict:
+           model: str = MODEL, links_bps: tuple[float, ...] = (), order: StreamOrder = StreamOrder.FIFO) -> dict:
     """{W: {outcome: (throughput, low, high)}} of the default model with the shipped model error
     ("predicted" for a point with one outcome)."""
     request = AdviceRequest(
-        network=NetworkModel(bandwidth_bps=float(meta["bw_mbit"]) * 1e6),
+        network=NetworkModel(bandwidth_bps=float(meta["bw_mbit"]) * 1e6, order=order),
         model=ModelChoice(model, {"congestion_control": meta.get("congestion_control", "cubic"),
                                   "queue_s": float(meta.get("queue_ms", 100)) / 1e3}),
         side_by_side=(), worker_speeds=speeds, worker_bandwidths_bps=links_bps, model_error=load_model_errors(),
@@ -127,7 +127,8 @@ def links_of(meta: dict) -> tuple[float, ...]:
     return tuple(UNSHAPED_BPS if m is None else float(m) * 1e6 for m in meta.get("worker_mbits", ()))
 
 
-def points(folders: Sequence[Path] = (DATA, SYNC_DATA, NIC_DATA), steps: int = 1000) -> list[Point]:
+def points(folders: Sequence[Path] = (DATA, SYNC_DATA, NIC_DATA), steps: int = 1000,
+           order: StreamOrder = StreamOrder.FIFO) -> list[Point]:
     """Every measured point of every heterogeneous run, with its predictions. Each distinct
     request is simulated once (seeded: a repeat's curve, and the as-traced curve every run of a
     program shares, are the same)."""
@@ -139,7 +140,7 @@ def points(folders: Sequence[Path] = (DATA, SYNC_DATA, NIC_DATA), steps: int = 1
         key = (trace, meta["bw_mbit"], meta.get("congestion_control"), meta.get("queue_ms"), tuple(workers), speeds,
                links, model)
         if key not in curves:
-            curves[key] = _curve(trace, meta, workers, speeds, steps, model, links)
+            curves[key] = _curve(trace, meta, workers, speeds, steps, model, links, order)
         return curves[key]
 
     for path in sorted(p for data in folders for p in data.glob("*.measured.json.gz")):
@@ -186,8 +187,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--steps", type=int, default=1000, help="simulated steps per worker (default 1000)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    parser.add_argument("--order", choices=[o.value for o in StreamOrder], default=StreamOrder.FIFO.value,
+                        help="the simulation's stream order (default fifo; docs/accuracy.md, one worker)")
     args = parser.parse_args(argv)
-    found = points(steps=args.steps)
+    found = points(steps=args.steps, order=StreamOrder(args.order))
     if not found:
         raise SystemExit(f"no measured run under {DATA}")
     print("\n".join(table(found, args.markdown)))

@@ -1,7 +1,7 @@
 """Accuracy of the PS model on jobs with several parameter servers, against real 2-PS runs.
 
     python -m benchmarks.multi_ps_accuracy [--steps 1000] [--param multi_ps_flow_goodput=0.85]
-        [--no-fit] [--markdown] [--json out.json] [--write]
+        [--no-fit] [--order fifo|recorded] [--markdown] [--json out.json] [--write]
         [--phases | --placements | --step-ends | --held-out]
 
 For every measured run in ``tests/data/ps-traces`` with 2 PS (``<trace>.measured.json.gz``,
@@ -75,7 +75,7 @@ from advisor.core.model_error import SEVERAL_PS, ModelError, ModelErrors, measur
 from advisor.core.curve import CurveSettings, predict_curve
 from advisor.core.models import registry
 from advisor.core.profile import Profile
-from advisor.core.sim_types import NetworkModel
+from advisor.core.sim_types import NetworkModel, StreamOrder
 from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import load_model_errors, shipped_path, write_error_file
 from advisor.importers.tf_profile import RECV_LABEL
@@ -137,11 +137,11 @@ def trace(name: str, data: Path = DATA) -> Profile:
 
 def curve(profile: Profile, workers: Sequence[int], params: Mapping[str, Any], *, steps: int,
           parameter_servers: int | None = None, worker_bps: float | None = None,
-          link_bps: float = LINK_BPS) -> dict[int, float]:
+          link_bps: float = LINK_BPS, order: StreamOrder = StreamOrder.FIFO) -> dict[int, float]:
     """The default model's throughput at ``workers`` (fixed steps, seed 0: reproducible)."""
     model = registry.get(MODEL)
     settings = CurveSettings(workers=tuple(workers), steps=steps, warmup_steps=50, seed=0)
-    request = AdviceRequest(network=NetworkModel(bandwidth_bps=link_bps, worker_bandwidth_bps=worker_bps),
+    request = AdviceRequest(network=NetworkModel(bandwidth_bps=link_bps, worker_bandwidth_bps=worker_bps, order=order),
                             curve=settings, parameter_servers=parameter_servers)
     inputs = model_inputs(profile, request)
     points = predict_curve(model, inputs, registry.params_for(model, dict(params)), settings)
@@ -155,7 +155,7 @@ def network_params(meta: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def predict(placement: str, params: Mapping[str, Any], *, steps: int, data: Path = DATA,
-            what_if: bool = True) -> list[Row]:
+            what_if: bool = True, order: StreamOrder = StreamOrder.FIFO) -> list[Row]:
     """Every measured point of ``placement``'s runs with its predictions (``what_if`` False: the
     what-if column repeats the own one, for fits that do not need it)."""
     runs = [(path, *read_run(path)) for path in measured_runs(TWO_PS[placement], data)]
@@ -166,9 +166,9 @@ def predict(placement: str, params: Mapping[str, Any], *, steps: int, data: Path
         full = {**network_params(meta), **params}
         key = tuple(sorted(full.items()))
         if key not in curves:
-            own = curve(trace(TWO_PS[placement], data), workers, full, steps=steps)
+            own = curve(trace(TWO_PS[placement], data), workers, full, steps=steps, order=order)
             other = (curve(trace(ONE_PS, data), workers, {**full, "ps_placement": placement}, steps=steps,
-                           parameter_servers=2, worker_bps=WORKER_LINK_BPS) if what_if else own)
+                           parameter_servers=2, worker_bps=WORKER_LINK_BPS, order=order) if what_if else own)
             curves[key] = (own, other)
         own, other = curves[key]
         name = path.name.removesuffix(".json.gz")
@@ -518,6 +518,9 @@ def held_out_table(data: Path = HELD_OUT, steps: int = 1000) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--steps", type=int, default=1000, help="simulated steps per worker (default 1000)")
+    parser.add_argument("--order", choices=[o.value for o in StreamOrder], default=StreamOrder.FIFO.value,
+                        help="the simulation's stream order for the runs' table (default fifo; docs/accuracy.md, one "
+                             "worker)")
     parser.add_argument("--param", action="append", default=[], metavar="K=V",
                         help="override a model parameter (a float) for every prediction")
     parser.add_argument("--no-fit", action="store_true", help="skip the held-out fit (its 20 curves)")
@@ -535,7 +538,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help=f"write the several-PS model error into the shipped advisor/data/model_error ({MODEL}@"
                              f"{SEVERAL_PS}.json)")
     args = parser.parse_args(argv)
-    if args.write and (args.no_fit or args.param or args.data != DATA):
+    if args.write and (args.no_fit or args.param or args.data != DATA or args.order != StreamOrder.FIFO.value):
         raise SystemExit("--write measures the shipped widths: with the held-out fit, the default parameters and data")
     if args.step_ends:
         print("\n".join(step_ends()))
@@ -550,7 +553,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print("\n".join(phases(args.data)))
         return
     params = {k: float(v) for k, v in (p.split("=", 1) for p in args.param)}
-    rows = [r for p in TWO_PS for r in predict(p, params, steps=args.steps, data=args.data)]
+    rows = [r for p in TWO_PS for r in predict(p, params, steps=args.steps, data=args.data,
+                                               order=StreamOrder(args.order))]
     if not rows:
         raise SystemExit(f"no measured 2-PS run under {args.data}")
     print(f"{MODEL}" + (f" with {params}" if params else " (default parameters)")

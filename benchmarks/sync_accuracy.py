@@ -213,15 +213,15 @@ def model_error(points: Sequence[Point], model: str, source: str = "") -> ModelE
 
 
 def leave_one_job_out(measured: Mapping[str, Mapping[int, Sequence[float]]], grids: Mapping[str, Sequence[float]],
-                      *, model: str, steps: int,
-                      params: Mapping[str, Any]) -> dict[str, tuple[tuple[float, ...], list[Point]]]:
+                      *, model: str, steps: int, params: Mapping[str, Any],
+                      order: StreamOrder = StreamOrder.FIFO) -> dict[str, tuple[tuple[float, ...], list[Point]]]:
     """For each job, the values of the parameters ``grids`` names chosen together (every
     combination of their grids; ties: the first in grid order) by the smallest median |error|
     over the OTHER jobs' points, and the job's points predicted with them: {job: (values, points)}."""
     shown = arrangements()
     combos = list(itertools.product(*grids.values()))
     by_value = {v: {job: predict(job, measured[job], model=model, steps=steps,
-                                 params={**params, **dict(zip(grids, v))}, shown=shown)
+                                 params={**params, **dict(zip(grids, v))}, shown=shown, order=order)
                     for job in measured} for v in combos}
     out = {}
     for job in measured:
@@ -353,7 +353,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.fit:
         grids = {name: [float(v) for v in values.split(",")] for name, values in (f.split("=", 1) for f in args.fit)}
         chosen = {job: measured[job] for job in measured if not args.job or job in args.job}
-        held = leave_one_job_out(chosen, grids, model=args.model, steps=args.steps, params=params)
+        held = leave_one_job_out(chosen, grids, model=args.model, steps=args.steps, params=params,
+                                 order=StreamOrder(args.order))
         print("\nleave-one-job-out: " + ", ".join(f"{n} chosen from {g}" for n, g in grids.items())
               + " on the other jobs")
         for job, (value, points) in sorted(held.items()):
