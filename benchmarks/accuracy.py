@@ -34,6 +34,7 @@ from advisor.core.curve import CurveSettings
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, StreamOrder
 from advisor.importers.loader import load_profile
+from benchmarks.options import add_order_option
 from benchmarks.paths import PS_ASYNC_DATA
 
 PRICES = Prices(worker_per_hour=3.06, ps_per_hour=0.40)  # the example prices
@@ -179,8 +180,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000, help="simulated steps per worker (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default 0)")
     parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--order", choices=[o.value for o in StreamOrder], default=StreamOrder.FIFO.value,
-                        help="the simulation's stream order (default fifo; docs/accuracy.md, one worker)")
+    add_order_option(parser)
     parser.add_argument("--measure-bandwidth", action="store_true",
                         help="measure each trace's link rate instead of giving the testbed's 100 Mbit/s")
     args = parser.parse_args()

@@ -41,6 +41,7 @@ from advisor.core.sim_types import NetworkModel, StreamOrder
 from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import load_model_errors
 from benchmarks.multi_ps_accuracy import summary
+from benchmarks.options import add_order_option
 from benchmarks.paths import REPO
 
 TRACES = REPO / "tests" / "data" / "ps-traces"
@@ -187,8 +188,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--steps", type=int, default=1000, help="simulated steps per worker (default 1000)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
-    parser.add_argument("--order", choices=[o.value for o in StreamOrder], default=StreamOrder.FIFO.value,
-                        help="the simulation's stream order (default fifo; docs/accuracy.md, one worker)")
+    add_order_option(parser)
     args = parser.parse_args(argv)
     found = points(steps=args.steps, order=StreamOrder(args.order))
     if not found:

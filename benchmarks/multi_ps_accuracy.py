@@ -80,6 +80,7 @@ from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import load_model_errors, shipped_path, write_error_file
 from advisor.importers.tf_profile import RECV_LABEL
 from benchmarks.model_error import LEVEL
+from benchmarks.options import add_order_option
 from benchmarks.paths import REPO
 
 DATA = REPO / "tests" / "data" / "ps-traces"
@@ -518,9 +519,7 @@ def held_out_table(data: Path = HELD_OUT, steps: int = 1000) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--steps", type=int, default=1000, help="simulated steps per worker (default 1000)")
-    parser.add_argument("--order", choices=[o.value for o in StreamOrder], default=StreamOrder.FIFO.value,
-                        help="the simulation's stream order for the runs' table (default fifo; docs/accuracy.md, one "
-                             "worker)")
+    add_order_option(parser, " for the runs' table")
     parser.add_argument("--param", action="append", default=[], metavar="K=V",
                         help="override a model parameter (a float) for every prediction")
     parser.add_argument("--no-fit", action="store_true", help="skip the held-out fit (its 20 curves)")

@@ -34,8 +34,8 @@ from advisor.core.advice import AdviceRequest, CurveSettings, ModelChoice, advis
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, StreamOrder
 from advisor.importers.loader import load_profile
+from benchmarks.paths import PS_ASYNC_DATA
 from benchmarks.sync_accuracy import DATA as SYNC, HELD_OUT, MODEL as SYNC_MODEL, runs
-from tests.conftest import PS_ASYNC_DATA
 
 ORDERS = (StreamOrder.FIFO, StreamOrder.RECORDED)
 

@@ -56,6 +56,7 @@ from advisor.core.models.ps_des.arrangements import ALTERNATING, IN_STEP, altern
 from advisor.core.sim_types import NetworkModel, StreamOrder
 from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import load_model_errors, write_model_error
+from benchmarks.options import add_order_option
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "ps-sync"
 HELD_OUT = DATA / "held-out"
@@ -300,8 +301,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=400, help="simulated steps per point")
     parser.add_argument("--param", action="append", default=[], metavar="K=V", help="a model parameter")
     parser.add_argument("--job", action="append", default=[], help="only these jobs")
-    parser.add_argument("--order", choices=[o.value for o in StreamOrder], default=StreamOrder.FIFO.value,
-                        help="the simulation's stream order (default fifo; docs/accuracy.md, one worker)")
+    add_order_option(parser)
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--fit", metavar="NAME=V1,V2,...", action="append", default=[],
                         help="also report leave-one-job-out: NAME chosen on the other jobs from these values "
