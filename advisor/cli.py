@@ -808,6 +808,11 @@ def render_summary(profile: Profile, s: ProfileSummary) -> str:
     lines.append(f"step time    recorded span {_ms(s.step_us.median)} median (p10 {_ms(s.step_us.p10)}, p90 {_ms(s.step_us.p90)})")
     if s.wall_us is not None:
         lines.append(f"             client wall   {_ms(s.wall_us.median)} median")
+    if s.untraced_wall_us is not None:
+        cost = "" if s.wall_us is None else \
+            f"; the traced steps' mean is {s.wall_us.mean / s.untraced_wall_us.mean - 1:+.1%} longer (tracing's cost)"
+        lines.append(f"             untraced      {_ms(s.untraced_wall_us.mean)} mean over "
+                     f"{len(profile.job.untraced_walls_us or ())} steps timed after the traced ones{cost}")
     cp = s.critical_path
     parts = ", ".join(f"{r} {_ms(v)}" for r, v in cp.by_resource_us.items())
     lines.append(f"critical path {_ms(cp.length_us)} through {len(cp.ops)} ops ({parts})")

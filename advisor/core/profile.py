@@ -177,12 +177,25 @@ class JobInfo(_Frozen):
         "global variables), which TensorFlow's placement strategies follow; None: not recorded (the PS-count "
         "what-if then takes the trace's order)",
     )
+    untraced_walls_us: tuple[float, ...] | None = Field(
+        default=None,
+        description="PS traces: the client wall time of each step the profiling run timed without tracing, after "
+        "its traced steps (their StepTiming.wall_us), so that what tracing costs a step can be read; None: not "
+        "recorded",
+    )
     collectives: tuple[int, ...] | None = Field(
         default=None,
         description="all-reduce only: the bytes of each further all-reduce the framework runs every step besides "
         "the gradients', in the order they run after the last bucket (Keras reduces each logged metric as a sum "
         "and a count); () for none, None if not recorded (the ring model then assumes the framework's own)",
     )
+
+    @model_validator(mode="after")
+    def _check_untraced(self) -> JobInfo:
+        for i, wall in enumerate(self.untraced_walls_us or ()):
+            if not math.isfinite(wall) or wall <= 0:
+                raise ValueError(f"untraced_walls_us[{i}] is {wall!r} us: a step's wall time must be finite and > 0")
+        return self
 
 
 class Profile(_Frozen):

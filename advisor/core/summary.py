@@ -50,6 +50,7 @@ class ProfileSummary:
     compute_us: dict[str, Spread]  # "worker", "ps": summed op durations per step
     step_us: Spread  # first op start to last op end
     wall_us: Spread | None  # as the client saw it, when recorded
+    untraced_wall_us: Spread | None  # steps the client timed untraced after the traced ones, when recorded
     critical_path: CriticalPath
     steps: int
     skipped_steps: int
@@ -83,6 +84,7 @@ def summarize(profile: Profile) -> ProfileSummary:
         compute_us=compute,
         step_us=Spread.of(np.array([s.end_us for s in profile.steps])),
         wall_us=Spread.of(np.array(walls)) if walls else None,
+        untraced_wall_us=Spread.of(np.array(profile.job.untraced_walls_us)) if profile.job.untraced_walls_us else None,
         critical_path=critical_path(profile, dur.mean(axis=0)),
         steps=len(profile.steps),
         skipped_steps=profile.job.skipped_steps,

@@ -133,6 +133,7 @@ def build_profile_from_trace(trace: TraceRecords, *, batch_size: int | None = No
         synchronous=is_sync_replicas(trace.graph),
         worker_on_gpu=worker_on_gpu(trace.graph),
         variable_order=tuple(trace.variable_bytes) or None,  # the hook's list, in creation order
+        untraced_walls_us=trace.untraced_walls_us or None,
     )
     try:
         return build_profile(job=JobInfo.model_validate(job), ops=ops, steps=steps)

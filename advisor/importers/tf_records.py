@@ -68,3 +68,5 @@ class TraceRecords:
     source: str | None = None
     bandwidth_bps: float | None = None
     variable_bytes: dict[str, int] = field(default_factory=dict)
+    # client wall time of each step the recorder timed untraced after the traced ones (µs)
+    untraced_walls_us: tuple[float, ...] = ()

@@ -348,6 +348,7 @@ class _RunInfo:
     bandwidth_bps: float | None = None
     variable_bytes: dict[str, int] = field(default_factory=dict)
     client_steps: tuple[tuple[int, int], ...] | None = None
+    untraced_steps: tuple[tuple[int, int], ...] = ()
 
 
 def _run_info(trace: Path, meta: Path | None) -> _RunInfo:
@@ -370,7 +371,8 @@ def _meta_info(doc: Mapping[str, Any], where: _Where) -> _RunInfo:
         model=_optional_str(doc.get("model"), where.key("model")),
         bandwidth_bps=bandwidth,
         variable_bytes=_meta_variables(doc, where),
-        client_steps=_meta_client_steps(doc, where),
+        client_steps=_meta_windows(doc, "client_steps_us", where),
+        untraced_steps=_meta_windows(doc, "untraced_steps_us", where) or (),
     )
 
 
@@ -417,13 +419,14 @@ def _meta_variables(doc: Mapping[str, Any], where: _Where) -> dict[str, int]:
     return sizes
 
 
-def _meta_client_steps(doc: Mapping[str, Any], where: _Where) -> tuple[tuple[int, int], ...] | None:
-    """``client_steps_us``: [start, end, global_step] of each traced step, wall-clock µs."""
-    at = where.key("client_steps_us")
-    if doc.get("client_steps_us") is None:
+def _meta_windows(doc: Mapping[str, Any], key: str, where: _Where) -> tuple[tuple[int, int], ...] | None:
+    """``client_steps_us`` ([start, end, global_step] of each traced step, wall-clock µs) or
+    ``untraced_steps_us`` (the same of the steps the recorder timed untraced after them)."""
+    at = where.key(key)
+    if doc.get(key) is None:
         return None
     steps: list[tuple[int, int]] = []
-    for i, entry in enumerate(_list(doc["client_steps_us"], at)):
+    for i, entry in enumerate(_list(doc[key], at)):
         entry_at = at.item(i)
         entry = _list(entry, entry_at)
         if len(entry) < 2:
@@ -466,6 +469,7 @@ def _assemble(
         source=source,
         bandwidth_bps=info.bandwidth_bps,
         variable_bytes=dict(info.variable_bytes),
+        untraced_walls_us=tuple(float(end - start) for start, end in info.untraced_steps),
     )
 
 

@@ -25,6 +25,7 @@ ENV_INGEST_URL = "ADVISOR_INGEST_URL"
 ENV_TOKEN_FILE = "ADVISOR_TOKEN_FILE"
 ENV_STEPS = "ADVISOR_PROFILE_STEPS"
 ENV_WARMUP = "ADVISOR_PROFILE_WARMUP"
+ENV_UNTRACED = "ADVISOR_PROFILE_UNTRACED_STEPS"
 ENV_BATCH_SIZE = "ADVISOR_BATCH_SIZE"
 ENV_MODEL_NAME = "ADVISOR_MODEL_NAME"
 ENV_BANDWIDTH_MBIT = "ADVISOR_BANDWIDTH_MBIT"
@@ -34,6 +35,9 @@ ENV_TF_CONFIG = "TF_CONFIG"
 DEFAULT_TOKEN_FILE = "/var/run/secrets/advisor/token"
 DEFAULT_STEPS = 100
 DEFAULT_WARMUP = 5
+# steps timed untraced after the traced ones: what tracing itself costs a step (FULL_TRACE slowed
+# the CNN of tests/data/ps-async by 2.5-6 %, docs/accuracy.md, one worker)
+DEFAULT_UNTRACED = 20
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"", "0", "false", "no", "off"})
@@ -79,6 +83,7 @@ class ProfilingConfig:
     token_file: str = DEFAULT_TOKEN_FILE
     steps: int = DEFAULT_STEPS
     warmup: int = DEFAULT_WARMUP
+    untraced_steps: int = DEFAULT_UNTRACED
     batch_size: int | None = None
     model_name: str | None = None
     bandwidth_mbit: float | None = None
@@ -106,6 +111,7 @@ def load_config(environ: Mapping[str, str] | None = None) -> ProfilingConfig | N
         token_file=env.get(ENV_TOKEN_FILE) or DEFAULT_TOKEN_FILE,
         steps=_int_or(env, ENV_STEPS, DEFAULT_STEPS, minimum=1),
         warmup=_int_or(env, ENV_WARMUP, DEFAULT_WARMUP, minimum=0),
+        untraced_steps=_int_or(env, ENV_UNTRACED, DEFAULT_UNTRACED, minimum=0),
         batch_size=batch_size_from_env(env),
         model_name=env.get(ENV_MODEL_NAME) or None,
         bandwidth_mbit=_positive_float(env, ENV_BANDWIDTH_MBIT),

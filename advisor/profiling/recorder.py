@@ -1,6 +1,7 @@
 """The recording logic shared by the session hook and the Keras callback, without TensorFlow.
 
-Counting warm-up and traced steps, timing each ``session.run`` on the client, writing the
+Counting warm-up and traced steps, timing each ``session.run`` on the client (the traced ones and
+then ``untraced_steps`` more without tracing, which say what tracing itself costs), writing the
 run's meta, encoding and shipping the bundle, and deciding whether to stop: all of it is plain
 Python here, so the default test suite checks it without TensorFlow. The TensorFlow adapters
 (``session_hook``) only translate hook calls into ``before_run``/``after_run`` and hand over
@@ -80,12 +81,15 @@ def resolve_batch_size(config: ProfilingConfig, batch_size: int | None) -> int:
 
 
 def build_meta(
-    config: ProfilingConfig, facts: RunFacts, client_steps_us: Sequence[tuple[int, int]]
+    config: ProfilingConfig, facts: RunFacts, client_steps_us: Sequence[tuple[int, int]],
+    untraced_steps_us: Sequence[tuple[int, int]] = (),
 ) -> dict[str, Any]:
     """The bundle's ``meta``: the keys of ``tests/data/ps-async/tf-native/*/meta.json`` that apply.
 
     ``client_steps_us`` entries are ``[start_us, end_us]``; meta.json's optional third value
     (the global step) is left out, because reading it would add a fetch to the traced step.
+    ``untraced_steps_us``, the same for the steps timed untraced after them, is written when
+    there are any.
     """
     task = config.task
     trainable = [v for v in facts.variables if v.trainable]
@@ -107,6 +111,7 @@ def build_meta(
         "n_steps": len(client_steps_us),
         "run_options": {"trace_level": "FULL_TRACE", "output_partition_graphs": True},
         "client_steps_us": [[start, end] for start, end in client_steps_us],
+        "untraced_steps_us": [[start, end] for start, end in untraced_steps_us] or None,
         "recorder": RECORDER_NAME,
     }
     return {key: value for key, value in meta.items() if value is not None}
@@ -121,12 +126,12 @@ def _elements(shape: Sequence[int]) -> int:
 
 @dataclass
 class TraceRecorder(Generic[Snapshot]):
-    """Counts steps, keeps the traced ones, ships the bundle once.
+    """Counts steps, keeps the traced ones, times some untraced ones, ships the bundle once.
 
     The adapter calls ``before_run()`` before every ``session.run`` (true: trace this one) and,
-    for a traced run, ``after_run(take_snapshot)`` right after it, and ``finish()`` when the
-    session ends. ``to_dict`` turns a snapshot into its protobuf-JSON dict when the bundle is
-    encoded.
+    for a timed run (``timing``: a traced one, or one of the ``untraced_steps`` after the last
+    traced one), ``after_run(take_snapshot)`` right after it, and ``finish()`` when the session
+    ends. ``to_dict`` turns a snapshot into its protobuf-JSON dict when the bundle is encoded.
     """
 
     config: ProfilingConfig
@@ -138,7 +143,9 @@ class TraceRecorder(Generic[Snapshot]):
     result: UploadResult | None = field(default=None, init=False)  # set once shipping was tried
     _snapshots: list[Snapshot] = field(default_factory=list, init=False)
     _client_us: list[tuple[int, int]] = field(default_factory=list, init=False)
+    _untraced_us: list[tuple[int, int]] = field(default_factory=list, init=False)
     _started_us: int | None = field(default=None, init=False)
+    _traced: bool = field(default=False, init=False)  # the timed run in progress is traced
 
     @property
     def finished(self) -> bool:
@@ -150,33 +157,46 @@ class TraceRecorder(Generic[Snapshot]):
         return len(self._snapshots)
 
     def before_run(self) -> bool:
-        """Count a ``session.run`` about to start; true if it should be traced."""
+        """Count a ``session.run`` about to start; true if it should be traced. After the traced
+        steps, the next ``untraced_steps`` runs are timed without tracing."""
         if self.finished:
             return False
         self.runs_seen += 1
         if self.runs_seen <= self.config.warmup:
             return False
+        self._traced = len(self._snapshots) < self.config.steps
         self._started_us = self.clock_us()
-        return True
+        return self._traced
 
     @property
     def tracing(self) -> bool:
         """True between ``before_run`` of a traced run and its ``after_run``."""
+        return self._started_us is not None and self._traced
+
+    @property
+    def timing(self) -> bool:
+        """True between ``before_run`` of a timed run (traced or not) and its ``after_run``."""
         return self._started_us is not None
 
     def after_run(self, take_snapshot: Callable[[int], Snapshot]) -> bool:
-        """Keep a traced run's snapshot; ships after the last one. True: stop training now.
+        """Keep a timed run's client time, and a traced run's snapshot; ships after the last
+        timed run. True: stop training now.
 
         The client time ends before ``take_snapshot(k)`` (k: 0-based traced step) is called, so
-        copying the ``RunMetadata`` does not count as part of the step.
+        copying the ``RunMetadata`` does not count as part of the step; an untraced run takes
+        no snapshot.
         """
         end_us = self.clock_us()
         if self._started_us is None:
             return False
-        self._client_us.append((self._started_us, end_us))
-        self._snapshots.append(take_snapshot(len(self._snapshots)))
+        window = (self._started_us, end_us)
         self._started_us = None
-        if len(self._snapshots) < self.config.steps:
+        if not self._traced:
+            self._untraced_us.append(window)
+            return self.finish() if len(self._untraced_us) >= self.config.untraced_steps else False
+        self._client_us.append(window)
+        self._snapshots.append(take_snapshot(len(self._snapshots)))
+        if len(self._snapshots) < self.config.steps or self.config.untraced_steps > 0:
             return False
         return self.finish()
 
@@ -192,7 +212,7 @@ class TraceRecorder(Generic[Snapshot]):
                 self.config.warmup,
             )
             return False
-        if len(self._snapshots) < self.config.steps:
+        if len(self._snapshots) < self.config.steps:  # (then no untraced step was timed either)
             log.warning(
                 "advisor: training ended after %d of %d traced steps; uploading those",
                 len(self._snapshots),
@@ -203,7 +223,7 @@ class TraceRecorder(Generic[Snapshot]):
         return self.result.ok and self.config.stop_after_upload
 
     def _ship(self) -> UploadResult:
-        meta = build_meta(self.config, self.facts, self._client_us)
+        meta = build_meta(self.config, self.facts, self._client_us, self._untraced_us)
         try:
             body = encode_steps((self.to_dict(s) for s in self._snapshots), meta)
         except (TypeError, ValueError) as exc:  # a value JSON cannot carry (NaN, a non-string key)

@@ -36,8 +36,9 @@ log = logging.getLogger("advisor.profiling")
 
 
 class AdvisorProfilingHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
-    """Trace ``ADVISOR_PROFILE_STEPS`` steps after ``ADVISOR_PROFILE_WARMUP`` and upload them;
-    count every step for Prometheus when ``ADVISOR_METRICS_PORT`` is set.
+    """Trace ``ADVISOR_PROFILE_STEPS`` steps after ``ADVISOR_PROFILE_WARMUP``, time
+    ``ADVISOR_PROFILE_UNTRACED_STEPS`` more untraced, and upload them; count every step for
+    Prometheus when ``ADVISOR_METRICS_PORT`` is set.
 
     ``batch_size`` is the examples per step of this worker (``ADVISOR_BATCH_SIZE`` overrides
     it); ``model_name`` is for people (``ADVISOR_MODEL_NAME`` overrides it). ``environ``
@@ -92,7 +93,7 @@ class AdvisorProfilingHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[m
     def after_run(self, run_context: Any, run_values: Any) -> None:
         if self._counter is not None:  # first: an upload after the last traced step may take a while
             self._counter.step()
-        if self._recorder is None or not self._recorder.tracing:
+        if self._recorder is None or not self._recorder.timing:
             return
         metadata = run_values.run_metadata
         if self._recorder.after_run(lambda k: _snapshot(metadata, keep_graphs=k == 0)):

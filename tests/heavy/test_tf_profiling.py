@@ -49,6 +49,7 @@ BATCH = 8
 # past half failed (binomial tail: 1.7 % of runs at a 30 % share, 5 % at 35 %). 60 steps cost
 # well under a second more and bring that to 0.04 % and 0.6 %.
 WARMUP, STEPS = 3, 60
+UNTRACED = 10  # steps timed without tracing after the traced ones
 # fc0: 16x32 + 32, fc1: 32x4 + 4 = 512 + 32 + 128 + 4 = 676 float32 parameters = 2,704 bytes
 PARAM_BYTES = 2_704
 EXAMPLE = REPO / "deploy" / "example" / "train_ps.py"
@@ -83,6 +84,7 @@ def _environ(cluster: dict[str, list[str]], url: str, token: Path, **extra: str)
         "ADVISOR_TOKEN_FILE": str(token),
         "ADVISOR_PROFILE_STEPS": str(STEPS),
         "ADVISOR_PROFILE_WARMUP": str(WARMUP),
+        "ADVISOR_PROFILE_UNTRACED_STEPS": str(UNTRACED),
         "ADVISOR_BANDWIDTH_MBIT": "10000",
         **extra,
     }
@@ -135,7 +137,7 @@ def test_hook_traces_uploads_and_stops(tf: Any, token: Path) -> None:
         env = _environ(cluster, rx.url, token)
         hook = profiling.AdvisorProfilingHook(batch_size=BATCH, model_name="tiny-mlp", environ=env)
         runs = _train(tf, cluster, hook)
-    assert runs == WARMUP + STEPS  # the stop was requested right after the upload succeeded
+    assert runs == WARMUP + STEPS + UNTRACED  # the stop was requested right after the upload succeeded
     assert len(rx.requests) == 2 and rx.requests[0].body == rx.requests[1].body  # 503 retried, same bytes
     request = rx.requests[-1]
     assert request.headers["authorization"] == "Bearer heavy-token"
@@ -157,6 +159,11 @@ def test_hook_traces_uploads_and_stops(tf: Any, token: Path) -> None:
     assert profile.job.recorded_bandwidth_bps == 10_000e6
     for step in profile.steps:  # the client's wall time brackets the recorded step
         assert step.wall_us is not None and step.wall_us >= step.end_us
+    # the untraced steps after them, timed on the same clock: tracing only adds work to a step
+    untraced = profile.job.untraced_walls_us
+    assert untraced is not None and len(untraced) == len(meta["untraced_steps_us"]) == UNTRACED
+    traced = [s.wall_us for s in profile.steps if s.wall_us is not None]
+    assert sum(traced) / len(traced) > sum(untraced) / len(untraced)
 
 
 def test_hook_is_inert_without_advisor_profile(tf: Any, token: Path) -> None:

@@ -43,6 +43,7 @@ def test_defaults_of_the_contract() -> None:
     config = load_config(_env())
     assert config is not None
     assert (config.ingest_url, config.token_file, config.steps, config.warmup) == (URL, DEFAULT_TOKEN_FILE, 100, 5)
+    assert config.untraced_steps == 20
     assert (config.batch_size, config.model_name, config.bandwidth_mbit, config.stop_after_upload) == (
         None,
         None,
@@ -59,6 +60,7 @@ def test_every_variable_is_read() -> None:
             ADVISOR_TOKEN_FILE="/tmp/tok",
             ADVISOR_PROFILE_STEPS="20",
             ADVISOR_PROFILE_WARMUP="0",
+            ADVISOR_PROFILE_UNTRACED_STEPS="0",
             ADVISOR_BATCH_SIZE="64",
             ADVISOR_MODEL_NAME="resnet",
             ADVISOR_BANDWIDTH_MBIT="1000",
@@ -67,6 +69,7 @@ def test_every_variable_is_read() -> None:
     )
     assert config is not None
     assert (config.token_file, config.steps, config.warmup, config.batch_size) == ("/tmp/tok", 20, 0, 64)
+    assert config.untraced_steps == 0
     assert (config.model_name, config.bandwidth_mbit, config.stop_after_upload) == ("resnet", 1000.0, False)
 
 
@@ -79,6 +82,7 @@ def test_every_variable_is_read() -> None:
         ({"ADVISOR_PROFILE_STEPS": "ten"}, "ADVISOR_PROFILE_STEPS='ten': expected a whole number"),
         ({"ADVISOR_PROFILE_STEPS": "0"}, "expected at least 1"),
         ({"ADVISOR_PROFILE_WARMUP": "-1"}, "expected at least 0"),
+        ({"ADVISOR_PROFILE_UNTRACED_STEPS": "-1"}, "ADVISOR_PROFILE_UNTRACED_STEPS='-1': expected at least 0"),
         ({"ADVISOR_BATCH_SIZE": "3.5"}, "ADVISOR_BATCH_SIZE"),
         ({"ADVISOR_BANDWIDTH_MBIT": "nan"}, "expected a positive number"),
         ({"ADVISOR_BANDWIDTH_MBIT": "fast"}, "expected a number"),

@@ -17,7 +17,10 @@ from typing import Any
 
 import pytest
 
+from advisor.cli import render_summary
+from advisor.core.summary import summarize
 from advisor.importers.loader import load_profile
+from advisor.importers.profile_file import profile_to_json, read_profile, write_profile
 from advisor.importers.tf_profile import build_profile_from_trace
 from advisor.importers.trace_upload import read_trace_upload_bytes
 from advisor.profiling import ProfilingConfig, ProfilingConfigError, TaskInfo
@@ -31,7 +34,8 @@ WORKER0 = TaskInfo("worker", 0, ("ps-0:2222",), ("w-0:2222",))
 
 
 def _config(url: str, token: Path, **changes: Any) -> ProfilingConfig:
-    values: dict[str, Any] = {"ingest_url": url, "token_file": str(token), "steps": 3, "warmup": 2, "task": WORKER0}
+    values: dict[str, Any] = {"ingest_url": url, "token_file": str(token), "steps": 3, "warmup": 2, "untraced_steps": 0,
+                              "task": WORKER0}
     return ProfilingConfig(**(values | changes))
 
 
@@ -56,9 +60,10 @@ def _recorder(config: ProfilingConfig, facts: RunFacts | None = None) -> TraceRe
 
 
 def _step(recorder: TraceRecorder[dict[str, Any]], k: int) -> tuple[bool, bool]:
-    """One session.run through the recorder: (was it traced, should training stop)."""
+    """One session.run through the recorder: (was it traced, should training stop), the hook's way:
+    ``after_run`` for every timed run, traced or not."""
     traced = recorder.before_run()
-    stop = recorder.after_run(lambda i: {"stepStats": {"i": i, "run": k}}) if traced else False
+    stop = recorder.after_run(lambda i: {"stepStats": {"i": i, "run": k}}) if recorder.timing else False
     return traced, stop
 
 
@@ -177,7 +182,7 @@ def test_replaying_a_real_run_through_the_recorder_gives_its_profile(token: Path
     meta = json.loads((folder / "meta.json").read_text())
     times = iter(t for start, end, _ in meta["client_steps_us"] for t in (start, end))
     config = ProfilingConfig(
-        ingest_url="", token_file=str(token), steps=len(docs), warmup=meta["warmup_steps"],
+        ingest_url="", token_file=str(token), steps=len(docs), warmup=meta["warmup_steps"], untraced_steps=0,
         bandwidth_mbit=meta["bw_mbit"], task=WORKER0,
     )
     facts = RunFacts(
@@ -197,3 +202,69 @@ def test_replaying_a_real_run_through_the_recorder_gives_its_profile(token: Path
     [req] = rx.requests
     profile = build_profile_from_trace(read_trace_upload_bytes(req.body, origin="req", source="runmetadata.jsonl.gz"))
     assert profile == load_profile(folder)
+
+
+def test_untraced_steps_are_timed_after_the_traced_ones_and_shipped_with_them(token: Path) -> None:
+    with Receiver() as rx:
+        recorder = _recorder(_config(rx.url, token, untraced_steps=2))
+        outcomes = [_step(recorder, k) for k in range(8)]
+    # runs 1-2 warm up, 3-5 traced, 6-7 timed untraced (the 7th ships and asks to stop), then nothing
+    assert outcomes == [(False, False)] * 2 + [(True, False)] * 3 + [(False, False), (False, True), (False, False)]
+    [req] = rx.requests
+    meta = req.bundle()["meta"]
+    assert [d["stepStats"]["run"] for d in req.bundle()["runmetadata"]] == [2, 3, 4]  # no snapshot of an untraced run
+    assert meta["client_steps_us"] == [[1_000_010, 1_000_020], [1_000_030, 1_000_040], [1_000_050, 1_000_060]]
+    assert meta["untraced_steps_us"] == [[1_000_070, 1_000_080], [1_000_090, 1_000_100]]
+
+
+def test_training_that_ends_among_the_untraced_steps_ships_those_it_timed(token: Path) -> None:
+    with Receiver() as rx:
+        recorder = _recorder(_config(rx.url, token, warmup=0, steps=1, untraced_steps=5))
+        for k in range(3):
+            _step(recorder, k)
+        assert recorder.finish() is True
+    [req] = rx.requests
+    assert len(req.bundle()["meta"]["untraced_steps_us"]) == 2 and req.bundle()["meta"]["n_steps"] == 1
+
+
+def test_without_untraced_steps_meta_has_none(token: Path) -> None:
+    with Receiver() as rx:
+        recorder = _recorder(_config(rx.url, token, warmup=0, steps=1))
+        assert _step(recorder, 0) == (True, True)
+    assert "untraced_steps_us" not in rx.requests[0].bundle()["meta"]
+
+
+def test_a_real_run_with_untraced_steps_says_what_tracing_cost(token: Path, tmp_path: Path) -> None:
+    # The real run's traced steps, then 4 untraced ones each 5 % shorter than the traced steps'
+    # mean client wall: the profile carries their walls, and the inspection says how much longer
+    # the traced steps it keeps were on average (about 1 / 0.95 - 1 = +5.3 %).
+    folder = ps_async_data("tf-native", "mlp_bw100")
+    lines = gzip.decompress((folder / "runmetadata.jsonl.gz").read_bytes()).decode().splitlines()
+    docs = [json.loads(line) for line in lines if line.strip()]
+    meta = json.loads((folder / "meta.json").read_text())
+    traced = [(start, end) for start, end, _ in meta["client_steps_us"]]
+    mean_wall = sum(end - start for start, end in traced) / len(traced)
+    tail_start = traced[-1][1] + 1000
+    untraced = [(tail_start + k * 10**6, tail_start + k * 10**6 + round(0.95 * mean_wall)) for k in range(4)]
+    times = iter(t for start, end in traced + untraced for t in (start, end))
+    config = ProfilingConfig(ingest_url="", token_file=str(token), steps=len(docs), warmup=0, untraced_steps=4,
+                             bandwidth_mbit=meta["bw_mbit"], task=WORKER0)
+    with Receiver() as rx:
+        recorder = TraceRecorder(replace(config, ingest_url=rx.url), RunFacts(batch_size=meta["batch"]),
+                                 to_dict=lambda k: docs[k], clock_us=lambda: next(times), retry=FAST)
+        for _ in range(len(docs) + 4):
+            recorder.before_run()
+            recorder.after_run(lambda k: k)
+    [req] = rx.requests
+    profile = build_profile_from_trace(read_trace_upload_bytes(req.body, origin="req", source="upload"))
+    assert profile.job.untraced_walls_us == tuple(float(end - start) for start, end in untraced)
+    # the steps the profile keeps (complete ones) against the untraced ones, from the raw windows
+    kept = [traced[s.index][1] - traced[s.index][0] for s in profile.steps]
+    cost = (sum(kept) / len(kept)) / (sum(end - start for start, end in untraced) / 4) - 1
+    assert 0.04 < cost < 0.07  # about 1 / 0.95 - 1 (the kept steps' mean is near all steps')
+    text = render_summary(profile, summarize(profile))
+    assert f"over 4 steps timed after the traced ones; the traced steps' mean is {cost:+.1%} longer" in text
+    # a profile file keeps them; one recorded without them is written as before they existed
+    write_profile(profile, tmp_path / "p.json.gz")
+    assert read_profile(tmp_path / "p.json.gz") == profile
+    assert "untraced_walls_us" not in profile_to_json(load_profile(folder))["job"]

@@ -162,6 +162,8 @@ def test_malformed_bundles_name_the_problem(
         ({"variables": [{"name": "w", "bytes": "x"}]}, TraceFormatError, "meta.variables[0].bytes"),
         ({"client_steps_us": [[1, 2]]}, TraceFormatError, "lists 1 steps but runmetadata holds 3"),
         ({"client_steps_us": [[1], [2], [3]]}, TraceFormatError, "meta.client_steps_us[0] should be"),
+        ({"untraced_steps_us": [[5, 9], [9, 4]]}, TraceFormatError, "meta.untraced_steps_us[1] ends (4) before it"),
+        ({"untraced_steps_us": {"a": 1}}, TraceFormatError, "meta.untraced_steps_us should be a list"),
         ({"n_workers": 2}, MultiWorkerTraceError, "recorded with 2 workers"),
         ({"n_workers": "1"}, TraceFormatError, "meta.n_workers should be a whole number"),
     ],
@@ -173,6 +175,12 @@ def test_bad_meta_values_name_the_field(
     with pytest.raises(error) as caught:
         read_trace_upload(bundle, origin="upload-1")
     assert words in str(caught.value)
+
+
+def test_a_zero_length_untraced_step_is_refused_when_the_profile_is_built(small_bundle: dict[str, Any]) -> None:
+    bundle = {**small_bundle, "meta": {**small_bundle["meta"], "untraced_steps_us": [[5, 9], [9, 9]]}}
+    with pytest.raises(TraceFormatError, match=r"untraced_walls_us\[1\] is 0.0 us"):
+        build_profile_from_trace(read_trace_upload(bundle, origin="u"))
 
 
 def test_missing_batch_is_refused_when_the_profile_is_built(small_bundle: dict[str, Any]) -> None:
