@@ -127,6 +127,21 @@ if [ "${1:-}" = flow-shares-tcp ]; then
   exit 0
 fi
 
+# what tracing costs a step (tests/data/tracing-cost): the CNN at 100 Mbit/s, asynchronous and
+# synchronous, per repeat a one-worker profile (the hook times 20 untraced steps after the traced
+# ones) and a measured one-worker run (about 3 minutes)
+if [ "${1:-}" = tracing-cost ]; then
+  COST=tests/data/tracing-cost
+  for r in r1 r2; do
+    for kind in async sync; do
+      flag=; [ $kind = sync ] && flag=--sync
+      step $REC $flag --model cnn --mbit 100 --out $COST/cnn_$kind.$r.trace.json.gz
+      step $REC $flag --model cnn --mbit 100 --measure 1 --out $COST/cnn_$kind.$r.measured.json.gz
+    done
+  done
+  exit 0
+fi
+
 # a synchronous program none of the synchronous model's constants saw (tests/data/ps-sync/held-out):
 # the mlpmid (the MLP with four times its compute) at 100 Mbit/s, its one-worker profile, then (after
 # its predictions are written down: python -m benchmarks.sync_accuracy --held-out --write-predictions)

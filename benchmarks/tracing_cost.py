@@ -1,0 +1,64 @@
+"""What tracing costs a step, and how far one profile's own rate is from a measured run.
+
+    python -m benchmarks.tracing_cost [--steps N]
+
+The profiling hook times ``ADVISOR_PROFILE_UNTRACED_STEPS`` (20) steps without tracing after the
+traced ones, so a profile says what ``FULL_TRACE`` cost its steps. ``tests/data/tracing-cost``
+holds two repeats of the CNN at 100 Mbit/s, asynchronous and synchronous, each a profile and a
+measured one-worker run taken right after it (its README). Per profile this prints the traced
+steps' own rate (batch / mean client wall), the untraced steps' rate, what tracing cost (the
+traced steps' mean wall over the untraced ones'), the measured W = 1 throughput, and the W = 1
+prediction of the default model of the regime in release (``fifo``) and recorded order.
+docs/accuracy.md has the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+from pathlib import Path
+
+from advisor.core.sim_types import StreamOrder
+from advisor.importers.loader import load_profile
+from benchmarks.paths import REPO
+from benchmarks.stream_order import ORDERS, Trace, one_worker, own_rate
+from benchmarks.sync_accuracy import MODEL as SYNC_MODEL
+
+DATA = REPO / "tests" / "data" / "tracing-cost"
+
+
+def measured_one_worker(path: Path) -> float:
+    """The W = 1 throughput of a measured run file."""
+    results = json.loads(gzip.decompress(path.read_bytes()))["results"]
+    return float(next(r["thr_window"] for r in results if r["W"] == 1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=400, help="simulated steps (default 400)")
+    args = parser.parse_args()
+    print(f"{'profile':<14} {'traced':>7} {'untraced':>8} {'tracing':>8} {'measured':>8}  "
+          + "  ".join(f"{o.value:>15}" for o in ORDERS))
+    for path in sorted(DATA.glob("*.trace.json.gz")):
+        name = path.name.removesuffix(".trace.json.gz")
+        profile = load_profile(path)
+        walls = profile.job.untraced_walls_us
+        traced = own_rate(profile)
+        if walls is None or traced is None:
+            raise SystemExit(f"{path}: no untraced steps or no client times recorded")
+        untraced = profile.job.batch_size / (statistics.fmean(walls) * 1e-6)
+        measured = measured_one_worker(DATA / f"{name}.measured.json.gz")
+        model = SYNC_MODEL if profile.job.synchronous else "li2020-des+contention"
+        trace = Trace(name, path, 100e6, measured, model)
+        cells = []
+        for order in ORDERS:
+            predicted = one_worker(trace, profile, order, args.steps)
+            cells.append(f"{predicted:5.1f} ({predicted / measured - 1:+5.1%})")
+        print(f"{name:<14} {traced:7.1f} {untraced:8.1f} {untraced / traced - 1:+8.1%} {measured:8.1f}  "
+              + "  ".join(f"{c:>15}" for c in cells))
+
+
+if __name__ == "__main__":
+    main()

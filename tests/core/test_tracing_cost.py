@@ -1,0 +1,55 @@
+"""What tracing costs a step, on profiles recorded by the product's hook (tests/data/tracing-cost).
+
+Each profile carries the wall times of the 20 steps its run timed untraced after the traced
+ones; beside it, a measured one-worker run of the same program taken right after it. Truths from
+the testbed, as its README says: FULL_TRACE costs the synchronous CNN's steps about 5 % (its
+step runs the token queue and accumulators too) and the asynchronous CNN's nothing measurable,
+and replayed in release order (``fifo``) every one of these profiles predicts its one-worker run
+high.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from advisor.core.sim_types import StreamOrder
+from advisor.importers.loader import load_profile
+from benchmarks.stream_order import Trace, one_worker
+from benchmarks.tracing_cost import DATA, measured_one_worker
+
+PROFILES = sorted(DATA.glob("*.trace.json.gz"))
+
+
+def _cost(path: Path) -> float:
+    """The traced steps' mean client wall over the untraced steps' mean, minus 1."""
+    profile = load_profile(path)
+    assert profile.job.untraced_walls_us is not None and len(profile.job.untraced_walls_us) == 20
+    traced = [s.wall_us for s in profile.steps if s.wall_us is not None]
+    return statistics.fmean(traced) / statistics.fmean(profile.job.untraced_walls_us) - 1
+
+
+def test_the_data_holds_both_regimes_twice() -> None:
+    assert [p.name for p in PROFILES] == [f"cnn_{kind}.{r}.trace.json.gz" for kind in ("async", "sync")
+                                          for r in ("r1", "r2")]
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.name)
+def test_tracing_costs_the_synchronous_step_and_not_the_asynchronous_one(path: Path) -> None:
+    cost = _cost(path)
+    if load_profile(path).job.synchronous:
+        assert 0.03 < cost < 0.08  # measured +5.6 %, +4.6 %
+    else:
+        assert abs(cost) < 0.02  # measured -0.1 %, -1.2 %
+
+
+@pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.name)
+def test_replayed_in_release_order_each_profile_predicts_its_run_high(path: Path) -> None:
+    name = path.name.removesuffix(".trace.json.gz")
+    profile = load_profile(path)
+    measured = measured_one_worker(DATA / f"{name}.measured.json.gz")
+    model = "li2020-des-sync+contention" if profile.job.synchronous else "li2020-des+contention"
+    fifo = one_worker(Trace(name, path, 100e6, measured, model), profile, StreamOrder.FIFO, steps=200)
+    assert 1.02 < fifo / measured < 1.09  # measured +3.1 % to +6.8 %
