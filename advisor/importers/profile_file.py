@@ -30,9 +30,9 @@ def profile_to_json(profile: Profile) -> dict[str, Any]:
 
     ``input_shapes`` is left out where unknown, ``job.synchronous`` when False (an asynchronous
     PS or an all-reduce profile), ``job.worker_on_gpu`` when False and ``job.collectives``,
-    ``job.variable_order`` and ``job.untraced_walls_us`` where not recorded, so such a profile is written exactly as before the
-    fields existed (older readers, which refuse unknown fields, still read it, and the
-    controller's stored profiles keep their sha256)."""
+    ``job.variable_order`` and ``job.untraced_walls_us`` where not recorded, so such a profile
+    is written exactly as before the fields existed (older readers, which refuse unknown
+    fields, still read it, and the controller's stored profiles keep their sha256)."""
     doc = profile.model_dump(mode="json")
     for flag in ("synchronous", "worker_on_gpu"):
         if not doc["job"].get(flag):

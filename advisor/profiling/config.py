@@ -35,8 +35,9 @@ ENV_TF_CONFIG = "TF_CONFIG"
 DEFAULT_TOKEN_FILE = "/var/run/secrets/advisor/token"
 DEFAULT_STEPS = 100
 DEFAULT_WARMUP = 5
-# steps timed untraced after the traced ones: what tracing itself costs a step (FULL_TRACE slowed
-# the CNN of tests/data/ps-async by 2.5-6 %, docs/accuracy.md, one worker)
+# steps timed untraced after the traced ones: what tracing itself costs a step (on the testbed's
+# CNN about 5 % of a synchronous step and nothing measurable of an asynchronous one,
+# tests/data/tracing-cost)
 DEFAULT_UNTRACED = 20
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
