@@ -64,15 +64,16 @@ class Run:
     measured: dict[int, float]
 
 
-def held_out_runs(points: list[dict[str, Any]]) -> list[Run]:
-    """Every run with beliefs that saw neither its job's residuals nor its runs' arrangements."""
+def held_out_runs(points: list[dict[str, Any]], extra: Sequence[tuple[int, float, str | None]] = ()) -> list[Run]:
+    """Every run with beliefs that saw neither its job's residuals nor its runs' arrangements
+    (``extra``: residuals of other runs the shipped widths also hold, ``one_worker_extra``)."""
     by_run: dict[str, list[dict[str, Any]]] = {}
     for p in points:
         by_run.setdefault(p["run"], []).append(p)
     runs = []
     for name, rows in by_run.items():
         job = rows[0]["job"]
-        error = widths([p for p in points if p["job"] != job])
+        error = widths([p for p in points if p["job"] != job], extra)
         per_w: dict[int, list[dict[str, Any]]] = {}
         for r in rows:
             per_w.setdefault(r["workers"], []).append(r)
@@ -82,6 +83,12 @@ def held_out_runs(points: list[dict[str, Any]]) -> list[Run]:
         runs.append(Run(name, job, workers, [per_w[w][0]["outcomes"][0]["throughput"] for w in workers], beliefs,
                         measured))
     return runs
+
+
+def one_worker_extra(validation: dict[str, Any]) -> list[tuple[int, float, str | None]]:
+    """The (W, r, outcome) residuals of the one-worker runs the shipped widths hold beside the
+    points (``benchmarks/model_error.py``'s ``one_worker_runs``)."""
+    return [(1, float(r["residual"]), None) for r in validation.get("one_worker_runs", [])]
 
 
 def _outcomes(row: dict[str, Any], error: ModelError, job: str, points: list[dict[str, Any]]) -> list[Outcome]:
@@ -244,8 +251,8 @@ def main() -> None:
     parser.add_argument("--several-ps", action="store_true",
                         help="also decide the deadlines of the 2-PS runs (module docstring)")
     args = parser.parse_args()
-    points = json.loads(shipped_path(MODEL).read_text())["validation"]["points"]
-    runs = held_out_runs(points)
+    validation = json.loads(shipped_path(MODEL).read_text())["validation"]
+    runs = held_out_runs(validation["points"], one_worker_extra(validation))
     cal = calibration(runs)
     print(f"held-out calibration ({sum(len(r.workers) for r in runs)} points): measured >= the level-P lower bound "
           + ", ".join(f"P={p:g}: {share:.0%}" for p, share in cal.items()))

@@ -24,7 +24,7 @@ from advisor.core.belief import Belief
 from advisor.core.cost import DEFAULT_CONFIDENCE, Constraints, decide, meet_probabilities
 from advisor.importers.model_error_file import shipped_path
 from benchmarks.accuracy import EXAMPLES, PRICES
-from benchmarks.deadline_decisions import TIGHT, Run, held_out_runs
+from benchmarks.deadline_decisions import TIGHT, Run, held_out_runs, one_worker_extra
 from benchmarks.model_error import MODEL
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "img"
@@ -117,7 +117,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT, help="directory to write the PNGs in (default docs/img)")
     parser.add_argument("--confidence", type=float, default=DEFAULT_CONFIDENCE)
     args = parser.parse_args()
-    runs = {r.name: r for r in held_out_runs(json.loads(shipped_path(MODEL).read_text())["validation"]["points"])}
+    validation = json.loads(shipped_path(MODEL).read_text())["validation"]
+    runs = {r.name: r for r in held_out_runs(validation["points"], one_worker_extra(validation))}
     deadline_figure(runs[CURVE_RUN], args.confidence, args.out / "decision-deadline.png")
     mixture_figure(runs[MIXTURE_RUN], args.out / "decision-two-outcomes.png")
     print(f"wrote {args.out / 'decision-deadline.png'} and {args.out / 'decision-two-outcomes.png'}")

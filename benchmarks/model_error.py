@@ -15,6 +15,10 @@ bound), each W = 2 run is measured against the one it showed, read from its step
 (``arrangements.alternated``: the share of one worker's step ends in the middle half of the
 other's step, printed per run). Its residual joins that outcome's regime.
 
+At W = 1 the residuals also hold the asynchronous one-worker runs of ``tests/data/tracing-cost``,
+each against the profile taken right before it (``one_worker_extra``): two profiles of one
+program differ by up to 6 % in their own rate, which one profile per job cannot show.
+
 Widths (``advisor/core/model_error.py``): per regime of W (1; 2; 3 and more) for the predicted
 outcome, and W = 2 for the alternating one, the conformal quantile of |r| at 95 %, on both sides
 (``--one-sided``: the quantiles of -r and r at 97.5 % each). Printed: every point; the widths;
@@ -37,6 +41,7 @@ import math
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +53,7 @@ from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import SHIPPED, write_model_error
 from benchmarks.accuracy import RUNS, Model, advice_request, measured, predict, runs_at
 from benchmarks.paths import PS_ASYNC_DATA
+from benchmarks.tracing_cost import one_worker_runs
 
 MODEL = "li2020-des+contention"
 LEVEL = 0.95
@@ -142,9 +148,22 @@ def residuals(rows: list[dict[str, Any]]) -> list[tuple[int, float, str | None]]
     return [(r["workers"], r["residual"], r["outcome"]) for r in rows]
 
 
-def widths(rows: list[dict[str, Any]]) -> ModelError:
-    """The regimes' widths from ``rows``: the predicted outcome's per REGIMES, each other outcome's per OTHER_REGIMES."""
-    return measured_error(MODEL, LEVEL, residuals(rows), REGIMES, OTHER_REGIMES, SYMMETRIC[0])
+def widths(rows: list[dict[str, Any]], extra: Sequence[tuple[int, float, str | None]] = ()) -> ModelError:
+    """The regimes' widths from ``rows`` and ``extra`` residuals of runs outside the folds (the
+    one-worker runs of ``tests/data/tracing-cost``): the predicted outcome's per REGIMES, each
+    other outcome's per OTHER_REGIMES."""
+    return measured_error(MODEL, LEVEL, residuals(rows) + list(extra), REGIMES, OTHER_REGIMES, SYMMETRIC[0])
+
+
+def one_worker_extra(steps: int) -> tuple[list[dict[str, Any]], list[tuple[int, float, str | None]]]:
+    """The one-worker runs of ``tests/data/tracing-cost`` (asynchronous), each predicted from the
+    profile taken right before it: rows for the file and their (W, r, outcome) residuals. Two
+    profiles of one program differ by up to 6 % in their own rate (docs/accuracy.md), which one
+    profile per job cannot show; nothing is fitted at W = 1, so they join every fold's widths."""
+    runs = one_worker_runs(synchronous=False, steps=steps)
+    rows: list[dict[str, Any]] = [{"run": name, "workers": 1, "measured": m, "predicted": p, "residual": m / p - 1}
+                                  for name, m, p in runs]
+    return rows, [(1, m / p - 1, None) for _, m, p in runs]
 
 
 def main() -> None:
@@ -154,7 +173,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="folds computed at once (processes)")
     parser.add_argument("--coarse", action="store_true", help="a 3 x 3 grid (a quick look, not the shipped data)")
     parser.add_argument("--one-sided", action="store_true", help="one-sided quantiles of -r and r, not of |r|")
-    parser.add_argument("--rows", type=Path, help="reuse the points of an earlier --write (no fit, no simulation)")
+    parser.add_argument("--rows", type=Path, help="reuse the points of an earlier --write (no fit; only the one-worker runs are simulated)")
     parser.add_argument("--write", action="store_true",
                         help=f"write {MODEL}.json in the shipped advisor/data/model_error (or --out)")
     parser.add_argument("--out", type=Path, default=SHIPPED, metavar="FOLDER",
@@ -181,7 +200,11 @@ def main() -> None:
         share = "" if r["middle_share"] is None else f"  {r['middle_share']:.2f}"
         print(f"{r['run']:<30} {r['workers']:>2} {r['outcome'] or '':>11} {r['measured']:>9.1f} {r['predicted']:>9.1f} "
               f"{r['sim_low']:>9.1f}-{r['sim_high']:<9.1f} {r['residual']:>+7.1%}{share}")
-    error = widths(rows)
+    extra_rows, extra = one_worker_extra(args.steps)
+    for r in extra_rows:
+        print(f"{r['run']:<30} {1:>2} {'':>11} {r['measured']:>9.1f} {r['predicted']:>9.1f} {'':>19} "
+              f"{r['residual']:>+7.1%}  (a profile and its one-worker run, beside the folds)")
+    error = widths(rows, extra)
     for g in error.regimes:
         print(f"{g.label:<16} n={g.n:<3} measured within -{g.down:.1%} / +{g.up:.1%} of the prediction"
               + ("" if g.exact else " (largest residual: too few for the conformal rank)"))
@@ -189,7 +212,7 @@ def main() -> None:
     for f in folds:
         others = [r for g in folds if g is not f for r in g["rows"]]
         for either in held_out:
-            held_out[either] += round(coverage(f["rows"], widths(others), either) * len(f["rows"]))
+            held_out[either] += round(coverage(f["rows"], widths(others, extra), either) * len(f["rows"]))
     cov = {"simulation_only": coverage(rows, None), "shipped_in_sample": coverage(rows, error),
            "cross_conformal": held_out[False] / len(rows), "cross_conformal_either": held_out[True] / len(rows),
            "points": len(rows)}
@@ -205,9 +228,10 @@ def main() -> None:
                   f"({len(folds)} jobs, {len(rows)} points, fit grid {len(sigmas)}x{len(etas)} "
                   f"at {args.fit_steps} steps, predictions at {args.steps} steps; "
                   f"{'one-sided quantiles of -r, r' if args.one_sided else 'conformal quantile of |r|'})")
+        source += "; W = 1 also the one-worker runs of tests/data/tracing-cost, each against its own profile"
         validation = {"coverage": cov, "folds": [{k: v for k, v in f.items() if k != "rows"} for f in folds],
-                      "points": [_rounded(r) for r in rows]}
-        _, out = write_model_error(MODEL, LEVEL, residuals(rows), REGIMES, source, validation,
+                      "points": [_rounded(r) for r in rows], "one_worker_runs": [_rounded(r) for r in extra_rows]}
+        _, out = write_model_error(MODEL, LEVEL, residuals(rows) + extra, REGIMES, source, validation,
                                    outcome_bounds=OTHER_REGIMES, symmetric=SYMMETRIC[0], folder=args.out)
         print(f"wrote {out}")
 

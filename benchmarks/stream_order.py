@@ -30,7 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from advisor.core.advice import AdviceRequest, CurveSettings, ModelChoice, advise
+from advisor.core.advice import AdvicePoint, AdviceRequest, CurveSettings, ModelChoice, advise
+from advisor.core.model_error import ModelErrors
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, StreamOrder
 from advisor.importers.loader import load_profile
@@ -76,11 +77,17 @@ def own_rate(profile: Profile) -> float | None:
 
 def one_worker(trace: Trace, profile: Profile, order: StreamOrder, steps: int) -> float:
     """The W = 1 throughput of ``trace.model`` with the streams and ops in ``order``."""
+    return one_worker_point(trace, profile, order, steps).throughput
+
+
+def one_worker_point(trace: Trace, profile: Profile, order: StreamOrder, steps: int,
+                     model_error: ModelErrors | None = None) -> AdvicePoint:
+    """The W = 1 point of ``trace.model`` in ``order``, its interval widened by ``model_error``."""
     advice = advise(profile, AdviceRequest(
         network=NetworkModel(bandwidth_bps=trace.bandwidth_bps, order=order), model=ModelChoice(trace.model, {}),
-        side_by_side=(),
+        side_by_side=(), model_error=model_error,
         curve=CurveSettings(workers=(1,), steps=steps, warmup_steps=50, seed=0)))
-    return advice.point(1).throughput
+    return advice.point(1)
 
 
 def main() -> None:

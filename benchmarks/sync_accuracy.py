@@ -24,7 +24,9 @@ asynchronous model's W = 2 runs are (``benchmarks/model_error.py``).
 ``--write`` measures the model's error from these residuals and ships it
 (``advisor/data/model_error/<model>.json``): split-conformal widths of |r| per regime of W
 (W = 1, W >= 2; r = measured / predicted - 1 against the outcome the repeat showed, every repeat
-its own residual), the alternating outcome's at W = 2 apart. No constant of the model is fitted
+its own residual; at W = 1 also the synchronous one-worker runs of ``tests/data/tracing-cost``,
+each against the profile taken right before it), the alternating outcome's at W = 2 apart. No
+constant of the model is fitted
 to these runs, so every residual is out of sample; the coverage printed beside it is
 cross-conformal: each job's points against widths measured without that job.
 
@@ -233,12 +235,23 @@ def leave_one_job_out(measured: Mapping[str, Mapping[int, Sequence[float]]], gri
     return out
 
 
-def held_out_coverage(points: Sequence[Point], model: str) -> tuple[int, int]:
+def one_worker_points(model: str = MODEL, steps: int = 400) -> list[Point]:
+    """The synchronous one-worker runs of ``tests/data/tracing-cost``, each predicted from the
+    profile taken right before it: W = 1 residuals beside the jobs' here, for the shipped widths
+    (two profiles of one program differ by up to 6 % in their own rate, docs/accuracy.md, which
+    one profile per job cannot show)."""
+    from benchmarks.tracing_cost import one_worker_runs  # it reads this module's MODEL
+
+    return [Point(name, 1, (measured,), predicted, predicted, predicted, (), None)
+            for name, measured, predicted in one_worker_runs(synchronous=True, steps=steps)] if model == MODEL else []
+
+
+def held_out_coverage(points: Sequence[Point], model: str, extra: Sequence[Point] = ()) -> tuple[int, int]:
     """(repeats inside their widened interval, repeats), each job's against the widths measured
-    without it (cross-conformal)."""
+    without it and with ``extra`` (cross-conformal)."""
     inside = total = 0
     for job in sorted({p.job for p in points}):
-        others = [p for p in points if p.job != job]
+        others = [p for p in points if p.job != job] + list(extra)
         error = model_error(others, model, "held out")
         for p in (q for q in points if q.job == job):
             for i, m in enumerate(p.measured):
@@ -365,21 +378,25 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"all held out: median |error| {med:.1%}, max {worst:.1%}")
         med, worst = summary([p for _, pts in held.values() for p in pts if aggregating(p)])
         print(f"held out, the points whose updates aggregate: median |error| {med:.1%}, max {worst:.1%}")
+    extra = one_worker_points(args.model, args.steps) if args.write or len({p.job for p in every}) > 1 else []
     if len({p.job for p in every}) > 1:
-        inside, total = held_out_coverage(every, args.model)
+        inside, total = held_out_coverage(every, args.model, extra)
         print(f"held-out coverage at {LEVEL:.0%}: {inside} of {total} measured repeats inside their interval "
               f"({inside / total:.0%}), each job against widths measured without it")
     if args.write:
         error, path = write_model_error(
-            args.model, LEVEL, residuals(every), REGIMES,
+            args.model, LEVEL, residuals([*every, *extra]), REGIMES,
             f"benchmarks/sync_accuracy.py --write: {len(every)} points of {len({p.job for p in every})} jobs in "
             f"tests/data/ps-sync (SyncReplicasOptimizer, W = 1..8, every repeat a residual against the outcome its "
-            f"step log showed; nothing fitted)",
+            f"step log showed; nothing fitted); W = 1 also the {len(extra)} synchronous one-worker runs of "
+            f"tests/data/tracing-cost, each against its own profile",
             {"points": [{"job": p.job, "workers": p.workers, "measured": list(p.measured),
                          "predicted": round(p.predicted, 4),
                          **({"alternating": round(p.alternative, 4),
                              "shown": [p.outcome(i) or "in step" for i in range(len(p.measured))]}
-                            if p.alternative is not None else {})} for p in every]},
+                            if p.alternative is not None else {})} for p in every],
+             "one_worker_runs": [{"job": p.job, "measured": list(p.measured), "predicted": round(p.predicted, 4)}
+                                 for p in extra]},
             outcome_bounds=OTHER_REGIMES, symmetric=True)
         print(f"wrote {path}: " + ", ".join(f"{g.label} -{g.down:.1%}/+{g.up:.1%}" for g in error.regimes))
 

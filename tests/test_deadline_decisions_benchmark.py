@@ -8,7 +8,7 @@ import json
 import pytest
 
 from advisor.importers.model_error_file import shipped_path
-from benchmarks.deadline_decisions import deadlines, held_out_runs, score
+from benchmarks.deadline_decisions import deadlines, held_out_runs, one_worker_extra, score
 from benchmarks.model_error import MODEL
 
 SHIPPED = shipped_path(MODEL)
@@ -16,7 +16,8 @@ SHIPPED = shipped_path(MODEL)
 
 @pytest.fixture(scope="module")
 def runs():
-    return {r.name: r for r in held_out_runs(json.loads(SHIPPED.read_text())["validation"]["points"])}
+    validation = json.loads(SHIPPED.read_text())["validation"]
+    return {r.name: r for r in held_out_runs(validation["points"], one_worker_extra(validation))}
 
 
 def test_held_out_beliefs_know_nothing_of_their_own_job(runs) -> None:
