@@ -133,7 +133,9 @@ def test_a_worker_that_dies_once_loses_no_point(tmp_path: Path, monkeypatch: pyt
 
 
 def test_a_worker_that_dies_twice_is_reported_by_point() -> None:
-    with PointPool(2) as pool, pytest.raises(ParallelError, match=r"died twice .*points \[2\]"):
+    # W = 2 kills its process every time; W = 3, in the pool beside it, is lost too when it was
+    # still running as the pool broke (a race), W = 1 never (the caller computes the cheapest point)
+    with PointPool(2) as pool, pytest.raises(ParallelError, match=r"died twice .*points \[(3, )?2\]"):
         list(pool(_die_always, _tasks()))
 
 
