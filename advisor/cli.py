@@ -34,7 +34,7 @@ from advisor.core.models import registry
 from advisor.core.models.protocol import DEVICE_DB, Need
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError, StreamOrder
-from advisor.core.summary import AllReduceSummary, ProfileSummary, summarize, summarize_allreduce
+from advisor.core.summary import AllReduceSummary, ProfileSummary, summarize, summarize_allreduce, tracing_cost
 from advisor.core.units import format_bandwidth, parse_bandwidth, parse_deadline, parse_duration
 from advisor.errors import AdvisorError, EngineCacheWarning, ModelInputError
 from advisor.importers.loader import BUNDLED_EXAMPLE, load_profile
@@ -809,8 +809,8 @@ def render_summary(profile: Profile, s: ProfileSummary) -> str:
     if s.wall_us is not None:
         lines.append(f"             client wall   {_ms(s.wall_us.median)} median")
     if s.untraced_wall_us is not None:
-        cost = "" if s.wall_us is None else \
-            f"; the traced steps' mean is {s.wall_us.mean / s.untraced_wall_us.mean - 1:+.1%} longer (tracing's cost)"
+        traced_longer = tracing_cost(profile)
+        cost = "" if traced_longer is None else f"; the traced steps' mean is {traced_longer:+.1%} longer (tracing's cost)"
         lines.append(f"             untraced      {_ms(s.untraced_wall_us.mean)} mean over "
                      f"{len(profile.job.untraced_walls_us or ())} steps timed after the traced ones{cost}")
     cp = s.critical_path

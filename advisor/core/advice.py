@@ -27,6 +27,7 @@ from advisor.core.posterior import CurvePosterior
 from advisor.core.preprocess import add_client_gap, split_parsing_overhead
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
+from advisor.core.summary import tracing_cost
 from advisor.errors import ModelInputError, ModelRegimeError
 
 DEFAULT_GOODPUT = 0.95  # TCP payload per wire byte with 1500-byte frames: 1448 / 1538
@@ -192,7 +193,7 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
         )
         for i, (p, t, outs, belief, chance) in enumerate(zip(curve, thr, outcomes, beliefs, chances))
     )
-    notes = outlook.notes + left_out
+    notes = outlook.notes + left_out + tracing_notes(profile)
     if errors is not None and error is None:
         notes += (f"the intervals hold simulation noise only: the model error of {model.name} has not been measured "
                   f"({measured_phrase(errors.models)})",)
@@ -208,6 +209,22 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
         details=outlook.details,
         model_error=error,
     )
+
+
+TRACING_NOTE = 0.03  # a profile whose traced steps ran this much longer than its untraced ones says so
+
+
+def tracing_notes(profile: Profile | None) -> tuple[str, ...]:
+    """What the profile's untraced steps say of tracing's cost, when it is large enough to matter:
+    the simulation replays the traced steps, so every W inherits their slowdown."""
+    if profile is None:
+        return ()
+    cost = tracing_cost(profile)
+    if cost is None or cost < TRACING_NOTE:
+        return ()
+    return (f"tracing made the profiled steps {cost:.1%} longer on average than the "
+            f"{len(profile.job.untraced_walls_us or ())} steps timed untraced after them; the prediction replays "
+            "the traced steps, so it may be low by up to about that (docs/accuracy.md, what tracing costs)",)
 
 
 def point_outcomes(workers: int, throughput: float, sim_low: float, sim_high: float, outlook: Outlook, model: str,
