@@ -16,8 +16,8 @@ bound), each W = 2 run is measured against the one it showed, read from its step
 other's step, printed per run). Its residual joins that outcome's regime.
 
 At W = 1 the residuals also hold the asynchronous one-worker runs of ``tests/data/tracing-cost``,
-each against the profile taken right before it (``one_worker_extra``): two profiles of one
-program differ by up to 6 % in their own rate, which one profile per job cannot show.
+each against the profile taken right before it (``one_worker_extra``): how far a profile and
+its own run differ, which one profile per job cannot show (docs/accuracy.md, what tracing costs).
 
 Widths (``advisor/core/model_error.py``): per regime of W (1; 2; 3 and more) for the predicted
 outcome, and W = 2 for the alternating one, the conformal quantile of |r| at 95 %, on both sides
@@ -157,9 +157,9 @@ def widths(rows: list[dict[str, Any]], extra: Sequence[tuple[int, float, str | N
 
 def one_worker_extra(steps: int) -> tuple[list[dict[str, Any]], list[tuple[int, float, str | None]]]:
     """The one-worker runs of ``tests/data/tracing-cost`` (asynchronous), each predicted from the
-    profile taken right before it: rows for the file and their (W, r, outcome) residuals. Two
-    profiles of one program differ by up to 6 % in their own rate (docs/accuracy.md), which one
-    profile per job cannot show; nothing is fitted at W = 1, so they join every fold's widths."""
+    profile taken right before it: rows for the file and their (W, r, outcome) residuals. They
+    show how far a profile and its own run differ, which one profile per job cannot
+    (docs/accuracy.md); nothing is fitted at W = 1, so they join every fold's widths."""
     runs = one_worker_runs(synchronous=False, steps=steps)
     rows: list[dict[str, Any]] = [{"run": name, "workers": 1, "measured": m, "predicted": p, "residual": m / p - 1}
                                   for name, m, p in runs]

@@ -238,8 +238,8 @@ def leave_one_job_out(measured: Mapping[str, Mapping[int, Sequence[float]]], gri
 def one_worker_points(model: str = MODEL, steps: int = 400) -> list[Point]:
     """The synchronous one-worker runs of ``tests/data/tracing-cost``, each predicted from the
     profile taken right before it: W = 1 residuals beside the jobs' here, for the shipped widths
-    (two profiles of one program differ by up to 6 % in their own rate, docs/accuracy.md, which
-    one profile per job cannot show)."""
+    (they show how far a profile and its own run differ, which one profile per job cannot:
+    docs/accuracy.md)."""
     from benchmarks.tracing_cost import one_worker_runs  # it reads this module's MODEL
 
     return [Point(name, 1, (measured,), predicted, predicted, predicted, (), None)

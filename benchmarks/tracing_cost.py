@@ -4,7 +4,7 @@
 
 The profiling hook times ``ADVISOR_PROFILE_UNTRACED_STEPS`` (20) steps without tracing after the
 traced ones, so a profile says what ``FULL_TRACE`` cost its steps. ``tests/data/tracing-cost``
-holds two repeats of the CNN at 100 Mbit/s, asynchronous and synchronous, each a profile and a
+holds five repeats of the CNN at 100 Mbit/s, asynchronous and synchronous, each a profile and a
 measured one-worker run taken right after it (its README). Per profile this prints the traced
 steps' own rate (batch / mean client wall), the untraced steps' rate, what tracing cost (the
 traced steps' mean wall over the untraced ones'), the measured W = 1 throughput, and the W = 1

@@ -129,10 +129,10 @@ fi
 
 # what tracing costs a step (tests/data/tracing-cost): the CNN at 100 Mbit/s, asynchronous and
 # synchronous, per repeat a one-worker profile (the hook times 20 untraced steps after the traced
-# ones) and a measured one-worker run (about 3 minutes)
+# ones) and a measured one-worker run, five repeats (about 8 minutes)
 if [ "${1:-}" = tracing-cost ]; then
   COST=tests/data/tracing-cost
-  for r in r1 r2; do
+  for r in r1 r2 r3 r4 r5; do
     for kind in async sync; do
       flag=; [ $kind = sync ] && flag=--sync
       step $REC $flag --model cnn --mbit 100 --out $COST/cnn_$kind.$r.trace.json.gz

@@ -1,11 +1,11 @@
 """What tracing costs a step, on profiles recorded by the product's hook (tests/data/tracing-cost).
 
 Each profile carries the wall times of the 20 steps its run timed untraced after the traced
-ones; beside it, a measured one-worker run of the same program taken right after it. Truths from
-the testbed, as its README says: FULL_TRACE costs the synchronous CNN's steps about 5 % (its
-step runs the token queue and accumulators too) and the asynchronous CNN's nothing measurable,
-and replayed in release order (``fifo``) every one of these profiles predicts its one-worker run
-high.
+ones; beside it, a measured one-worker run of the same program taken right after it, five
+repeats of the CNN asynchronous and synchronous. Truths from the testbed, as its README says:
+FULL_TRACE costs the synchronous step more than the asynchronous one (means +5.6 % and +2.0 %;
+the synchronous step also traces the token queue and the accumulators), and replayed in release
+order (``fifo``) every one of these profiles predicts its one-worker run high.
 """
 
 from __future__ import annotations
@@ -31,18 +31,15 @@ def _cost(path: Path) -> float:
     return statistics.fmean(traced) / statistics.fmean(profile.job.untraced_walls_us) - 1
 
 
-def test_the_data_holds_both_regimes_twice() -> None:
-    assert [p.name for p in PROFILES] == [f"cnn_{kind}.{r}.trace.json.gz" for kind in ("async", "sync")
-                                          for r in ("r1", "r2")]
+def test_the_data_holds_both_regimes_five_times() -> None:
+    assert [p.name for p in PROFILES] == [f"cnn_{kind}.r{k}.trace.json.gz" for kind in ("async", "sync")
+                                          for k in range(1, 6)]
 
 
-@pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.name)
-def test_tracing_costs_the_synchronous_step_and_not_the_asynchronous_one(path: Path) -> None:
-    cost = _cost(path)
-    if load_profile(path).job.synchronous:
-        assert 0.03 < cost < 0.08  # measured +5.6 %, +4.6 %
-    else:
-        assert abs(cost) < 0.02  # measured -0.1 %, -1.2 %
+def test_tracing_costs_the_synchronous_step_more_and_never_makes_a_step_faster() -> None:
+    costs = {kind: [_cost(p) for p in PROFILES if f"_{kind}." in p.name] for kind in ("async", "sync")}
+    assert statistics.fmean(costs["sync"]) > statistics.fmean(costs["async"]) + 0.02  # measured +5.6 %, +2.0 %
+    assert min(min(c) for c in costs.values()) > -0.02  # measured: the least -1.2 %
 
 
 @pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.name)
@@ -52,13 +49,13 @@ def test_replayed_in_release_order_each_profile_predicts_its_run_high(path: Path
     measured = measured_one_worker(DATA / f"{name}.measured.json.gz")
     model = "li2020-des-sync+contention" if profile.job.synchronous else "li2020-des+contention"
     fifo = one_worker(Trace(name, path, 100e6, measured, model), profile, StreamOrder.FIFO, steps=200)
-    assert 1.02 < fifo / measured < 1.09  # measured +3.1 % to +6.8 %
+    assert 1.02 < fifo / measured < 1.09  # measured +2.7 % to +6.8 %
 
 
 @pytest.mark.parametrize("synchronous", [False, True], ids=["async", "sync"])
 def test_the_shipped_one_worker_width_holds_these_runs(synchronous: bool) -> None:
     # benchmarks/model_error.py and sync_accuracy.py --write add these runs' W = 1 residuals
-    # (docs/accuracy.md, intervals): a width measured on one profile per job missed 3 of the 4
+    # (docs/accuracy.md, intervals): a width measured on one profile per job missed 3 of the first 4
     from advisor.importers.model_error_file import load_model_errors
     from benchmarks.tracing_cost import one_worker_runs
 
@@ -74,14 +71,12 @@ def test_the_shipped_one_worker_width_holds_these_runs(synchronous: bool) -> Non
 
 @pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.name)
 def test_a_prediction_notes_a_tracing_cost_that_matters(path: Path) -> None:
-    # the synchronous profiles (+4.6 %, +5.6 %) get the note, naming their cost; the asynchronous
-    # ones (-0.1 %, -1.2 %) do not
-    from advisor.core.advice import tracing_notes
+    # a cost of 3 % or more gets the note, naming it (7 of the 10 profiles); less, none
+    from advisor.core.advice import TRACING_NOTE, tracing_notes
 
-    profile = load_profile(path)
-    notes = tracing_notes(profile)
-    if profile.job.synchronous:
+    notes, cost = tracing_notes(load_profile(path)), _cost(path)
+    if cost >= TRACING_NOTE:
         [note] = notes
-        assert f"{_cost(path):.1%} longer on average than the 20 steps timed untraced" in note
+        assert f"{cost:.1%} longer on average than the 20 steps timed untraced" in note
     else:
         assert notes == ()
