@@ -22,6 +22,7 @@ import statistics
 from pathlib import Path
 
 from advisor.core.sim_types import StreamOrder
+from advisor.core.summary import tracing_cost
 from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import load_model_errors
 from benchmarks.paths import REPO
@@ -65,9 +66,8 @@ def main() -> None:
     for path in sorted(DATA.glob("*.trace.json.gz")):
         name = path.name.removesuffix(".trace.json.gz")
         profile = load_profile(path)
-        walls = profile.job.untraced_walls_us
-        traced = own_rate(profile)
-        if walls is None or traced is None:
+        walls, traced, cost = profile.job.untraced_walls_us, own_rate(profile), tracing_cost(profile)
+        if walls is None or traced is None or cost is None:
             raise SystemExit(f"{path}: no untraced steps or no client times recorded")
         untraced = profile.job.batch_size / (statistics.fmean(walls) * 1e-6)
         measured = measured_one_worker(DATA / f"{name}.measured.json.gz")
@@ -79,7 +79,7 @@ def main() -> None:
             cells.append(f"{point.throughput:5.1f} ({point.throughput / measured - 1:+5.1%})")
             if order is StreamOrder.FIFO:
                 inside = f"{'yes' if point.low <= measured <= point.high else 'no'} ({point.low:.1f}-{point.high:.1f})"
-        print(f"{name:<14} {traced:7.1f} {untraced:8.1f} {untraced / traced - 1:+8.1%} {measured:8.1f}  "
+        print(f"{name:<14} {traced:7.1f} {untraced:8.1f} {cost:+8.1%} {measured:8.1f}  "
               + "  ".join(f"{c:>15}" for c in cells) + f"  {inside}")
 
 
