@@ -32,11 +32,12 @@ from pathlib import Path
 
 from advisor.core.advice import AdvicePoint, AdviceRequest, CurveSettings, ModelChoice, advise
 from advisor.core.model_error import ModelErrors
+from advisor.core.models import registry
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, StreamOrder
 from advisor.importers.loader import load_profile
 from benchmarks.paths import PS_ASYNC_DATA
-from benchmarks.sync_accuracy import DATA as SYNC, HELD_OUT, MODEL as SYNC_MODEL, runs
+from benchmarks.sync_accuracy import DATA as SYNC, HELD_OUT, runs
 
 ORDERS = (StreamOrder.FIFO, StreamOrder.RECORDED)
 
@@ -49,7 +50,6 @@ class Trace:
     path: Path
     bandwidth_bps: float
     measured: float
-    model: str  # the default model of the trace's regime
 
 
 def traces() -> Iterator[Trace]:
@@ -59,14 +59,13 @@ def traces() -> Iterator[Trace]:
             found = [r["thr_window"] for run in sorted((PS_ASYNC_DATA / "measured" / cc).glob(f"{program}_bw100*.json"))
                      for r in json.loads(run.read_text())["results"] if r["W"] == 1]
             yield Trace(f"async {cc}/{program}", PS_ASYNC_DATA / "condensed" / cc / f"{program}_bw100.json.gz", 100e6,
-                        statistics.fmean(found), "li2020-des+contention")
+                        statistics.fmean(found))
     for folder, label in ((SYNC, "sync"), (HELD_OUT, "sync held-out")):
         for job, by_w in sorted(runs(folder).items()):
             if "backup" in job or 1 not in by_w:
                 continue
             mbit = float(job.rsplit("_bw", 1)[1])
-            yield Trace(f"{label} {job}", folder / f"{job}.trace.json.gz", mbit * 1e6, statistics.fmean(by_w[1]),
-                        SYNC_MODEL)
+            yield Trace(f"{label} {job}", folder / f"{job}.trace.json.gz", mbit * 1e6, statistics.fmean(by_w[1]))
 
 
 def own_rate(profile: Profile) -> float | None:
@@ -76,15 +75,17 @@ def own_rate(profile: Profile) -> float | None:
 
 
 def one_worker(trace: Trace, profile: Profile, order: StreamOrder, steps: int) -> float:
-    """The W = 1 throughput of ``trace.model`` with the streams and ops in ``order``."""
+    """The W = 1 throughput of the default model of the profile's regime with the streams and ops in ``order``."""
     return one_worker_point(trace, profile, order, steps).throughput
 
 
 def one_worker_point(trace: Trace, profile: Profile, order: StreamOrder, steps: int,
                      model_error: ModelErrors | None = None) -> AdvicePoint:
-    """The W = 1 point of ``trace.model`` in ``order``, its interval widened by ``model_error``."""
+    """The W = 1 point of the default model of the profile's regime (``registry.default_model_for``)
+    in ``order``, its interval widened by ``model_error``."""
+    model = registry.default_model_for(profile.job.kind.allreduce, profile.job.synchronous)
     advice = advise(profile, AdviceRequest(
-        network=NetworkModel(bandwidth_bps=trace.bandwidth_bps, order=order), model=ModelChoice(trace.model, {}),
+        network=NetworkModel(bandwidth_bps=trace.bandwidth_bps, order=order), model=ModelChoice(model, {}),
         side_by_side=(), model_error=model_error,
         curve=CurveSettings(workers=(1,), steps=steps, warmup_steps=50, seed=0)))
     return advice.point(1)

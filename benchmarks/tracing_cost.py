@@ -27,7 +27,6 @@ from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import load_model_errors
 from benchmarks.paths import REPO
 from benchmarks.stream_order import ORDERS, Trace, one_worker_point, own_rate
-from benchmarks.sync_accuracy import MODEL as SYNC_MODEL
 
 DATA = REPO / "tests" / "data" / "tracing-cost"
 
@@ -44,8 +43,7 @@ def one_worker_runs(synchronous: bool, steps: int = 400) -> list[tuple[str, floa
             continue
         name = path.name.removesuffix(".trace.json.gz")
         measured = measured_one_worker(DATA / f"{name}.measured.json.gz")
-        model = SYNC_MODEL if synchronous else "li2020-des+contention"
-        point = one_worker_point(Trace(name, path, 100e6, measured, model), profile, StreamOrder.FIFO, steps)
+        point = one_worker_point(Trace(name, path, 100e6, measured), profile, StreamOrder.FIFO, steps)
         found.append((f"tracing-cost/{name}", measured, point.throughput))
     return found
 
@@ -71,8 +69,7 @@ def main() -> None:
             raise SystemExit(f"{path}: no untraced steps or no client times recorded")
         untraced = profile.job.batch_size / (statistics.fmean(walls) * 1e-6)
         measured = measured_one_worker(DATA / f"{name}.measured.json.gz")
-        model = SYNC_MODEL if profile.job.synchronous else "li2020-des+contention"
-        trace = Trace(name, path, 100e6, measured, model)
+        trace = Trace(name, path, 100e6, measured)
         cells = []
         for order in ORDERS:
             point = one_worker_point(trace, profile, order, args.steps, errors)

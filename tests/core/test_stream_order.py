@@ -23,7 +23,7 @@ def test_the_recorded_order_replays_the_cnn_at_its_own_rate(cc: str) -> None:
     profile = load_profile(path)
     own = own_rate(profile)
     assert own is not None
-    trace = Trace(f"async {cc}/cnn", path, 100e6, measured=own, model="li2020-des+contention")
+    trace = Trace(f"async {cc}/cnn", path, 100e6, measured=own)
     recorded = one_worker(trace, profile, StreamOrder.RECORDED, steps=200)
     fifo = one_worker(trace, profile, StreamOrder.FIFO, steps=200)
     assert recorded == pytest.approx(own, rel=0.02)  # measured: within 0.6 %

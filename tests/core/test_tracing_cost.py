@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from advisor.core.models import registry
 from advisor.core.sim_types import StreamOrder
 from advisor.importers.loader import load_profile
 from benchmarks.stream_order import Trace, one_worker
@@ -47,8 +48,7 @@ def test_replayed_in_release_order_each_profile_predicts_its_run_high(path: Path
     name = path.name.removesuffix(".trace.json.gz")
     profile = load_profile(path)
     measured = measured_one_worker(DATA / f"{name}.measured.json.gz")
-    model = "li2020-des-sync+contention" if profile.job.synchronous else "li2020-des+contention"
-    fifo = one_worker(Trace(name, path, 100e6, measured, model), profile, StreamOrder.FIFO, steps=200)
+    fifo = one_worker(Trace(name, path, 100e6, measured), profile, StreamOrder.FIFO, steps=200)
     assert 1.02 < fifo / measured < 1.09  # measured +2.7 % to +6.8 %
 
 
@@ -59,7 +59,7 @@ def test_the_shipped_one_worker_width_holds_these_runs(synchronous: bool) -> Non
     from advisor.importers.model_error_file import load_model_errors
     from benchmarks.tracing_cost import one_worker_runs
 
-    model = "li2020-des-sync+contention" if synchronous else "li2020-des+contention"
+    model = registry.default_model_for(False, synchronous)
     error = load_model_errors().of(model)
     assert error is not None
     steps = 400 if synchronous else 1000  # the writers' (sync_accuracy --steps, model_error --steps)
