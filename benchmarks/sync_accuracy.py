@@ -3,6 +3,7 @@
     python -m benchmarks.sync_accuracy [--model li2020-des-sync+contention] [--steps 400]
         [--param KEY=VALUE ...] [--order fifo|recorded] [--markdown]
     python -m benchmarks.sync_accuracy --held-out [--write-predictions]
+    python -m benchmarks.sync_accuracy --one-gradient [--write-predictions]
 
 For every measured run in ``tests/data/ps-sync`` (``<job>[_backup1].<repeat>.measured.json.gz``,
 recorded by ``scripts/record_ps_truth.sh``) it predicts each measured W from the job's own
@@ -16,8 +17,8 @@ not count), which is what the recorder measures (``update_throughput``) and what
 reports.
 
 Two outcomes: at W = 2 with one backup worker an update takes one gradient (R = 1), and the
-model reports two arrangements, the simulated one (in step) and alternation
-(``arrangements.ONE_GRADIENT``). Each repeat's step log says which it showed
+model reports two arrangements, drifting phases (its point: ``sync.py``'s module docstring) and
+alternation (``arrangements.ONE_GRADIENT``). Each repeat's step log says which it showed
 (``arrangements.alternated``); its error is taken against that outcome's throughput, as the
 asynchronous model's W = 2 runs are (``benchmarks/model_error.py``).
 
@@ -29,6 +30,11 @@ each against the profile taken right before it), the alternating outcome's at W 
 constant of the model is fitted
 to these runs, so every residual is out of sample; the coverage printed beside it is
 cross-conformal: each job's points against widths measured without that job.
+
+``--one-gradient`` scores ``tests/data/ps-sync/one-gradient`` instead (its README): three programs
+at W = 1 and W = 2 with one backup worker (R = 1), recorded after the drifting arrangement was
+built into the model and its predictions written down (``--one-gradient --write-predictions``):
+each repeat against the arrangement its step log showed, and inside that outcome's interval.
 
 ``--held-out`` scores the programs of ``tests/data/ps-sync/held-out`` instead (its README): runs
 recorded after every constant of the model was chosen, with the default model and with the
@@ -54,7 +60,7 @@ from typing import Any
 from advisor.core.advice import AdviceRequest, ModelChoice, advise
 from advisor.core.curve import CurveSettings
 from advisor.core.model_error import ModelError, measured_error
-from advisor.core.models.ps_des.arrangements import ALTERNATING, IN_STEP, alternated
+from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, alternated
 from advisor.core.sim_types import NetworkModel, StreamOrder
 from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import load_model_errors, write_model_error
@@ -62,6 +68,7 @@ from benchmarks.options import add_order_option
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "ps-sync"
 HELD_OUT = DATA / "held-out"
+ONE_GRADIENT = DATA / "one-gradient"  # W = 2 with one backup worker, recorded after its model (README)
 MODEL = "li2020-des-sync+contention"  # the default for a synchronous trace (registry.DEFAULT_SYNC_MODEL)
 LEVEL = 0.95
 REGIMES: tuple[tuple[int, int | None], ...] = ((1, 1), (2, None))
@@ -91,12 +98,12 @@ class Point:
 
     def outcome(self, repeat: int) -> str | None:
         """The outcome repeat ``repeat`` is measured against where the model reports two:
-        ``ALTERNATING`` when the run's step log alternated, else ``IN_STEP`` (the prediction's
+        ``ALTERNATING`` when the run's step log alternated, else ``DRIFTING`` (the prediction's
         own at that point, with widths of its own); None (the prediction) elsewhere."""
         if self.alternative is None:
             return None
         alternated = self.shown[repeat] if repeat < len(self.shown) else False
-        return ALTERNATING if alternated else IN_STEP
+        return ALTERNATING if alternated else DRIFTING
 
     def reference(self, repeat: int) -> float:
         """The throughput of the outcome repeat ``repeat`` showed (``outcome``)."""
@@ -204,9 +211,16 @@ def aggregating(p: Point) -> bool:
 
 
 def residuals(points: Sequence[Point]) -> list[tuple[int, float, str | None]]:
-    """(W, measured / predicted - 1, outcome) of every repeat, against the outcome it showed
-    (None: the prediction; ``ALTERNATING``)."""
-    return [(p.workers, m / p.reference(i) - 1, p.outcome(i)) for p in points for i, m in enumerate(p.measured)]
+    """(W, measured / predicted - 1, outcome) of every repeat, against the outcome it showed:
+    None for the prediction (its drifting outcome too, whose widths are the prediction's, as the
+    asynchronous model's are) or ``ALTERNATING``."""
+    return [(p.workers, m / p.reference(i) - 1, _regime_outcome(p.outcome(i)))
+            for p in points for i, m in enumerate(p.measured)]
+
+
+def _regime_outcome(outcome: str | None) -> str | None:
+    """The outcome whose widths a repeat's residual joins: the alternating one's own, else the prediction's."""
+    return outcome if outcome == ALTERNATING else None
 
 
 def model_error(points: Sequence[Point], model: str, source: str = "") -> ModelError:
@@ -258,7 +272,7 @@ def held_out_coverage(points: Sequence[Point], model: str, extra: Sequence[Point
                 # the outcome's interval: the simulation's (no model error asked for), or the alternative's point
                 ref = p.reference(i)
                 low, high = (ref, ref) if p.outcome(i) == ALTERNATING else (p.low, p.high)
-                low, high = error.widen(model, p.workers, low, high, p.outcome(i))
+                low, high = error.widen(model, p.workers, low, high, _regime_outcome(p.outcome(i)))
                 inside += low <= m <= high
                 total += 1
     return inside, total
@@ -275,18 +289,51 @@ def table(points: Sequence[Point], markdown: bool = False) -> str:
     return "\n".join(lines)
 
 
-def write_predictions(data: Path = HELD_OUT, steps: int = 400) -> Path:
-    """The default model's predictions of every trace in ``data`` for W = 1..8, written down
+def write_predictions(data: Path = HELD_OUT, steps: int = 400, workers: Sequence[int] = range(1, 9),
+                      backup: int = 0) -> Path:
+    """The default model's predictions of every trace in ``data`` at ``workers`` (with ``backup``
+    backup workers: jobs ``<trace>_backup<b>``), each outcome's, written down
     (``predictions-before-measuring.json``) before its runs are measured."""
     out: dict[str, Any] = {"model": MODEL, "steps": steps, "jobs": {}}
     for trace in sorted(data.glob("*.trace.json.gz")):
-        job = trace.name.removesuffix(".trace.json.gz")
-        points = predict(job, {w: [] for w in range(1, 9)}, steps=steps, data=data)
+        job = trace.name.removesuffix(".trace.json.gz") + (f"_backup{backup}" if backup else "")
+        points = predict(job, {w: [] for w in workers}, steps=steps, data=data)
         out["jobs"][job] = [{"workers": p.workers, "predicted": round(p.predicted, 2), "low": round(p.low, 2),
-                             "high": round(p.high, 2)} for p in points]
+                             "high": round(p.high, 2),
+                             **({} if p.alternative is None else {"alternating": round(p.alternative, 2)})}
+                            for p in points]
     path = data / "predictions-before-measuring.json"
     path.write_text(json.dumps(out, indent=1) + "\n")
     return path
+
+
+def one_gradient(steps: int, markdown: bool) -> None:
+    """``--one-gradient``: the runs of ``ONE_GRADIENT`` (W = 1 and W = 2 with one backup worker),
+    each repeat against the outcome its step log showed and inside that outcome's interval
+    widened by the shipped widths."""
+    measured, shown = runs(ONE_GRADIENT), arrangements(ONE_GRADIENT)
+    error = load_model_errors().of(MODEL)
+    assert error is not None, f"{MODEL} ships no model error"
+    every = [p for job in sorted(measured)
+             for p in predict(job, measured[job], steps=steps, data=ONE_GRADIENT, shown=shown)]
+    print(table(every, markdown))
+    med, worst = summary(every)
+    inside = total = 0
+    for p in every:
+        for i, m in enumerate(p.measured):
+            ref = p.reference(i)
+            low, high = (ref, ref) if p.outcome(i) == ALTERNATING else (p.low, p.high)
+            low, high = error.widen(MODEL, p.workers, low, high, _regime_outcome(p.outcome(i)))
+            inside += low <= m <= high
+            total += 1
+    print(f"{len(every)} points: median |error| {med:.1%}, max {worst:.1%} (against the outcome each repeat showed); "
+          f"{inside} of {total} repeats inside the interval with the shipped widths")
+    for p in every:
+        if p.workers == 2:
+            showed = ", ".join(p.outcome(i) or "drifting" for i in range(len(p.measured)))
+            other = "" if p.alternative is None else f", alternating {p.alternative:.1f}"
+            print(f"{p.job} W = 2: drifting {p.predicted:.1f}{other}; measured "
+                  f"{'/'.join(f'{m:.1f}' for m in p.measured)}, the repeats showed: {showed}")
 
 
 def held_out(steps: int, markdown: bool) -> None:
@@ -321,14 +368,22 @@ def main(argv: Sequence[str] | None = None) -> None:
                              "(repeated: the parameters chosen together, every combination)")
     parser.add_argument("--write", action="store_true", help="ship the model's measured error (module docstring)")
     parser.add_argument("--held-out", action="store_true", help="score the held-out programs (module docstring)")
+    parser.add_argument("--one-gradient", action="store_true",
+                        help="score the runs with one gradient per update recorded after their model (docstring)")
     parser.add_argument("--write-predictions", action="store_true",
-                        help="with --held-out: write down the held-out traces' predictions before measuring")
+                        help="with --held-out or --one-gradient: write down its traces' predictions before measuring")
     args = parser.parse_args(argv)
     if args.held_out:
         if args.write_predictions:
             print(f"wrote {write_predictions(steps=args.steps)}")
         else:
             held_out(args.steps, args.markdown)
+        return
+    if args.one_gradient:
+        if args.write_predictions:
+            print(f"wrote {write_predictions(ONE_GRADIENT, args.steps, (1, 2), backup=1)}")
+        else:
+            one_gradient(args.steps, args.markdown)
         return
     params = {k: json.loads(v) for k, v in (p.split("=", 1) for p in args.param)}
     measured, shown = runs(), arrangements()
@@ -355,12 +410,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         two = [(p, p.alternative, m) for p in every if p.alternative is not None for m in p.measured]
         if two:
             between = sum(p.low <= m <= alternative for p, alternative, m in two)
-            print(f"the {len(two)} repeats of points with two outcomes: {between} between the in-step outcome's "
+            print(f"the {len(two)} repeats of points with two outcomes: {between} between the drifting outcome's "
                   f"interval low and the alternating outcome")
         for p in every:
             if p.alternative is not None:
                 showed = ", ".join(p.outcome(i) or "" for i in range(len(p.measured)))
-                print(f"{p.job} W = {p.workers}: two outcomes, in step {p.predicted:.1f}, alternating "
+                print(f"{p.job} W = {p.workers}: two outcomes, drifting {p.predicted:.1f}, alternating "
                       f"{p.alternative:.1f}; measured {'/'.join(f'{m:.1f}' for m in p.measured)}, the repeats "
                       f"showed: {showed}")
     if args.fit:
@@ -393,7 +448,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             {"points": [{"job": p.job, "workers": p.workers, "measured": list(p.measured),
                          "predicted": round(p.predicted, 4),
                          **({"alternating": round(p.alternative, 4),
-                             "shown": [p.outcome(i) or "in step" for i in range(len(p.measured))]}
+                             "shown": [p.outcome(i) or DRIFTING for i in range(len(p.measured))]}
                             if p.alternative is not None else {})} for p in every],
              "one_worker_runs": [{"job": p.job, "measured": list(p.measured), "predicted": round(p.predicted, 4)}
                                  for p in extra]},

@@ -12,6 +12,7 @@
 #   sudo bash scripts/record_ps_truth.sh flow-shares     # W = 2, 4, 8 with worker 0 tracing its transfers, and W = 8 with every worker tracing (15 min)
 #   sudo bash scripts/record_ps_truth.sh sync-held-out [trace | r1 r2 ...]  # a synchronous program none of the constants saw (15 min a repeat)
 #   sudo bash scripts/record_ps_truth.sh flow-shares-tcp # W = 8, every worker tracing: slow start after idle off, then ss samples (15 min)
+#   sudo bash scripts/record_ps_truth.sh one-gradient [REPEATS...]  # W = 1, 2 with one backup worker, three configurations (5 min a repeat)
 #
 # Needs root (namespaces, tc) and a venv with tensorflow-cpu and advisor:
 #   python3 -m venv /tmp/tfvenv && /tmp/tfvenv/bin/pip install -e '.[test,tensorflow]'
@@ -154,6 +155,29 @@ if [ "${1:-}" = sync-held-out ]; then
   for r in "${@:-r1}"; do
     step $REC --sync --model mlpmid --mbit 100 --measure $ALL --measure-steps 60 --skip 10 \
       --out $HELD/mlpmid_bw100.$r.measured.json.gz
+  done
+  exit 0
+fi
+
+# one gradient per update (W = 2 with one backup worker) on three configurations the drifting rule
+# was not built on (tests/data/ps-sync/one-gradient): their profiles, then (after their predictions
+# are written down: python -m benchmarks.sync_accuracy --one-gradient --write-predictions) W = 1, 2
+if [ "${1:-}" = one-gradient ]; then
+  shift
+  ONE=$SYNC/one-gradient
+  CONFIGS="mlpmid:100 cnn:50 mlp:50"
+  for c in $CONFIGS; do
+    model=${c%:*} mbit=${c#*:}
+    [ -e $ONE/${model}_bw${mbit}.trace.json.gz ] ||
+      step $REC --sync --model $model --mbit $mbit --out $ONE/${model}_bw${mbit}.trace.json.gz
+  done
+  [ -e $ONE/predictions-before-measuring.json ] || { echo "write the predictions down first"; exit 1; }
+  for r in "${@:-r1}"; do
+    for c in $CONFIGS; do
+      model=${c%:*} mbit=${c#*:}
+      step $REC --sync --backup 1 --model $model --mbit $mbit --measure 1,2 --measure-steps 60 --skip 10 \
+        --out $ONE/${model}_bw${mbit}_backup1.$r.measured.json.gz
+    done
   done
   exit 0
 fi

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from advisor.core.models import registry
-from advisor.core.models.ps_des.arrangements import ALTERNATING, IN_STEP
+from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING
+from advisor.core.models.ps_des.contention import BIMODAL_RATIO
 from advisor.core.profile import Resource
 from advisor.importers.loader import load_profile
 from benchmarks.sync_accuracy import (
@@ -110,22 +111,25 @@ def test_the_synchronous_default_predicts_the_recorded_runs(default_points: list
             assert t <= bound and (1 not in curve or t <= w * curve[1] * 1.001), (job, w, t)
 
 
-def test_one_gradient_per_update_is_two_outcomes_that_bracket_every_run(default_points: list[Point]) -> None:
-    """W = 2 with one backup worker (R = 1): no barrier holds the workers in step, and the model
-    reports both arrangements, the simulated in-step one and alternation at one uncontended step
-    per update, i.e. the model's own W = 1 (an independent truth: the measured W = 1 of the same
-    program without a backup, every gradient counted, is that step). Real repeats fall anywhere
-    between the two (the MLP's two repeats: one alternated, one drifted in and out of it), so
-    the check is the bracket, within the testbed's 5 % run-to-run spread; how far each lies from
-    its own outcome is the model error measured for that outcome (docs/accuracy.md)."""
+def test_one_gradient_per_update_meets_the_aims_against_the_arrangement_each_repeat_showed(
+        default_points: list[Point]) -> None:
+    """W = 2 with one backup worker (R = 1): no barrier holds the workers together. The point is
+    the drifting arrangement, and where alternation (one uncontended step per update: the model's
+    own W = 1) lies more than BIMODAL_RATIO above it, alternation is the second outcome. Its
+    independent truth: the measured W = 1 of the same program without a backup (every gradient
+    counted) is that one step. Each repeat, against the arrangement its step log showed, within
+    the project's 15 %."""
     single = [p for p in default_points if not aggregating(p)]
     assert {p.job for p in single} == {job for job in runs() if job_settings(job)[2] == 1}
     measured_w1 = {job: statistics.fmean(by_w[1]) for job, by_w in runs().items() if 1 in by_w}
     for p in single:
-        assert p.workers == 2 and p.alternative is not None, p
-        assert p.alternative == pytest.approx(measured_w1[job_settings(p.job)[0]], rel=0.03)
-        assert p.alternative > 1.3 * p.predicted  # BIMODAL_RATIO: far enough apart to be two outcomes
-        for m in p.measured:
-            assert 0.95 * p.low <= m <= 1.05 * p.alternative, (p.job, m, p.low, p.alternative)
-    # both arrangements occur in the data: the classification is not vacuous
-    assert {p.outcome(i) for p in single for i in range(len(p.measured))} == {IN_STEP, ALTERNATING}
+        one = measured_w1[job_settings(p.job)[0]]
+        assert p.workers == 2 and p.predicted < one, p
+        if p.alternative is not None:
+            assert p.alternative == pytest.approx(one, rel=0.03)
+            assert p.alternative > BIMODAL_RATIO * p.predicted
+        for i, m in enumerate(p.measured):
+            assert abs(p.reference(i) / m - 1) <= 0.15, (p.job, i, m, p.reference(i))
+    # both arrangements occur in the data (None: a point with one outcome, the CNN's): the
+    # classification is not vacuous
+    assert {p.outcome(i) for p in single for i in range(len(p.measured))} - {None} == {DRIFTING, ALTERNATING}

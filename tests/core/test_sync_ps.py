@@ -217,6 +217,55 @@ def test_sync_model_counts_aggregated_examples_and_drops_backups() -> None:
     assert same == backup
 
 
+def pulled_chain(pull_bytes: int, compute_us: float) -> Profile:
+    """pull (``pull_bytes``) -> compute -> an 8-byte push: a step whose pull shares the PS link."""
+    ops = [
+        dict(name="v", resource="ps", ps=0, op_type="VarHandleOp"),
+        dict(name="pull", resource="downlink", ps=0, bytes=pull_bytes, deps=["v"]),
+        dict(name="c", resource="worker", deps=["pull"]),
+        dict(name="push", resource="uplink", ps=0, bytes=8, deps=["c"]),
+    ]
+    steps = [dict(index=0, start_us=[0.0] * 4, duration_us=[0.0, 0.0, compute_us, 0.0])]
+    return build_profile(job=dict(batch_size=10, parameter_servers=1), ops=ops, steps=steps)
+
+
+def test_drifting_rate_is_the_harmonic_mean_of_in_step_and_alone() -> None:
+    # the mean of the two cycle lengths: 1/60 and 1/100 s per example average to 1/75
+    from advisor.core.models.ps_des.sync import drifting_rate
+
+    assert drifting_rate(60.0, 100.0) == pytest.approx(75.0)
+    assert drifting_rate(100.0, 100.0) == 100.0
+    assert drifting_rate(120.0, 100.0) == 120.0  # never below in step
+    assert drifting_rate(0.0, 100.0) == 0.0
+
+
+def test_one_gradient_per_update_at_two_workers_is_the_drifting_arrangement() -> None:
+    # 1 MB pulled at 80 Mbit/s takes 0.1 s alone, then 0.1 s of compute: 10 examples per 0.2 s
+    # (50 ex/s). Two workers in step share the link: both pulls take 0.2 s, a cycle 0.3 s with one
+    # gradient counted (33.3 ex/s); drifting, the cycle averages 0.25 s: 40 ex/s, in both engines.
+    from advisor.core.curve import CurveSettings
+    from advisor.core.models.protocol import ModelInputs
+
+    profile = pulled_chain(1_000_000, 100_000.0)
+    net = NetworkModel(bandwidth_bps=80e6)
+    in_step = simulate_fast(profile, prepare(profile, net, SimulationSettings(2, 60, 5), sync_replicas=1))
+    assert np.diff(in_step.updates_s or ())[10:] == pytest.approx(0.3, rel=1e-5)  # + the 8-byte pushes
+    inputs = ModelInputs(profile=profile, network=net)
+    cfg = CurveSettings(workers=(1, 2), steps=60, warmup_steps=5)
+    for engine in ("compiled", "reference"):
+        alone, two = _curve("li2020-des-sync", inputs, cfg, backup_workers=1, engine=engine)
+        assert alone.throughput == pytest.approx(50.0, rel=1e-3)
+        assert two.throughput == pytest.approx(40.0, rel=1e-3), engine
+    # R = 2 (no backup): the barrier holds them in step, two gradients per 0.3 s cycle
+    (together,) = _curve("li2020-des-sync", inputs, CurveSettings(workers=(2,), steps=60, warmup_steps=5))
+    assert together.throughput == pytest.approx(20 / 0.3, rel=1e-3)
+    # uneven workers: no drifting point (the alternation and drift rules assume two traced workers)
+    uneven = ModelInputs(profile=profile, network=net, worker_speeds=(1.0, 1.0 - 1e-9))
+    (slow,) = _curve("li2020-des-sync", uneven, CurveSettings(workers=(2,), steps=60, warmup_steps=5),
+                     backup_workers=1)
+    assert slow.throughput == pytest.approx(10 / 0.3, rel=2e-3)
+
+
 def test_sync_model_parameters_are_checked() -> None:
     from advisor.core.models import registry
     from advisor.errors import ModelInputError
@@ -249,14 +298,14 @@ def test_one_gradient_per_update_reports_the_alternating_outcome_only_where_it_a
     when every gradient counts (R = 2), when the two outcomes are close (the curve given by hand
     below BIMODAL_RATIO), or for uneven workers (the bound assumes two traced workers)."""
     from advisor.core.models import registry
-    from advisor.core.models.ps_des.arrangements import ALTERNATING, IN_STEP, ONE_GRADIENT
+    from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, ONE_GRADIENT
 
     model = registry.get("li2020-des-sync+contention")
     inputs = _inputs(real_mlp_profile(), 100e6)
     backup = registry.params_for(model, {"backup_workers": 1})
     curve = {1: 100.0, 2: 55.0, 3: 75.0}
     other = model.outlook(inputs, backup, curve).others[2]
-    assert (other.name, other.instead_of, other.throughput) == (ALTERNATING, IN_STEP, 100.0)
+    assert (other.name, other.instead_of, other.throughput) == (ALTERNATING, DRIFTING, 100.0)
     assert other.probability == pytest.approx((ONE_GRADIENT.alternated + 1) / (ONE_GRADIENT.runs + 2))
     notes = model.outlook(inputs, backup, curve).notes
     assert any("W=2: two outcomes" in n for n in notes)

@@ -64,14 +64,13 @@ TESTBED = {
 
 
 # Synchronous PS with one gradient per update (R = 1 < W: W = 2 with one backup worker). No barrier
-# holds the workers in step: they either run **in step** (both pull, compute and push together and
-# the later gradient is dropped as stale: the simulation) or **alternate** (one pulls after the
-# other's update, so every gradient is fresh and each update costs one uncontended step: T(1)).
+# holds the workers together: their phases either **drift** (wander over the whole step: the
+# model's point, ``sync.py``'s module docstring) or settle into **alternation** (one pulls after
+# the other's update, so every gradient is fresh and each update costs one uncontended step: T(1)).
 # The testbed's runs (tests/data/ps-sync, ``<job>_backup1.<repeat>``, W = 2), read by
 # ``alternated``: tests/core/test_arrangements.py recounts them from the step logs. One of four
-# alternated (the MLP's first repeat, 0.98-1.0); the others drifted in and out of it (0.66-0.74)
-# and lie between the two outcomes, which is why the in-step outcome's measured width is wide.
-IN_STEP = "in step"
+# alternated (the MLP's first repeat, 0.98-1.0); the other three drifted (0.54-0.73: phases
+# anywhere in the other's step, none held in step as the simulation holds them).
 ONE_GRADIENT = Count("one gradient per update (one backup worker at W = 2)", 1, 4,
                      ("cnn_bw100_backup1.r1.measured.json.gz", "cnn_bw100_backup1.r2.measured.json.gz",
                       "mlp_bw100_backup1.r1.measured.json.gz", "mlp_bw100_backup1.r2.measured.json.gz"))

@@ -23,12 +23,26 @@ token queue's round trips, the chief's bookkeeping): every update from W = 2 on,
 work after it, is that much later (update j at its simulated time + (j + 1) x barrier_s). It is
 0 unless stated, and it is one of the calibration parameters: a running job's observed
 throughput tells it, where a one-worker trace cannot.
+
+**Two workers, one gradient per update** (W = 2, R = 1: one backup worker). No barrier holds the
+workers together, and every cycle in which both end a step counts one fresh gradient (the other
+is stale, or the two alternate and each is fresh in turn), so what the job achieves is set by
+the workers' relative phase. Simulated, the two lock in step (both pull, compute and push
+together: the slowest cycle); real ones do not: their step logs show phases that wander over the
+whole step (``tests/data/ps-sync``, ``arrangements.ONE_GRADIENT``), the *drifting* arrangement,
+or settle into alternation, one uncontended step per update (T(1)). The point is the drifting
+arrangement: with the phase spread evenly and a cycle's length running between its in-step
+length (the simulation) and its alternating one (the one-worker step), the mean cycle is the mean
+of the two, so the throughput is their harmonic mean (``drifting_rate``; ``_DriftingRun``
+stretches the in-step run's time by the ratio, keeping its noise). Alternation is the other
+outcome (``PsDesSync.outlook``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -37,7 +51,7 @@ from pydantic import Field, model_validator
 from advisor.core.models.protocol import (
     LINK_GOODPUT, Alternative, CalibrationParam, ModelInputs, ModelParams, Outlook, Run, Samples,
 )
-from advisor.core.models.ps_des.arrangements import ALTERNATING, IN_STEP, ONE_GRADIENT
+from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, ONE_GRADIENT
 from advisor.core.models.ps_des.contention import BIMODAL_RATIO, MULTI_FLOW_GOODPUT
 from advisor.core.models.ps_des.model import (
     MULTI_FLOW_GOODPUT_CAL, SHARE_SIGMA_CAL, ContentionParams, DesParams, PsDes, worker_regime,
@@ -194,12 +208,15 @@ class PsDesSync(PsDes):
         regime = worker_regime(inputs, self.name)
         r = self.sync_replicas(params, workers)
         barrier = params.barrier_s if isinstance(params, SyncFields) else 0.0
+        drifting = workers == 2 and r == 1 and not any(regime)  # the drifting arrangement (module docstring)
         if getattr(params, "engine", "compiled") == "reference":
-            return _SyncReferenceRun(profile, net, workers, seed, r, regime, barrier)
+            run: Run = _SyncReferenceRun(profile, net, workers, seed, r, regime, barrier)
+            return _DriftingRun(run, _SyncReferenceRun(profile, net, 1, seed, 1, regime)) if drifting else run
         from advisor.core.models.ps_des.simulator.fast import FastRun  # loads numba: only when predicting
 
-        return _SyncRun(FastRun(self._compile(profile, net, regime), workers, seed, sync_replicas=r), workers, r,
-                        barrier)
+        compiled = self._compile(profile, net, regime)
+        run = _SyncRun(FastRun(compiled, workers, seed, sync_replicas=r), workers, r, barrier)
+        return _DriftingRun(run, _SyncRun(FastRun(compiled, 1, seed, sync_replicas=1), 1, 1)) if drifting else run
 
     def sync_replicas(self, params: ModelParams, workers: int) -> int:
         return params.replicas(workers) if isinstance(params, SyncFields) else workers
@@ -207,8 +224,8 @@ class PsDesSync(PsDes):
     def outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
         """The contention notes and the placement, if any. Where an update takes a single gradient
         (R = 1 < W) no barrier holds the workers in step: at W = 2 the point reports the
-        alternating outcome beside the simulated one (``arrangements.ONE_GRADIENT``) when it is
-        far above it; at larger W a note says the arrangement is not predicted."""
+        alternating outcome beside the drifting one (module docstring; ``arrangements.ONE_GRADIENT``)
+        when it is far above it; at larger W a note says the arrangement is not predicted."""
         details: dict[str, Any] = dict(self._placement_details(inputs, params))
         notes: tuple[str, ...] = ()
         others: dict[int, Alternative] = {}
@@ -220,9 +237,10 @@ class PsDesSync(PsDes):
             if other is not None:
                 others[2] = other
                 notes += (f"W=2: two outcomes. An update takes one gradient, so no barrier holds the workers in step: "
-                          f"{curve[2]:.0f} ex/s if they run in step (the later gradient is dropped), up to "
-                          f"{other.throughput:.0f} ex/s if they alternate (every gradient fresh, each update one "
-                          f"uncontended step), with probability {other.probability:.0%} ({other.basis})",)
+                          f"{curve[2]:.0f} ex/s if their phases drift (one fresh gradient a cycle, the cycle between "
+                          f"its in-step and its alternating length), up to {other.throughput:.0f} ex/s if they "
+                          f"alternate (every gradient fresh, each update one uncontended step), with probability "
+                          f"{other.probability:.0%} ({other.basis})",)
             rest = [w for w in single if w not in others]
             if rest:
                 notes += (f"at W = {', '.join(map(str, rest))} an update takes one gradient: no barrier holds the "
@@ -235,7 +253,7 @@ class PsDesSync(PsDes):
 
     def _one_gradient_alternative(self, inputs: ModelInputs, curve: Mapping[int, float]) -> Alternative | None:
         """At W = 2 with R = 1: the alternating outcome, one uncontended step per update (T(1)),
-        when it exceeds the simulated in-step outcome by more than ``BIMODAL_RATIO``; None for
+        when it exceeds the drifting outcome by more than ``BIMODAL_RATIO``; None for
         uneven workers or a PS-count what-if (the bound assumes two identical traced workers)."""
         if 1 not in curve or inputs.worker_speeds or inputs.worker_bandwidths_bps or self._what_if(inputs):
             return None
@@ -243,7 +261,44 @@ class PsDesSync(PsDes):
             return None
         count = ONE_GRADIENT
         basis = f"{count.alternated} of {count.runs} testbed runs with {count.setting} alternated"
-        return Alternative(ALTERNATING, curve[1], count.probability, IN_STEP, basis, True)
+        return Alternative(ALTERNATING, curve[1], count.probability, DRIFTING, basis, True)
+
+
+def drifting_rate(in_step: float, alone: float) -> float:
+    """The throughput of two workers whose phases drift (module docstring): the harmonic mean of
+    the in-step rate and the one-worker rate, never below the in-step one."""
+    if in_step <= 0 or alone <= in_step:
+        return in_step
+    return 2 * in_step * alone / (in_step + alone)
+
+
+def _rate(samples: Samples) -> float:
+    """Step ends per second over the samples' last three quarters (the first is warm-up)."""
+    ends = np.sort(np.concatenate([np.asarray(e, dtype=np.float64) for e in samples.step_ends_s]))
+    if len(ends) < 4:
+        return math.nan
+    start = int(len(ends) // 4)
+    span = ends[-1] - ends[start]
+    return (len(ends) - 1 - start) / span if span > 0 else math.nan
+
+
+class _DriftingRun:
+    """W = 2 with one gradient per update: the simulated in-step run with its time stretched so
+    that its rate is the drifting one (``drifting_rate`` of it and of one worker alone): the
+    curve measures it, and its batch means keep the in-step run's noise."""
+
+    def __init__(self, in_step: Run, alone: Run) -> None:
+        self._in_step, self._alone = in_step, alone
+
+    def advance(self, steps: int) -> Samples:
+        pair, one = self._in_step.advance(steps), self._alone.advance(steps)
+        assert isinstance(pair, Samples) and isinstance(one, Samples)
+        together, alone = _rate(pair), _rate(one)
+        if not (math.isfinite(together) and math.isfinite(alone)):
+            return pair
+        stretch = together / drifting_rate(together, alone)
+        return replace(pair, step_ends_s=tuple(np.asarray(e) * stretch for e in pair.step_ends_s),
+                       until_s=pair.until_s * stretch)
 
 
 class _SyncRun:
