@@ -6,10 +6,10 @@
     python -m benchmarks.sync_accuracy --one-gradient [--write-predictions]
 
 For every measured run in ``tests/data/ps-sync`` (``<job>[_backup1].<repeat>.measured.json.gz``,
-recorded by ``scripts/record_ps_truth.sh``) it predicts each measured W from the job's own
-one-worker trace (``<job>.trace.json.gz``, recorded by the product's hook) at the run's link
-rate, with the run's TCP congestion control and queue as its user would state them (cubic,
-100 ms: the testbed's tbf), and the run's backup workers. It prints measured (each repeat) and
+recorded by ``scripts/record_ps_truth.sh``) and its ``one-gradient`` folder it predicts each
+measured W from the job's own one-worker trace (``<job>.trace.json.gz``, recorded by the
+product's hook) at the run's link rate, with the run's TCP congestion control and queue as its
+user would state them (cubic, 100 ms: the testbed's tbf), and the run's backup workers. It prints measured (each repeat) and
 predicted per W with the error, then the median and maximum |error| per job and over all.
 
 Counted: examples of aggregated gradients per second (a backup worker's dropped gradient does
@@ -211,21 +211,15 @@ def aggregating(p: Point) -> bool:
 
 
 def residuals(points: Sequence[Point]) -> list[tuple[int, float, str | None]]:
-    """(W, measured / predicted - 1, outcome) of every repeat, against the outcome it showed:
-    None for the prediction (its drifting outcome too, whose widths are the prediction's, as the
-    asynchronous model's are) or ``ALTERNATING``."""
-    return [(p.workers, m / p.reference(i) - 1, _regime_outcome(p.outcome(i)))
-            for p in points for i, m in enumerate(p.measured)]
-
-
-def _regime_outcome(outcome: str | None) -> str | None:
-    """The outcome whose widths a repeat's residual joins: the alternating one's own, else the prediction's."""
-    return outcome if outcome == ALTERNATING else None
+    """(W, measured / predicted - 1, outcome) of every repeat, against the outcome it showed
+    (None: the prediction where it has one outcome; ``DRIFTING`` or ``ALTERNATING`` at W = 2 with
+    one gradient per update, each with widths of its own)."""
+    return [(p.workers, m / p.reference(i) - 1, p.outcome(i)) for p in points for i, m in enumerate(p.measured)]
 
 
 def model_error(points: Sequence[Point], model: str, source: str = "") -> ModelError:
-    """The widths of ``points``' residuals: the prediction's per ``REGIMES``, the alternating
-    outcome's per ``OTHER_REGIMES``."""
+    """The widths of ``points``' residuals: the prediction's per ``REGIMES``, each other
+    outcome's (drifting, alternating) per ``OTHER_REGIMES``."""
     return measured_error(model, LEVEL, residuals(points), REGIMES, OTHER_REGIMES, True, source)
 
 
@@ -272,7 +266,7 @@ def held_out_coverage(points: Sequence[Point], model: str, extra: Sequence[Point
                 # the outcome's interval: the simulation's (no model error asked for), or the alternative's point
                 ref = p.reference(i)
                 low, high = (ref, ref) if p.outcome(i) == ALTERNATING else (p.low, p.high)
-                low, high = error.widen(model, p.workers, low, high, _regime_outcome(p.outcome(i)))
+                low, high = error.widen(model, p.workers, low, high, p.outcome(i))
                 inside += low <= m <= high
                 total += 1
     return inside, total
@@ -310,10 +304,11 @@ def write_predictions(data: Path = HELD_OUT, steps: int = 400, workers: Sequence
 def one_gradient(steps: int, markdown: bool) -> None:
     """``--one-gradient``: the runs of ``ONE_GRADIENT`` (W = 1 and W = 2 with one backup worker),
     each repeat against the outcome its step log showed and inside that outcome's interval
-    widened by the shipped widths."""
+    widened by widths measured without them (on ``DATA``'s runs and the one-worker runs: what
+    shipped when their predictions were written down)."""
     measured, shown = runs(ONE_GRADIENT), arrangements(ONE_GRADIENT)
-    error = load_model_errors().of(MODEL)
-    assert error is not None, f"{MODEL} ships no model error"
+    before = [p for job, by_w in sorted(runs().items()) for p in predict(job, by_w, steps=steps, shown=arrangements())]
+    error = model_error([*before, *one_worker_points(MODEL, steps)], MODEL, "without the one-gradient runs")
     every = [p for job in sorted(measured)
              for p in predict(job, measured[job], steps=steps, data=ONE_GRADIENT, shown=shown)]
     print(table(every, markdown))
@@ -323,11 +318,11 @@ def one_gradient(steps: int, markdown: bool) -> None:
         for i, m in enumerate(p.measured):
             ref = p.reference(i)
             low, high = (ref, ref) if p.outcome(i) == ALTERNATING else (p.low, p.high)
-            low, high = error.widen(MODEL, p.workers, low, high, _regime_outcome(p.outcome(i)))
+            low, high = error.widen(MODEL, p.workers, low, high, p.outcome(i))
             inside += low <= m <= high
             total += 1
     print(f"{len(every)} points: median |error| {med:.1%}, max {worst:.1%} (against the outcome each repeat showed); "
-          f"{inside} of {total} repeats inside the interval with the shipped widths")
+          f"{inside} of {total} repeats inside the interval with widths measured without them")
     for p in every:
         if p.workers == 2:
             showed = ", ".join(p.outcome(i) or "drifting" for i in range(len(p.measured)))
@@ -394,6 +389,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         points = predict(job, measured[job], model=args.model, steps=args.steps, params=params, shown=shown,
                          order=StreamOrder(args.order))
         every += points
+    # and the runs with one gradient per update recorded after their rule (their own traces)
+    for job, by_w in sorted(runs(ONE_GRADIENT).items()):
+        if not args.job or job in args.job:
+            every += predict(job, by_w, model=args.model, steps=args.steps, params=params, data=ONE_GRADIENT,
+                             shown=arrangements(ONE_GRADIENT), order=StreamOrder(args.order))
     print(f"{args.model} {params or ''}{'' if args.order == 'fifo' else ' order ' + args.order}")
     print(table(every, args.markdown))
     print()
@@ -442,7 +442,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         error, path = write_model_error(
             args.model, LEVEL, residuals([*every, *extra]), REGIMES,
             f"benchmarks/sync_accuracy.py --write: {len(every)} points of {len({p.job for p in every})} jobs in "
-            f"tests/data/ps-sync (SyncReplicasOptimizer, W = 1..8, every repeat a residual against the outcome its "
+            f"tests/data/ps-sync and its one-gradient folder (SyncReplicasOptimizer, W = 1..8, every repeat a "
+            f"residual against the outcome its "
             f"step log showed; nothing fitted); W = 1 also the {len(extra)} synchronous one-worker runs of "
             f"tests/data/tracing-cost, each against its own profile",
             {"points": [{"job": p.job, "workers": p.workers, "measured": list(p.measured),

@@ -46,10 +46,10 @@ def test_the_testbed_counts_are_what_its_step_logs_say() -> None:
 def test_the_one_gradient_count_is_what_the_synchronous_step_logs_say() -> None:
     """ONE_GRADIENT recounted from the W = 2 step logs of the synchronous runs with one backup
     worker it names (each worker's steps as (start, end, global step)); every such run in the
-    repository is counted. Not all are far from the threshold: the second repeats drifted in and
-    out of alternation (0.66-0.74), and count as not alternating."""
+    repository is counted, the held-out folder's too. Runs near the threshold count as what the
+    share says (0.78: alternated, after drifting for a third of the run; 0.73: did not)."""
     data = REPO / "tests" / "data" / "ps-sync"
-    assert set(ONE_GRADIENT.files) == {p.name for p in data.glob("*_backup1.*.measured.json.gz")}
+    assert set(ONE_GRADIENT.files) == {str(p.relative_to(data)) for p in data.glob("**/*_backup1.*.measured.json.gz")}
     alternations = 0
     for name in ONE_GRADIENT.files:
         (r,) = [r for r in json.loads(gzip.decompress((data / name).read_bytes()))["results"] if r["W"] == 2]

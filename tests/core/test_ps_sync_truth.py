@@ -22,11 +22,11 @@ import pytest
 
 from advisor.core.models import registry
 from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING
-from advisor.core.models.ps_des.contention import BIMODAL_RATIO
 from advisor.core.profile import Resource
 from advisor.importers.loader import load_profile
 from benchmarks.sync_accuracy import (
     DATA,
+    ONE_GRADIENT,
     Point,
     aggregating,
     arrangements,
@@ -114,8 +114,8 @@ def test_the_synchronous_default_predicts_the_recorded_runs(default_points: list
 def test_one_gradient_per_update_meets_the_aims_against_the_arrangement_each_repeat_showed(
         default_points: list[Point]) -> None:
     """W = 2 with one backup worker (R = 1): no barrier holds the workers together. The point is
-    the drifting arrangement, and where alternation (one uncontended step per update: the model's
-    own W = 1) lies more than BIMODAL_RATIO above it, alternation is the second outcome. Its
+    the drifting arrangement, and alternation (one uncontended step per update: the model's own
+    W = 1) the second outcome. Its
     independent truth: the measured W = 1 of the same program without a backup (every gradient
     counted) is that one step. Each repeat, against the arrangement its step log showed, within
     the project's 15 %."""
@@ -127,9 +127,27 @@ def test_one_gradient_per_update_meets_the_aims_against_the_arrangement_each_rep
         assert p.workers == 2 and p.predicted < one, p
         if p.alternative is not None:
             assert p.alternative == pytest.approx(one, rel=0.03)
-            assert p.alternative > BIMODAL_RATIO * p.predicted
+            assert p.alternative > p.predicted
         for i, m in enumerate(p.measured):
             assert abs(p.reference(i) / m - 1) <= 0.15, (p.job, i, m, p.reference(i))
-    # both arrangements occur in the data (None: a point with one outcome, the CNN's): the
-    # classification is not vacuous
-    assert {p.outcome(i) for p in single for i in range(len(p.measured))} - {None} == {DRIFTING, ALTERNATING}
+    # both arrangements occur in the data: the classification is not vacuous
+    assert {p.outcome(i) for p in single for i in range(len(p.measured))} == {DRIFTING, ALTERNATING}
+
+
+def test_the_one_gradient_runs_recorded_after_their_rule() -> None:
+    """tests/data/ps-sync/one-gradient: the model still makes the predictions committed before
+    the runs were measured (so the held-out figures of docs/accuracy.md stand), and what holds
+    whatever the arrangement: with one gradient per update two workers count at most one fresh
+    gradient per cycle of at least one uncontended step, so W = 2 never beats W = 1 (5 %: the
+    run-to-run spread), measured or predicted; W = 1 is predicted within 5 %."""
+    committed = json.loads((ONE_GRADIENT / "predictions-before-measuring.json").read_text())["jobs"]
+    measured, shown = runs(ONE_GRADIENT), arrangements(ONE_GRADIENT)
+    assert set(measured) == set(committed) and len(committed) == 3
+    for job, by_w in measured.items():
+        points = {p.workers: p for p in predict(job, by_w, steps=400, data=ONE_GRADIENT, shown=shown)}
+        for row in committed[job]:
+            assert points[row["workers"]].predicted == pytest.approx(row["predicted"], rel=0.02), (job, row)
+        one = statistics.fmean(by_w[1])
+        assert abs(points[1].predicted / one - 1) <= 0.05, job
+        assert max(by_w[2]) <= 1.05 * one and points[2].predicted <= points[1].predicted, job
+        assert points[2].alternative == pytest.approx(points[1].predicted)

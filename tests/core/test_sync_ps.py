@@ -294,9 +294,10 @@ def test_sync_model_timeline_shows_the_barrier() -> None:
 
 def test_one_gradient_per_update_reports_the_alternating_outcome_only_where_it_applies() -> None:
     """The outlook's second outcome at W = 2 when an update takes one gradient (R = 1 < W): the
-    model's own W = 1 (one uncontended step per update), with ONE_GRADIENT's probability; none
-    when every gradient counts (R = 2), when the two outcomes are close (the curve given by hand
-    below BIMODAL_RATIO), or for uneven workers (the bound assumes two traced workers)."""
+    model's own W = 1 (one uncontended step per update), with ONE_GRADIENT's probability, however
+    close the two (the testbed's runs alternated where they were 1.2x apart); none when every
+    gradient counts (R = 2), when W = 1 does not lie above W = 2 (the curve given by hand), or for
+    uneven workers (the bound assumes two traced workers)."""
     from advisor.core.models import registry
     from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, ONE_GRADIENT
 
@@ -310,7 +311,8 @@ def test_one_gradient_per_update_reports_the_alternating_outcome_only_where_it_a
     notes = model.outlook(inputs, backup, curve).notes
     assert any("W=2: two outcomes" in n for n in notes)
     assert not any("at W = 3" in n for n in notes)  # R = 2 at W = 3: a barrier again
-    assert model.outlook(inputs, backup, {1: 100.0, 2: 80.0}).others == {}  # 100 <= 1.3 x 80
+    assert model.outlook(inputs, backup, {1: 100.0, 2: 80.0}).others[2].throughput == 100.0  # 1.25x apart
+    assert model.outlook(inputs, backup, {1: 100.0, 2: 100.0}).others == {}
     assert model.outlook(inputs, registry.params_for(model), curve).others == {}  # R = W
     uneven = _inputs(real_mlp_profile(), 100e6, worker_speeds=(1.0, 0.5))
     assert model.outlook(uneven, backup, curve).others == {}
