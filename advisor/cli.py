@@ -23,9 +23,12 @@ from advisor.cli_args import (
     NORMAL, SEED, ArgumentParser, UsageError, argument_type, check_output, int_at_least, output_options, verbosity,
     writing,
 )
-from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, ModelChoice, Overhead, advise, model_inputs
+from advisor.core.advice import DEFAULT_GOODPUT, Advice, AdviceRequest, ModelChoice, Overhead, advise, model_inputs
 from advisor.core.bandwidth import resolve_bandwidth
 from advisor.core.calibration import calibrate
+from advisor.core.online_calibration import Observation
+from advisor.core.online_calibration import calibrate as calibrate_observed
+from advisor.core.profile_check import PROFILE_NOISE, anchored_note
 from advisor.core.compare import compare
 from advisor.core.cost import DEFAULT_CONFIDENCE, Constraints, CostError, Prices
 from advisor.core.curve import CurveSettings
@@ -187,6 +190,10 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
                           f"probability, strictly between 0 and 1 (default {DEFAULT_CONFIDENCE}); when none "
                           "does, the W likeliest to, with a warning")
     cmd.add_argument("--max-workers", type=int_at_least(1), help="never recommend more workers than this")
+    cmd.add_argument("--anchor", action="store_true",
+                     help="take the profiling run's own examples/s as an observation at W = 1 (the closed loop's "
+                          "posterior): for a prediction whose W = 1 it contradicts, e.g. a link stated faster than "
+                          "the profile ran on (docs/decisions.md)")
     cmd.add_argument("--saturation-threshold", type=float, default=0.05, metavar="FRACTION",
                      help="saturation: one more worker adds less than this share of W=1 throughput (default 0.05)")
     sim = cmd.add_argument_group("simulation")
@@ -533,6 +540,10 @@ def _predict(args: argparse.Namespace) -> int:
             cli_output.detail("model %s, parameters %s; %d worker count(s) on %d process(es)", request.model.name,
                               dict(request.model.params) or "as default", len(request.curve.workers), pool.jobs)
             advice = advise(profile, request, progress, pool)
+            if args.anchor:
+                request, advice, anchored = _anchor(profile, request, advice, progress, pool)
+                cli_output.note(anchored)
+                note = "; ".join(n for n in (note, anchored) if n)
     except SimulationSettingsError as exc:  # the core names its field; the user wrote the file
         if request.network and request.network.order is StreamOrder.CUSTOM and "custom_order" in str(exc):
             raise SimulationSettingsError(str(exc).replace("custom_order", f"--order-file {args.order_file}")) from None
@@ -553,6 +564,18 @@ def _predict(args: argparse.Namespace) -> int:
     if args.timeline:
         _write_timeline(args, profile, request)
     return 0
+
+
+def _anchor(profile: Profile | None, request: AdviceRequest, advice: Advice, progress: Any,
+            pool: PointPool) -> tuple[AdviceRequest, Advice, str]:
+    """``--anchor``: the request conditioned on the profile's own rate at W = 1, its advice, and
+    the note that says so (``core/profile_check.py``)."""
+    check = advice.profile_check
+    if check is None:
+        raise ModelInputError(request.model.name, "--anchor needs the W = 1 point (--workers from 1) and a profile "
+                                                  "whose steps record their client wall time")
+    observed = calibrate_observed(profile, request, [Observation(1, check.rate.throughput, PROFILE_NOISE)])
+    return observed.request, advise(profile, observed.request, progress, pool), anchored_note(check)
 
 
 def _wants_profile(args: argparse.Namespace, spec: dict | None) -> bool:

@@ -114,8 +114,19 @@ def advice_to_json(profile: Profile | None, request: AdviceRequest, advice: Advi
             "warning": decision_warning(advice, request),
         },
         "model_error": _model_error_json(advice),
+        "profile_check": _profile_check_json(advice),
         "notes": list(advice.notes),
     }
+
+
+def _profile_check_json(advice: Advice) -> dict[str, Any] | None:
+    """The model's W = 1 against the profile's own rate (``core/profile_check.py``), or None."""
+    c = advice.profile_check
+    if c is None:
+        return None
+    return {"profile_throughput": float(c.rate.throughput), "profile_steps": int(c.rate.steps),
+            "untraced": bool(c.rate.untraced), "predicted": float(c.predicted), "gap": float(c.gap),
+            "limit": float(c.limit), "contradicts": bool(c.contradicts)}
 
 
 def decision_warning(advice: Advice, request: AdviceRequest) -> str | None:

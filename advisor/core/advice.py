@@ -26,6 +26,7 @@ from advisor.core.models.protocol import ModelInputs, ModelParams, Outlook, Thro
 from advisor.core.posterior import CurvePosterior
 from advisor.core.preprocess import add_client_gap, split_parsing_overhead
 from advisor.core.profile import Profile
+from advisor.core.profile_check import ProfileCheck, check_one_worker, contradiction_note, w1_width
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
 from advisor.core.summary import tracing_cost
 from advisor.errors import ModelInputError, ModelRegimeError
@@ -144,6 +145,7 @@ class Advice:
     params: Mapping[str, Any] = field(default_factory=dict)  # the model's parameters as used (Outlook.params)
     details: Mapping[str, Any] = field(default_factory=dict)  # what the model derived from them (Outlook.details)
     model_error: ModelError | None = None  # the predicting model's own error, which widened the intervals (None: not)
+    profile_check: ProfileCheck | None = None  # the model's W = 1 against the profile's own rate (core/profile_check.py)
 
     def point(self, workers: int) -> AdvicePoint:
         """The curve's point for ``workers``; ``KeyError`` if it was not predicted."""
@@ -193,7 +195,11 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
         )
         for i, (p, t, outs, belief, chance) in enumerate(zip(curve, thr, outcomes, beliefs, chances))
     )
+    one = next((p.throughput for p in curve if p.workers == 1), None)
+    check = None if one is None else check_one_worker(profile, one, w1_width(error, model.name))
     notes = outlook.notes + left_out + tracing_notes(profile)
+    if check is not None and check.contradicts and request.posterior is None:
+        notes += (contradiction_note(check),)
     if errors is not None and error is None:
         notes += (f"the intervals hold simulation noise only: the model error of {model.name} has not been measured "
                   f"({measured_phrase(errors.models)})",)
@@ -208,6 +214,7 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
         params={**params.model_dump(mode="json"), **outlook.params},
         details=outlook.details,
         model_error=error,
+        profile_check=check,
     )
 
 

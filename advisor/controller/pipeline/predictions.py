@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from advisor import __version__
@@ -158,6 +158,8 @@ def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) ->
     """Predict and return the ``advisor-prediction/1`` JSON text (runs in a worker process)."""
     from advisor.controller.web.memory import release_free_heap, release_library_pages
     from advisor.core.bandwidth import bandwidth_note, estimate_bandwidth
+    from advisor.core.online_calibration import Observation, calibratable, calibrate
+    from advisor.core.profile_check import PROFILE_NOISE, anchored_note
     from advisor.report import advice_to_json
 
     profile = parse_profile(profile_doc)
@@ -170,7 +172,14 @@ def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) ->
         digest = hashlib.sha256(json.dumps(profile_doc, sort_keys=True).encode()).hexdigest()
         request, refit = refit_request(profile, request, p.refit, cache_key=digest)
     advice = advise(profile, request)  # the model loads its engine (numba) here, in the child
+    check, anchored = advice.profile_check, None
+    if refit is None and check is not None and check.contradicts and calibratable(request.model.name):
+        # the profile contradicts a stated input (core/profile_check.py): its own rate is the first observation
+        request = calibrate(profile, request, [Observation(1, check.rate.throughput, PROFILE_NOISE)]).request
+        advice, anchored = replace(advise(profile, request), profile_check=check), anchored_note(check)
     doc = advice_to_json(profile, request, advice, bandwidth_source=p.bandwidth_source)
+    if anchored is not None:
+        doc["notes"].append(anchored)
     if refit is not None:
         doc["refit"] = refit
     if p.worker_speeds:  # what the curve was predicted with: the job's annotation says it

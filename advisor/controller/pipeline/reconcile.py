@@ -105,6 +105,8 @@ class Reconciler:
     shadowed: Callable[[str, str], Sequence[Mapping[str, Any]]] | None = None
     _told_shadowed: set[str] = field(default_factory=set)
     _warned: dict[Key, tuple[str, str, str]] = field(default_factory=dict)  # job -> (uid, reason, message) told
+    # (uid, profile sha) of the jobs told their profile contradicted the prediction (ProfileContradicts)
+    _contradiction_told: set[tuple[str, str]] = field(default_factory=set)
     _told_newer: set[tuple[str, str]] = field(default_factory=set)  # (job uid, message) said once
     _nodes: dict[str, tuple[float, Mapping[str, Any] | None]] = field(default_factory=dict)  # name -> (read at, node)
 
@@ -611,6 +613,23 @@ class Reconciler:
         # the metrics before the Predicted phase and event: whoever sees those sees the metrics too
         self._export(view, prediction, rec)
         self._set_phase(view, "Predicted", "Predicted", message, extra=extra)
+        self._tell_contradiction(view, sha, prediction)
+
+    def _tell_contradiction(self, view: TFJobView, sha: str, prediction: Mapping[str, Any]) -> None:
+        """A Warning event, once per job and profile, when the prediction's W = 1 contradicted the
+        profiling run's own rate (``core/profile_check.py``): a stated input is likely wrong, and
+        the prediction was anchored on the profile (``predictions.run_prediction``)."""
+        check = prediction.get("profile_check")
+        if not isinstance(check, Mapping) or not check.get("contradicts"):
+            return
+        with self._lock:
+            if (view.uid, sha) in self._contradiction_told:
+                return
+            self._contradiction_told.add((view.uid, sha))
+        notes = prediction.get("notes")
+        self._event(view, "Warning", "ProfileContradicts", next(
+            (n for n in (notes if isinstance(notes, list) else ()) if isinstance(n, str) and n.startswith("anchored on")),
+            "the predicted W = 1 contradicts the profiling run's own rate: a stated input is likely wrong"))
 
     def _fail(self, view: TFJobView, reason: str, message: str, extra: Mapping[str, str] | None = None) -> None:
         """Mark the job Failed, and resume it first if the advisor holds it (``initial`` mode).
