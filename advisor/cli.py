@@ -13,7 +13,7 @@ import sys
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -26,9 +26,8 @@ from advisor.cli_args import (
 from advisor.core.advice import DEFAULT_GOODPUT, Advice, AdviceRequest, ModelChoice, Overhead, advise, model_inputs
 from advisor.core.bandwidth import resolve_bandwidth
 from advisor.core.calibration import calibrate
-from advisor.core.online_calibration import Observation
-from advisor.core.online_calibration import calibrate as calibrate_observed
-from advisor.core.profile_check import PROFILE_NOISE, anchored_note
+from advisor.core.online_calibration import profile_anchored
+from advisor.core.profile_check import anchored_note
 from advisor.core.compare import compare
 from advisor.core.cost import DEFAULT_CONFIDENCE, Constraints, CostError, Prices
 from advisor.core.curve import CurveSettings
@@ -574,8 +573,8 @@ def _anchor(profile: Profile | None, request: AdviceRequest, advice: Advice, pro
     if check is None:
         raise ModelInputError(request.model.name, "--anchor needs the W = 1 point (--workers from 1) and a profile "
                                                   "whose steps record their client wall time")
-    observed = calibrate_observed(profile, request, [Observation(1, check.rate.throughput, PROFILE_NOISE)])
-    return observed.request, advise(profile, observed.request, progress, pool), anchored_note(check)
+    anchored = profile_anchored(profile, request, check)
+    return anchored, replace(advise(profile, anchored, progress, pool), profile_check=check), anchored_note(check)
 
 
 def _wants_profile(args: argparse.Namespace, spec: dict | None) -> bool:

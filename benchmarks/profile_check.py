@@ -30,8 +30,7 @@ from advisor.core.advice import AdviceRequest, CurveSettings, ModelChoice, advis
 from advisor.core.models import registry
 from advisor.core.sim_types import NetworkModel
 from advisor.importers.loader import load_profile
-from advisor.core.online_calibration import Observation, calibrate
-from advisor.core.profile_check import PROFILE_NOISE
+from advisor.core.online_calibration import profile_anchored
 from advisor.importers.model_error_file import load_model_errors
 from benchmarks.calibration_rules import Scores, statements
 from benchmarks.paths import REPO
@@ -90,8 +89,7 @@ def main() -> None:
             assert check is not None, f"{curve.name}: the profile records no client wall time"
             product = made
             if check.contradicts:
-                anchored = calibrate(profile, request, [Observation(1, check.rate.throughput, PROFILE_NOISE)])
-                product = advise(profile, anchored.request)
+                product = advise(profile, profile_anchored(profile, request, check))
             print(f"{curve.name:<34} {statement.name:<16} {check.predicted:>13.1f} {check.rate.throughput:>8.1f} "
                   f"{check.gap:>+7.1%}  {'yes: anchored' if check.contradicts else 'no'}")
             for label, advice in (("as made", made), ("the product's", product)):

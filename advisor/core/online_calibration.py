@@ -47,6 +47,7 @@ from advisor.core.models import registry
 from advisor.core.models.protocol import GOODPUT, CalibrationParam, ModelInputs, ModelParams, ThroughputModel
 from advisor.core.posterior import CurvePosterior, Discrepancy, condition, normalised, posterior_table
 from advisor.core.profile import Profile
+from advisor.core.profile_check import PROFILE_NOISE, ProfileCheck
 from advisor.core.sim_types import SimulationSettingsError
 from advisor.errors import ModelInputError
 
@@ -363,3 +364,10 @@ def _edge_notes(params: Sequence[CalibrationParam], values: Sequence[float], err
 
 def _r(x: float) -> float:
     return float(f"{x:.6g}")
+
+
+def profile_anchored(profile: Profile | None, request: AdviceRequest, check: ProfileCheck) -> AdviceRequest:
+    """``request`` conditioned on the profiling run's own rate as an observation at W = 1
+    (``core/profile_check.py``): what ``advisor predict --anchor`` and the controller predict with
+    when the profile contradicts the prediction."""
+    return calibrate(profile, request, [Observation(1, check.rate.throughput, PROFILE_NOISE)]).request

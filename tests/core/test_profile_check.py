@@ -95,6 +95,8 @@ def test_predict_anchor_brings_w1_to_the_profile_and_says_so(tmp_path: Path,
     w1 = after["curve"][0]["throughput"]
     assert abs(w1 / 102.9 - 1) < 0.1 < before["curve"][0]["throughput"] / 102.9 - 1
     assert any(n.startswith("anchored on the profiling run's own 102.9 ex/s") for n in after["notes"])
+    # the check reported is the one that was contradicted, not the anchored curve's own
+    assert after["profile_check"] == before["profile_check"]
     # --anchor observes W = 1: a curve without it is refused, naming why
     assert main(["predict", str(MLP), "--bandwidth", "200M", "--workers", "2-3", "--steps", "200", "--warmup", "20",
                  "--anchor"]) == 2

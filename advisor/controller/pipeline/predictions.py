@@ -158,8 +158,8 @@ def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) ->
     """Predict and return the ``advisor-prediction/1`` JSON text (runs in a worker process)."""
     from advisor.controller.web.memory import release_free_heap, release_library_pages
     from advisor.core.bandwidth import bandwidth_note, estimate_bandwidth
-    from advisor.core.online_calibration import Observation, calibratable, calibrate
-    from advisor.core.profile_check import PROFILE_NOISE, anchored_note
+    from advisor.core.online_calibration import calibratable, profile_anchored
+    from advisor.core.profile_check import anchored_note
     from advisor.report import advice_to_json
 
     profile = parse_profile(profile_doc)
@@ -175,7 +175,7 @@ def run_prediction(profile_doc: Mapping[str, Any], params: Mapping[str, Any]) ->
     check, anchored = advice.profile_check, None
     if refit is None and check is not None and check.contradicts and calibratable(request.model.name):
         # the profile contradicts a stated input (core/profile_check.py): its own rate is the first observation
-        request = calibrate(profile, request, [Observation(1, check.rate.throughput, PROFILE_NOISE)]).request
+        request = profile_anchored(profile, request, check)
         advice, anchored = replace(advise(profile, request), profile_check=check), anchored_note(check)
     doc = advice_to_json(profile, request, advice, bandwidth_source=p.bandwidth_source)
     if anchored is not None:
