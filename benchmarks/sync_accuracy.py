@@ -260,15 +260,22 @@ def held_out_coverage(points: Sequence[Point], model: str, extra: Sequence[Point
     inside = total = 0
     for job in sorted({p.job for p in points}):
         others = [p for p in points if p.job != job] + list(extra)
-        error = model_error(others, model, "held out")
-        for p in (q for q in points if q.job == job):
-            for i, m in enumerate(p.measured):
-                # the outcome's interval: the simulation's (no model error asked for), or the alternative's point
-                ref = p.reference(i)
-                low, high = (ref, ref) if p.outcome(i) == ALTERNATING else (p.low, p.high)
-                low, high = error.widen(model, p.workers, low, high, p.outcome(i))
-                inside += low <= m <= high
-                total += 1
+        found, n = repeats_inside([q for q in points if q.job == job], model_error(others, model, "held out"), model)
+        inside, total = inside + found, total + n
+    return inside, total
+
+
+def repeats_inside(points: Sequence[Point], error: ModelError, model: str) -> tuple[int, int]:
+    """(repeats inside the interval of the outcome each showed, widened by ``error``; repeats)."""
+    inside = total = 0
+    for p in points:
+        for i, m in enumerate(p.measured):
+            # the outcome's interval: the simulation's (no model error asked for), or the alternative's point
+            ref = p.reference(i)
+            low, high = (ref, ref) if p.outcome(i) == ALTERNATING else (p.low, p.high)
+            low, high = error.widen(model, p.workers, low, high, p.outcome(i))
+            inside += low <= m <= high
+            total += 1
     return inside, total
 
 
@@ -313,14 +320,7 @@ def one_gradient(steps: int, markdown: bool) -> None:
              for p in predict(job, measured[job], steps=steps, data=ONE_GRADIENT, shown=shown)]
     print(table(every, markdown))
     med, worst = summary(every)
-    inside = total = 0
-    for p in every:
-        for i, m in enumerate(p.measured):
-            ref = p.reference(i)
-            low, high = (ref, ref) if p.outcome(i) == ALTERNATING else (p.low, p.high)
-            low, high = error.widen(MODEL, p.workers, low, high, p.outcome(i))
-            inside += low <= m <= high
-            total += 1
+    inside, total = repeats_inside(every, error, MODEL)
     print(f"{len(every)} points: median |error| {med:.1%}, max {worst:.1%} (against the outcome each repeat showed); "
           f"{inside} of {total} repeats inside the interval with widths measured without them")
     for p in every:
