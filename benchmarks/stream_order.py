@@ -80,10 +80,10 @@ def one_worker(trace: Trace, profile: Profile, order: StreamOrder, steps: int) -
 
 
 def one_worker_point(trace: Trace, profile: Profile, order: StreamOrder, steps: int,
-                     model_error: ModelErrors | None = None) -> AdvicePoint:
-    """The W = 1 point of the default model of the profile's regime (``registry.default_model_for``)
-    in ``order``, its interval widened by ``model_error``."""
-    model = registry.default_model_for(profile.job.kind.allreduce, profile.job.synchronous)
+                     model_error: ModelErrors | None = None, model: str | None = None) -> AdvicePoint:
+    """The W = 1 point of ``model`` (default: the default model of the profile's regime,
+    ``registry.default_model_for``) in ``order``, its interval widened by ``model_error``."""
+    model = model or registry.default_model_for(profile.job.kind.allreduce, profile.job.synchronous)
     advice = advise(profile, AdviceRequest(
         network=NetworkModel(bandwidth_bps=trace.bandwidth_bps, order=order), model=ModelChoice(model, {}),
         side_by_side=(), model_error=model_error,

@@ -251,7 +251,7 @@ def one_worker_points(model: str = MODEL, steps: int = 400) -> list[Point]:
     from benchmarks.tracing_cost import one_worker_runs  # it reads this module's MODEL
 
     return [Point(name, 1, (measured,), predicted, predicted, predicted, (), None)
-            for name, measured, predicted in one_worker_runs(synchronous=True, steps=steps)] if model == MODEL else []
+            for name, measured, predicted in one_worker_runs(synchronous=True, steps=steps, model=model)]
 
 
 def held_out_coverage(points: Sequence[Point], model: str, extra: Sequence[Point] = ()) -> tuple[int, int]:

@@ -31,11 +31,11 @@ from benchmarks.stream_order import ORDERS, Trace, one_worker_point, own_rate
 DATA = REPO / "tests" / "data" / "tracing-cost"
 
 
-def one_worker_runs(synchronous: bool, steps: int = 400) -> list[tuple[str, float, float]]:
+def one_worker_runs(synchronous: bool, steps: int = 400, model: str | None = None) -> list[tuple[str, float, float]]:
     """(profile, measured, predicted) of every W = 1 run here of one regime, predicted from the
-    profile taken right before it as ``advisor predict`` does (the default model, ``fifo``):
-    W = 1 residuals beside those of the accuracy sets, for the shipped widths
-    (``benchmarks/model_error.py``, ``benchmarks/sync_accuracy.py --write``)."""
+    profile taken right before it as ``advisor predict`` does (``model``, by default the regime's
+    default model; ``fifo``): W = 1 residuals beside those of the accuracy sets, for the shipped
+    widths (``benchmarks/model_error.py``, ``benchmarks/sync_accuracy.py --write``)."""
     found = []
     for path in sorted(DATA.glob("*.trace.json.gz")):
         profile = load_profile(path)
@@ -43,7 +43,7 @@ def one_worker_runs(synchronous: bool, steps: int = 400) -> list[tuple[str, floa
             continue
         name = path.name.removesuffix(".trace.json.gz")
         measured = measured_one_worker(DATA / f"{name}.measured.json.gz")
-        point = one_worker_point(Trace(name, path, 100e6, measured), profile, StreamOrder.FIFO, steps)
+        point = one_worker_point(Trace(name, path, 100e6, measured), profile, StreamOrder.FIFO, steps, model=model)
         found.append((f"tracing-cost/{name}", measured, point.throughput))
     return found
 
