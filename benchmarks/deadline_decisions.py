@@ -1,6 +1,6 @@
 """Deadline decisions on jobs the model error never saw: how often the answer is confident, and what it costs.
 
-    python -m benchmarks.deadline_decisions [--confidence P] [--sweep] [--several-ps]
+    python -m benchmarks.deadline_decisions [--confidence P] [--sweep] [--several-ps] [--sync]
 
 No simulation: it reads the leave-one-job-out predictions that ``benchmarks/model_error.py``
 stored in ``advisor/data/model_error/li2020-des+contention.json`` (each run's W points predicted with contention
@@ -29,6 +29,10 @@ measured without its placement's runs (cross-conformal), and, for comparison, by
 widths the model had before; one outcome per point (the runs' W = 2 did not alternate). Then the
 held-out 2-PS runs (``tests/data/ps-traces/held-out``, recorded after the widths), predicted from
 their own traces (about 6 s) with the shipped widths.
+
+``--sync`` decides the same three kinds of deadline on the synchronous runs (``tests/data/ps-sync``
+and its ``one-gradient`` folder, about a minute): each job predicted with the constants chosen
+without it, its beliefs widened by the widths measured without it (``sync_runs``).
 """
 
 from __future__ import annotations
@@ -169,6 +173,62 @@ def several_ps(confidence: float) -> None:
         report("all", [c for found in cases.values() for c in found])
 
 
+def sync_runs(steps: int = 400) -> list[Run]:
+    """The synchronous runs (``tests/data/ps-sync`` and its ``one-gradient`` folder), one per job
+    (its repeats' mean per W), each predicted with the constants chosen without it (the six jobs
+    of ``ps-sync``: the share spread and the window gain together, leave-one-job-out as
+    ``sync_accuracy --fit`` does; the one-gradient jobs, recorded after every constant: the
+    defaults), widened by the widths measured without it, the alternation probability of a
+    one-gradient point recounted without its repeats."""
+    from benchmarks import sync_accuracy as sa
+
+    held = sa.leave_one_job_out(sa.runs(), {"share_sigma": (0.5, 0.75, 1.0), "window_gain": (1.0, 1.25, 1.5)},
+                                model=sa.MODEL, steps=steps, params={})
+    points = {job: found for job, (_, found) in held.items()}
+    shown = sa.arrangements(sa.ONE_GRADIENT)
+    points.update({job: sa.predict(job, by_w, steps=steps, data=sa.ONE_GRADIENT, shown=shown)
+                   for job, by_w in sa.runs(sa.ONE_GRADIENT).items()})
+    every, extra = [p for found in points.values() for p in found], sa.one_worker_points(sa.MODEL, steps)
+    runs = []
+    for job, found in sorted(points.items()):
+        error = sa.model_error([p for p in every if p.job != job] + extra, sa.MODEL, "held out")
+        runs.append(Run(job, job, [p.workers for p in found], [p.predicted for p in found],
+                        [Belief.of(_sync_outcomes(p, error), LEVEL) for p in found], {p.workers: p.mean for p in found}))
+    return runs
+
+
+def _sync_outcomes(p: Any, error: ModelError) -> list[Outcome]:
+    """A synchronous point's outcomes widened by ``error``: one, or drifting and alternating with
+    ``ONE_GRADIENT``'s probability counted without the point's own repeats (Laplace's rule)."""
+    from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, ONE_GRADIENT
+
+    if p.alternative is None:
+        return [Outcome("predicted", p.predicted, *error.widen(error.model, p.workers, p.low, p.high))]
+    mine = sum(p.shown)
+    prob = (ONE_GRADIENT.alternated - mine + 1) / (ONE_GRADIENT.runs - len(p.shown) + 2)
+    return [Outcome(DRIFTING, p.predicted, *error.widen(error.model, 2, p.low, p.high, DRIFTING), 1 - prob),
+            Outcome(ALTERNATING, p.alternative, *error.widen(error.model, 2, p.alternative, p.alternative, ALTERNATING),
+                    prob)]
+
+
+def synchronous(confidence: float) -> None:
+    """``--sync``: the same deadlines on the synchronous runs, held out (``sync_runs``)."""
+    runs = sync_runs()
+    cal = calibration(runs)
+    print(f"\nsynchronous runs, held out ({len(runs)} jobs, {sum(len(r.workers) for r in runs)} points): measured >= "
+          "the level-P lower bound " + ", ".join(f"P={p:g}: {share:.0%}" for p, share in cal.items()))
+    cases: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        for name, needed in deadlines(run):
+            cases.setdefault(name, []).append(score(run, needed, confidence))
+    for name, found in cases.items():
+        report(name, found)
+    report("all", [c for found in cases.values() for c in found])
+    for name, found in cases.items():
+        print(f"  {name:<8} " + "  ".join(f"{c['run']}:{c['rec']}{'' if c['confident'] else '?'}/{c['best']}"
+                                          for c in found))
+
+
 def calibration(runs: Sequence[Run], grid: Sequence[float] = GRID) -> dict[float, float]:
     """Per level P, the share of held-out points measured at or above their level-P lower bound."""
     pairs = [(b, r.measured[w]) for r in runs for w, b in zip(r.workers, r.beliefs)]
@@ -250,6 +310,8 @@ def main() -> None:
     parser.add_argument("--sweep", action="store_true", help="also decide the tight deadlines at every P of the grid")
     parser.add_argument("--several-ps", action="store_true",
                         help="also decide the deadlines of the 2-PS runs (module docstring)")
+    parser.add_argument("--sync", action="store_true",
+                        help="also decide the deadlines of the synchronous runs, held out (module docstring)")
     args = parser.parse_args()
     validation = json.loads(shipped_path(MODEL).read_text())["validation"]
     runs = held_out_runs(validation["points"], one_worker_extra(validation))
@@ -272,6 +334,8 @@ def main() -> None:
         sweep(runs)
     if args.several_ps:
         several_ps(args.confidence)
+    if args.sync:
+        synchronous(args.confidence)
 
 
 if __name__ == "__main__":
