@@ -43,3 +43,24 @@ def test_each_deadline_is_scored_on_the_measurements(runs) -> None:
     cost = {w: (3.06 * w + 0.40) / run.measured[w] for w in meets}  # prices of benchmarks/accuracy.py, per second
     assert case["best"] == min(meets, key=cost.__getitem__) and case["met"] == (run.measured[case["rec"]] >= tight)
     assert case["gap"] >= 0 or not case["met"]
+
+
+def test_a_synchronous_one_gradient_point_recounts_its_alternation_without_its_own_repeats() -> None:
+    """``--sync``: the MLP's W = 2 with a backup worker showed one alternating repeat of two; the
+    testbed's count without them is 5 - 1 of 13 - 2, so (4 + 1) / (11 + 2) = 5/13, and each outcome
+    keeps its own width (drifting, alternating), here a hand-made error of 20 % and 10 %."""
+    from advisor.core.model_error import ErrorRegime, ModelError
+    from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, ONE_GRADIENT
+    from benchmarks.deadline_decisions import _sync_outcomes
+    from benchmarks.sync_accuracy import MODEL as SYNC_MODEL, Point
+
+    assert (ONE_GRADIENT.alternated, ONE_GRADIENT.runs) == (5, 13)
+    error = ModelError(SYNC_MODEL, 0.95, (ErrorRegime(2, None, 0.05, 0.05, 10),
+                                          ErrorRegime(2, 2, 0.2, 0.2, 5, outcome=DRIFTING),
+                                          ErrorRegime(2, 2, 0.1, 0.1, 5, outcome=ALTERNATING)))
+    point = Point("mlp_bw100_backup1", 2, (95.8, 74.0), 75.0, 74.0, 76.0, (True, False), 100.0)
+    drifting, alternating = _sync_outcomes(point, error)
+    assert (drifting.name, alternating.name) == (DRIFTING, ALTERNATING)
+    assert alternating.probability == pytest.approx(5 / 13) and drifting.probability == pytest.approx(8 / 13)
+    assert (drifting.low, drifting.high) == pytest.approx((74.0 * 0.8, 76.0 * 1.2))
+    assert (alternating.low, alternating.high) == pytest.approx((90.0, 110.0))
