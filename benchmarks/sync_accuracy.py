@@ -327,8 +327,13 @@ def one_gradient(steps: int, markdown: bool) -> None:
         if p.workers == 2:
             showed = ", ".join(p.outcome(i) or "drifting" for i in range(len(p.measured)))
             other = "" if p.alternative is None else f", alternating {p.alternative:.1f}"
+            errors = ", ".join(f"{p.reference(i) / m - 1:+.1%}" for i, m in enumerate(p.measured))
             print(f"{p.job} W = 2: drifting {p.predicted:.1f}{other}; measured "
-                  f"{'/'.join(f'{m:.1f}' for m in p.measured)}, the repeats showed: {showed}")
+                  f"{'/'.join(f'{m:.1f}' for m in p.measured)}, the repeats showed: {showed}; each repeat's error "
+                  f"against it: {errors}")
+    repeats = [abs(p.reference(i) / m - 1) for p in every if p.workers == 2 for i, m in enumerate(p.measured)]
+    print(f"W = 2, {len(repeats)} repeats against the outcome each showed: median |error| "
+          f"{statistics.median(repeats):.1%}, max {max(repeats):.1%}")
 
 
 def held_out(steps: int, markdown: bool) -> None:
@@ -415,9 +420,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         for p in every:
             if p.alternative is not None:
                 showed = ", ".join(p.outcome(i) or "" for i in range(len(p.measured)))
+                errors = ", ".join(f"{p.reference(i) / m - 1:+.1%}" for i, m in enumerate(p.measured))
                 print(f"{p.job} W = {p.workers}: two outcomes, drifting {p.predicted:.1f}, alternating "
                       f"{p.alternative:.1f}; measured {'/'.join(f'{m:.1f}' for m in p.measured)}, the repeats "
-                      f"showed: {showed}")
+                      f"showed: {showed}; each repeat's error against it: {errors}")
     if args.fit:
         grids = {name: [float(v) for v in values.split(",")] for name, values in (f.split("=", 1) for f in args.fit)}
         chosen = {job: measured[job] for job in measured if not args.job or job in args.job}
