@@ -164,13 +164,7 @@ def several_ps(confidence: float) -> None:
         cal = calibration(runs, (0.8, 0.9, 0.95))
         print(f"\n2-PS runs, {label}: {len(runs)} runs, {sum(len(r.workers) for r in runs)} points; measured >= the "
               "level-P lower bound " + ", ".join(f"P={p:g}: {share:.0%}" for p, share in cal.items()))
-        cases: dict[str, list[dict[str, Any]]] = {}
-        for run in runs:
-            for name, needed in deadlines(run):
-                cases.setdefault(name, []).append(score(run, needed, confidence))
-        for name, found in cases.items():
-            report(name, found)
-        report("all", [c for found in cases.values() for c in found])
+        decide_every(runs, confidence)
 
 
 def sync_runs(steps: int = 400) -> list[Run]:
@@ -217,6 +211,12 @@ def synchronous(confidence: float) -> None:
     cal = calibration(runs)
     print(f"\nsynchronous runs, held out ({len(runs)} jobs, {sum(len(r.workers) for r in runs)} points): measured >= "
           "the level-P lower bound " + ", ".join(f"P={p:g}: {share:.0%}" for p, share in cal.items()))
+    decide_every(runs, confidence, answers=True)
+
+
+def decide_every(runs: Sequence[Run], confidence: float, answers: bool = False) -> None:
+    """Every run's deadlines decided at ``confidence``: one report line per kind and over all, and
+    with ``answers`` each run's recommended W beside the cheapest measured W that meets it."""
     cases: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
         for name, needed in deadlines(run):
@@ -224,9 +224,11 @@ def synchronous(confidence: float) -> None:
     for name, found in cases.items():
         report(name, found)
     report("all", [c for found in cases.values() for c in found])
-    for name, found in cases.items():
-        print(f"  {name:<8} " + "  ".join(f"{c['run']}:{c['rec']}{'' if c['confident'] else '?'}/{c['best']}"
-                                          for c in found))
+    if answers:
+        for name, found in cases.items():
+            print(f"  {name:<8} " + "  ".join(f"{c['run'].split('.')[0]}:{c['rec']}{'' if c['confident'] else '?'}"
+                                              f"/{c['best']}" for c in found))
+        print("  (run:recommended/cheapest measured W meeting it; ? = no W reached P, the likeliest given)")
 
 
 def calibration(runs: Sequence[Run], grid: Sequence[float] = GRID) -> dict[float, float]:
@@ -318,18 +320,8 @@ def main() -> None:
     cal = calibration(runs)
     print(f"held-out calibration ({sum(len(r.workers) for r in runs)} points): measured >= the level-P lower bound "
           + ", ".join(f"P={p:g}: {share:.0%}" for p, share in cal.items()))
-    cases: dict[str, list[dict[str, Any]]] = {}
-    for run in runs:
-        for name, needed in deadlines(run):
-            cases.setdefault(name, []).append(score(run, needed, args.confidence))
     print(f"confidence {args.confidence:g}; prices {PRICES.worker_per_hour}/h per worker, {PRICES.ps_per_hour}/h per PS")
-    for name, found in cases.items():
-        report(name, found)
-    report("all", [c for found in cases.values() for c in found])
-    for name, found in cases.items():
-        print(f"  {name:<8} " + "  ".join(f"{c['run'].split('.')[0]}:{c['rec']}{'' if c['confident'] else '?'}"
-                                          f"/{c['best']}" for c in found))
-    print("  (run:recommended/cheapest measured W meeting it; ? = no W reached P, the likeliest given)")
+    decide_every(runs, args.confidence, answers=True)
     if args.sweep:
         sweep(runs)
     if args.several_ps:
