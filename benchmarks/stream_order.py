@@ -34,6 +34,7 @@ from advisor.core.advice import AdvicePoint, AdviceRequest, CurveSettings, Model
 from advisor.core.model_error import ModelErrors
 from advisor.core.models import registry
 from advisor.core.profile import Profile
+from advisor.core.profile_check import traced_rate
 from advisor.core.sim_types import NetworkModel, StreamOrder
 from advisor.importers.loader import load_profile
 from benchmarks.paths import PS_ASYNC_DATA
@@ -68,12 +69,6 @@ def traces() -> Iterator[Trace]:
             yield Trace(f"{label} {job}", folder / f"{job}.trace.json.gz", mbit * 1e6, statistics.fmean(by_w[1]))
 
 
-def own_rate(profile: Profile) -> float | None:
-    """batch / mean client wall time of the traced steps, when they record it."""
-    walls = [s.wall_us for s in profile.steps if s.wall_us is not None]
-    return profile.job.batch_size / (statistics.fmean(walls) * 1e-6) if walls else None
-
-
 def one_worker(trace: Trace, profile: Profile, order: StreamOrder, steps: int) -> float:
     """The W = 1 throughput of the default model of the profile's regime with the streams and ops in ``order``."""
     return one_worker_point(trace, profile, order, steps).throughput
@@ -99,7 +94,7 @@ def main() -> None:
     errors: dict[StreamOrder, list[float]] = {o: [] for o in ORDERS}
     for t in traces():
         profile = load_profile(t.path)
-        own = own_rate(profile)
+        own = traced_rate(profile)
         cells = []
         for order in ORDERS:
             predicted = one_worker(t, profile, order, args.steps)

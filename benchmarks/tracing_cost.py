@@ -21,12 +21,13 @@ import json
 import statistics
 from pathlib import Path
 
+from advisor.core.profile_check import traced_rate
 from advisor.core.sim_types import StreamOrder
 from advisor.core.summary import tracing_cost
 from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import load_model_errors
 from benchmarks.paths import REPO
-from benchmarks.stream_order import ORDERS, Trace, one_worker_point, own_rate
+from benchmarks.stream_order import ORDERS, Trace, one_worker_point
 
 DATA = REPO / "tests" / "data" / "tracing-cost"
 
@@ -64,7 +65,7 @@ def main() -> None:
     for path in sorted(DATA.glob("*.trace.json.gz")):
         name = path.name.removesuffix(".trace.json.gz")
         profile = load_profile(path)
-        walls, traced, cost = profile.job.untraced_walls_us, own_rate(profile), tracing_cost(profile)
+        walls, traced, cost = profile.job.untraced_walls_us, traced_rate(profile), tracing_cost(profile)
         if walls is None or traced is None or cost is None:
             raise SystemExit(f"{path}: no untraced steps or no client times recorded")
         untraced = profile.job.batch_size / (statistics.fmean(walls) * 1e-6)

@@ -66,15 +66,22 @@ class ProfileCheck:
 
 def profile_rate(profile: Profile) -> ProfileRate | None:
     """batch / mean client wall of the steps the profiling run timed untraced, else of its traced
-    steps (all of them must be timed); None when the profile records neither."""
+    steps (``traced_rate``); None when the profile records neither."""
     untraced = profile.job.untraced_walls_us
     if untraced:
         return ProfileRate(float(profile.job.batch_size / (statistics.fmean(untraced) * 1e-6)), len(untraced), True)
+    traced = traced_rate(profile)
+    return None if traced is None else ProfileRate(traced, len(profile.steps), False)
+
+
+def traced_rate(profile: Profile) -> float | None:
+    """batch / mean client wall of the traced steps (every one must be timed), or None: what the
+    profiled run itself achieved while tracing."""
     walls = [s.wall_us for s in profile.steps]
-    if not walls or any(w is None or not w > 0 for w in walls):
+    timed = [w for w in walls if w is not None and w > 0]
+    if not walls or len(timed) < len(walls):
         return None
-    return ProfileRate(profile.job.batch_size / (statistics.fmean(w for w in walls if w is not None) * 1e-6),
-                       len(walls), False)
+    return float(profile.job.batch_size / (statistics.fmean(timed) * 1e-6))
 
 
 def w1_width(error: ModelError | None, model: str) -> float:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import pytest
 
+from advisor.core.profile_check import traced_rate
 from advisor.core.sim_types import StreamOrder
 from advisor.importers.loader import load_profile
-from benchmarks.stream_order import Trace, one_worker, own_rate
+from benchmarks.stream_order import Trace, one_worker
 from tests.conftest import ps_async_data
 
 
@@ -21,7 +22,7 @@ from tests.conftest import ps_async_data
 def test_the_recorded_order_replays_the_cnn_at_its_own_rate(cc: str) -> None:
     path = ps_async_data("condensed", cc, "cnn_bw100.json.gz")
     profile = load_profile(path)
-    own = own_rate(profile)
+    own = traced_rate(profile)
     assert own is not None
     trace = Trace(f"async {cc}/cnn", path, 100e6, measured=own)
     recorded = one_worker(trace, profile, StreamOrder.RECORDED, steps=200)

@@ -250,10 +250,8 @@ class Reconciler:
         than this controller reads; nothing else is written. It is looked at again at resyncs."""
         obj = self.cache(*key)
         uid = str(((obj or {}).get("metadata") or {}).get("uid", ""))
-        with self._lock:
-            if (uid, message) in self._told_newer:
-                return
-            self._told_newer.add((uid, message))
+        if not self._first_time(self._told_newer, (uid, message)):
+            return
         log.warning("%s/%s: %s", *key, message)
         if obj is not None and opted_in((obj.get("metadata") or {}).get("labels") or {},
                                         (obj.get("metadata") or {}).get("annotations") or {}, self.settings.opt_in):
@@ -615,6 +613,14 @@ class Reconciler:
         self._set_phase(view, "Predicted", "Predicted", message, extra=extra)
         self._tell_contradiction(view, sha, prediction)
 
+    def _first_time(self, told: set[tuple[str, str]], key: tuple[str, str]) -> bool:
+        """Whether ``key`` is new to ``told``, which then holds it: a thing said once per job."""
+        with self._lock:
+            if key in told:
+                return False
+            told.add(key)
+            return True
+
     def _tell_contradiction(self, view: TFJobView, sha: str, prediction: Mapping[str, Any]) -> None:
         """A Warning event, once per job and profile, when the prediction's W = 1 contradicted the
         profiling run's own rate (``core/profile_check.py``): a stated input is likely wrong, and
@@ -622,10 +628,8 @@ class Reconciler:
         check = prediction.get("profile_check")
         if not isinstance(check, Mapping) or not check.get("contradicts"):
             return
-        with self._lock:
-            if (view.uid, sha) in self._contradiction_told:
-                return
-            self._contradiction_told.add((view.uid, sha))
+        if not self._first_time(self._contradiction_told, (view.uid, sha)):
+            return
         notes = prediction.get("notes")
         self._event(view, "Warning", "ProfileContradicts", next(
             (n for n in (notes if isinstance(notes, list) else ()) if isinstance(n, str) and n.startswith("anchored on")),
