@@ -9,8 +9,9 @@ For every measured run in ``tests/data/ps-sync`` (``<job>[_backup1].<repeat>.mea
 recorded by ``scripts/record_ps_truth.sh``) and its ``one-gradient`` folder it predicts each
 measured W from the job's own one-worker trace (``<job>.trace.json.gz``, recorded by the
 product's hook) at the run's link rate, with the run's TCP congestion control and queue as its
-user would state them (cubic, 100 ms: the testbed's tbf), and the run's backup workers. It prints measured (each repeat) and
-predicted per W with the error, then the median and maximum |error| per job and over all.
+user would state them (cubic, 100 ms: the testbed's tbf), and the run's backup workers. It
+prints measured (each repeat) and predicted per W with the error, then the median and maximum
+|error| per job and over all.
 
 Counted: examples of aggregated gradients per second (a backup worker's dropped gradient does
 not count), which is what the recorder measures (``update_throughput``) and what the model
@@ -105,6 +106,10 @@ class Point:
         alternated = self.shown[repeat] if repeat < len(self.shown) else False
         return ALTERNATING if alternated else DRIFTING
 
+    def repeat_errors(self) -> list[float]:
+        """(predicted - measured) / measured of each repeat, against the outcome it showed."""
+        return [self.reference(i) / m - 1.0 for i, m in enumerate(self.measured)]
+
     def reference(self, repeat: int) -> float:
         """The throughput of the outcome repeat ``repeat`` showed (``outcome``)."""
         return self.alternative if self.outcome(repeat) == ALTERNATING and self.alternative else self.predicted
@@ -117,7 +122,7 @@ class Point:
         refs = [self.reference(i) for i in range(len(self.measured))]
         if len(set(refs)) == 1:
             return refs[0] / self.mean - 1.0
-        return max((r / m - 1.0 for r, m in zip(refs, self.measured)), key=abs)
+        return max(self.repeat_errors(), key=abs)
 
 
 def runs(data: Path = DATA) -> dict[str, dict[int, list[float]]]:
@@ -325,13 +330,13 @@ def one_gradient(steps: int, markdown: bool) -> None:
           f"{inside} of {total} repeats inside the interval with widths measured without them")
     for p in every:
         if p.workers == 2:
-            showed = ", ".join(p.outcome(i) or "drifting" for i in range(len(p.measured)))
+            showed = ", ".join(p.outcome(i) or DRIFTING for i in range(len(p.measured)))
             other = "" if p.alternative is None else f", alternating {p.alternative:.1f}"
-            errors = ", ".join(f"{p.reference(i) / m - 1:+.1%}" for i, m in enumerate(p.measured))
+            errors = ", ".join(f"{e:+.1%}" for e in p.repeat_errors())
             print(f"{p.job} W = 2: drifting {p.predicted:.1f}{other}; measured "
                   f"{'/'.join(f'{m:.1f}' for m in p.measured)}, the repeats showed: {showed}; each repeat's error "
                   f"against it: {errors}")
-    repeats = [abs(p.reference(i) / m - 1) for p in every if p.workers == 2 for i, m in enumerate(p.measured)]
+    repeats = [abs(e) for p in every if p.workers == 2 for e in p.repeat_errors()]
     print(f"W = 2, {len(repeats)} repeats against the outcome each showed: median |error| "
           f"{statistics.median(repeats):.1%}, max {max(repeats):.1%}")
 
@@ -395,10 +400,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                          order=StreamOrder(args.order))
         every += points
     # and the runs with one gradient per update recorded after their rule (their own traces)
+    one_shown = arrangements(ONE_GRADIENT)
     for job, by_w in sorted(runs(ONE_GRADIENT).items()):
         if not args.job or job in args.job:
             every += predict(job, by_w, model=args.model, steps=args.steps, params=params, data=ONE_GRADIENT,
-                             shown=arrangements(ONE_GRADIENT), order=StreamOrder(args.order))
+                             shown=one_shown, order=StreamOrder(args.order))
     print(f"{args.model} {params or ''}{'' if args.order == 'fifo' else ' order ' + args.order}")
     print(table(every, args.markdown))
     print()
@@ -420,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         for p in every:
             if p.alternative is not None:
                 showed = ", ".join(p.outcome(i) or "" for i in range(len(p.measured)))
-                errors = ", ".join(f"{p.reference(i) / m - 1:+.1%}" for i, m in enumerate(p.measured))
+                errors = ", ".join(f"{e:+.1%}" for e in p.repeat_errors())
                 print(f"{p.job} W = {p.workers}: two outcomes, drifting {p.predicted:.1f}, alternating "
                       f"{p.alternative:.1f}; measured {'/'.join(f'{m:.1f}' for m in p.measured)}, the repeats "
                       f"showed: {showed}; each repeat's error against it: {errors}")
