@@ -19,7 +19,8 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "advisor" / "data" / "example-ml
 @pytest.fixture(scope="module")
 def bimodal():
     """The bundled mlp at 100 Mbit/s: transfer-bound, so at W = 2 the alternating outcome (each
-    worker nearly as fast as alone) is far above the drifting one the simulation predicts."""
+    worker nearly as fast as alone, less the two-way loss) is well above the drifting one the
+    simulation predicts."""
     profile = load_profile(EXAMPLE)
     request = AdviceRequest(network=NetworkModel(bandwidth_bps=100e6),
                             curve=CurveSettings(workers=(1, 2, 3), steps=300, warmup_steps=20))
@@ -30,7 +31,7 @@ def test_the_outcome_range_covers_both_outcomes_of_a_bimodal_point(bimodal) -> N
     profile, request, advice = bimodal
     doc = advice_to_json(profile, request, advice)
     two = doc["curve"][1]
-    assert two["alternating"] is not None and two["alternating"] > 1.3 * two["throughput"]
+    assert two["alternating"] is not None and two["alternating"] > two["high"]
     drifting, alternating = two["outcomes"]
     assert (drifting["name"], alternating["name"]) == ("drifting", "alternating")
     assert (drifting["throughput"], alternating["throughput"]) == (two["throughput"], two["alternating"])

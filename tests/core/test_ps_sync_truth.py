@@ -22,6 +22,7 @@ import pytest
 
 from advisor.core.models import registry
 from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING
+from advisor.core.models.ps_des.two_way import PROBED
 from advisor.core.profile import Resource
 from advisor.importers.loader import load_profile
 from benchmarks.sync_accuracy import (
@@ -114,11 +115,11 @@ def test_the_synchronous_default_predicts_the_recorded_runs(default_points: list
 def test_one_gradient_per_update_meets_the_aims_against_the_arrangement_each_repeat_showed(
         default_points: list[Point]) -> None:
     """W = 2 with one backup worker (R = 1): no barrier holds the workers together. The point is
-    the drifting arrangement, and alternation (one uncontended step per update: the model's own
-    W = 1) the second outcome. Its
-    independent truth: the measured W = 1 of the same program without a backup (every gradient
-    counted) is that one step. Each repeat, against the arrangement its step log showed, within
-    the project's 15 %."""
+    the drifting arrangement, and alternation (one step per update: the model's own W = 1, its
+    overlapped transfers slowed by the two-way loss) the second outcome. Its independent truth:
+    the measured W = 1 of the same program without a backup (every gradient counted) is that one
+    step alone, and the loss stretches at most the whole step by 1 / efficiency (``two_way.py``).
+    Each repeat, against the arrangement its step log showed, within the project's 15 %."""
     single = [p for p in default_points if not aggregating(p)]
     assert {p.job for p in single} == {job for job in runs() if job_settings(job)[2] == 1}
     measured_w1 = {job: statistics.fmean(by_w[1]) for job, by_w in runs().items() if 1 in by_w}
@@ -126,7 +127,8 @@ def test_one_gradient_per_update_meets_the_aims_against_the_arrangement_each_rep
         one = measured_w1[job_settings(p.job)[0]]
         assert p.workers == 2 and p.predicted < one, p
         if p.alternative is not None:
-            assert p.alternative == pytest.approx(one, rel=0.03)
+            lowest = min(e for probed in PROBED.values() for e in probed.efficiencies)
+            assert lowest * one * 0.97 <= p.alternative <= one * 1.03
             assert p.alternative > p.predicted
         for i, m in enumerate(p.measured):
             assert abs(p.reference(i) / m - 1) <= 0.15, (p.job, i, m, p.reference(i))
@@ -135,8 +137,10 @@ def test_one_gradient_per_update_meets_the_aims_against_the_arrangement_each_rep
 
 
 def test_the_one_gradient_runs_recorded_after_their_rule() -> None:
-    """tests/data/ps-sync/one-gradient: the model still makes the predictions committed before
-    the runs were measured (so the held-out figures of docs/accuracy.md stand), and what holds
+    """tests/data/ps-sync/one-gradient: the model still makes the W = 1 predictions committed
+    before the runs were measured; its W = 2 lies at or below the committed one (the two-way loss,
+    probed after these runs with no training job, only lengthens the alternating cycle; the
+    committed predictions' errors stand in docs/accuracy.md beside the new ones). What holds
     whatever the arrangement: with one gradient per update two workers count at most one fresh
     gradient per cycle of at least one uncontended step, so W = 2 never beats W = 1 (5 %: the
     run-to-run spread), measured or predicted; W = 1 is predicted within 5 %."""
@@ -146,8 +150,11 @@ def test_the_one_gradient_runs_recorded_after_their_rule() -> None:
     for job, by_w in measured.items():
         points = {p.workers: p for p in predict(job, by_w, steps=400, data=ONE_GRADIENT, shown=shown)}
         for row in committed[job]:
-            assert points[row["workers"]].predicted == pytest.approx(row["predicted"], rel=0.02), (job, row)
+            if row["workers"] == 1:
+                assert points[1].predicted == pytest.approx(row["predicted"], rel=0.02), (job, row)
+            else:
+                assert points[row["workers"]].predicted <= row["predicted"] * 1.02, (job, row)
         one = statistics.fmean(by_w[1])
         assert abs(points[1].predicted / one - 1) <= 0.05, job
         assert max(by_w[2]) <= 1.05 * one and points[2].predicted <= points[1].predicted, job
-        assert points[2].alternative == pytest.approx(points[1].predicted)
+        assert points[2].predicted < points[2].alternative < points[1].predicted

@@ -294,25 +294,37 @@ def test_sync_model_timeline_shows_the_barrier() -> None:
 
 def test_one_gradient_per_update_reports_the_alternating_outcome_only_where_it_applies() -> None:
     """The outlook's second outcome at W = 2 when an update takes one gradient (R = 1 < W): the
-    model's own W = 1 (one uncontended step per update), with ONE_GRADIENT's probability, however
-    close the two (the testbed's runs alternated where they were 1.2x apart); none when every
-    gradient counts (R = 2), when W = 1 does not lie above W = 2 (the curve given by hand), or for
-    uneven workers (the bound assumes two traced workers)."""
+    model's own W = 1 (one step per update), its overlapped transfers slowed by the two-way loss
+    (``two_way.alternating_step_s``, worked out here from the trace's phases), with ONE_GRADIENT's
+    probability, however close the two (the testbed's runs alternated where they were 1.2x
+    apart); none when every gradient counts (R = 2), when it does not lie above W = 2 (the curve
+    given by hand), or for uneven workers (the bound assumes two traced workers). The equal-shares
+    model has no two-way loss: its alternation is one uncontended step."""
     from advisor.core.models import registry
     from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, ONE_GRADIENT
+    from advisor.core.models.ps_des.two_way import PROBED, overlap_s
+    from advisor.core.phases import phases
 
     model = registry.get("li2020-des-sync+contention")
-    inputs = _inputs(real_mlp_profile(), 100e6)
-    backup = registry.params_for(model, {"backup_workers": 1})
+    profile = real_mlp_profile()
+    inputs = _inputs(profile, 100e6)
+    backup = registry.params_for(model, {"backup_workers": 1, "congestion_control": "cubic", "queue_s": 0.1})
     curve = {1: 100.0, 2: 55.0, 3: 75.0}
     other = model.outlook(inputs, backup, curve).others[2]
-    assert (other.name, other.instead_of, other.throughput) == (ALTERNATING, DRIFTING, 100.0)
+    ph, step = phases(profile, model.network(inputs, backup).bandwidth_bps), profile.job.batch_size / 100.0
+    efficiency = PROBED["loss-based, deep queue"].efficiency
+    slowed = profile.job.batch_size / (step + 2 * overlap_s(ph.downlink_s, ph.uplink_s, step) * (1 / efficiency - 1))
+    assert (other.name, other.instead_of) == (ALTERNATING, DRIFTING)
+    assert other.throughput == pytest.approx(slowed) and efficiency * 100.0 <= other.throughput < 100.0
     assert other.probability == pytest.approx((ONE_GRADIENT.alternated + 1) / (ONE_GRADIENT.runs + 2))
     notes = model.outlook(inputs, backup, curve).notes
     assert any("W=2: two outcomes" in n for n in notes)
     assert not any("at W = 3" in n for n in notes)  # R = 2 at W = 3: a barrier again
-    assert model.outlook(inputs, backup, {1: 100.0, 2: 80.0}).others[2].throughput == 100.0  # 1.25x apart
-    assert model.outlook(inputs, backup, {1: 100.0, 2: 100.0}).others == {}
+    assert model.outlook(inputs, backup, {1: 100.0, 2: 80.0}).others[2].throughput == pytest.approx(slowed)
+    assert model.outlook(inputs, backup, {1: 100.0, 2: slowed}).others == {}
+    equal = registry.get("li2020-des-sync")
+    assert equal.outlook(inputs, registry.params_for(equal, {"backup_workers": 1}),
+                         curve).others[2].throughput == 100.0
     assert model.outlook(inputs, registry.params_for(model), curve).others == {}  # R = W
     uneven = _inputs(real_mlp_profile(), 100e6, worker_speeds=(1.0, 0.5))
     assert model.outlook(uneven, backup, curve).others == {}

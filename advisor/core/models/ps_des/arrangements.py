@@ -2,14 +2,14 @@
 
 At W = 2 real workers either **alternate** (one pulls while the other pushes, each then nearly
 as fast as alone) or **drift** (share the links unevenly, or run in step). The contention rules
-predict the drifting arrangement; ``contention.alternating_bound`` is the alternating one. A
+predict the drifting arrangement; ``two_way.alternating_rate`` is the alternating one. A
 1-worker trace cannot tell which will happen, but the network can make one likelier: the
 testbed's runs (``tests/data/ps-async/measured``) show which each took, read from its step log
 by ``alternated``, and ``TESTBED`` counts them per network setting.
 
-Which runs count: those where the model reports two outcomes (``outlook``: the alternating bound
-exceeds the prediction by more than ``BIMODAL_RATIO``), i.e. the transfer-bound mlp at
-100 Mbit/s. The compute-bound cnn (alternation would change little, and the model reports one
+Which runs count: those where the model reports two outcomes (``outlook``: the alternating
+bound, ``contention.alternating_bound``, exceeds the prediction by more than ``BIMODAL_RATIO``),
+i.e. the transfer-bound mlp at 100 Mbit/s. The compute-bound cnn (alternation would change little, and the model reports one
 outcome) never alternated under cubic or bbr.
 
 The probability of alternation for a stated setting is Laplace's rule of succession over the
@@ -87,14 +87,22 @@ class Chance:
     basis: str
 
 
+def setting_of(contention: Contention) -> str | None:
+    """The testbed's network setting (a key of ``TESTBED``) that the stated congestion control and
+    queue count as; None when they do not say (module docstring)."""
+    cc = contention.congestion_control
+    if cc is CongestionControl.BBR:
+        return "bbr"
+    if cc.loss_based and contention.queue_s is not None:
+        return "loss-based, short queue" if contention.queue_s <= SHORT_QUEUE_LIMIT_S else "loss-based, deep queue"
+    return None
+
+
 def alternation_chance(contention: Contention) -> Chance:
     """How likely two workers are to alternate under the stated congestion control and queue."""
     cc = contention.congestion_control
-    if cc is CongestionControl.BBR:
-        key = "bbr"
-    elif cc.loss_based and contention.queue_s is not None:
-        key = "loss-based, short queue" if contention.queue_s <= SHORT_QUEUE_LIMIT_S else "loss-based, deep queue"
-    else:
+    key = setting_of(contention)
+    if key is None:
         why = "no congestion control stated" if cc is CongestionControl.UNKNOWN else \
             f"{cc.value} without a stated queue (--queue)"
         return Chance(0.5, False, f"unknown: {why}")

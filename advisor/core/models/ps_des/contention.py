@@ -34,10 +34,11 @@ numbers and what the rules do not explain.
 
 At W = 2 real workers sometimes settle into *alternating* pulls and pushes instead (one
 pulls while the other pushes), each then nearly as fast as alone: 197 ex/s against 126-136 for
-the same job under a deeper queue. A 1-worker trace cannot tell which will happen, so when that
-upper outcome is far above the prediction, ``alternating_bound`` is reported beside it as a
-second outcome, with the probability the testbed gives it for the stated network
-(``arrangements.py``); decisions weigh both.
+the same job under a deeper queue. A 1-worker trace cannot tell which will happen, so when the
+upper bound of that outcome (``alternating_bound``: each worker as fast as alone) is far above
+the prediction, the alternating outcome (the bound less the two-way loss of overlapped transfers,
+``two_way.py``) is reported beside it as a second outcome, with the probability the testbed
+gives it for the stated network (``arrangements.py``); decisions weigh both.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettingsError
 
 SHARE_SIGMA = 1.0
+
 MULTI_FLOW_GOODPUT = 0.85  # jobs with one PS
 MULTI_PS_FLOW_GOODPUT = 1.0  # jobs with several PS: the 2-PS runs show no multi-flow loss (module docstring)
 SHORT_QUEUE_S = 0.005  # BBR, unknown congestion control, or a loss-based one without a stated queue
@@ -137,8 +139,11 @@ def alone_at_speed(profile: Profile, one_worker: float, speed: float, other_spee
     return profile.job.batch_size / max(step_s + compute_s * (1 / other_speed - 1 / speed), faster)
 
 
-def bimodal_note(throughput_2: float, alternating: float, probability: float, basis: str) -> str:
-    """The W = 2 message when the alternating outcome is far above the prediction."""
-    return (f"W=2: two outcomes. {throughput_2:.0f} ex/s if the workers drift or run in step, up to {alternating:.0f} "
-            f"ex/s if they settle into alternating pulls and pushes, with probability {probability:.0%} ({basis}). "
+def bimodal_note(throughput_2: float, alternating: float, probability: float, basis: str, efficiency: float,
+                 efficiency_basis: str) -> str:
+    """The W = 2 message when the alternating outcome is far above the prediction (``efficiency``:
+    what the overlapped transfers keep, and why: ``two_way.two_way``)."""
+    return (f"W=2: two outcomes. {throughput_2:.0f} ex/s if the workers drift or run in step, about {alternating:.0f} "
+            f"ex/s if they settle into alternating pulls and pushes (each transfer keeping {efficiency:.0%} of "
+            f"its speed where it overlaps the other's: {efficiency_basis}), with probability {probability:.0%} ({basis}). "
             "A 1-worker profile cannot tell which; decisions weigh both by these probabilities")

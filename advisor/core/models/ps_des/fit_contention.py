@@ -18,7 +18,7 @@ largest. A grid, not a gradient: the simulated throughput is a noisy, piecewise 
 two parameters, and 42 points of a few hundred simulated steps take seconds.
 
 What it cannot fit: a 1-worker observation (one flow: neither parameter acts), and a W = 2
-observation in the *alternating* regime (``contention.alternating_bound``), which says nothing
+observation in the *alternating* regime (``two_way.alternating_rate``), which says nothing
 about sharing; such points are reported and left out of the score.
 """
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 
 from advisor.core.advice import AdviceRequest, model_inputs
 from advisor.core.curve import CurveSettings, predict_curve
-from advisor.core.models.ps_des.contention import alternating_bound
+from advisor.core.models.ps_des.two_way import alternating_rate, two_way
 from advisor.core.models.protocol import ModelInputs
 from advisor.core.models.ps_des.model import CONTENTION, ContentionParams, PsDes
 from advisor.core.profile import Profile
@@ -201,7 +201,7 @@ class _CaseModel:
 
     def alternating(self, curve: dict[int, float]) -> float:
         rate = self._model.network(self._inputs, self.own).bandwidth_bps
-        return alternating_bound(self.case.profile, curve[1], rate)
+        return alternating_rate(self.case.profile, curve[1], rate, two_way(self.own.contention()).efficiency)
 
 
 def _choose_scored(observed: Sequence[Observation], baseline: dict[int, float],

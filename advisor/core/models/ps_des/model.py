@@ -38,6 +38,7 @@ from advisor.core.models.ps_des.contention import (
     BIMODAL_RATIO, MULTI_FLOW_GOODPUT, MULTI_PS_FLOW_GOODPUT, SHARE_SIGMA, CongestionControl, Contention,
     alone_at_speed, alternating_bound, bimodal_note,
 )
+from advisor.core.models.ps_des.two_way import alternating_rate, two_way
 from advisor.core.models.ps_des.worker_link import with_traced_worker_link, worker_link_note
 from advisor.core.phases import ps_link_bound
 from advisor.core.profile import Profile
@@ -205,10 +206,15 @@ class PsDes(ModelBase):
         bound = alternating_bound(profile, curve[1], link_bps, second)
         if bound <= BIMODAL_RATIO * curve[2]:
             return Outlook(notes, details=details, error_scope=scope)
-        chance = alternation_chance(c)
-        other = Alternative(ALTERNATING, bound, chance.probability, DRIFTING, chance.basis, chance.known)
-        return Outlook(notes + (bimodal_note(curve[2], bound, chance.probability, chance.basis),), {2: other}, details,
-                       error_scope=scope)
+        chance, loss = alternation_chance(c), two_way(c)
+        alternating = alternating_rate(profile, curve[1], link_bps, loss.efficiency, second)
+        if alternating <= curve[2]:  # the transfers' loss in alternation outweighs what taking turns gains
+            return Outlook(notes, details=details, error_scope=scope)
+        details["two_way"] = {"efficiency": loss.efficiency, "known": loss.known, "basis": loss.basis}
+        other = Alternative(ALTERNATING, alternating, chance.probability, DRIFTING, chance.basis, chance.known)
+        return Outlook(notes + (bimodal_note(curve[2], alternating, chance.probability, chance.basis,
+                                                loss.efficiency, loss.basis),), {2: other},
+                       details, error_scope=scope)
 
     @staticmethod
     def error_scope(simulated_ps: int) -> str | None:

@@ -30,21 +30,22 @@ is stale, or the two alternate and each is fresh in turn), so what the job achie
 the workers' relative phase. Simulated, the two lock in step (both pull, compute and push
 together: the slowest cycle). Real ones mostly do not: of the testbed's thirteen such runs
 (``arrangements.ONE_GRADIENT``) seven drifted, their phases wandering over the step, five settled
-into alternation, about one uncontended step per update (T(1)), and one held nearly in step. The
-point is the drifting arrangement: with the phase spread evenly and a cycle's length running
-between its in-step length (the simulation) and its alternating one (the one-worker step), the
-mean cycle is the mean of the two, so the throughput is their harmonic mean (``drifting_rate``;
-``_DriftingRun`` stretches the in-step run's time by the ratio, keeping its noise). Alternation
-is the second outcome (``PsDesSync.outlook``). Neither is exact: drifting runs lie anywhere from
-near the in-step cycle to the harmonic mean, and alternating ones reach 0.83-0.94 of T(1), so
-each outcome ships the width its own repeats measured (``benchmarks/sync_accuracy.py --write``),
-and docs/accuracy.md gives the held-out figures.
+into alternation, about one step per update, and one held nearly in step. An alternating step is
+the one-worker step with its transfers slowed where they overlap the other worker's opposite
+transfer (``two_way.py``: the real ones reached 0.83-0.94 of one uncontended step). The point is
+the drifting arrangement: with the phase spread evenly and a cycle's length running between its
+in-step length (the simulation) and its alternating one, the mean cycle is the mean of the two,
+so the throughput is their harmonic mean (``drifting_rate``; ``_DriftingRun`` stretches the
+in-step run's time by the ratio, keeping its noise). Alternation is the second outcome
+(``PsDesSync.outlook``). Neither is exact: drifting runs lie anywhere from near the in-step cycle
+to the harmonic mean, so each outcome ships the width its own repeats measured
+(``benchmarks/sync_accuracy.py --write``), and docs/accuracy.md gives the held-out figures.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -56,9 +57,11 @@ from advisor.core.models.protocol import (
 )
 from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, ONE_GRADIENT
 from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT
+from advisor.core.models.ps_des.two_way import alternating_step_s, two_way
 from advisor.core.models.ps_des.model import (
     MULTI_FLOW_GOODPUT_CAL, SHARE_SIGMA_CAL, ContentionParams, DesParams, PsDes, worker_regime,
 )
+from advisor.core.phases import phases
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings, SimulationSettingsError
 
@@ -212,14 +215,26 @@ class PsDesSync(PsDes):
         r = self.sync_replicas(params, workers)
         barrier = params.barrier_s if isinstance(params, SyncFields) else 0.0
         drifting = workers == 2 and r == 1 and not any(regime)  # the drifting arrangement (module docstring)
+        alternating = self._alternating_step(profile, net, params)
         if getattr(params, "engine", "compiled") == "reference":
             run: Run = _SyncReferenceRun(profile, net, workers, seed, r, regime, barrier)
-            return _DriftingRun(run, _SyncReferenceRun(profile, net, 1, seed, 1, regime)) if drifting else run
+            return _DriftingRun(run, _SyncReferenceRun(profile, net, 1, seed, 1, regime), alternating) if drifting \
+                else run
         from advisor.core.models.ps_des.simulator.fast import FastRun  # loads numba: only when predicting
 
         compiled = self._compile(profile, net, regime)
         run = _SyncRun(FastRun(compiled, workers, seed, sync_replicas=r), workers, r, barrier)
-        return _DriftingRun(run, _SyncRun(FastRun(compiled, 1, seed, sync_replicas=1), 1, 1)) if drifting else run
+        return _DriftingRun(run, _SyncRun(FastRun(compiled, 1, seed, sync_replicas=1), 1, 1), alternating) \
+            if drifting else run
+
+    @staticmethod
+    def _alternating_step(profile: Profile, net: NetworkModel, params: ModelParams) -> Callable[[float], float]:
+        """A one-worker step's length (s) to its length in alternation: its transfers overlapping
+        the other worker's lose what the stated network's two-way efficiency says (``two_way.py``);
+        nothing with equal shares (the paper's links carry both directions at full rate)."""
+        ph = phases(profile, net.bandwidth_bps)
+        efficiency = two_way(params.contention()).efficiency if isinstance(params, ContentionParams) else 1.0
+        return lambda step_s: alternating_step_s(step_s, ph.downlink_s, ph.uplink_s, efficiency)
 
     def sync_replicas(self, params: ModelParams, workers: int) -> int:
         return params.replicas(workers) if isinstance(params, SyncFields) else workers
@@ -236,7 +251,7 @@ class PsDesSync(PsDes):
             details["sync"] = {"replicas_to_aggregate": params.replicas_to_aggregate,
                                "backup_workers": params.backup_workers, "counted": "examples of aggregated gradients"}
             single = sorted(w for w in curve if w >= 2 and params.replicas(w) == 1)
-            other = self._one_gradient_alternative(inputs, curve) if 2 in single else None
+            other = self._one_gradient_alternative(inputs, params, curve) if 2 in single else None
             if other is not None:
                 others[2] = other
                 notes += (f"W=2: two outcomes. An update takes one gradient, so no barrier holds the workers in step: "
@@ -254,7 +269,8 @@ class PsDesSync(PsDes):
             return Outlook(params.contention().notes() + notes, others, details=details, error_scope=scope)
         return Outlook(notes, others, details=details, error_scope=scope)
 
-    def _one_gradient_alternative(self, inputs: ModelInputs, curve: Mapping[int, float]) -> Alternative | None:
+    def _one_gradient_alternative(self, inputs: ModelInputs, params: ModelParams,
+                                  curve: Mapping[int, float]) -> Alternative | None:
         """At W = 2 with R = 1: the alternating outcome, one uncontended step per update (T(1)),
         however close to the drifting one (unlike the asynchronous models' ``BIMODAL_RATIO``: the
         testbed's runs alternated as often where the two are 1.2x apart as where they are 1.3x);
@@ -262,11 +278,14 @@ class PsDesSync(PsDes):
         workers), or when it would not lie above the drifting point."""
         if 1 not in curve or inputs.worker_speeds or inputs.worker_bandwidths_bps or self._what_if(inputs):
             return None
-        if curve[1] <= curve[2]:
+        profile = inputs.recorded or self._profile(inputs, params)
+        batch = profile.job.batch_size
+        alternating = batch / self._alternating_step(profile, self.network(inputs, params), params)(batch / curve[1])
+        if alternating <= curve[2]:
             return None
         count = ONE_GRADIENT
         basis = f"{count.alternated} of {count.runs} testbed runs with {count.setting} alternated"
-        return Alternative(ALTERNATING, curve[1], count.probability, DRIFTING, basis, True)
+        return Alternative(ALTERNATING, alternating, count.probability, DRIFTING, basis, True)
 
 
 def drifting_rate(in_step: float, alone: float) -> float:
@@ -289,11 +308,13 @@ def _rate(samples: Samples) -> float:
 
 class _DriftingRun:
     """W = 2 with one gradient per update: the simulated in-step run with its time stretched so
-    that its rate is the drifting one (``drifting_rate`` of it and of one worker alone): the
-    curve measures it, and its batch means keep the in-step run's noise."""
+    that its rate is the drifting one (``drifting_rate`` of it and of the alternating rate, one
+    worker alone's step slowed by ``alternating``: a step's length alone to its length in
+    alternation, ``two_way.alternating_step_s``): the curve measures it, and its batch means keep
+    the in-step run's noise."""
 
-    def __init__(self, in_step: Run, alone: Run) -> None:
-        self._in_step, self._alone = in_step, alone
+    def __init__(self, in_step: Run, alone: Run, alternating: Callable[[float], float]) -> None:
+        self._in_step, self._alone, self._alternating = in_step, alone, alternating
 
     def advance(self, steps: int) -> Samples:
         pair, one = self._in_step.advance(steps), self._alone.advance(steps)
@@ -301,7 +322,7 @@ class _DriftingRun:
         together, alone = _rate(pair), _rate(one)
         if not (math.isfinite(together) and math.isfinite(alone)):
             return pair
-        stretch = together / drifting_rate(together, alone)
+        stretch = together / drifting_rate(together, 1 / self._alternating(1 / alone))
         return replace(pair, step_ends_s=tuple(np.asarray(e) * stretch for e in pair.step_ends_s),
                        until_s=pair.until_s * stretch)
 

@@ -1,0 +1,258 @@
+r"""Probe what a PS link's direction keeps while the other direction carries data: the cause of
+imperfect alternation, measured without any training job.
+
+Why: two workers that alternate on one parameter server (one pulls while the other pushes) should
+each run nearly as fast as alone, since the two transfers use opposite directions of the PS link.
+On the testbed they reach only 0.82-0.95 of that. A transfer's acknowledgements travel the
+opposite direction, and there they queue in the tbf behind the other worker's data, which delays
+them by up to the queue's length and slows the transfer's window. How much depends on the
+congestion control and the queue, not on the program; this script measures it with plain TCP
+messages of a job's size, on the namespace testbed the runs were taken on (``netns_testbed.py``):
+a PS namespace whose link is shaped both ways, and two worker namespaces, A and B.
+
+Each round the PS either sends ``size`` bytes to A (a pull) alone, receives ``size`` bytes from B
+(a push) alone, or both at once, over persistent connections (as gRPC keeps them); an idle gap
+between rounds lets the queues drain, as a step's compute does. The result is, per direction, the
+mean time of a transfer while the other direction is busy over its mean time alone.
+
+Run as root (namespaces, tc), on a quiet machine; about 20 s a setting:
+
+    python3 scripts/probe_two_way.py --out tests/data/two-way/probe.json
+
+Each setting is ``<cc>/<queue ms>/<Mbit/s>/<bytes>[/<gap ms>]``; the namespaces (``advtw-*``) are deleted at
+the end, also on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import netns_testbed as testbed  # scripts/netns_testbed.py, beside this script
+
+from advisor.core.models.ps_des.arrangements import middle_share
+from advisor.core.models.ps_des.two_way import efficiency_of_cycles
+
+PREFIX = "advtw"
+SUBNET = "10.213.79"
+PORT = 2299
+HEADER = 9  # one command byte ('P' pull, 'U' push, 'Q' quit) and the size, 8 bytes big-endian
+# the testbed's settings (tests/data/ps-async, tests/data/ps-sync): the sizes are the mlp's and
+# the cnn's bytes each way per step
+DEFAULT_SETTINGS = ("cubic/100/100/1736744", "cubic/100/100/408616", "cubic/20/100/1736744",
+                    "bbr/100/100/1736744", "bbr/100/100/408616", "cubic/100/50/1736744")
+
+
+def _recv_exactly(conn: socket.socket, size: int) -> bytes:
+    chunks, got = [], 0
+    while got < size:
+        chunk = conn.recv(min(1 << 20, size - got))
+        if not chunk:
+            raise ConnectionError(f"peer closed after {got} of {size} bytes")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def serve_worker(port: int) -> None:
+    """A worker's end: answer the PS's commands on one connection until it says quit."""
+    with socket.create_server(("0.0.0.0", port)) as server:
+        conn, _ = server.accept()
+        with conn:
+            while True:
+                header = _recv_exactly(conn, HEADER)
+                cmd, size = header[:1], int.from_bytes(header[1:], "big")
+                if cmd == b"Q":
+                    return
+                if cmd == b"P":  # the PS sends size bytes; say when all arrived
+                    _recv_exactly(conn, size)
+                    conn.sendall(b"k")
+                elif cmd == b"U":  # send size bytes to the PS
+                    conn.sendall(bytes(size))
+
+
+def conduct(a: str, b: str, size: int, rounds: int, warmup: int, gap_s: float) -> dict[str, list[float]]:
+    """The PS's end: per round, a pull to ``a`` alone, a push from ``b`` alone, then both at once;
+    each transfer's time in seconds, per kind (``pull``, ``push``, ``pull_both``, ``push_both``)."""
+    pull = socket.create_connection((a, PORT))
+    push = socket.create_connection((b, PORT))
+    payload = bytes(size)
+    header = size.to_bytes(8, "big")
+
+    def do_pull() -> float:
+        t0 = time.perf_counter()
+        pull.sendall(b"P" + header + payload)
+        _recv_exactly(pull, 1)
+        return time.perf_counter() - t0
+
+    def do_push() -> float:
+        t0 = time.perf_counter()
+        push.sendall(b"U" + header)
+        _recv_exactly(push, size)
+        return time.perf_counter() - t0
+
+    times: dict[str, list[float]] = {"pull": [], "push": [], "pull_both": [], "push_both": []}
+    for k in range(warmup + rounds):
+        keep = k >= warmup
+        t = do_pull()
+        if keep:
+            times["pull"].append(t)
+        time.sleep(gap_s)
+        t = do_push()
+        if keep:
+            times["push"].append(t)
+        time.sleep(gap_s)
+        both: dict[str, float] = {}
+        thread = threading.Thread(target=lambda: both.__setitem__("push", do_push()))
+        thread.start()
+        both["pull"] = do_pull()
+        thread.join()
+        if keep:
+            times["pull_both"].append(both["pull"])
+            times["push_both"].append(both["push"])
+        time.sleep(gap_s)
+    for conn in (pull, push):
+        conn.sendall(b"Q" + bytes(8))
+        conn.close()
+    return times
+
+
+def alternate(a: str, b: str, size: int, rounds: int, warmup: int, gap_s: float) -> dict[str, list[float]]:
+    """The PS's end of two synthetic workers, each a loop of pull, ``gap_s`` of compute, push: first
+    worker A alone, then both with B started half a cycle later; each cycle's end time per kind
+    (``alone``, ``a``, ``b``), so that the cycles and the phase between the workers can be read."""
+    conns = {w: socket.create_connection((addr, PORT)) for w, addr in (("a", a), ("b", b))}
+    payload = bytes(size)
+    header = size.to_bytes(8, "big")
+
+    def cycle(conn: socket.socket) -> None:
+        conn.sendall(b"P" + header + payload)
+        _recv_exactly(conn, 1)
+        time.sleep(gap_s)
+        conn.sendall(b"U" + header)
+        _recv_exactly(conn, size)
+
+    ends: dict[str, list[float]] = {"alone": [], "a": [], "b": []}
+    for _ in range(warmup + rounds):
+        cycle(conns["a"])
+        ends["alone"].append(time.perf_counter())
+    period = (ends["alone"][-1] - ends["alone"][warmup]) / max(rounds - 1, 1)
+
+    def loop(w: str, delay: float) -> None:
+        time.sleep(delay)
+        for _ in range(warmup + rounds):
+            cycle(conns[w])
+            ends[w].append(time.perf_counter())
+
+    threads = [threading.Thread(target=loop, args=("a", 0.0)), threading.Thread(target=loop, args=("b", period / 2))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for conn in conns.values():
+        conn.sendall(b"Q" + bytes(8))
+        conn.close()
+    return ends
+
+
+def probe(setting: str, rounds: int, warmup: int, gap_s: float, mode: str = "transfers") -> dict[str, object]:
+    """Build the testbed for one setting, run the rounds in its namespaces (``mode``: "transfers"
+    or "alternate"), tear it down."""
+    cc, queue_ms, mbit, size, *gap = setting.split("/")
+    gap_s = float(gap[0]) / 1e3 if gap else gap_s
+    names = ("ps", "a", "b")
+    try:
+        addresses = testbed.setup_network(PREFIX, SUBNET, names, mbit=float(mbit), queue_ms=float(queue_ms),
+                                          shaped=lambda name: name == "ps")
+        for name in names:
+            testbed.ns_exec(f"{PREFIX}-{name}", "ip", "route", "replace", f"{SUBNET}.0/24", "dev", "eth0",
+                            "congctl", "lock", cc)
+        script = str(Path(__file__).resolve())
+        servers = [subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}-{w}", sys.executable, script, "--serve"])
+                   for w in ("a", "b")]
+        time.sleep(0.5)
+        out = subprocess.run(["ip", "netns", "exec", f"{PREFIX}-ps", sys.executable, script, "--conduct",
+                              mode, addresses["a"], addresses["b"], size, str(rounds), str(warmup), str(gap_s)],
+                             capture_output=True, text=True, check=True).stdout
+        for server in servers:
+            server.wait(timeout=30)
+        times = json.loads(out)
+        counters = testbed.network_counters(PREFIX, ["ps"])["ps"]
+    finally:
+        testbed.teardown_network(PREFIX)
+    common = {"setting": setting, "mode": mode, "congestion_control": cc, "queue_ms": float(queue_ms),
+              "mbit": float(mbit), "bytes": int(size), "rounds": rounds, "gap_s": gap_s,
+              "load_1min": os.getloadavg()[0], "ps_link": counters}
+    if mode == "alternate":
+        def cycle(ends: list[float]) -> float:
+            kept = ends[warmup:]
+            return (kept[-1] - kept[0]) / (len(kept) - 1)
+        alone = cycle(times["alone"])
+        both = (cycle(times["a"]) + cycle(times["b"])) / 2
+        share = middle_share(times["a"][warmup:], times["b"][warmup:])
+        return common | {"cycle_s": {"alone": alone, "both": both}, "rate_share": alone / both,
+                         "middle_share": share, "ends_s": times}
+    pull, push = statistics.fmean(times["pull"]), statistics.fmean(times["push"])
+    pull_both, push_both = statistics.fmean(times["pull_both"]), statistics.fmean(times["push_both"])
+    return {"setting": setting, "congestion_control": cc, "queue_ms": float(queue_ms), "mbit": float(mbit),
+            "bytes": int(size), "rounds": rounds, "gap_s": gap_s, "load_1min": os.getloadavg()[0],
+            "mean_s": {"pull": pull, "push": push, "pull_both": pull_both, "push_both": push_both},
+            "share": {"pull": pull / pull_both, "push": push / push_both},
+            "times_s": times, "ps_link": counters}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--settings", nargs="*", default=list(DEFAULT_SETTINGS),
+                        help="<cc>/<queue ms>/<Mbit/s>/<bytes>[/<gap ms>] each (default: the testbed's)")
+    parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--gap", type=float, default=0.03, help="idle seconds between transfers (a step's compute)")
+    parser.add_argument("--out", type=Path, help="write the results here as JSON")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--alternate", action="store_true",
+                        help="two synthetic workers (pull, gap, push) half a cycle apart instead of single transfers")
+    parser.add_argument("--conduct", nargs=7, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        serve_worker(PORT)
+        return
+    if args.conduct:
+        mode, a, b, size, rounds, warmup, gap = args.conduct
+        run = alternate if mode == "alternate" else conduct
+        print(json.dumps(run(a, b, int(size), int(rounds), int(warmup), float(gap))))
+        return
+    if os.geteuid() != 0:
+        raise SystemExit("run as root: the probe makes network namespaces and tc qdiscs")
+    results = []
+    for setting in args.settings:
+        result = probe(setting, args.rounds, args.warmup, args.gap, "alternate" if args.alternate else "transfers")
+        if args.alternate:
+            cycle = result["cycle_s"]
+            efficiency = efficiency_of_cycles(cycle["alone"], cycle["both"], result["gap_s"])
+            print(f"{setting:26s} cycle {cycle['alone'] * 1e3:6.1f} -> {cycle['both'] * 1e3:6.1f} ms "
+                  f"(each worker at {result['rate_share']:.3f} of alone; an overlapped transfer at {efficiency:.3f}), "
+                  f"middle share {result['middle_share']:.2f}, load {result['load_1min']:.2f}", flush=True)
+            results.append(result)
+            continue
+        mean, share = result["mean_s"], result["share"]
+        print(f"{setting:26s} pull {mean['pull'] * 1e3:6.1f} -> {mean['pull_both'] * 1e3:6.1f} ms "
+              f"(share {share['pull']:.3f}), push {mean['push'] * 1e3:6.1f} -> {mean['push_both'] * 1e3:6.1f} ms "
+              f"(share {share['push']:.3f}), load {result['load_1min']:.2f}", flush=True)
+        results.append(result)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"script": "scripts/probe_two_way.py", "results": results}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
