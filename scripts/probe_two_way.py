@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import socket
 import statistics
 import subprocess
@@ -163,6 +164,79 @@ def alternate(a: str, b: str, size: int, rounds: int, warmup: int, gap_s: float)
     return ends
 
 
+def crowd(addresses: list[str], size: int, seconds: float, gap_s: float, push: bool) -> list[list[float]]:
+    """The PS's end of len(addresses) synthetic workers at random phases (each starts within its
+    first cycle), each a loop of pull, ``gap_s`` idle and, if ``push``, push, for ``seconds``: every
+    worker's cycle end times."""
+    conns = [socket.create_connection((address, PORT)) for address in addresses]
+    payload = bytes(size)
+    header = size.to_bytes(8, "big")
+    ends: list[list[float]] = [[] for _ in conns]
+    stop = time.perf_counter() + seconds
+
+    def loop(k: int) -> None:
+        time.sleep(random.Random(k).uniform(0.0, 0.3))
+        conn = conns[k]
+        while time.perf_counter() < stop:
+            conn.sendall(b"P" + header + payload)
+            _recv_exactly(conn, 1)
+            time.sleep(gap_s)
+            if push:
+                conn.sendall(b"U" + header)
+                _recv_exactly(conn, size)
+            ends[k].append(time.perf_counter())
+
+    threads = [threading.Thread(target=loop, args=(k,)) for k in range(len(conns))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for conn in conns:
+        conn.sendall(b"Q" + bytes(8))
+        conn.close()
+    return ends
+
+
+def utilisation(ends: list[list[float]], size: int, mbit: float) -> tuple[float, float]:
+    """(cycles/s of all workers together, each direction's data rate as a share of ``mbit``) over
+    the last 80 % of the run (the first fifth is warm-up)."""
+    first = min(e[0] for e in ends if e)
+    last = max(e[-1] for e in ends if e)
+    start = first + 0.2 * (last - first)
+    rate = sum(1 for e in ends for t in e if t >= start) / (last - start)
+    return rate, rate * size * 8 / (mbit * 1e6)
+
+
+def probe_crowd(setting: str, workers: int, push: bool, seconds: float) -> dict[str, object]:
+    """``workers`` synthetic workers at random phases on one setting's shaped PS link."""
+    cc, queue_ms, mbit, size, *gap = setting.split("/")
+    gap_s = float(gap[0]) / 1e3 if gap else 0.025
+    names = ["ps"] + [f"w{k}" for k in range(workers)]
+    try:
+        addresses = testbed.setup_network(PREFIX, SUBNET, names, mbit=float(mbit), queue_ms=float(queue_ms),
+                                          shaped=lambda name: name == "ps")
+        for name in names:
+            testbed.ns_exec(f"{PREFIX}-{name}", "ip", "route", "replace", f"{SUBNET}.0/24", "dev", "eth0",
+                            "congctl", "lock", cc)
+        script = str(Path(__file__).resolve())
+        servers = [subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}-{w}", sys.executable, script, "--serve"])
+                   for w in names[1:]]
+        time.sleep(0.5)
+        out = subprocess.run(["ip", "netns", "exec", f"{PREFIX}-ps", sys.executable, script, "--crowd-conduct",
+                              json.dumps([addresses[w] for w in names[1:]]), size, str(seconds), str(gap_s),
+                              "push" if push else "pull"], capture_output=True, text=True, check=True).stdout
+        for server in servers:
+            server.wait(timeout=30)
+        ends = json.loads(out)
+    finally:
+        testbed.teardown_network(PREFIX)
+    rate, share = utilisation(ends, int(size), float(mbit))
+    return {"setting": setting, "mode": "crowd", "workers": workers, "push": push, "congestion_control": cc,
+            "queue_ms": float(queue_ms), "mbit": float(mbit), "bytes": int(size), "gap_s": gap_s,
+            "seconds": seconds, "load_1min": os.getloadavg()[0], "cycles_per_s": rate, "direction_share": share,
+            "ends_s": ends}
+
+
 def probe(setting: str, rounds: int, warmup: int, gap_s: float, mode: str = "transfers") -> dict[str, object]:
     """Build the testbed for one setting, run the rounds in its namespaces (``mode``: "transfers"
     or "alternate"), tear it down."""
@@ -221,10 +295,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--alternate", action="store_true",
                         help="two synthetic workers (pull, gap, push) half a cycle apart instead of single transfers")
+    parser.add_argument("--crowd", type=int, nargs="*", metavar="W",
+                        help="W synthetic workers at random phases each (pull, gap, push), then pulling only: "
+                             "each direction's data rate as a share of the link")
+    parser.add_argument("--seconds", type=float, default=30.0, help="length of a --crowd run")
     parser.add_argument("--conduct", nargs=7, help=argparse.SUPPRESS)
+    parser.add_argument("--crowd-conduct", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
         serve_worker(PORT)
+        return
+    if args.crowd_conduct:
+        addresses, size, seconds, gap, kind = args.crowd_conduct
+        print(json.dumps(crowd(json.loads(addresses), int(size), float(seconds), float(gap), kind == "push")))
         return
     if args.conduct:
         mode, a, b, size, rounds, warmup, gap = args.conduct
@@ -234,7 +317,15 @@ def main(argv: list[str] | None = None) -> None:
     if os.geteuid() != 0:
         raise SystemExit("run as root: the probe makes network namespaces and tc qdiscs")
     results = []
-    for setting in args.settings:
+    for setting in args.settings if args.crowd else ():
+        for workers in args.crowd:
+            for push in (True, False):
+                result = probe_crowd(setting, workers, push, args.seconds)
+                print(f"{setting:26s} W={workers} {'pull+push' if push else 'pull only':9s} "
+                      f"{result['cycles_per_s']:6.2f} cycles/s: each direction carrying data at "
+                      f"{result['direction_share']:.3f} of the link, load {result['load_1min']:.2f}", flush=True)
+                results.append(result)
+    for setting in args.settings if not args.crowd else ():
         result = probe(setting, args.rounds, args.warmup, args.gap, "alternate" if args.alternate else "transfers")
         if args.alternate:
             cycle = result["cycle_s"]
