@@ -15,9 +15,16 @@ Each round the PS either sends ``size`` bytes to A (a pull) alone, receives ``si
 between rounds lets the queues drain, as a step's compute does. The result is, per direction, the
 mean time of a transfer while the other direction is busy over its mean time alone.
 
-Run as root (namespaces, tc), on a quiet machine; about 20 s a setting:
+``--alternate``: two synthetic workers, each a loop of pull, idle gap, push, half a cycle apart:
+the efficiency an overlapped transfer keeps in the alternating arrangement (what
+``two_way.PROBED`` ships). ``--crowd W ...``: W such workers at random phases, then the same W
+pulling only: what each direction of the link carries, beside the real runs' saturation
+(``benchmarks/two_way.py``).
 
-    python3 scripts/probe_two_way.py --out tests/data/two-way/probe.json
+Run as root (namespaces, tc), on a quiet machine; about 20 s a setting (tests/data/two-way/README.md
+has the commands that recorded its files):
+
+    python3 scripts/probe_two_way.py --out /tmp/transfers.json
 
 Each setting is ``<cc>/<queue ms>/<Mbit/s>/<bytes>[/<gap ms>]``; the namespaces (``advtw-*``) are deleted at
 the end, also on failure.
@@ -35,6 +42,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import netns_testbed as testbed  # scripts/netns_testbed.py, beside this script
@@ -207,29 +215,41 @@ def utilisation(ends: list[list[float]], size: int, mbit: float) -> tuple[float,
     return rate, rate * size * 8 / (mbit * 1e6)
 
 
-def probe_crowd(setting: str, workers: int, push: bool, seconds: float) -> dict[str, object]:
-    """``workers`` synthetic workers at random phases on one setting's shaped PS link."""
-    cc, queue_ms, mbit, size, *gap = setting.split("/")
-    gap_s = float(gap[0]) / 1e3 if gap else 0.025
-    names = ["ps"] + [f"w{k}" for k in range(workers)]
+def _on_testbed(cc: str, queue_ms: float, mbit: float, workers: Sequence[str],
+                conductor: Callable[[dict[str, str]], list[str]]) -> tuple[str, dict[str, object]]:
+    """Build the testbed (a PS whose link is shaped both ways, ``workers`` beside it, congestion
+    control ``cc`` on every connection), serve a worker's end in each worker's namespace, run this
+    script in the PS's with the arguments ``conductor(addresses)`` gives, and tear it all down: the
+    conductor's output and the PS's TCP and tbf counters."""
+    names = ["ps", *workers]
     try:
-        addresses = testbed.setup_network(PREFIX, SUBNET, names, mbit=float(mbit), queue_ms=float(queue_ms),
+        addresses = testbed.setup_network(PREFIX, SUBNET, names, mbit=mbit, queue_ms=queue_ms,
                                           shaped=lambda name: name == "ps")
         for name in names:
             testbed.ns_exec(f"{PREFIX}-{name}", "ip", "route", "replace", f"{SUBNET}.0/24", "dev", "eth0",
                             "congctl", "lock", cc)
         script = str(Path(__file__).resolve())
         servers = [subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}-{w}", sys.executable, script, "--serve"])
-                   for w in names[1:]]
+                   for w in workers]
         time.sleep(0.5)
-        out = subprocess.run(["ip", "netns", "exec", f"{PREFIX}-ps", sys.executable, script, "--crowd-conduct",
-                              json.dumps([addresses[w] for w in names[1:]]), size, str(seconds), str(gap_s),
-                              "push" if push else "pull"], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(["ip", "netns", "exec", f"{PREFIX}-ps", sys.executable, script, *conductor(addresses)],
+                             capture_output=True, text=True, check=True).stdout
         for server in servers:
             server.wait(timeout=30)
-        ends = json.loads(out)
+        return out, testbed.network_counters(PREFIX, ["ps"])["ps"]
     finally:
         testbed.teardown_network(PREFIX)
+
+
+def probe_crowd(setting: str, workers: int, push: bool, seconds: float) -> dict[str, object]:
+    """``workers`` synthetic workers at random phases on one setting's shaped PS link."""
+    cc, queue_ms, mbit, size, *gap = setting.split("/")
+    gap_s = float(gap[0]) / 1e3 if gap else 0.025
+    names = [f"w{k}" for k in range(workers)]
+    out, _ = _on_testbed(cc, float(queue_ms), float(mbit), names, lambda addresses: [
+        "--crowd-conduct", json.dumps([addresses[w] for w in names]), size, str(seconds), str(gap_s),
+        "push" if push else "pull"])
+    ends = json.loads(out)
     rate, share = utilisation(ends, int(size), float(mbit))
     return {"setting": setting, "mode": "crowd", "workers": workers, "push": push, "congestion_control": cc,
             "queue_ms": float(queue_ms), "mbit": float(mbit), "bytes": int(size), "gap_s": gap_s,
@@ -242,26 +262,9 @@ def probe(setting: str, rounds: int, warmup: int, gap_s: float, mode: str = "tra
     or "alternate"), tear it down."""
     cc, queue_ms, mbit, size, *gap = setting.split("/")
     gap_s = float(gap[0]) / 1e3 if gap else gap_s
-    names = ("ps", "a", "b")
-    try:
-        addresses = testbed.setup_network(PREFIX, SUBNET, names, mbit=float(mbit), queue_ms=float(queue_ms),
-                                          shaped=lambda name: name == "ps")
-        for name in names:
-            testbed.ns_exec(f"{PREFIX}-{name}", "ip", "route", "replace", f"{SUBNET}.0/24", "dev", "eth0",
-                            "congctl", "lock", cc)
-        script = str(Path(__file__).resolve())
-        servers = [subprocess.Popen(["ip", "netns", "exec", f"{PREFIX}-{w}", sys.executable, script, "--serve"])
-                   for w in ("a", "b")]
-        time.sleep(0.5)
-        out = subprocess.run(["ip", "netns", "exec", f"{PREFIX}-ps", sys.executable, script, "--conduct",
-                              mode, addresses["a"], addresses["b"], size, str(rounds), str(warmup), str(gap_s)],
-                             capture_output=True, text=True, check=True).stdout
-        for server in servers:
-            server.wait(timeout=30)
-        times = json.loads(out)
-        counters = testbed.network_counters(PREFIX, ["ps"])["ps"]
-    finally:
-        testbed.teardown_network(PREFIX)
+    out, counters = _on_testbed(cc, float(queue_ms), float(mbit), ("a", "b"), lambda addresses: [
+        "--conduct", mode, addresses["a"], addresses["b"], size, str(rounds), str(warmup), str(gap_s)])
+    times = json.loads(out)
     common = {"setting": setting, "mode": mode, "congestion_control": cc, "queue_ms": float(queue_ms),
               "mbit": float(mbit), "bytes": int(size), "rounds": rounds, "gap_s": gap_s,
               "load_1min": os.getloadavg()[0], "ps_link": counters}

@@ -215,17 +215,20 @@ class PsDesSync(PsDes):
         r = self.sync_replicas(params, workers)
         barrier = params.barrier_s if isinstance(params, SyncFields) else 0.0
         drifting = workers == 2 and r == 1 and not any(regime)  # the drifting arrangement (module docstring)
-        alternating = self._alternating_step(profile, net, params)
         if getattr(params, "engine", "compiled") == "reference":
             run: Run = _SyncReferenceRun(profile, net, workers, seed, r, regime, barrier)
-            return _DriftingRun(run, _SyncReferenceRun(profile, net, 1, seed, 1, regime), alternating) if drifting \
-                else run
-        from advisor.core.models.ps_des.simulator.fast import FastRun  # loads numba: only when predicting
+            if not drifting:
+                return run
+            alone: Run = _SyncReferenceRun(profile, net, 1, seed, 1, regime)
+        else:
+            from advisor.core.models.ps_des.simulator.fast import FastRun  # loads numba: only when predicting
 
-        compiled = self._compile(profile, net, regime)
-        run = _SyncRun(FastRun(compiled, workers, seed, sync_replicas=r), workers, r, barrier)
-        return _DriftingRun(run, _SyncRun(FastRun(compiled, 1, seed, sync_replicas=1), 1, 1), alternating) \
-            if drifting else run
+            compiled = self._compile(profile, net, regime)
+            run = _SyncRun(FastRun(compiled, workers, seed, sync_replicas=r), workers, r, barrier)
+            if not drifting:
+                return run
+            alone = _SyncRun(FastRun(compiled, 1, seed, sync_replicas=1), 1, 1)
+        return _DriftingRun(run, alone, self._alternating_step(profile, net, params))
 
     @staticmethod
     def _alternating_step(profile: Profile, net: NetworkModel, params: ModelParams) -> Callable[[float], float]:
