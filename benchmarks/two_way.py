@@ -42,6 +42,17 @@ def real_shares(run: str) -> dict[int, list[float]]:
     return shares
 
 
+def saturation() -> list[tuple[str, int, float, float, list[float]]]:
+    """Per crowd setting and W: (setting, W, the share pulling and pushing, pulling only, the real
+    runs' shares at that W and setting, empty where none ran)."""
+    crowd = json.loads((DATA / "crowd.json").read_text())["results"]
+    share = {(r["setting"], r["workers"], r["push"]): r["direction_share"] for r in crowd}
+    real = {key: real_shares(run) for key, run in REAL.items()}
+    return [(setting, w, share[setting, w, True], share[setting, w, False],
+             real["/".join(setting.split("/")[:2])].get(w, []))
+            for setting, w in dict.fromkeys((r["setting"], r["workers"]) for r in crowd)]
+
+
 def main() -> None:
     print("alternation: two synthetic workers half a cycle apart (probe.json)")
     print(f"{'setting':28s} {'middle share':>12s} {'efficiency':>10s}  counted")
@@ -54,20 +65,15 @@ def main() -> None:
     print("\nsaturation: W synthetic workers at random phases (crowd.json) against the real MLP's runs "
           "(tests/data/ps-async/measured), each direction's data rate / link")
     print(f"{'setting':28s} {'W':>2s} {'pull+push':>9s} {'pull only':>9s} {'real':>12s}")
-    crowd = json.loads((DATA / "crowd.json").read_text())["results"]
-    for (setting, workers) in dict.fromkeys((r["setting"], r["workers"]) for r in crowd):
-        both = next(r["direction_share"] for r in crowd if (r["setting"], r["workers"], r["push"]) == (setting, workers, True))
-        one = next(r["direction_share"] for r in crowd if (r["setting"], r["workers"], r["push"]) == (setting, workers, False))
-        cc, queue = setting.split("/")[:2]
-        real = real_shares(REAL[f"{cc}/{queue}"]).get(workers, [])
+    gaps = []
+    for setting, workers, both, one, real in saturation():
+        if real:
+            gaps.append(abs(both / statistics.fmean(real) - 1))
         shown = "/".join(f"{x:.3f}" for x in real) if real else "-"
         print(f"{setting:28s} {workers:2d} {both:9.3f} {one:9.3f} {shown:>12s}")
-    pairs = [(r["direction_share"], statistics.fmean(real_shares(REAL["/".join(r["setting"].split("/")[:2])])[r["workers"]]))
-             for r in crowd if r["push"] and r["workers"] in real_shares(REAL["/".join(r["setting"].split("/")[:2])])]
-    if pairs:
-        gaps = [abs(p / m - 1) for p, m in pairs]
+    if gaps:
         print(f"pull+push against the real runs at the same W: median |gap| {statistics.median(gaps):.1%}, "
-              f"max {max(gaps):.1%} over {len(pairs)} points")
+              f"max {max(gaps):.1%} over {len(gaps)} points")
 
 
 if __name__ == "__main__":

@@ -124,20 +124,13 @@ def test_the_crowd_probe_carries_what_the_real_runs_did_and_pulling_alone_fills_
     directions carry what the real MLP's did at the same W and setting (within 10 %, median 5 %);
     the same workers pulling only fill 84 % or more of it. The saturation is the two directions
     at once, not several flows in one direction (docs/accuracy.md)."""
-    from benchmarks.two_way import DATA, REAL, real_shares
+    from benchmarks.two_way import REAL, real_shares, saturation
 
     # one real point by hand: cubic mlp W = 8, 167.0 ex/s of batch 32, 1,736,744 bytes a step each way
     assert real_shares(REAL["cubic/100"])[8] == pytest.approx([167.0 / 32 * 1_736_744 * 8 / 100e6], rel=0.01)
-    crowd = json.loads((DATA / "crowd.json").read_text())["results"]
     gaps = []
-    for run in crowd:
-        pulled_only = next(r for r in crowd if (r["setting"], r["workers"], r["push"]) ==
-                           (run["setting"], run["workers"], False))
-        assert pulled_only["direction_share"] >= 0.84
-        if not run["push"]:
-            continue
-        assert run["direction_share"] < pulled_only["direction_share"] - 0.1
-        real = real_shares(REAL["/".join(run["setting"].split("/")[:2])]).get(run["workers"])
+    for _, _, both, pulled_only, real in saturation():
+        assert pulled_only >= 0.84 and both < pulled_only - 0.1
         if real:
-            gaps.append(abs(run["direction_share"] / statistics.fmean(real) - 1))
+            gaps.append(abs(both / statistics.fmean(real) - 1))
     assert len(gaps) >= 8 and max(gaps) <= 0.10 and statistics.median(gaps) <= 0.05
