@@ -8,11 +8,14 @@ cubic/cnn_bw100.json``, the mean of its two runs per W; W = 5 between 4 and 6). 
 told the links run at 200 Mbit/s: twice what they do. Prices: a worker 1/h, the PS 2/h, so a
 worker count costs (W + 2) / throughput per example. On the measurements (W = 1..6: 52.3, 90.5,
 115.1, 134.1, 142.4, 150.7 examples/s) that is 0.0574, 0.0442, 0.0434, 0.0447, 0.0492, 0.0531:
-W = 3 is the cheapest. The prediction at 200 Mbit/s scales far better (its cheapest is 5 or 6
-workers), so the job, created with 2 workers, goes up. Observed at about half the
-predicted rate, the model is calibrated and the job comes down to 3 (one reversal), where it
-stays: later windows at 3 agree with the curve. Then a pod's counter restarts (a reset
-in the window) and a pod's series goes missing: each is a Warning event, and the job stays at 3.
+W = 3 is the cheapest. The prediction at 200 Mbit/s would scale far better (its cheapest 5 or 6
+workers), but its W = 1 contradicts the profile's own rate, so the first curve is anchored on
+the profile (core/profile_check.py) and already points near 3; and where a window at 2 workers
+is observed before the first curve is applied, the first curve is the refitted one. Either way
+the job, created with 2 workers, goes to 3 with at most one reversal, the model calibrated on
+what it observes, and stays there: later windows at 3 agree with the curve. Then a pod's counter
+restarts (a reset in the window) and a pod's series goes missing: each is a Warning event, and
+the job stays at 3.
 """
 
 from __future__ import annotations
@@ -122,11 +125,11 @@ def test_a_bandwidth_stated_twice_too_high_converges_to_the_cheapest_workers(
         with Trainer(emu, job) as trainer:
             wait_for("Predicted", lambda: phase(emu, "cnn") == "Predicted", timeout_s=180)
             notes = annotations(emu, "cnn")
-            if notes[PREFIX + "curve-source"] == "profile":  # the first curve believes the links
+            if notes[PREFIX + "curve-source"] == "profile":  # anchored on the profile, not the stated links
                 first = json.loads(notes[PREFIX + "curve"])
-                assert min(range(1, 7), key=lambda w: (w + 2) / first[w - 1][1]) >= 5
-            # the job goes up (to 6, or less when its first window at 2 is observed before the
-            # first curve is applied), then to 3 once what it does there is known
+                assert min(range(1, 7), key=lambda w: (w + 2) / first[w - 1][1]) in (3, 4)
+            # the job goes to 3 (through a larger count when a curve before the calibration says
+            # so), once what it does is known
             wait_for("the calibrated resize to 3", lambda: trainer.workers() == 3 and len(job.workers_seen) > 1,
                      timeout_s=300)
             # the refitted curve's annotations are a patch of their own beside the resize: wait for them
