@@ -279,11 +279,8 @@ def probe(setting: str, rounds: int, warmup: int, gap_s: float, mode: str = "tra
                          "middle_share": share, "ends_s": times}
     pull, push = statistics.fmean(times["pull"]), statistics.fmean(times["push"])
     pull_both, push_both = statistics.fmean(times["pull_both"]), statistics.fmean(times["push_both"])
-    return {"setting": setting, "congestion_control": cc, "queue_ms": float(queue_ms), "mbit": float(mbit),
-            "bytes": int(size), "rounds": rounds, "gap_s": gap_s, "load_1min": os.getloadavg()[0],
-            "mean_s": {"pull": pull, "push": push, "pull_both": pull_both, "push_both": push_both},
-            "share": {"pull": pull / pull_both, "push": push / push_both},
-            "times_s": times, "ps_link": counters}
+    return common | {"mean_s": {"pull": pull, "push": push, "pull_both": pull_both, "push_both": push_both},
+                     "share": {"pull": pull / pull_both, "push": push / push_both}, "times_s": times}
 
 
 def main(argv: list[str] | None = None) -> None:

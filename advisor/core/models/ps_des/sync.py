@@ -57,11 +57,10 @@ from advisor.core.models.protocol import (
 )
 from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, ONE_GRADIENT
 from advisor.core.models.ps_des.contention import MULTI_FLOW_GOODPUT
-from advisor.core.models.ps_des.two_way import alternating_step_s, two_way
+from advisor.core.models.ps_des.two_way import step_in_alternation, two_way
 from advisor.core.models.ps_des.model import (
     MULTI_FLOW_GOODPUT_CAL, SHARE_SIGMA_CAL, ContentionParams, DesParams, PsDes, worker_regime,
 )
-from advisor.core.phases import phases
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, SimulationSettings, SimulationSettingsError
 
@@ -235,9 +234,8 @@ class PsDesSync(PsDes):
         """A one-worker step's length (s) to its length in alternation: its transfers overlapping
         the other worker's lose what the stated network's two-way efficiency says (``two_way.py``);
         nothing with equal shares (the paper's links carry both directions at full rate)."""
-        ph = phases(profile, net.bandwidth_bps)
         efficiency = two_way(params.contention()).efficiency if isinstance(params, ContentionParams) else 1.0
-        return lambda step_s: alternating_step_s(step_s, ph.downlink_s, ph.uplink_s, efficiency)
+        return step_in_alternation(profile, net.bandwidth_bps, efficiency)
 
     def sync_replicas(self, params: ModelParams, workers: int) -> int:
         return params.replicas(workers) if isinstance(params, SyncFields) else workers

@@ -26,8 +26,8 @@ compute-bound step overlaps little, a transfer-bound one almost wholly.
 
 from __future__ import annotations
 
-import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from advisor.core.models.ps_des.arrangements import setting_of
@@ -106,17 +106,19 @@ def alternating_step_s(step_s: float, pull_s: float, push_s: float, efficiency: 
     return step_s + 2 * overlap_s(pull_s, push_s, step_s) * (1 / efficiency - 1)
 
 
+def step_in_alternation(profile: Profile, link_bps: float, efficiency: float) -> Callable[[float], float]:
+    """A one-worker step's length (s) to its length in alternation (``alternating_step_s``), for
+    ``profile``'s pull and push at ``link_bps``."""
+    ph = phases(profile, link_bps)
+    return lambda step_s: alternating_step_s(step_s, ph.downlink_s, ph.uplink_s, efficiency)
+
+
 def alternating_rate(profile: Profile, one_worker: float, link_bps: float, efficiency: float,
                      other_worker: float | None = None) -> float:
     """Examples/s of two workers in alternation (module docstring): each step longer than alone
     (``one_worker``; the second at ``other_worker`` when it runs at another speed) by its
     overlapped transfers' loss, never above what the busiest PS link direction carries."""
-    ph = phases(profile, link_bps)
-    batch = profile.job.batch_size
-
-    def slowed(rate: float) -> float:
-        return batch / alternating_step_s(batch / rate, ph.downlink_s, ph.uplink_s, efficiency)
-
-    pair = slowed(one_worker) + slowed(one_worker if other_worker is None else other_worker)
-    bound = ps_link_bound(profile, link_bps)
-    return pair if math.isinf(bound) else min(pair, bound)
+    slowed, batch = step_in_alternation(profile, link_bps, efficiency), profile.job.batch_size
+    pair = sum(batch / slowed(batch / rate) for rate in (one_worker, one_worker if other_worker is None
+                                                         else other_worker))
+    return min(pair, ps_link_bound(profile, link_bps))
