@@ -18,8 +18,8 @@ mean time of a transfer while the other direction is busy over its mean time alo
 ``--alternate``: two synthetic workers, each a loop of pull, idle gap, push, half a cycle apart:
 the efficiency an overlapped transfer keeps in the alternating arrangement (what
 ``two_way.PROBED`` ships). ``--crowd W ...``: W such workers at random phases, then the same W
-pulling only: what each direction of the link carries, beside the real runs' saturation
-(``benchmarks/two_way.py``).
+pulling only (and, with ``--crowd-modes``, pushing only): what each direction of the link
+carries, beside the real runs' saturation (``benchmarks/two_way.py``).
 
 Run as root (namespaces, tc), on a quiet machine; about 20 s a setting (tests/data/two-way/README.md
 has the commands that recorded its files):
@@ -33,6 +33,7 @@ the end, also on failure.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -172,10 +173,14 @@ def alternate(a: str, b: str, size: int, rounds: int, warmup: int, gap_s: float)
     return ends
 
 
-def crowd(addresses: list[str], size: int, seconds: float, gap_s: float, push: bool) -> list[list[float]]:
+CROWD_MODES = ("pull+push", "pull", "push", "barrier")
+
+
+def crowd(addresses: list[str], size: int, seconds: float, gap_s: float, mode: str) -> list[list[float]]:
     """The PS's end of len(addresses) synthetic workers at random phases (each starts within its
-    first cycle), each a loop of pull, ``gap_s`` idle and, if ``push``, push, for ``seconds``: every
-    worker's cycle end times."""
+    first cycle), each a loop of pull (unless ``mode`` is "push"), ``gap_s`` idle and push (unless
+    it is "pull"), for ``seconds``: every worker's cycle end times."""
+    pull, push = mode != "push", mode != "pull"
     conns = [socket.create_connection((address, PORT)) for address in addresses]
     payload = bytes(size)
     header = size.to_bytes(8, "big")
@@ -186,8 +191,9 @@ def crowd(addresses: list[str], size: int, seconds: float, gap_s: float, push: b
         time.sleep(random.Random(k).uniform(0.0, 0.3))
         conn = conns[k]
         while time.perf_counter() < stop:
-            conn.sendall(b"P" + header + payload)
-            _recv_exactly(conn, 1)
+            if pull:
+                conn.sendall(b"P" + header + payload)
+                _recv_exactly(conn, 1)
             time.sleep(gap_s)
             if push:
                 conn.sendall(b"U" + header)
@@ -203,6 +209,65 @@ def crowd(addresses: list[str], size: int, seconds: float, gap_s: float, push: b
         conn.sendall(b"Q" + bytes(8))
         conn.close()
     return ends
+
+
+def barrier(addresses: list[str], size: int, seconds: float, gap_s: float) -> list[list[list[float]]]:
+    """The PS's end of len(addresses) synchronous workers: each round all pull at once, each idles
+    ``gap_s`` and pushes, and the next round starts when every push has arrived (the barrier of a
+    synchronous update), for ``seconds``: per worker, each round's [pull start, pull end, push
+    start, push end]."""
+    conns = [socket.create_connection((address, PORT)) for address in addresses]
+    payload = bytes(size)
+    header = size.to_bytes(8, "big")
+    rounds: list[list[list[float]]] = [[] for _ in conns]
+    stop = time.perf_counter() + seconds
+    done = threading.Event()
+
+    def check() -> None:  # run by one thread each time all reach the barrier
+        if time.perf_counter() >= stop:
+            done.set()
+
+    gate = threading.Barrier(len(conns), action=check)
+
+    def loop(k: int) -> None:
+        conn = conns[k]
+        while True:
+            gate.wait()
+            if done.is_set():
+                return
+            t0 = time.perf_counter()
+            conn.sendall(b"P" + header + payload)
+            _recv_exactly(conn, 1)
+            t1 = time.perf_counter()
+            time.sleep(gap_s)
+            t2 = time.perf_counter()
+            conn.sendall(b"U" + header)
+            _recv_exactly(conn, size)
+            rounds[k].append([t0, t1, t2, time.perf_counter()])
+
+    threads = [threading.Thread(target=loop, args=(k,)) for k in range(len(conns))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for conn in conns:
+        conn.sendall(b"Q" + bytes(8))
+        conn.close()
+    return rounds
+
+
+def burst_efficiency(rounds: list[list[list[float]]], size: int, mbit: float) -> tuple[float, float]:
+    """(pull, push) efficiency of a barrier run: the time W transfers of ``size`` bytes need at the
+    link's rate over the time the burst took (first start to last end), averaged over the rounds
+    after the first fifth (warm-up)."""
+    n = min(len(r) for r in rounds)
+    ideal = len(rounds) * size * 8 / (mbit * 1e6)
+    found = []
+    for i in range(n // 5, n):
+        pull = max(r[i][1] for r in rounds) - min(r[i][0] for r in rounds)
+        push = max(r[i][3] for r in rounds) - min(r[i][2] for r in rounds)
+        found.append((ideal / pull, ideal / push))
+    return statistics.fmean(f[0] for f in found), statistics.fmean(f[1] for f in found)
 
 
 def utilisation(ends: list[list[float]], size: int, mbit: float) -> tuple[float, float]:
@@ -241,17 +306,25 @@ def _on_testbed(cc: str, queue_ms: float, mbit: float, workers: Sequence[str],
         testbed.teardown_network(PREFIX)
 
 
-def probe_crowd(setting: str, workers: int, push: bool, seconds: float) -> dict[str, object]:
-    """``workers`` synthetic workers at random phases on one setting's shaped PS link."""
+def probe_crowd(setting: str, workers: int, mode: str, seconds: float) -> dict[str, object]:
+    """``workers`` synthetic workers at random phases on one setting's shaped PS link (``mode``: one
+    of ``CROWD_MODES``)."""
     cc, queue_ms, mbit, size, *gap = setting.split("/")
     gap_s = float(gap[0]) / 1e3 if gap else 0.025
     names = [f"w{k}" for k in range(workers)]
     out, _ = _on_testbed(cc, float(queue_ms), float(mbit), names, lambda addresses: [
         "--crowd-conduct", json.dumps([addresses[w] for w in names]), size, str(seconds), str(gap_s),
-        "push" if push else "pull"])
+        mode])
     ends = json.loads(out)
+    common = {"setting": setting, "mode": "crowd", "workers": workers, "congestion_control": cc,
+              "queue_ms": float(queue_ms), "mbit": float(mbit), "bytes": int(size), "gap_s": gap_s,
+              "seconds": seconds, "load_1min": os.getloadavg()[0]}
+    if mode == "barrier":
+        pull, push = burst_efficiency(ends, int(size), float(mbit))
+        return common | {"barrier": True, "burst_efficiency": {"pull": pull, "push": push}, "rounds_s": ends}
     rate, share = utilisation(ends, int(size), float(mbit))
-    return {"setting": setting, "mode": "crowd", "workers": workers, "push": push, "congestion_control": cc,
+    return {"setting": setting, "mode": "crowd", "workers": workers, "pull": mode != "push", "push": mode != "pull",
+            "congestion_control": cc,
             "queue_ms": float(queue_ms), "mbit": float(mbit), "bytes": int(size), "gap_s": gap_s,
             "seconds": seconds, "load_1min": os.getloadavg()[0], "cycles_per_s": rate, "direction_share": share,
             "ends_s": ends}
@@ -298,6 +371,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--crowd", type=int, nargs="*", metavar="W",
                         help="W synthetic workers at random phases each (pull, gap, push), then pulling only: "
                              "each direction's data rate as a share of the link")
+    parser.add_argument("--crowd-modes", nargs="*", choices=CROWD_MODES, default=["pull+push", "pull"],
+                        help="what the --crowd workers do (default: pull+push, then pull)")
     parser.add_argument("--seconds", type=float, default=30.0, help="length of a --crowd run")
     parser.add_argument("--conduct", nargs=7, help=argparse.SUPPRESS)
     parser.add_argument("--crowd-conduct", nargs=5, help=argparse.SUPPRESS)
@@ -307,7 +382,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.crowd_conduct:
         addresses, size, seconds, gap, kind = args.crowd_conduct
-        print(json.dumps(crowd(json.loads(addresses), int(size), float(seconds), float(gap), kind == "push")))
+        run = barrier if kind == "barrier" else functools.partial(crowd, mode=kind)
+        print(json.dumps(run(json.loads(addresses), int(size), float(seconds), float(gap))))
         return
     if args.conduct:
         mode, a, b, size, rounds, warmup, gap = args.conduct
@@ -319,12 +395,17 @@ def main(argv: list[str] | None = None) -> None:
     results = []
     for setting in args.settings if args.crowd else ():
         for workers in args.crowd:
-            for push in (True, False):
-                result = probe_crowd(setting, workers, push, args.seconds)
-                print(f"{setting:26s} W={workers} {'pull+push' if push else 'pull only':9s} "
+            for mode in args.crowd_modes:
+                result = probe_crowd(setting, workers, mode, args.seconds)
+                results.append(result)
+                if mode == "barrier":
+                    burst = result["burst_efficiency"]
+                    print(f"{setting:26s} W={workers} barrier: a burst of W transfers at {burst['pull']:.3f} of the "
+                          f"link pulling, {burst['push']:.3f} pushing, load {result['load_1min']:.2f}", flush=True)
+                    continue
+                print(f"{setting:26s} W={workers} {mode:9s} "
                       f"{result['cycles_per_s']:6.2f} cycles/s: each direction carrying data at "
                       f"{result['direction_share']:.3f} of the link, load {result['load_1min']:.2f}", flush=True)
-                results.append(result)
     for setting in args.settings if not args.crowd else ():
         result = probe(setting, args.rounds, args.warmup, args.gap, "alternate" if args.alternate else "transfers")
         if args.alternate:
