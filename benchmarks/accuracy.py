@@ -1,6 +1,7 @@
 """Accuracy against the real testbed: predicted vs measured throughput for W = 1..8.
 
-    python -m benchmarks.accuracy [--steps 1000] [--measure-bandwidth] [--order fifo|recorded] [--json out.json]
+    python -m benchmarks.accuracy [--steps 1000] [--measure-bandwidth] [--order fifo|recorded] [--param K=V ...]
+        [--json out.json]
 
 For every measured run in ``tests/data/ps-async/measured`` it predicts from the 1-worker trace of
 the same model and congestion control (``condensed/<cc>/<model>_bw100``; the 20 ms-queue runs
@@ -21,7 +22,9 @@ import argparse
 import json
 import statistics
 import time
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 from pathlib import Path
 
 from advisor.core.advice import Advice, AdviceRequest, Overhead, advise
@@ -34,7 +37,7 @@ from advisor.core.curve import CurveSettings
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel, StreamOrder
 from advisor.importers.loader import load_profile
-from benchmarks.options import add_order_option
+from benchmarks.options import add_order_option, add_param_option, model_params
 from benchmarks.paths import PS_ASYNC_DATA
 
 PRICES = Prices(worker_per_hour=3.06, ps_per_hour=0.40)  # the issue's example prices
@@ -66,6 +69,7 @@ class Model:
     share_sigma: float = SHARE_SIGMA
     multi_flow_goodput: float = MULTI_FLOW_GOODPUT
     order: StreamOrder = StreamOrder.FIFO  # the simulation's stream order (docs/accuracy.md, one worker)
+    params: Mapping[str, Any] = field(default_factory=dict)  # more parameters of the contention model (--param)
 
 
 def measured(path: Path) -> dict[int, list[float]]:
@@ -96,9 +100,10 @@ def predict(profile: Profile, workers: list[int], bandwidth: float, model: Model
 def advice_request(workers: list[int], bandwidth: float, model: Model, steps: int,
                    cc: str = "unknown", queue_s: float | None = None) -> AdviceRequest:
     """How this benchmark asks for a prediction: the model's settings, the run's network."""
+    choice = contention_choice(None if model.equal_shares else Contention(
+        CongestionControl(cc), queue_s, model.share_sigma, model.multi_flow_goodput))
     return AdviceRequest(
-        model=contention_choice(None if model.equal_shares else Contention(
-            CongestionControl(cc), queue_s, model.share_sigma, model.multi_flow_goodput)),
+        model=replace(choice, params={**choice.params, **model.params}) if not model.equal_shares else choice,
         network=NetworkModel(bandwidth_bps=bandwidth, win_bytes=model.win_bytes, order=model.order),
         curve=CurveSettings(workers=tuple(workers), steps=steps, warmup_steps=50, seed=model.seed),
         overhead=model.overhead,
@@ -183,8 +188,9 @@ def main() -> None:
     add_order_option(parser)
     parser.add_argument("--measure-bandwidth", action="store_true",
                         help="measure each trace's link rate instead of giving the testbed's 100 Mbit/s")
+    add_param_option(parser)
     args = parser.parse_args()
-    model = Model(seed=args.seed, order=StreamOrder(args.order))
+    model = Model(seed=args.seed, order=StreamOrder(args.order), params=model_params(args.param))
     results = [evaluate_run(name, cc, queue, model, args.steps, args.measure_bandwidth) for name, cc, queue in RUNS]
     print("error: the product's model (contention rules); equal: Li et al.'s equal sharing; then two coarse baselines")
     print(f"{'run':<28} {'W':>2} {'measured':>17} {'predicted':>9} {'interval':>15} {'error':>7} {'equal':>7} "

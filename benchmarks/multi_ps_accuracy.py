@@ -80,7 +80,7 @@ from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import load_model_errors, shipped_path, write_error_file
 from advisor.importers.tf_profile import RECV_LABEL
 from benchmarks.model_error import LEVEL
-from benchmarks.options import add_order_option
+from benchmarks.options import add_order_option, add_param_option, model_params
 from benchmarks.paths import REPO
 
 DATA = REPO / "tests" / "data" / "ps-traces"
@@ -520,8 +520,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--steps", type=int, default=1000, help="simulated steps per worker (default 1000)")
     add_order_option(parser, " for the runs' table")
-    parser.add_argument("--param", action="append", default=[], metavar="K=V",
-                        help="override a model parameter (a float) for every prediction")
+    add_param_option(parser)
     parser.add_argument("--no-fit", action="store_true", help="skip the held-out fit (its 20 curves)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     parser.add_argument("--json", type=Path, help="also write the rows and the fits here")
@@ -551,7 +550,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.phases:
         print("\n".join(phases(args.data)))
         return
-    params = {k: float(v) for k, v in (p.split("=", 1) for p in args.param)}
+    params = model_params(args.param)
     rows = [r for p in TWO_PS for r in predict(p, params, steps=args.steps, data=args.data,
                                                order=StreamOrder(args.order))]
     if not rows:

@@ -65,7 +65,7 @@ from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, alter
 from advisor.core.sim_types import NetworkModel, StreamOrder
 from advisor.importers.loader import load_profile
 from advisor.importers.model_error_file import load_model_errors, write_model_error
-from benchmarks.options import add_order_option
+from benchmarks.options import add_order_option, add_param_option, model_params
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "ps-sync"
 HELD_OUT = DATA / "held-out"
@@ -364,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--steps", type=int, default=400, help="simulated steps per point")
-    parser.add_argument("--param", action="append", default=[], metavar="K=V", help="a model parameter")
+    add_param_option(parser)
     parser.add_argument("--job", action="append", default=[], help="only these jobs")
     add_order_option(parser)
     parser.add_argument("--markdown", action="store_true")
@@ -390,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         else:
             one_gradient(args.steps, args.markdown)
         return
-    params = {k: json.loads(v) for k, v in (p.split("=", 1) for p in args.param)}
+    params = model_params(args.param)
     measured, shown = runs(), arrangements()
     every: list[Point] = []
     for job in sorted(measured):

@@ -47,6 +47,10 @@ class NetworkModel:
     # moves at most this multiple of the rate its previous transfer ended at (its window, over a
     # round trip the other direction's queue sets); 0 = off
     window_gain: float = 0.0
+    # the two-way loss: a PS link direction carries this share of its rate while the opposite
+    # direction of the same link carries data, and its whole rate otherwise, however many flows
+    # share it (multi_flow_goodput is then not used); 0 = off
+    two_way_efficiency: float = 0.0
 
     def __post_init__(self) -> None:
         _positive("bandwidth_bps", self.bandwidth_bps)
@@ -55,6 +59,8 @@ class NetworkModel:
         _non_negative("window_gain", self.window_gain)
         if not (isinstance(self.multi_flow_goodput, (int, float)) and 0 < self.multi_flow_goodput <= 1):
             raise SimulationSettingsError(f"multi_flow_goodput must be in (0, 1], got {self.multi_flow_goodput!r}")
+        if not (isinstance(self.two_way_efficiency, (int, float)) and 0 <= self.two_way_efficiency <= 1):
+            raise SimulationSettingsError(f"two_way_efficiency must be in [0, 1] (0: off), got {self.two_way_efficiency!r}")
         if self.worker_bandwidth_bps is not None:
             _positive("worker_bandwidth_bps", self.worker_bandwidth_bps)
         if self.win_bytes is not None:

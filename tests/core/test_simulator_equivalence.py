@@ -59,6 +59,7 @@ networks = st.builds(
     share_sigma=st.sampled_from([0.0, 1.0]),
     multi_flow_goodput=st.sampled_from([1.0, 0.85]),
     window_gain=st.sampled_from([0.0, 1.0, 1.25]),
+    two_way_efficiency=st.sampled_from([0.0, 0.0, 0.8]),
 )
 
 
@@ -180,10 +181,10 @@ def test_fast_engine_matches_reference_on_a_real_trace() -> None:
 
 def test_fast_engine_matches_reference_on_a_real_trace_with_contention() -> None:
     profile = real_mlp_profile()
-    for queue in (0.005, 0.1):
+    for queue, two_way in ((0.005, 0.0), (0.1, 0.0), (0.1, 0.83)):
         for win in (None, 65535.0):
             network = NetworkModel(bandwidth_bps=1e8, win_bytes=win, request_queue_s=queue, share_sigma=1.0,
-                                   multi_flow_goodput=0.85)
+                                   multi_flow_goodput=0.85, two_way_efficiency=two_way)
             for offsets in ((0.0, 0.0, 0.0), (0.0, 0.1, 0.2)):
                 sim = SimulationSettings(workers=3, steps=10, warmup_steps=0, seed=3, start_offsets_s=offsets)
                 assert_same(*both(profile, network, sim))
@@ -192,9 +193,9 @@ def test_fast_engine_matches_reference_on_a_real_trace_with_contention() -> None
 def test_fast_engine_matches_reference_on_synthetic_chains_with_contention() -> None:
     one_ps = inception_like(layers=6, compute_ms=40.0, total_mb=4.0, recorded_steps=3)
     two_ps = inception_like(layers=6, compute_ms=40.0, total_mb=4.0, recorded_steps=3, parameter_servers=2)
-    for gain in (0.0, 1.25):  # without and with window caps
+    for gain, two_way in ((0.0, 0.0), (1.25, 0.0), (0.0, 0.8), (1.25, 0.8)):  # window caps, the two-way loss
         network = NetworkModel(bandwidth_bps=1e8, request_queue_s=0.02, share_sigma=1.0, multi_flow_goodput=0.85,
-                               window_gain=gain)
+                               window_gain=gain, two_way_efficiency=two_way)
         for profile in (one_ps, two_ps):
             assert_same(*both(profile, network, SimulationSettings(workers=4, steps=8, warmup_steps=0, seed=2)))
 

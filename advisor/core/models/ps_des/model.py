@@ -77,6 +77,10 @@ class ContentionParams(DesParams):
     window_gain: float = Field(default=0.0, ge=0, allow_inf_nan=False,
                                description="a connection starting while another worker uses its PS link's other "
                                            "direction moves at most this x the rate its last transfer ended at (0: off)")
+    two_way_loss: bool = Field(default=False,
+                               description="experimental: a PS link direction loses the probed two-way efficiency "
+                                           "while its other direction carries data, and nothing to several flows "
+                                           "(multi_flow_goodput unused); off: docs/contention-model.md, section 6")
 
     def contention(self) -> Contention:
         return Contention(self.congestion_control, self.queue_s, self.share_sigma, self.multi_flow_goodput,
@@ -163,7 +167,9 @@ class PsDes(ModelBase):
             net = with_traced_worker_link(inputs.profile, net)
         if not isinstance(params, ContentionParams):
             return net
-        return params.contention().apply(net, self.simulated_ps(inputs))
+        contention = params.contention()
+        net = contention.apply(net, self.simulated_ps(inputs))
+        return replace(net, two_way_efficiency=two_way(contention).efficiency) if params.two_way_loss else net
 
     def start(self, inputs: ModelInputs, params: ModelParams, workers: int, seed: int) -> Run:
         profile, net = self._profile(inputs, params), self.network(inputs, params)

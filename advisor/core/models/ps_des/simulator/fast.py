@@ -173,7 +173,7 @@ def _ipar(c: Compiled, inputs: SimInputs, cap: int, record: bool) -> np.ndarray:
 
 def _fpar(inputs: SimInputs) -> np.ndarray:
     return np.array([inputs.link_bps, inputs.nic_bps, inputs.win_bits, inputs.request_queue_s,
-                     inputs.multi_flow_goodput, inputs.window_gain], np.float64)
+                     inputs.multi_flow_goodput, inputs.window_gain, inputs.two_way_efficiency], np.float64)
 
 
 def _new_state(c: Compiled, inputs: SimInputs, cap: int, record: bool) -> tuple:

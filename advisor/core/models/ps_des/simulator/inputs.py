@@ -53,6 +53,7 @@ class SimInputs:
     multi_flow_goodput: float = 1.0  # NetworkModel.multi_flow_goodput
     share_sigma: float = 0.0  # NetworkModel.share_sigma
     window_gain: float = 0.0  # NetworkModel.window_gain
+    two_way_efficiency: float = 0.0  # NetworkModel.two_way_efficiency
     # (workers, n_ps, 2 directions, SHARE_DRAWS) float64: the k-th activation of worker w's
     # connection to PS i in direction d gets weight [w, i, d, k % SHARE_DRAWS]; all 1 (and last
     # axis 1) when share_sigma is 0. See share_weights.
@@ -175,6 +176,7 @@ def prepare_graph(
         multi_flow_goodput=float(network.multi_flow_goodput),
         share_sigma=float(network.share_sigma),
         window_gain=float(network.window_gain),
+        two_way_efficiency=float(network.two_way_efficiency),
         speed_blocks=blocks,
         worker_block=worker_block,
         worker_nic_bps=tuple(float(r) for r in worker_bandwidths_bps),

@@ -86,14 +86,33 @@ def _advance(links, d, t, mode):  # type: ignore[no-untyped-def]
 
 
 @inlined
-def _rates(links, d, mode, n_ps, R, W, link_bps, nic_bps, eta, hetnic, gain):  # type: ignore[no-untyped-def]
+def _link_cap(links, d, i, n_ps, R, W, link_bps, eta, twoway, count):  # type: ignore[no-untyped-def]
+    """What PS link ``i`` carries in direction ``d`` with ``count`` flows on it: with the two-way
+    loss (``twoway`` > 0) ``twoway x link_bps`` while the link's other direction carries a flow and
+    all of it otherwise; without, ``eta x link_bps`` once two or more flows share it
+    (``sharing.link_capacity``)."""
+    if twoway > 0.0:
+        busy = False
+        if n_ps == 1:
+            busy = links[N][1 - d] > 0
+        else:
+            isact = links[ISACT]
+            for w in range(W):
+                if isact[w * R + 2 + 3 * i - d]:  # slot 1 + 3i + (1 - d): the link's other direction
+                    busy = True
+        return link_bps * twoway if busy else link_bps
+    return link_bps * eta if count >= 2 else link_bps
+
+
+@inlined
+def _rates(links, d, mode, n_ps, R, W, link_bps, nic_bps, eta, hetnic, gain, twoway):  # type: ignore[no-untyped-def]
     """Weighted water-filling as ``sharing.water_fill``; when uniform simply ``min(cap/n, NIC)``;
     when proportional the level ``cap / total weight`` (and a re-base of the virtual time).
     With a window gain (``gain`` > 0, always the general mode) each flow's window cap
     (``_flow_cap``) is a constraint too, taken after the links and NICs as the reference does."""
     n = links[N][d]
     if mode == PROPORTIONAL:
-        level = (link_bps * eta if n >= 2 else link_bps) / links[TOTW][d]
+        level = _link_cap(links, d, 0, 1, R, W, link_bps, eta, twoway, n) / links[TOTW][d]
         links[LEVEL][d] = level
         vt = links[VT][d]
         if vt > level * _REBASE_S:
@@ -103,8 +122,7 @@ def _rates(links, d, mode, n_ps, R, W, link_bps, nic_bps, eta, hetnic, gain):  #
             links[VT][d] = 0.0
         return
     if mode == UNIFORM:
-        cap = link_bps * eta if n >= 2 else link_bps
-        r = cap / n
+        r = _link_cap(links, d, 0, 1, R, W, link_bps, eta, twoway, n) / n
         if nic_bps < r:
             r = nic_bps
         links[URATE][d] = r
@@ -116,7 +134,7 @@ def _rates(links, d, mode, n_ps, R, W, link_bps, nic_bps, eta, hetnic, gain):  #
             total += wgt[d, j]  # exact in any order (inputs.draw_share_weights)
             if wgt[d, j] > wmax:
                 wmax = wgt[d, j]
-        level = (link_bps * eta if n >= 2 else link_bps) / total
+        level = _link_cap(links, d, 0, 1, R, W, link_bps, eta, twoway, n) / total
         nic_level = nic_bps / wmax
         if hetnic:  # each flow's own NIC, as the reference's first round compares them
             act, nic = links[ACT], links[NIC]
@@ -132,7 +150,7 @@ def _rates(links, d, mode, n_ps, R, W, link_bps, nic_bps, eta, hetnic, gain):  #
         count = 0
         for w in range(W):
             count += isact[w * R + 1 + 3 * i + d]
-        rem_link[i] = link_bps * eta if count >= 2 else link_bps
+        rem_link[i] = _link_cap(links, d, i, n_ps, R, W, link_bps, eta, twoway, count)
     nic = links[NIC]
     for w in range(W):
         rem_nic[w] = nic[w]
@@ -182,11 +200,12 @@ def _rates(links, d, mode, n_ps, R, W, link_bps, nic_bps, eta, hetnic, gain):  #
 
 
 @inlined
-def other_direction_may_change(links, d, now, mode, gain):  # type: ignore[no-untyped-def]
+def other_direction_may_change(links, d, now, mode, gain, twoway):  # type: ignore[no-untyped-def]
     """After direction ``d``'s flows changed at ``now``: with window caps (``gain`` > 0) the other
-    direction's caps may now bind or stop binding (``_flow_cap``), so it is advanced to ``now``
-    and its rates marked for recomputing."""
-    if gain > 0.0:
+    direction's caps may now bind or stop binding (``_flow_cap``), with the two-way loss
+    (``twoway`` > 0) its capacity may change (``_link_cap``), so it is advanced to ``now`` and its
+    rates marked for recomputing."""
+    if gain > 0.0 or twoway > 0.0:
         _advance(links, 1 - d, now, mode)
         links[DIRTY][1 - d] = 1
 

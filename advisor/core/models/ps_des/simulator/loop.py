@@ -11,7 +11,7 @@ back to back; ``spans[p, g]`` is ``plan.chain_spans`` for profile step p and gro
 operation, ``rand_keys[0, sampled[w, step], tindex[g]]``; ``cap``: steps per worker the arrays hold; ``mode``: how link rates are kept, general,
 uniform or proportional, see ``kernel.py``; ``sync``: replicas to aggregate, 0 for asynchronous; ``hetnic``: the
 workers' NIC rates differ, ``links[NIC]``);
-``fpar = [link_bps, nic_bps, win_bits, request_queue_s, multi_flow_goodput]``;
+``fpar = [link_bps, nic_bps, win_bits, request_queue_s, multi_flow_goodput, window_gain, two_way_efficiency]``;
 ``ws = (pending, finished, kstep, served, step_ends, start_s, pause_t, round, fifo, sync,
 updates)``: per worker, then the synchronous PS's state (``reference.py`` states the rules):
 each worker's round, the workers waiting for the update in order (then, once it is applied,
@@ -72,7 +72,7 @@ SEQ, EVENTS, TL_LEN, PAUSED, STALLED = 0, 1, 2, 3, 4  # ctr
 LIMIT, RESUMABLE, RESUME, UNIFORM, SYNC = 7, 8, 9, 10, 11  # ipar (UNIFORM: the rate mode, kernel.py), after [W, R, n_ps, cap, keys, record, G]
 HETNIC = 12  # ipar
 GSTEP, FRESH, NWAIT, NUPD, NSTART = 0, 1, 2, 3, 4  # ws[9], the synchronous PS's counters
-RQ, ETA, WGAIN = 3, 4, 5  # fpar, after [link_bps, nic_bps, win_bits]
+RQ, ETA, WGAIN, TWOWAY = 3, 4, 5, 6  # fpar, after [link_bps, nic_bps, win_bits]
 
 
 @inlined
@@ -143,7 +143,7 @@ def _start_chunk(q, w, s, g, now, graph, ipar, fpar, ws, ch, ev, links, ctr):  #
         served[w, g] = 1
     d = (s - 1) % 3
     _add_flow(links, d, q, now, size, ctr[SEQ], activate(links, q, now, graph[16], fpar[WGAIN]), ipar[UNIFORM])
-    other_direction_may_change(links, d, now, ipar[UNIFORM], fpar[WGAIN])
+    other_direction_may_change(links, d, now, ipar[UNIFORM], fpar[WGAIN], fpar[TWOWAY])
 
 
 @inlined
@@ -252,7 +252,8 @@ def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-u
             if dirty[d]:
                 dirty[d] = 0
                 if act_n[d] > 0:
-                    _rates(links, d, uni, n_ps, R, W, fpar[0], fpar[1], fpar[ETA], ipar[HETNIC], fpar[WGAIN])
+                    _rates(links, d, uni, n_ps, R, W, fpar[0], fpar[1], fpar[ETA], ipar[HETNIC], fpar[WGAIN],
+                           fpar[TWOWAY])
                     _next_completion(links, d, uni)
         src, best_t, best_s = -1, np.inf, 0
         if en[0] > 0:
@@ -287,7 +288,7 @@ def run(graph, ipar, fpar, ws, ch, qs, ev, links, ctr, tl):  # type: ignore[no-u
             links[CONN_RATE][q] = links[RATE][src, links[APOS][q]]  # the window a next activation keeps
             _remove_flow(links, src, q, uni)
             links[CONN_LAST][q] = now
-            other_direction_may_change(links, src, now, uni, fpar[WGAIN])
+            other_direction_may_change(links, src, now, uni, fpar[WGAIN], fpar[TWOWAY])
             busy[q] = 0
             last, start = clast[q] == 1, cstart[q]
         if completes:

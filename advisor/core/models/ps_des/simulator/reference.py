@@ -178,12 +178,17 @@ class ReferenceSimulation:
     def _rates(self) -> list[float]:
         """Rate of each in-service chunk: bits/s on a link, 1 (s/s) for computation."""
         rates = [1.0] * len(self.in_service)
+        busy: tuple[set[int], set[int]] = (set(), set())  # per direction, the PS links carrying a flow
+        for c in self.in_service:
+            if self._is_flow(c):
+                busy[self._dir(c.slot)].add(self.inp.ps_of(c.slot))
         for direction in (0, 1):
             idx = [j for j, c in enumerate(self.in_service) if self._is_flow(c) and self._dir(c.slot) == direction]
             flows = [(self.in_service[j].worker, self.inp.ps_of(self.in_service[j].slot)) for j in idx]
             weights = [self.in_service[j].weight for j in idx]
             caps = [self._cap(self.in_service[j]) for j in idx] if self.inp.window_gain > 0 else None
-            shares = water_fill(flows, self.inp.link_bps, self.nics, weights, self.inp.multi_flow_goodput, caps)
+            two_way = (self.inp.two_way_efficiency, busy[1 - direction]) if self.inp.two_way_efficiency > 0 else None
+            shares = water_fill(flows, self.inp.link_bps, self.nics, weights, self.inp.multi_flow_goodput, caps, two_way)
             for j, r in zip(idx, shares):
                 rates[j] = r
                 self.in_service[j].rate = r

@@ -34,7 +34,7 @@ shortcut for one PS when no NIC binds), gets bit-identical rates.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 
 def water_fill(
@@ -44,12 +44,14 @@ def water_fill(
     weights: Sequence[float] | None = None,
     multi_flow_goodput: float = 1.0,
     caps: Sequence[float] | None = None,
+    two_way: tuple[float, Collection[int]] | None = None,
 ) -> list[float]:
     """Weighted max-min fair rate of each flow ``(worker, ps)`` in one direction, in bits/s.
 
     At most one flow per (worker, ps): a worker has one connection to each server.
     ``nic_bps`` is every worker's NIC rate, or a sequence of them indexed by worker.
-    ``caps``: each flow's own cap (``math.inf`` for none).
+    ``caps``: each flow's own cap (``math.inf`` for none). ``two_way``: (efficiency, the PS whose
+    link carries data in the other direction), the two-way loss (``link_capacities``).
     """
     n = len(flows)
     rates = [0.0] * n
@@ -60,7 +62,7 @@ def water_fill(
     nics = sorted({w for w, _ in flows})
     on_link = {i: sorted((w, j) for j, (w, p) in enumerate(flows) if p == i) for i in links}
     on_nic = {w: sorted((p, j) for j, (x, p) in enumerate(flows) if x == w) for w in nics}
-    rem_link = {i: link_bps * multi_flow_goodput if len(on_link[i]) >= 2 else link_bps for i in links}
+    rem_link = {i: link_capacity(link_bps, len(on_link[i]), multi_flow_goodput, two_way, i) for i in links}
     rem_nic = {w: float(nic_bps) if isinstance(nic_bps, (int, float)) else float(nic_bps[w]) for w in nics}
     frozen = [False] * n
     left = n
@@ -86,6 +88,17 @@ def water_fill(
             rem_link[ps] = max(rem_link[ps] - rates[j], 0.0)
             rem_nic[w] = max(rem_nic[w] - rates[j], 0.0)
     return rates
+
+
+def link_capacity(link_bps: float, flows: int, multi_flow_goodput: float,
+                  two_way: tuple[float, Collection[int]] | None, ps: int) -> float:
+    """What PS link ``ps`` carries in one direction with ``flows`` flows on it: with the two-way loss
+    ``efficiency x link_bps`` while the link's other direction carries data and all of it otherwise,
+    however many flows; without, ``multi_flow_goodput x link_bps`` once two or more share it."""
+    if two_way is not None:
+        efficiency, reverse_busy = two_way
+        return link_bps * efficiency if ps in reverse_busy else link_bps
+    return link_bps * multi_flow_goodput if flows >= 2 else link_bps
 
 
 def _level(rem: float, members: list[tuple[int, int]], frozen: list[bool], weight: list[float]) -> tuple[float, list[int]]:
