@@ -59,7 +59,7 @@ def test_the_model_setting_and_its_parameters_reach_the_predictor() -> None:
     assert build_request(params).model == ModelChoice("li2020-des+contention", {
         "congestion_control": "unknown", "engine": "compiled", "multi_flow_goodput": 0.85,
         "multi_ps_flow_goodput": 1.0, "queue_s": None, "ps_placement": "round-robin",
-        "share_sigma": 0.3, "window_gain": 0.0})  # model_params win over the contention setting
+        "share_sigma": 0.3, "two_way_loss": False, "window_gain": 0.0})  # model_params win over the contention setting
     assert build_request(_params(model="lin2018-mva", share_sigma=0.5)).model == ModelChoice("lin2018-mva", {})
 
 
