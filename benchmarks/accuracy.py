@@ -24,8 +24,8 @@ import statistics
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from advisor.core.advice import Advice, AdviceRequest, Overhead, advise
 from advisor.core.bandwidth import estimate_bandwidth

@@ -54,6 +54,10 @@ gives the product's defaults and the evidence for them):
   round trip is long only while its acknowledgements wait in the other direction's queue behind
   that flow's data (docs/contention-model.md, section 8, measured it). Caps are a third kind of
   constraint in the water-filling (``sharing.water_fill``).
+- **The two-way loss** (``two_way_efficiency`` = e > 0, experimental: no model's default). A PS
+  link direction has capacity ``e x link_bps`` while any flow uses the other direction of the same
+  link, and ``link_bps`` otherwise, however many flows share it; the multi-flow goodput is not
+  used. A direction's rates are recomputed whenever the other direction's flows change.
 
 Heterogeneous workers (``inputs.py``): a worker's speed only selects which durations it reads;
 its NIC rate (``SimInputs.nic_of``) is its own constraint in the water-filling.

@@ -14,7 +14,7 @@ constraint with the smallest level ``remaining capacity / sum of its unfrozen fl
 With equal weights, one PS and ``nic_bps >= link_bps`` this is exactly B/n per flow; with 2 PS
 it is the paper's rule (tests show both).
 
-Three departures from equal sharing, all off by default (``NetworkModel``):
+Four departures from equal sharing, all off by default (``NetworkModel``):
 
 - **weights** (``share_sigma``): TCP connections that share a bottleneck do not get equal
   shares over the few hundred milliseconds of a transfer; the testbed's workers differ by up
@@ -25,7 +25,10 @@ Three departures from equal sharing, all off by default (``NetworkModel``):
   nominal rate where one flow gets about 95 %);
 - **caps** (``window_gain``): a flow may carry a cap of its own (its connection's window over
   the round trip, ``reference.py`` says when), a third kind of constraint with that flow alone
-  on it, taken after the links and NICs at an equal level, flows in order.
+  on it, taken after the links and NICs at an equal level, flows in order;
+- **the two-way loss** (``two_way``, experimental, no model's default): in place of the
+  multi-flow goodput, a PS link direction carries ``efficiency x link_bps`` while the link's other
+  direction carries data and its whole rate otherwise, however many flows (``link_capacity``).
 
 The weights lie on a 2**-20 grid (``inputs.draw_share_weights``), so their sums are exact in
 any order, and the compiled engine, which mirrors this arithmetic step for step (with a
@@ -51,7 +54,7 @@ def water_fill(
     At most one flow per (worker, ps): a worker has one connection to each server.
     ``nic_bps`` is every worker's NIC rate, or a sequence of them indexed by worker.
     ``caps``: each flow's own cap (``math.inf`` for none). ``two_way``: (efficiency, the PS whose
-    link carries data in the other direction), the two-way loss (``link_capacities``).
+    link carries data in the other direction), the two-way loss (``link_capacity``).
     """
     n = len(flows)
     rates = [0.0] * n
