@@ -43,7 +43,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import netns_testbed as testbed  # scripts/netns_testbed.py, beside this script
@@ -89,24 +89,54 @@ def serve_worker(port: int) -> None:
                     conn.sendall(bytes(size))
 
 
+class Transfers:
+    """The PS's end of one size of transfer, over a worker's connection (``serve_worker``)."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.header, self.payload = size, size.to_bytes(8, "big"), bytes(size)
+
+    def pull(self, conn: socket.socket) -> None:
+        """Send ``size`` bytes to the worker; return when it says all arrived."""
+        conn.sendall(b"P" + self.header + self.payload)
+        _recv_exactly(conn, 1)
+
+    def push(self, conn: socket.socket) -> None:
+        """Ask the worker for ``size`` bytes; return when all arrived."""
+        conn.sendall(b"U" + self.header)
+        _recv_exactly(conn, self.size)
+
+
+def _together(loops: Sequence[Callable[[], None]]) -> None:
+    """Run each of ``loops`` in a thread of its own, and wait for all."""
+    threads = [threading.Thread(target=loop) for loop in loops]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def _quit(conns: Iterable[socket.socket]) -> None:
+    """Tell each worker's end to stop, and close the connections."""
+    for conn in conns:
+        conn.sendall(b"Q" + bytes(8))
+        conn.close()
+
+
 def conduct(a: str, b: str, size: int, rounds: int, warmup: int, gap_s: float) -> dict[str, list[float]]:
     """The PS's end: per round, a pull to ``a`` alone, a push from ``b`` alone, then both at once;
     each transfer's time in seconds, per kind (``pull``, ``push``, ``pull_both``, ``push_both``)."""
     pull = socket.create_connection((a, PORT))
     push = socket.create_connection((b, PORT))
-    payload = bytes(size)
-    header = size.to_bytes(8, "big")
+    transfers = Transfers(size)
 
     def do_pull() -> float:
         t0 = time.perf_counter()
-        pull.sendall(b"P" + header + payload)
-        _recv_exactly(pull, 1)
+        transfers.pull(pull)
         return time.perf_counter() - t0
 
     def do_push() -> float:
         t0 = time.perf_counter()
-        push.sendall(b"U" + header)
-        _recv_exactly(push, size)
+        transfers.push(push)
         return time.perf_counter() - t0
 
     times: dict[str, list[float]] = {"pull": [], "push": [], "pull_both": [], "push_both": []}
@@ -129,9 +159,7 @@ def conduct(a: str, b: str, size: int, rounds: int, warmup: int, gap_s: float) -
             times["pull_both"].append(both["pull"])
             times["push_both"].append(both["push"])
         time.sleep(gap_s)
-    for conn in (pull, push):
-        conn.sendall(b"Q" + bytes(8))
-        conn.close()
+    _quit((pull, push))
     return times
 
 
@@ -140,15 +168,12 @@ def alternate(a: str, b: str, size: int, rounds: int, warmup: int, gap_s: float)
     worker A alone, then both with B started half a cycle later; each cycle's end time per kind
     (``alone``, ``a``, ``b``), so that the cycles and the phase between the workers can be read."""
     conns = {w: socket.create_connection((addr, PORT)) for w, addr in (("a", a), ("b", b))}
-    payload = bytes(size)
-    header = size.to_bytes(8, "big")
+    transfers = Transfers(size)
 
     def cycle(conn: socket.socket) -> None:
-        conn.sendall(b"P" + header + payload)
-        _recv_exactly(conn, 1)
+        transfers.pull(conn)
         time.sleep(gap_s)
-        conn.sendall(b"U" + header)
-        _recv_exactly(conn, size)
+        transfers.push(conn)
 
     ends: dict[str, list[float]] = {"alone": [], "a": [], "b": []}
     for _ in range(warmup + rounds):
@@ -162,14 +187,8 @@ def alternate(a: str, b: str, size: int, rounds: int, warmup: int, gap_s: float)
             cycle(conns[w])
             ends[w].append(time.perf_counter())
 
-    threads = [threading.Thread(target=loop, args=("a", 0.0)), threading.Thread(target=loop, args=("b", period / 2))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for conn in conns.values():
-        conn.sendall(b"Q" + bytes(8))
-        conn.close()
+    _together([functools.partial(loop, "a", 0.0), functools.partial(loop, "b", period / 2)])
+    _quit(conns.values())
     return ends
 
 
@@ -182,8 +201,7 @@ def crowd(addresses: list[str], size: int, seconds: float, gap_s: float, mode: s
     it is "pull"), for ``seconds``: every worker's cycle end times."""
     pull, push = mode != "push", mode != "pull"
     conns = [socket.create_connection((address, PORT)) for address in addresses]
-    payload = bytes(size)
-    header = size.to_bytes(8, "big")
+    transfers = Transfers(size)
     ends: list[list[float]] = [[] for _ in conns]
     stop = time.perf_counter() + seconds
 
@@ -192,22 +210,14 @@ def crowd(addresses: list[str], size: int, seconds: float, gap_s: float, mode: s
         conn = conns[k]
         while time.perf_counter() < stop:
             if pull:
-                conn.sendall(b"P" + header + payload)
-                _recv_exactly(conn, 1)
+                transfers.pull(conn)
             time.sleep(gap_s)
             if push:
-                conn.sendall(b"U" + header)
-                _recv_exactly(conn, size)
+                transfers.push(conn)
             ends[k].append(time.perf_counter())
 
-    threads = [threading.Thread(target=loop, args=(k,)) for k in range(len(conns))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for conn in conns:
-        conn.sendall(b"Q" + bytes(8))
-        conn.close()
+    _together([functools.partial(loop, k) for k in range(len(conns))])
+    _quit(conns)
     return ends
 
 
@@ -217,8 +227,7 @@ def barrier(addresses: list[str], size: int, seconds: float, gap_s: float) -> li
     synchronous update), for ``seconds``: per worker, each round's [pull start, pull end, push
     start, push end]."""
     conns = [socket.create_connection((address, PORT)) for address in addresses]
-    payload = bytes(size)
-    header = size.to_bytes(8, "big")
+    transfers = Transfers(size)
     rounds: list[list[list[float]]] = [[] for _ in conns]
     stop = time.perf_counter() + seconds
     done = threading.Event()
@@ -236,23 +245,15 @@ def barrier(addresses: list[str], size: int, seconds: float, gap_s: float) -> li
             if done.is_set():
                 return
             t0 = time.perf_counter()
-            conn.sendall(b"P" + header + payload)
-            _recv_exactly(conn, 1)
+            transfers.pull(conn)
             t1 = time.perf_counter()
             time.sleep(gap_s)
             t2 = time.perf_counter()
-            conn.sendall(b"U" + header)
-            _recv_exactly(conn, size)
+            transfers.push(conn)
             rounds[k].append([t0, t1, t2, time.perf_counter()])
 
-    threads = [threading.Thread(target=loop, args=(k,)) for k in range(len(conns))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for conn in conns:
-        conn.sendall(b"Q" + bytes(8))
-        conn.close()
+    _together([functools.partial(loop, k) for k in range(len(conns))])
+    _quit(conns)
     return rounds
 
 
