@@ -50,3 +50,22 @@ def des_choice(contention: "Contention | None" = None, *, equal_shares: bool = F
     from advisor.core.models.ps_des.model import contention_choice
 
     return contention_choice(None if equal_shares else contention or Contention())
+
+
+def pull_push_pair_ends(engine: Any, network: Any) -> dict[tuple[int, int, str], float]:
+    """Two workers on one PS, a step of one pull and one push of 8e5 bits each (0.1 s alone on an
+    8 Mbit/s link), no compute, worker 1 starting 50 ms after worker 0, two steps each, simulated by
+    ``engine`` (``simulate_reference`` or ``simulate_fast``) on ``network``: each transfer's end
+    time by (worker, step, "pull" or "push"), for timelines worked out by hand."""
+    from advisor.core.models.ps_des.simulator.inputs import prepare
+    from advisor.core.sim_types import SimulationSettings
+
+    profile = build_profile(job=dict(batch_size=1, parameter_servers=1), ops=[
+        dict(name="pull", resource="downlink", ps=0, bytes=100_000, deps=[]),
+        dict(name="push", resource="uplink", ps=0, bytes=100_000, deps=["pull"])],
+        steps=[dict(index=0, start_us=[0.0, 0.0], duration_us=[0.0, 0.0])])
+    sim = SimulationSettings(workers=2, steps=2, warmup_steps=0, seed=0, start_offsets_s=(0.0, 0.05),
+                             record_timeline=True)
+    result = engine(profile, prepare(profile, network, sim), True)
+    assert result.timeline is not None
+    return {(e.worker, e.step, e.op): e.end_s for e in result.timeline}

@@ -11,13 +11,12 @@ import pytest
 from advisor.core.models.ps_des.contention import CongestionControl
 from advisor.core.models.ps_des.model import ContentionParams, PsDes
 from advisor.core.models.ps_des.simulator.fast import simulate_fast
-from advisor.core.models.ps_des.simulator.inputs import prepare
 from advisor.core.models.ps_des.simulator.reference import simulate_reference
 from advisor.core.models.ps_des.simulator.sharing import link_capacity, water_fill
 from advisor.core.models.ps_des.two_way import PROBED
 from advisor.core.models.protocol import ModelInputs
-from advisor.core.profile import build_profile
-from advisor.core.sim_types import NetworkModel, SimulationSettings, SimulationSettingsError
+from advisor.core.sim_types import NetworkModel, SimulationSettingsError
+from tests.factories import pull_push_pair_ends
 
 
 def test_a_direction_loses_only_while_the_other_direction_carries_data() -> None:
@@ -51,16 +50,8 @@ HAND = {(0, 0, "pull"): 0.15, (1, 0, "pull"): 0.25, (0, 0, "push"): 0.35, (1, 0,
 
 @pytest.mark.parametrize("engine", [simulate_reference, simulate_fast])
 def test_two_workers_by_hand(engine) -> None:  # type: ignore[no-untyped-def]
-    profile = build_profile(job=dict(batch_size=1, parameter_servers=1), ops=[
-        dict(name="pull", resource="downlink", ps=0, bytes=100_000, deps=[]),
-        dict(name="push", resource="uplink", ps=0, bytes=100_000, deps=["pull"])],
-        steps=[dict(index=0, start_us=[0.0, 0.0], duration_us=[0.0, 0.0])])
-    sim = SimulationSettings(workers=2, steps=2, warmup_steps=0, seed=0, start_offsets_s=(0.0, 0.05),
-                             record_timeline=True)
     network = NetworkModel(bandwidth_bps=8e6, multi_flow_goodput=0.5, two_way_efficiency=0.5)  # eta unused
-    result = engine(profile, prepare(profile, network, sim), True)
-    assert result.timeline is not None
-    assert {(e.worker, e.step, e.op): e.end_s for e in result.timeline} == pytest.approx(HAND, abs=1e-8)
+    assert pull_push_pair_ends(engine, network) == pytest.approx(HAND, abs=1e-8)
 
 
 def test_the_setting_is_checked_and_off_unless_asked_for() -> None:

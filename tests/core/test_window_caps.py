@@ -9,13 +9,12 @@ import pytest
 
 from advisor.core.models.ps_des.contention import Contention
 from advisor.core.models.ps_des.simulator.fast import simulate_fast
-from advisor.core.models.ps_des.simulator.inputs import prepare
 from advisor.core.models.ps_des.simulator.reference import simulate_reference
 from advisor.core.models.ps_des.simulator.sharing import water_fill
 from advisor.core.models.ps_des.sync import SYNC_WINDOW_GAIN, SyncContentionParams
 from advisor.core.models.ps_des.model import ContentionParams
-from advisor.core.profile import build_profile
-from advisor.core.sim_types import NetworkModel, SimulationSettings, SimulationSettingsError
+from advisor.core.sim_types import NetworkModel, SimulationSettingsError
+from tests.factories import pull_push_pair_ends
 
 
 def test_a_cap_is_a_constraint_of_its_own_flow_and_leaves_the_rest_to_the_others() -> None:
@@ -49,15 +48,7 @@ HAND = {0.0: {(0, 0, "pull"): 0.15, (1, 0, "pull"): 0.2, (0, 0, "push"): 0.3, (1
 @pytest.mark.parametrize("gain", sorted(HAND))
 @pytest.mark.parametrize("engine", [simulate_reference, simulate_fast])
 def test_a_connection_keeps_its_window_while_the_other_direction_is_busy(engine, gain: float) -> None:  # type: ignore[no-untyped-def]
-    profile = build_profile(job=dict(batch_size=1, parameter_servers=1), ops=[
-        dict(name="pull", resource="downlink", ps=0, bytes=100_000, deps=[]),
-        dict(name="push", resource="uplink", ps=0, bytes=100_000, deps=["pull"])],
-        steps=[dict(index=0, start_us=[0.0, 0.0], duration_us=[0.0, 0.0])])
-    sim = SimulationSettings(workers=2, steps=2, warmup_steps=0, seed=0, start_offsets_s=(0.0, 0.05),
-                             record_timeline=True)
-    result = engine(profile, prepare(profile, NetworkModel(bandwidth_bps=8e6, window_gain=gain), sim), True)
-    assert result.timeline is not None
-    ends = {(e.worker, e.step, e.op): e.end_s for e in result.timeline}
+    ends = pull_push_pair_ends(engine, NetworkModel(bandwidth_bps=8e6, window_gain=gain))
     assert ends == pytest.approx(HAND[gain], abs=1e-8)
 
 
