@@ -2,7 +2,7 @@
 
     python -m benchmarks.two_way
 
-No simulation (under a second). Two tables:
+No simulation (under a second). Three tables:
 
 - **Alternation** (``probe.json``, ``scripts/probe_two_way.py --alternate``): per probe run the
   efficiency of an overlapped transfer (``two_way.efficiency_of_cycles``) and whether it held the
