@@ -2,7 +2,7 @@
 
     python -m benchmarks.two_way
 
-No simulation (under a second). Three tables:
+No simulation (about a second). Four tables:
 
 - **Alternation** (``probe.json``, ``scripts/probe_two_way.py --alternate``): per probe run the
   efficiency of an overlapped transfer (``two_way.efficiency_of_cycles``) and whether it held the
@@ -16,15 +16,23 @@ No simulation (under a second). Three tables:
 - **Bursts** (``barrier.json``, ``--crowd-modes barrier``): W synthetic workers in lockstep, as a
   synchronous update's barrier makes them: all pull at once, each idles and pushes, the next round
   when every push has arrived; what a burst of W transfers in one direction gets of the link.
+- **Turns** (``turns.json``, ``--crowd-modes turns pull-turns``): W synthetic workers that take
+  turns, one pull and one push on the link at a time, then pulling only, one at a time; each
+  direction's data rate as a share of the link, beside the real round-robin 2-PS MLP runs
+  (``tests/data/ps-traces``, the weights' PS link), each with its order parameter R1 (near 0:
+  the workers took turns).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import statistics
+from collections.abc import Sequence
 
 from advisor.core.models.ps_des.arrangements import MIDDLE_SHARE
 from advisor.core.models.ps_des.two_way import PROBED, efficiency_of_cycles
+from benchmarks.multi_ps_accuracy import PLACEMENTS, TWO_PS, measured_runs, order_parameter, random_order_parameter
 from benchmarks.paths import PS_ASYNC_DATA, REPO
 
 DATA = REPO / "tests" / "data" / "two-way"
@@ -67,6 +75,36 @@ def bursts() -> dict[tuple[str, int], list[tuple[float, float]]]:
     return found
 
 
+def turns() -> dict[tuple[str, int], list[tuple[float, float]]]:
+    """Per turns setting and W, each run's (each direction's share taking turns both ways, one way)."""
+    runs = json.loads((DATA / "turns.json").read_text())["results"]
+    one_way = [r for r in runs if not r["push"]]
+    found: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for both, one in zip((r for r in runs if r["push"]), one_way, strict=True):
+        if (both["setting"], both["workers"]) != (one["setting"], one["workers"]):
+            raise ValueError(f"turns.json: {both['setting']} W={both['workers']} has no one-way run after it")
+        found.setdefault((both["setting"], both["workers"]), []).append(
+            (both["direction_share"], one["direction_share"]))
+    return found
+
+
+def real_turns(workers: Sequence[int] = (3, 4)) -> list[tuple[str, int, float, float]]:
+    """The real round-robin 2-PS MLP runs at ``workers`` (and the W = 3 placement runs that kept
+    the round-robin placement): (run, W, R1, each direction's data rate on the weights' PS link as
+    a share of 100 Mbit/s)."""
+    paths = [*measured_runs(TWO_PS["round-robin"]), *sorted(PLACEMENTS.glob("round-robin.r*.measured.json.gz"))]
+    rows = []
+    for path in paths:
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+        skip = int(doc["meta"].get("window_skips_steps", 20))
+        for r in doc["results"]:
+            if int(r["W"]) in workers:
+                share = float(r["thr_window"]) / MLP_BATCH * MLP_BYTES * 8 / 100e6
+                rows.append((path.name.removesuffix(".measured.json.gz"), int(r["W"]),
+                             order_parameter(r["step_log"], skip), share))
+    return rows
+
+
 def main() -> None:
     print("alternation: two synthetic workers half a cycle apart (probe.json)")
     print(f"{'setting':28s} {'middle share':>12s} {'efficiency':>10s}  counted")
@@ -95,6 +133,16 @@ def main() -> None:
     for (setting, workers), runs in bursts().items():
         pulls, pushes = ("/".join(f"{run[i]:.3f}" for run in runs) for i in (0, 1))
         print(f"{setting:28s} {workers:2d} {pulls:>16s} {pushes:>17s}")
+    print("\nturns: W synthetic workers taking turns, one transfer each way at a time (turns.json); each "
+          "direction's data rate / link, both ways, then one way only")
+    print(f"{'setting':28s} {'W':>2s} {'both ways (each run)':>20s} {'one way (each run)':>18s}")
+    for (setting, workers), turned in turns().items():
+        both_ways, one_way = ("/".join(f"{run[i]:.3f}" for run in turned) for i in (0, 1))
+        print(f"{setting:28s} {workers:2d} {both_ways:>20s} {one_way:>18s}")
+    print("the real round-robin 2-PS MLP (cubic, 100 ms queue), the weights' PS link; R1 near 0: turns "
+          f"(random phases: {random_order_parameter(3):.2f} at W = 3, {random_order_parameter(4):.2f} at W = 4)")
+    for run, workers, r1, share in real_turns():
+        print(f"{run:28s} {workers:2d} R1 {r1:4.2f}  each direction {share:.3f}")
 
 
 if __name__ == "__main__":

@@ -18,8 +18,9 @@ mean time of a transfer while the other direction is busy over its mean time alo
 ``--alternate``: two synthetic workers, each a loop of pull, idle gap, push, half a cycle apart:
 the efficiency an overlapped transfer keeps in the alternating arrangement (what
 ``two_way.PROBED`` ships). ``--crowd W ...``: W such workers at random phases, then the same W
-pulling only (and, with ``--crowd-modes``, pushing only): what each direction of the link
-carries, beside the real runs' saturation (``benchmarks/two_way.py``).
+pulling only (and, with ``--crowd-modes``, pushing only, in lockstep behind a barrier, or taking
+turns one transfer each way at a time): what each direction of the link carries, beside the real
+runs (``benchmarks/two_way.py``).
 
 Run as root (namespaces, tc), on a quiet machine; about 20 s a setting (tests/data/two-way/README.md
 has the commands that recorded its files):
@@ -33,6 +34,7 @@ the end, also on failure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -192,14 +194,17 @@ def alternate(a: str, b: str, size: int, rounds: int, warmup: int, gap_s: float)
     return ends
 
 
-CROWD_MODES = ("pull+push", "pull", "push", "barrier")
+CROWD_MODES = ("pull+push", "pull", "push", "barrier", "turns", "pull-turns")
 
 
 def crowd(addresses: list[str], size: int, seconds: float, gap_s: float, mode: str) -> list[list[float]]:
     """The PS's end of len(addresses) synthetic workers at random phases (each starts within its
     first cycle), each a loop of pull (unless ``mode`` is "push"), ``gap_s`` idle and push (unless
-    it is "pull"), for ``seconds``: every worker's cycle end times."""
-    pull, push = mode != "push", mode != "pull"
+    it is "pull"), for ``seconds``: every worker's cycle end times. "turns": pulling and pushing,
+    one pull at a time and one push at a time (a lock per direction), the arrangement in which
+    workers take turns on the link; "pull-turns": one pull at a time, no pushes."""
+    pull, push = mode != "push", mode not in ("pull", "pull-turns")
+    one_at_a_time = {"pull": threading.Lock(), "push": threading.Lock()} if "turns" in mode else {}
     conns = [socket.create_connection((address, PORT)) for address in addresses]
     transfers = Transfers(size)
     ends: list[list[float]] = [[] for _ in conns]
@@ -210,10 +215,12 @@ def crowd(addresses: list[str], size: int, seconds: float, gap_s: float, mode: s
         conn = conns[k]
         while time.perf_counter() < stop:
             if pull:
-                transfers.pull(conn)
+                with one_at_a_time.get("pull", contextlib.nullcontext()):
+                    transfers.pull(conn)
             time.sleep(gap_s)
             if push:
-                transfers.push(conn)
+                with one_at_a_time.get("push", contextlib.nullcontext()):
+                    transfers.push(conn)
             ends[k].append(time.perf_counter())
 
     _together([functools.partial(loop, k) for k in range(len(conns))])
@@ -324,11 +331,8 @@ def probe_crowd(setting: str, workers: int, mode: str, seconds: float) -> dict[s
         pull, push = burst_efficiency(ends, int(size), float(mbit))
         return common | {"barrier": True, "burst_efficiency": {"pull": pull, "push": push}, "rounds_s": ends}
     rate, share = utilisation(ends, int(size), float(mbit))
-    return {"setting": setting, "mode": "crowd", "workers": workers, "pull": mode != "push", "push": mode != "pull",
-            "congestion_control": cc,
-            "queue_ms": float(queue_ms), "mbit": float(mbit), "bytes": int(size), "gap_s": gap_s,
-            "seconds": seconds, "load_1min": os.getloadavg()[0], "cycles_per_s": rate, "direction_share": share,
-            "ends_s": ends}
+    return common | {"pull": mode != "push", "push": mode not in ("pull", "pull-turns"), "cycles_per_s": rate,
+                     "direction_share": share, "ends_s": ends} | ({"turns": True} if "turns" in mode else {})
 
 
 def probe(setting: str, rounds: int, warmup: int, gap_s: float, mode: str = "transfers") -> dict[str, object]:

@@ -162,3 +162,31 @@ def test_lockstep_bursts_lose_in_one_direction_about_what_the_synchronous_consta
     assert min(kept) < 0.8 < statistics.median(kept) < 0.95
     link_share = SyncContentionParams().multi_flow_goodput * DEFAULT_GOODPUT
     assert min(kept) <= link_share <= max(kept)
+
+
+def test_workers_taking_turns_keep_the_two_way_loss_in_plain_tcp_but_not_in_tensorflow() -> None:
+    """tests/data/two-way/turns.json against the round-robin 2-PS runs of tests/data/ps-traces:
+    plain-TCP workers that take turns (one pull and one push on the link at a time) still lose
+    what the two directions cost each other (under 0.80 of the link each way, where one way at a
+    time fills 0.86 or more), while the TensorFlow runs carried more the more evenly their
+    workers took turns (R1 falling), up to 0.92 (docs/contention-model.md section 7)."""
+    from benchmarks.two_way import real_turns, turns
+
+    probed = turns()
+    assert len(probed) == 4 and all(len(runs) == 2 for runs in probed.values())
+    for both, one_way in (run for runs in probed.values() for run in runs):
+        assert both < 0.80 and one_way >= 0.86
+    real = real_turns()
+    # one point by hand: mlp_ps2_bw100 at W = 3, 212.4 ex/s of batch 32, 1,736,744 bytes a step each way
+    assert ("mlp_ps2_bw100", 3) in {(run, w) for run, w, _, _ in real}
+    first = next(share for run, w, _, share in real if (run, w) == ("mlp_ps2_bw100", 3))
+    assert first == pytest.approx(212.4 / 32 * 1_736_744 * 8 / 100e6, rel=0.01)
+    cubic_turns = max(both for (setting, _), runs in probed.items() if setting.startswith("cubic/100/100")
+                      for both, _ in runs)
+    most_even = min(real, key=lambda row: row[2])
+    assert most_even[2] < 0.05 and most_even[3] > cubic_turns + 0.1
+    # the shares fall as R1 rises: every pair of runs ordered the same way but for small R1 gaps
+    for _, _, r1_a, share_a in real:
+        for _, _, r1_b, share_b in real:
+            if r1_b - r1_a >= 0.05:
+                assert share_a > share_b
