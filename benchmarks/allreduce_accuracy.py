@@ -129,16 +129,35 @@ def predict(folder: Path, *, steps: int = 1000, params: Mapping[str, Any] | None
 
 @cache
 def _predict(folder: Path, steps: int, params: tuple[tuple[str, Any], ...]) -> tuple[Row, ...]:
+    measured, _ = _load(folder)
+    points = sorted(measured["points"], key=lambda p: p["workers"])
+    curve = _profile_curve(folder, tuple(p["workers"] for p in points), steps, dict(params))
+    return tuple(_rows(folder.name, measured, points, curve))
+
+
+def _profile_curve(folder: Path, workers: Sequence[int], steps: int, params: Mapping[str, Any]) -> list[Any]:
+    """The ring model's points at ``workers`` from the configuration's own MWMS or DDP profile."""
     measured, profile = _load(folder)
     model = registry.get(MODEL)
     chosen = registry.params_for(model, dict(params))
     inputs = ModelInputs(profile=profile, recorded=profile,
                          network=NetworkModel(bandwidth_bps=float(measured["bandwidth_bps"])), goodput=DEFAULT_GOODPUT)
     model.check(inputs, chosen)
-    points = sorted(measured["points"], key=lambda p: p["workers"])
-    curve = predict_curve(model, inputs, chosen,
-                          CurveSettings(workers=tuple(p["workers"] for p in points), steps=steps, seed=1))
-    return tuple(_rows(folder.name, measured, points, curve))
+    return predict_curve(model, inputs, chosen, CurveSettings(workers=tuple(workers), steps=steps, seed=1))
+
+
+def _ps_trace_curve(folder: Path, workers: Sequence[int], steps: int, params: Mapping[str, Any],
+                    ps_data: Path = PS_DATA) -> list[Any]:
+    """The ring model's points at ``workers`` from the PS trace of the program ``folder`` measured
+    under MWMS (``PS_TRACES``), prepared as ``advisor predict TRACE --model ring-allreduce
+    --bandwidth RATE`` prepares it."""
+    measured, _ = _load(folder)
+    profile = _ps_trace(ps_data / f"{PS_TRACES[folder.name]}.trace.json.gz")
+    model = registry.get(MODEL)
+    settings = CurveSettings(workers=tuple(workers), steps=steps, seed=1)
+    network = NetworkModel(bandwidth_bps=float(measured["bandwidth_bps"]))
+    inputs = model_inputs(profile, AdviceRequest(network=network, curve=settings))
+    return predict_curve(model, inputs, registry.params_for(model, dict(params)), settings)
 
 
 def _rows(config: str, measured: Mapping[str, Any], points: Sequence[Mapping[str, Any]],
@@ -157,14 +176,8 @@ def predict_from_ps_trace(folder: Path, *, steps: int = 1000, params: Mapping[st
     if name is None:
         return []
     measured, _ = _load(folder)
-    profile = _ps_trace(ps_data / f"{name}.trace.json.gz")
-    model = registry.get(MODEL)
     points = sorted(measured["points"], key=lambda p: p["workers"])
-    settings = CurveSettings(workers=tuple(p["workers"] for p in points), steps=steps, seed=1)
-    # as `advisor predict TRACE --model ring-allreduce --bandwidth RATE` prepares a PS trace
-    network = NetworkModel(bandwidth_bps=float(measured["bandwidth_bps"]))
-    inputs = model_inputs(profile, AdviceRequest(network=network, curve=settings))
-    curve = predict_curve(model, inputs, registry.params_for(model, dict(params or {})), settings)
+    curve = _ps_trace_curve(folder, [p["workers"] for p in points], steps, params or {}, ps_data)
     return _rows(f"{folder.name} <- {name}", measured, points, curve)
 
 
@@ -307,11 +320,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--no-holdout", action="store_true", help="skip the held-out fits (faster)")
     parser.add_argument("--write", action="store_true",
                         help=f"ship {MODEL}'s measured error: split-conformal widths of the held-out residuals")
+    parser.add_argument("--write-predictions", type=lambda t: [int(w) for w in t.split(",")], metavar="W,...",
+                        help="before measuring these W: write each PS-program configuration's predictions at them "
+                             "(from its profile and from its PS trace) to predictions-w<first>-<last>.json, and stop")
     args = parser.parse_args(argv)
     params = {k: float(v) for k, v in (p.split("=", 1) for p in args.param)}
     folders = configs(args.data)
     if not folders:
         raise SystemExit(f"no configuration with profile.json.gz and measured.json under {args.data}")
+    if args.write_predictions:
+        for path in write_predictions([f for f in folders if f.name in PS_TRACES], args.write_predictions, args.steps):
+            print(f"wrote {path}")
+        return
     lat, share, err = gloo_probe_fit()
     print(f"gloo defaults from the lone all-reduce probe: latency_s {lat * 1e3:.3f} ms, two_way_share {share:.3f} "
           f"(mean |error| {err:.1%} over {len(GLOO_PROBE_MS)} timings)")
@@ -336,6 +356,28 @@ def main(argv: Sequence[str] | None = None) -> None:
 # the ring's regimes of W for its model error: W = 1 reduces nothing (the profile's own rate),
 # W >= 2 all-reduces
 ERROR_REGIMES: tuple[tuple[int, int | None], ...] = ((1, 1), (2, None))
+
+
+def predictions_path(folder: Path, workers: Sequence[int]) -> Path:
+    return folder / f"predictions-w{min(workers)}-{max(workers)}.json"
+
+
+def write_predictions(folders: Sequence[Path], workers: Sequence[int], steps: int = 1000) -> list[Path]:
+    """Each configuration's default predictions at ``workers``, from its own profile and from its
+    PS trace, written beside its measurements before those W are measured (``--write-predictions``),
+    so that they are scored as predictions the runs could not have shaped."""
+    written = []
+    for folder in folders:
+        doc = {"model": MODEL, "steps": steps, "seed": 1, "workers": list(workers),
+               "from_profile": [round(c.throughput, 3) for c in _profile_curve(folder, workers, steps, {})],
+               "from_ps_trace": [round(c.throughput, 3) for c in _ps_trace_curve(folder, workers, steps, {})],
+               "ps_trace": PS_TRACES[folder.name],
+               "command": f"python3 -m benchmarks.allreduce_accuracy --write-predictions "
+                          f"{','.join(map(str, workers))}"}
+        path = predictions_path(folder, workers)
+        path.write_text(json.dumps(doc, indent=1) + "\n")
+        written.append(path)
+    return written
 
 
 def write_error(rows: Sequence[Row]) -> None:
