@@ -197,13 +197,18 @@ def alternate(a: str, b: str, size: int, rounds: int, warmup: int, gap_s: float)
 CROWD_MODES = ("pull+push", "pull", "push", "barrier", "turns", "pull-turns")
 
 
+def moves(mode: str) -> tuple[bool, bool]:
+    """Whether the workers of a crowd mode pull, and whether they push."""
+    return mode != "push", mode not in ("pull", "pull-turns")
+
+
 def crowd(addresses: list[str], size: int, seconds: float, gap_s: float, mode: str) -> list[list[float]]:
     """The PS's end of len(addresses) synthetic workers at random phases (each starts within its
     first cycle), each a loop of pull (unless ``mode`` is "push"), ``gap_s`` idle and push (unless
     it is "pull"), for ``seconds``: every worker's cycle end times. "turns": pulling and pushing,
     one pull at a time and one push at a time (a lock per direction), the arrangement in which
     workers take turns on the link; "pull-turns": one pull at a time, no pushes."""
-    pull, push = mode != "push", mode not in ("pull", "pull-turns")
+    pull, push = moves(mode)
     one_at_a_time = {"pull": threading.Lock(), "push": threading.Lock()} if "turns" in mode else {}
     conns = [socket.create_connection((address, PORT)) for address in addresses]
     transfers = Transfers(size)
@@ -331,8 +336,9 @@ def probe_crowd(setting: str, workers: int, mode: str, seconds: float) -> dict[s
         pull, push = burst_efficiency(ends, int(size), float(mbit))
         return common | {"barrier": True, "burst_efficiency": {"pull": pull, "push": push}, "rounds_s": ends}
     rate, share = utilisation(ends, int(size), float(mbit))
-    return common | {"pull": mode != "push", "push": mode not in ("pull", "pull-turns"), "cycles_per_s": rate,
-                     "direction_share": share, "ends_s": ends} | ({"turns": True} if "turns" in mode else {})
+    pull, push = moves(mode)
+    return common | {"pull": pull, "push": push, "cycles_per_s": rate, "direction_share": share, "ends_s": ends} \
+        | ({"turns": True} if "turns" in mode else {})
 
 
 def probe(setting: str, rounds: int, warmup: int, gap_s: float, mode: str = "transfers") -> dict[str, object]:
