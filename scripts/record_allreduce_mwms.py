@@ -22,8 +22,9 @@ Run as root with the TensorFlow venv (never the main Python):
 writes ``tests/data/allreduce/<config>/profile.json.gz`` (the bundle the callback uploads, from a
 one-worker run in the same testbed), ``measured.json`` (examples/s per W, each worker's steps over
 its own span, summed: ``advisor.profiling.step_logs``; repeats and their spread) and
-``step_logs.json.gz`` (each run's step ends). ``--only profile`` / ``--only measure`` does one half. Namespaces are deleted at the
-end, also on failure.
+``step_logs.json.gz`` (each run's step ends, and each worker's CPU seconds over the measured
+steps, ``cpu_s``: what the host's cores spent on it). ``--only profile`` / ``--only measure`` does
+one half. Namespaces are deleted at the end, also on failure.
 """
 
 from __future__ import annotations
@@ -195,6 +196,7 @@ def run_task(args: argparse.Namespace) -> None:
         print(f"worker: bundle {len(bundle)} bytes -> {out}", flush=True)
         return
     ends: list[float] = []
+    cpu: list[float] = []  # this process's CPU seconds (all threads) at the end of the warm-up and of the last step
     begins: list[int] = []
     logdir = tempfile.mkdtemp(prefix="mwms-diag-")
 
@@ -209,10 +211,13 @@ def run_task(args: argparse.Namespace) -> None:
 
         def on_train_batch_end(self, batch_index, logs=None):  # type: ignore[no-untyped-def]
             ends.append(time.time())
+            if batch_index in (args.skip - 1, args.skip + args.measure_steps - 1):
+                cpu.append(time.process_time())
 
     model.fit(dataset, steps_per_epoch=args.skip + args.measure_steps, epochs=1, verbose=0, callbacks=[StepLog()])
     index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
     out.with_name(f"{out.name}.w{index}").write_text(json.dumps(ends))
+    out.with_name(f"{out.name}.w{index}.cpu").write_text(json.dumps(cpu))
     if args.diag and index == 0:
         _diagnose(Path(logdir), begins, out.with_name(f"{out.name}.diag.json"))
 
@@ -265,6 +270,8 @@ def launch(args: argparse.Namespace, workers: int, out: Path, *, profile: bool) 
                 env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2",
                        "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": k}})}
                 prefix = [] if args.no_netns else ["ip", "netns", "exec", f"{PREFIX}-w{k}"]
+                if args.cpu_list:
+                    prefix += ["taskset", "-c", args.cpu_list]
                 with (logs / f"w{k}.log").open("wb") as log:
                     procs.append(subprocess.Popen(prefix + base, env=env, stdout=log, stderr=subprocess.STDOUT))
             testbed.wait_workers(procs, logs, args.timeout)
@@ -281,7 +288,8 @@ def measure(args: argparse.Namespace, folder: Path) -> None:
     old = json.loads(path.read_text()) if path.exists() else {}
     runs: dict[int, list[float]] = {int(k): v for k, v in old.get("runs", {}).items()}
     logs_path = folder / STEP_LOGS
-    logs = json.loads(gzip.decompress(logs_path.read_bytes()))["runs"] if logs_path.is_file() else {}
+    kept = json.loads(gzip.decompress(logs_path.read_bytes())) if logs_path.is_file() else {}
+    logs, cpu = kept.get("runs", {}), kept.get("cpu_s", {})
     for _ in range(args.repeats):
         for workers in args.workers:
             scratch = folder / "run"
@@ -293,17 +301,24 @@ def measure(args: argparse.Namespace, folder: Path) -> None:
                     print(f"W={workers}: run {attempt} failed: {str(exc)[:300]}", flush=True)
                     if attempt == 2:
                         raise
-            ends = []
+            ends, used = [], []
             for k in range(workers):
-                part = scratch.with_name(f"run.w{k}")
+                part, spent = scratch.with_name(f"run.w{k}"), scratch.with_name(f"run.w{k}.cpu")
                 ends.append(json.loads(part.read_text()))
+                first, last = json.loads(spent.read_text())
+                used.append(round(last - first, 4))
                 part.unlink()
+                spent.unlink()
             rate = synchronous_throughput(ends, batch, args.skip)
             runs.setdefault(workers, []).append(rate)
             logs.setdefault(str(workers), []).append([[round(t, 6) for t in e] for e in ends])
-            print(f"W={workers}: {rate:.1f} examples/s", flush=True)
+            # runs recorded before CPU was kept have none: each W's list holds the runs that did
+            cpu.setdefault(str(workers), []).append(used)
+            print(f"W={workers}: {rate:.1f} examples/s, {statistics.fmean(used) / args.measure_steps * 1e3:.1f} ms "
+                  "of CPU per worker step", flush=True)
             _write_measured(args, path, runs)
-            doc = {"batch_size": batch, "warmup_steps": args.skip, "runs": logs}
+            doc = {"batch_size": batch, "warmup_steps": args.skip, "runs": logs, "cpu_s": cpu,
+                   "measure_steps": args.measure_steps}
             logs_path.write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), mtime=0))
 
 
@@ -326,7 +341,9 @@ def _write_measured(args: argparse.Namespace, path: Path, runs: dict[int, list[f
            f"workers of batch x steps / (that worker's time from the end of step {args.skip} to the end of its last "
            f"step): advisor.profiling.step_logs; for workers in lockstep, W x one worker's rate. "
            f"Each repeat is a fresh run; spread is [min, max] over repeats; the value is their median; "
-           f"{STEP_LOGS} holds the step ends of the runs that kept them.")
+           f"{STEP_LOGS} holds the step ends of the runs that kept them."
+           + (f" Every worker ran on CPU {args.cpu_list} of the host only (taskset -c {args.cpu_list})."
+              if args.cpu_list else ""))
     points = []
     for workers in sorted(runs):
         rates = runs[workers]
@@ -354,6 +371,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--measure-steps", type=int, default=100, help="measured runs: steps in the window")
     parser.add_argument("--no-netns", action="store_true", help="plain loopback, no shaping (fallback)")
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--cpu-list", help="run every worker on these CPUs only (taskset -c LIST, e.g. 0): "
+                        "what the host's cores are worth to the job")
     parser.add_argument("--diag", action="store_true", help="measured runs: trace 10 steps of worker 0 (where the time goes)")
     parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", default="", help=argparse.SUPPRESS)
