@@ -5,7 +5,8 @@ with the model's defaults and held out.
         [--no-holdout] [--data DIR]
 
 For every ``tests/data/allreduce/<config>/`` (``profile.json.gz``: the one-worker bundle the
-framework's hook uploaded; ``measured.json``: examples/s at W = 1..4 with how they were taken;
+framework's hook uploaded; ``measured.json``: examples/s at W = 1..4, for the PS testbed's
+programs also 5..8, with how they were taken;
 ``scripts/record_allreduce_ddp.py`` and ``record_allreduce_mwms.py`` write them) it predicts each
 measured W with the ``ring-allreduce`` model from the profile at the recorded link rate (nominal
 rate x the product's default TCP goodput, 0.95, as ``advisor predict`` does) and prints predicted
@@ -32,6 +33,17 @@ are also predicted from the one-worker *PS* trace of the same program, the all-r
 user of a PS job asks; the trace's kind (``tf-ps``) takes TensorFlow's ring figures. Printed
 after the table, with the median and max |error| over W >= 2 (W = 1 is the PS trace's compute
 against another framework's run).
+
+**Co-located beyond the host** (``HOST_WORKERS``): every worker of a testbed run shares one
+2-core host, and from five TensorFlow workers on their collectives contend for its CPU. Those
+points are printed and scored apart (the summaries of W <= 4 are the ring model's own accuracy),
+never fitted on, and they make a width regime of their own in the shipped model error. Their
+predictions were committed before they were measured (``--write-predictions``,
+``predictions-w5-8.json`` beside each configuration's measurements): the last table holds them
+against the runs, with the CPU milliseconds each worker spent per step where the run kept it.
+A configuration ``X-one-core`` (no profile: never scored) is ``X`` measured again with every
+worker on one CPU of the host (``record_allreduce_mwms.py --cpu-list 0``): printed beside ``X``
+at the same W and at twice the W, as many workers per core.
 """
 
 from __future__ import annotations
@@ -48,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, model_inputs
-from advisor.core.curve import CurveSettings, predict_curve
+from advisor.core.curve import CurvePoint, CurveSettings, predict_curve
 from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs
 from advisor.core.profile import Profile
@@ -65,6 +77,12 @@ PS_TRACES = {"mwms-mlp-bw25": "mlp_ps1_bw100", "mwms-cnn-bw25": "cnn_ps1_bw100",
 MODEL = "ring-allreduce"
 CALM = "-calm"  # a configuration re-measured on a calm machine supersedes the one without the suffix
 FITTED = ("latency_s", "two_way_share")
+# The testbed runs every worker of a run on one 2-core host. Up to four TensorFlow workers leave
+# its cores free enough; from five on, the ring's gRPC collectives (about 30-40 ms of CPU a worker
+# step for the CNN, step_logs.json.gz's cpu_s) contend for them, which no link figure describes.
+# Points above are scored apart ("co-located beyond the host"), never fitted on.
+HOST_WORKERS = 4
+HOST_CORES = 2  # the testbed host's CPUs: the missing step time is counted per worker beyond them
 # fit: a coarse grid, then a finer one around its best (ms per round; share of the one-way goodput)
 COARSE = (tuple(i * 5e-4 for i in range(13)), tuple(round(0.84 + 0.02 * i, 2) for i in range(9)))
 FINE_STEP = (2.5e-4, 0.01)
@@ -89,6 +107,11 @@ class Row:
     predicted: float  # with the model's defaults (and --param)
     held_out: float | None = None  # with latency_s, two_way_share fitted without this configuration
     caveat: bool = False  # superseded by a calm re-measurement: shown, not scored
+
+    @property
+    def crowded(self) -> bool:
+        """More co-located workers than the testbed host's cores carry without contention (HOST_WORKERS)."""
+        return self.workers > HOST_WORKERS
 
     @property
     def error(self) -> float:
@@ -131,11 +154,12 @@ def predict(folder: Path, *, steps: int = 1000, params: Mapping[str, Any] | None
 def _predict(folder: Path, steps: int, params: tuple[tuple[str, Any], ...]) -> tuple[Row, ...]:
     measured, _ = _load(folder)
     points = sorted(measured["points"], key=lambda p: p["workers"])
-    curve = _profile_curve(folder, tuple(p["workers"] for p in points), steps, dict(params))
+    curve = profile_curve(folder, tuple(p["workers"] for p in points), steps, dict(params))
     return tuple(_rows(folder.name, measured, points, curve))
 
 
-def _profile_curve(folder: Path, workers: Sequence[int], steps: int, params: Mapping[str, Any]) -> list[Any]:
+def profile_curve(folder: Path, workers: Sequence[int], steps: int,
+                  params: Mapping[str, Any]) -> tuple[CurvePoint, ...]:
     """The ring model's points at ``workers`` from the configuration's own MWMS or DDP profile."""
     measured, profile = _load(folder)
     model = registry.get(MODEL)
@@ -146,8 +170,8 @@ def _profile_curve(folder: Path, workers: Sequence[int], steps: int, params: Map
     return predict_curve(model, inputs, chosen, CurveSettings(workers=tuple(workers), steps=steps, seed=1))
 
 
-def _ps_trace_curve(folder: Path, workers: Sequence[int], steps: int, params: Mapping[str, Any],
-                    ps_data: Path = PS_DATA) -> list[Any]:
+def ps_trace_curve(folder: Path, workers: Sequence[int], steps: int, params: Mapping[str, Any],
+                    ps_data: Path = PS_DATA) -> tuple[CurvePoint, ...]:
     """The ring model's points at ``workers`` from the PS trace of the program ``folder`` measured
     under MWMS (``PS_TRACES``), prepared as ``advisor predict TRACE --model ring-allreduce
     --bandwidth RATE`` prepares it."""
@@ -177,7 +201,7 @@ def predict_from_ps_trace(folder: Path, *, steps: int = 1000, params: Mapping[st
         return []
     measured, _ = _load(folder)
     points = sorted(measured["points"], key=lambda p: p["workers"])
-    curve = _ps_trace_curve(folder, [p["workers"] for p in points], steps, params or {}, ps_data)
+    curve = ps_trace_curve(folder, [p["workers"] for p in points], steps, params or {}, ps_data)
     return _rows(f"{folder.name} <- {name}", measured, points, curve)
 
 
@@ -193,14 +217,14 @@ def summary(rows: Sequence[Row], held_out: bool = False) -> tuple[float, float]:
 def _cost(folders: Sequence[Path], steps: int, base: Mapping[str, Any]) -> Callable[[float, float], float]:
     def cost(latency: float, share: float) -> float:
         params = {**base, "latency_s": latency, "two_way_share": share}
-        rows = [r for f in folders for r in predict(f, steps=steps, params=params) if r.workers > 1]
+        rows = [r for f in folders for r in predict(f, steps=steps, params=params) if r.workers > 1 and not r.crowded]
         return statistics.fmean(abs(r.error) for r in rows)
     return cost
 
 
 def fit(folders: Sequence[Path], *, steps: int = 300, base: Mapping[str, Any] | None = None) -> dict[str, float]:
     """``latency_s`` and ``two_way_share`` with the smallest mean |error| over the multi-worker
-    points of ``folders`` (W = 1 has no rounds): a coarse grid (0 to 6 ms by 0.5 ms, 0.84 to 1 by
+    points of ``folders`` up to HOST_WORKERS (W = 1 has no rounds): a coarse grid (0 to 6 ms by 0.5 ms, 0.84 to 1 by
     0.02), then steps of 0.25 ms and 0.01, two either side of its best (the two trade off along a
     narrow ridge within one configuration)."""
     return dict(_fit(tuple(sorted(folders)), steps, tuple(sorted((base or {}).items()))))
@@ -285,7 +309,8 @@ def table(rows: Sequence[Row], markdown: bool) -> str:
 
 
 def summaries(rows: Sequence[Row], fits: Mapping[str, Any]) -> list[str]:
-    """Per configuration, per framework and over all: points, median and max |error|, default and held out."""
+    """Per configuration, per framework and over all (up to HOST_WORKERS), then the co-located
+    points beyond: points, median and max |error|, default and held out."""
     def line(label: str, mine: Sequence[Row], note: str = "") -> str:
         med, worst = summary(mine)
         text = f"{label}: {len(mine)} points, median |error| {med:.1%}, max {worst:.1%}"
@@ -296,17 +321,20 @@ def summaries(rows: Sequence[Row], fits: Mapping[str, Any]) -> list[str]:
 
     out = []
     for config in dict.fromkeys(r.config for r in rows):
-        mine = [r for r in rows if r.config == config]
+        mine = [r for r in rows if r.config == config and not r.crowded]
         got = fits.get(config)
         note = "" if not got else (f" (held out: latency_s {got[0]['latency_s'] * 1e3:.2f} ms, two_way_share "
                                    f"{got[0]['two_way_share']:.2f}, fitted on {', '.join(got[1])})")
         out.append(line(config + (" [caveat: superseded by a calm re-measurement]" if mine[0].caveat else ""),
                         mine, note))
-    scored = [r for r in rows if not r.caveat]
+    scored = [r for r in rows if not r.caveat and not r.crowded]
     for kind in dict.fromkeys(r.kind for r in scored):
-        out.append(line(f"{kind} (scored)", [r for r in scored if r.kind == kind]))
+        out.append(line(f"{kind} (scored, W <= {HOST_WORKERS})", [r for r in scored if r.kind == kind]))
     if scored:
-        out.append(line("all scored", scored))
+        out.append(line(f"all scored, W <= {HOST_WORKERS}", scored))
+    crowded = [r for r in rows if not r.caveat and r.crowded]
+    if crowded:
+        out.append(line(f"co-located beyond the host (W > {HOST_WORKERS} workers on its 2 cores)", crowded))
     return out
 
 
@@ -346,16 +374,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     if from_ps:
         print(f"\nfrom the PS trace of the same program ({MODEL}, the defaults; W = 1 is the PS trace's compute):")
         print(table(from_ps, args.markdown))
-        med, worst = summary([r for r in from_ps if r.workers > 1])
-        print(f"from the PS trace, W >= 2: {sum(r.workers > 1 for r in from_ps)} points, median |error| {med:.1%}, "
-              f"max {worst:.1%}")
+        for label, mine in ((f"W = 2..{HOST_WORKERS}", [r for r in from_ps if 1 < r.workers and not r.crowded]),
+                            (f"W > {HOST_WORKERS}, co-located beyond the host", [r for r in from_ps if r.crowded])):
+            if mine:
+                med, worst = summary(mine)
+                print(f"from the PS trace, {label}: {len(mine)} points, median |error| {med:.1%}, max {worst:.1%}")
+        print()
+        print("\n".join(committed_lines(folders)))
+        print()
+        print("\n".join(one_core_lines(folders)))
     if args.write:
         write_error(rows)
 
 
 # the ring's regimes of W for its model error: W = 1 reduces nothing (the profile's own rate),
 # W >= 2 all-reduces
-ERROR_REGIMES: tuple[tuple[int, int | None], ...] = ((1, 1), (2, None))
+ERROR_REGIMES: tuple[tuple[int, int | None], ...] = ((1, 1), (2, HOST_WORKERS), (HOST_WORKERS + 1, None))
 
 
 def predictions_path(folder: Path, workers: Sequence[int]) -> Path:
@@ -369,8 +403,8 @@ def write_predictions(folders: Sequence[Path], workers: Sequence[int], steps: in
     written = []
     for folder in folders:
         doc = {"model": MODEL, "steps": steps, "seed": 1, "workers": list(workers),
-               "from_profile": [round(c.throughput, 3) for c in _profile_curve(folder, workers, steps, {})],
-               "from_ps_trace": [round(c.throughput, 3) for c in _ps_trace_curve(folder, workers, steps, {})],
+               "from_profile": [round(c.throughput, 3) for c in profile_curve(folder, workers, steps, {})],
+               "from_ps_trace": [round(c.throughput, 3) for c in ps_trace_curve(folder, workers, steps, {})],
                "ps_trace": PS_TRACES[folder.name],
                "command": f"python3 -m benchmarks.allreduce_accuracy --write-predictions "
                           f"{','.join(map(str, workers))}"}
@@ -380,11 +414,82 @@ def write_predictions(folders: Sequence[Path], workers: Sequence[int], steps: in
     return written
 
 
+def cpu_per_step_ms(folder: Path) -> dict[int, list[float]]:
+    """Per W, each run's mean CPU milliseconds a worker spent per measured step (the runs that
+    kept ``cpu_s`` in ``step_logs.json.gz``)."""
+    path = folder / "step_logs.json.gz"
+    if not path.is_file():
+        return {}
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    steps = doc.get("measure_steps")
+    return {int(w): [statistics.fmean(run) / steps * 1e3 for run in runs]
+            for w, runs in doc.get("cpu_s", {}).items()} if steps else {}
+
+
+def committed(folder: Path) -> list[tuple[int, float, float, float]]:
+    """The predictions each ``predictions-w*.json`` of ``folder`` committed before its W were
+    measured, against the measurement: (W, from the profile, from the PS trace, measured)."""
+    measured = {int(p["workers"]): float(p["examples_per_s"]) for p in _load(folder)[0]["points"]}
+    found = []
+    for path in sorted(folder.glob("predictions-w*.json")):
+        doc = json.loads(path.read_text())
+        for w, own, ps in zip(doc["workers"], doc["from_profile"], doc["from_ps_trace"], strict=True):
+            if w in measured:
+                found.append((int(w), float(own), float(ps), measured[w]))
+    return found
+
+
+def committed_lines(folders: Sequence[Path]) -> list[str]:
+    """The table of ``committed`` for every configuration that has one, with the runs' CPU per worker step."""
+    lines = ["predicted before measuring (predictions-w*.json) against the runs, the CPU a worker spent a step, and "
+             f"the step's missing time (measured - predicted from the profile) per worker beyond {HOST_CORES}:",
+             f"{'configuration':<16} {'W':>2} {'measured':>9} {'profile':>8} {'error':>7} {'PS trace':>8} {'error':>7}"
+             f" {'CPU ms/step':>11} {'ms/worker':>9}"]
+    missing = []
+    for folder in folders:
+        cpu, batch = cpu_per_step_ms(folder), int(_load(folder)[0]["batch_size"])
+        for w, own, ps, real in committed(folder):
+            used = "/".join(f"{c:.0f}" for c in cpu.get(w, [])) or "-"
+            extra = (w * batch / real - w * batch / own) * 1e3 / (w - HOST_CORES)
+            missing.append(extra)
+            lines.append(f"{folder.name:<16} {w:>2} {real:>9.1f} {own:>8.1f} {own / real - 1:>+7.1%} {ps:>8.1f}"
+                         f" {ps / real - 1:>+7.1%} {used:>11} {extra:>9.1f}")
+    if missing:
+        lines.append(f"missing step time per worker beyond {HOST_CORES}: {min(missing):.0f}-{max(missing):.0f} ms, "
+                     f"median {statistics.median(missing):.0f} ms")
+    return lines
+
+
+ONE_CORE = "-one-core"  # a configuration measured again with every worker on one CPU of the host
+
+
+def one_core_lines(folders: Sequence[Path]) -> list[str]:
+    """Each ``X-one-core`` measurement (every worker pinned to one CPU, ``--cpu-list 0``) beside
+    ``X``'s prediction and its runs on both cores at the same W and at twice the W (as many
+    workers per core): measured / predicted."""
+    lines = []
+    for folder in folders:
+        alone = folder.with_name(folder.name + ONE_CORE) / "measured.json"
+        if not alone.is_file():
+            continue
+        pinned = {int(p["workers"]): float(p["examples_per_s"]) for p in json.loads(alone.read_text())["points"]}
+        both = {int(p["workers"]): float(p["examples_per_s"]) for p in _load(folder)[0]["points"]}
+        ws = sorted({*pinned, *(2 * w for w in pinned if 2 * w in both)})
+        predicted = {c.workers: c.throughput for c in profile_curve(folder, ws, 1000, {})}
+        lines.append(f"{folder.name}: every worker on one CPU against both, measured / predicted")
+        lines.append(f"{'W':>3} {'one CPU':>8} {'two CPUs':>9} {'2W on two CPUs':>15}")
+        for w in sorted(pinned):
+            twice = f"{both[2 * w] / predicted[2 * w]:15.2f}" if 2 * w in both else f"{'-':>15}"
+            lines.append(f"{w:>3} {pinned[w] / predicted[w]:8.2f} {both[w] / predicted[w]:9.2f} {twice}")
+    return lines
+
+
 def write_error(rows: Sequence[Row]) -> None:
-    """Ship the ring's model error: per regime of W, the split-conformal width of the scored
-    points' |residual| (measured / predicted - 1), each predicted with the framework's constants
-    fitted without its configuration where there is a held-out prediction (W >= 2 of MWMS; DDP's
-    gloo constants come from a probe, so every DDP point is held out as it is)."""
+    """Ship the ring's model error: per regime of W (``ERROR_REGIMES``: W = 1, up to HOST_WORKERS,
+    beyond), the split-conformal width of the scored points' |residual| (measured / predicted - 1),
+    each predicted with the framework's constants fitted without its configuration where there is a
+    held-out prediction (W >= 2 of MWMS; DDP's gloo constants come from a probe, so every DDP point
+    is held out as it is)."""
     residuals = []
     for r in rows:
         if r.caveat:
@@ -394,7 +499,8 @@ def write_error(rows: Sequence[Row]) -> None:
     error, path = write_model_error(
         MODEL, 0.95, residuals, ERROR_REGIMES,
         f"benchmarks/allreduce_accuracy.py --write: {len(residuals)} points of tests/data/allreduce "
-        "(PyTorch DDP over gloo, Keras MWMS over gRPC rings on a calm machine), held-out predictions",
+        "(PyTorch DDP over gloo, Keras MWMS over gRPC rings on a calm machine; at W >= 5 every worker shares the "
+        "testbed's 2-core host), held-out predictions",
         {"points": [{"config": r.config, "workers": r.workers, "measured": r.measured, "residual": round(res, 4)}
                     for r, (_, res, _) in zip([r for r in rows if not r.caveat], residuals)]})
     print(f"wrote {path}: " + ", ".join(f"{g.label} -{g.down:.1%}/+{g.up:.1%} (n={g.n})" for g in error.regimes))

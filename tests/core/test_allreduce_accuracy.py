@@ -9,6 +9,7 @@ per-point figures themselves are the benchmark's to print."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from functools import cache
 
@@ -16,8 +17,8 @@ import pytest
 
 from advisor.core.models.ring_allreduce.model import GLOO, GRPC_RING
 from benchmarks.allreduce_accuracy import (
-    DATA, FINE_STEP, PS_TRACES, Row, configs, fit, gloo_probe_fit, predict, predict_from_ps_trace, rows_with_holdout,
-    summary, superseded, table,
+    DATA, FINE_STEP, PS_TRACES, Row, committed, configs, cpu_per_step_ms, fit, gloo_probe_fit, predict,
+    predict_from_ps_trace, profile_curve, rows_with_holdout, summary, superseded, table,
 )
 
 MEDIAN_TARGET = 0.05  # per framework, over the scored points (docs/accuracy.md)
@@ -44,13 +45,14 @@ def test_w1_predictions_are_the_measured_one_worker_rate() -> None:
 
 
 def test_every_configuration_is_measured_at_w1_to_4_with_a_consistent_spread() -> None:
+    """W = 1..4 everywhere, and W = 5..8 for the PS testbed's programs."""
     _rows()  # skips without data
     for folder in configs():
         measured = json.loads((folder / "measured.json").read_text())
         assert measured["kind"] in ("pytorch-ddp", "tf-mwms") and measured["bandwidth_bps"] > 0
         assert measured["batch_size"] >= 1 and measured["how"]
         points = measured["points"]
-        assert [p["workers"] for p in points] == [1, 2, 3, 4]
+        assert [p["workers"] for p in points] == list(range(1, 9 if folder.name in PS_TRACES else 5))
         for p in points:
             low, high = p["spread"]
             assert 0 < low <= p["examples_per_s"] <= high and p["steps"] > 0 and p["repeats"] >= 1
@@ -80,7 +82,7 @@ def _scored(kind: str, holdout: bool) -> tuple[Row, ...]:
     if not folders:
         pytest.skip(f"no measured {kind} configuration under {DATA}")
     rows, _ = rows_with_holdout(folders, steps=300, fit_steps=60, holdout=holdout)
-    return tuple(rows)
+    return tuple(row for row in rows if not row.crowded)
 
 
 # DDP's defaults come from a probe, not from these runs, so its default figures are held out
@@ -88,9 +90,9 @@ def _scored(kind: str, holdout: bool) -> tuple[Row, ...]:
 # so each is also scored with the figures fitted on the other configuration only.
 @pytest.mark.parametrize(("kind", "holdout"), [("pytorch-ddp", False), ("tf-mwms", True)])
 def test_the_accuracy_target_holds_with_the_defaults_and_held_out(kind: str, holdout: bool) -> None:
-    """Median |error| <= 5 % and max <= 15 % over every scored point of the framework (calm
-    re-measurements supersede loaded runs), with the model's defaults and, for MWMS, with latency
-    and share fitted on the other configurations only."""
+    """Median |error| <= 5 % and max <= 15 % over every scored point of the framework up to
+    HOST_WORKERS (calm re-measurements supersede loaded runs), with the model's defaults and, for
+    MWMS, with latency and share fitted on the other configurations only."""
     mine = list(_scored(kind, holdout))
     med, worst = summary(mine)
     assert med <= MEDIAN_TARGET and worst <= MAX_TARGET, (kind, med, worst)
@@ -131,11 +133,42 @@ def test_a_ps_trace_predicts_the_mwms_runs_of_the_same_program() -> None:
     folders = [f for f in configs() if f.name in PS_TRACES]
     if not folders:
         pytest.skip("no MWMS run of a PS testbed program")
-    rows = [r for f in folders for r in predict_from_ps_trace(f, steps=300) if r.workers > 1]
+    rows = [r for f in folders for r in predict_from_ps_trace(f, steps=300) if r.workers > 1 and not r.crowded]
     med, worst = summary(rows)
     assert med <= MEDIAN_TARGET and worst <= MAX_TARGET, (med, worst)
     # NCCL-style figures (50 us a round, no two-way loss) are optimistic, more so as W grows
     generic = [r for f in folders for r in predict_from_ps_trace(f, steps=300, params={"latency_s": 5e-5,
                                                                                         "two_way_share": 1.0})
-               if r.workers > 1]
+               if r.workers > 1 and not r.crowded]
     assert summary(generic)[1] > worst and all(r.error > 0 for r in generic if r.workers == 4)
+
+
+def test_co_located_workers_beyond_the_host_run_below_the_committed_ring_predictions() -> None:
+    """The PS testbed's programs at W = 5..8 (every worker on the testbed's 2-core host), predicted
+    before they were measured (predictions-w5-8.json): the model still gives the committed
+    figures; every run is slower than them, and no run breaks what holds whatever the model: a
+    synchronous ring job never beats W times its one-worker rate, nor what its links carry (each
+    worker's link moves 2(W-1)/W of the gradients each way per step). Where a run kept its CPU,
+    a worker spent more of it per step than alone (the collectives' share, docs/accuracy.md)."""
+    folders = [f for f in configs() if f.name in PS_TRACES]
+    if not folders:
+        pytest.skip("no MWMS run of a PS testbed program")
+    found = 0
+    for folder in folders:
+        measured = json.loads((folder / "measured.json").read_text())
+        one = next(p["examples_per_s"] for p in measured["points"] if p["workers"] == 1)
+        profile = json.loads(gzip.decompress((folder / "profile.json.gz").read_bytes()))
+        gradient_bytes = sum(g["bytes"] for g in profile["gradients"])
+        rows = committed(folder)
+        now = {c.workers: c.throughput for c in profile_curve(folder, [w for w, *_ in rows], 300, {})}
+        for w, own, _, real in rows:
+            found += 1
+            assert now[w] == pytest.approx(own, rel=0.03), (folder.name, w)
+            assert own > real, (folder.name, w)
+            link_steps = measured["bandwidth_bps"] / (8 * 2 * (w - 1) / w * gradient_bytes)
+            assert real <= w * one and real <= link_steps * w * measured["batch_size"], (folder.name, w)
+        cpu = cpu_per_step_ms(folder)
+        for w in set(cpu) - {1}:
+            if 1 in cpu:
+                assert min(cpu[w]) > max(cpu[1]), (folder.name, w)
+    assert found == 12
