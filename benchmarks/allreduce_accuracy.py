@@ -31,8 +31,8 @@ gloo all-reduce timed over the same kind of links (no DDP, no training), never f
 **From the PS trace** (``PS_TRACES``): the MWMS runs of the parameter-server testbed's programs
 are also predicted from the one-worker *PS* trace of the same program, the all-reduce what-if a
 user of a PS job asks; the trace's kind (``tf-ps``) takes TensorFlow's ring figures. Printed
-after the table, with the median and max |error| over W >= 2 (W = 1 is the PS trace's compute
-against another framework's run).
+after the table, with the median and max |error| over W = 2..4 and over W > 4 apart (W = 1 is
+the PS trace's compute against another framework's run).
 
 **Co-located beyond the host** (``HOST_WORKERS``): every worker of a testbed run shares one
 2-core host, and from five TensorFlow workers on their collectives contend for its CPU. Those
@@ -171,7 +171,7 @@ def profile_curve(folder: Path, workers: Sequence[int], steps: int,
 
 
 def ps_trace_curve(folder: Path, workers: Sequence[int], steps: int, params: Mapping[str, Any],
-                    ps_data: Path = PS_DATA) -> tuple[CurvePoint, ...]:
+                   ps_data: Path = PS_DATA) -> tuple[CurvePoint, ...]:
     """The ring model's points at ``workers`` from the PS trace of the program ``folder`` measured
     under MWMS (``PS_TRACES``), prepared as ``advisor predict TRACE --model ring-allreduce
     --bandwidth RATE`` prepares it."""
@@ -224,9 +224,9 @@ def _cost(folders: Sequence[Path], steps: int, base: Mapping[str, Any]) -> Calla
 
 def fit(folders: Sequence[Path], *, steps: int = 300, base: Mapping[str, Any] | None = None) -> dict[str, float]:
     """``latency_s`` and ``two_way_share`` with the smallest mean |error| over the multi-worker
-    points of ``folders`` up to HOST_WORKERS (W = 1 has no rounds): a coarse grid (0 to 6 ms by 0.5 ms, 0.84 to 1 by
-    0.02), then steps of 0.25 ms and 0.01, two either side of its best (the two trade off along a
-    narrow ridge within one configuration)."""
+    points of ``folders`` up to HOST_WORKERS (W = 1 has no rounds): a coarse grid (0 to 6 ms by
+    0.5 ms, 0.84 to 1 by 0.02), then steps of 0.25 ms and 0.01, two either side of its best (the
+    two trade off along a narrow ridge within one configuration)."""
     return dict(_fit(tuple(sorted(folders)), steps, tuple(sorted((base or {}).items()))))
 
 
@@ -393,6 +393,7 @@ ERROR_REGIMES: tuple[tuple[int, int | None], ...] = ((1, 1), (2, HOST_WORKERS), 
 
 
 def predictions_path(folder: Path, workers: Sequence[int]) -> Path:
+    """Where ``write_predictions`` puts a configuration's predictions at ``workers``."""
     return folder / f"predictions-w{min(workers)}-{max(workers)}.json"
 
 
