@@ -6,7 +6,8 @@ the simulated job runs at (linear between measured W; a job never gets more work
 measured). Job types:
 
 - ``tests/data/ps-traces/*``: TF parameter-server MLP, 1 and 2 PS (measured W = 1-4);
-- ``tests/data/allreduce/*``: PyTorch DDP and TF MultiWorkerMirrored (measured W = 1-4);
+- ``tests/data/allreduce/*``: PyTorch DDP and TF MultiWorkerMirrored (measured W = 1-4; the W = 5-8 runs
+  shared one 2-core host and are left out);
 - ``tests/data/ps-async/{condensed,measured}/<cc>/<model>_bw100*``: TF async PS, mlp and cnn,
   cubic and bbr (measured W = 1, 2, 3, 4, 6, 8; repeats: the median); another folder of the same
   layout can be given with ``--ps-async``.
@@ -46,6 +47,7 @@ import simpy
 
 from advisor.core.allocation import Capacity, CurvePoint, JobDemand, allocate, own_optimum
 from advisor.core.cost import Prices
+from benchmarks.allreduce_accuracy import HOST_WORKERS
 from benchmarks.paths import PS_ASYNC_DATA
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,10 +86,15 @@ def job_types(ps_async: Path) -> list[JobType]:
         stem = measured.name.removesuffix(".measured.json.gz")
         found.append(JobType(f"ps-{stem}", traces / f"{stem}.trace.json.gz", doc["meta"]["bw_mbit"] * 1e6,
                              _median_by_w(doc["results"]), int(doc["meta"]["n_ps"])))
-    for folder in sorted(d for d in (REPO / "tests" / "data" / "allreduce").iterdir() if (d / "measured.json").is_file()):
-        doc = json.loads((folder / "measured.json").read_text())  # a profile alone (no measurements) is no job type
+    # a profile alone (no measurements) is no job type, nor measurements alone (a diagnostic such as
+    # X-one-core); W above HOST_WORKERS shared the testbed's 2-core host, which a cluster's workers,
+    # each on a node of its own here, do not
+    for folder in sorted(d for d in (REPO / "tests" / "data" / "allreduce").iterdir()
+                         if (d / "measured.json").is_file() and (d / "profile.json.gz").is_file()):
+        doc = json.loads((folder / "measured.json").read_text())
         found.append(JobType(f"ar-{folder.name}", folder / "profile.json.gz", doc["bandwidth_bps"],
-                             {p["workers"]: p["examples_per_s"] for p in doc["points"]}, 0))
+                             {p["workers"]: p["examples_per_s"] for p in doc["points"] if p["workers"] <= HOST_WORKERS},
+                             0))
     for cc in ("cubic", "bbr"):
         for model in ("mlp", "cnn"):
             profile = ps_async / "condensed" / cc / f"{model}_bw100.json.gz"

@@ -6,8 +6,8 @@ Three sets (their READMEs say how each was taken):
 - ``tests/data/ps-async``: TensorFlow asynchronous PS, 1 PS, W = 1..8 (with gaps), two models
   under three congestion-control settings, predicted by ``li2020-des+contention``;
 - ``tests/data/ps-traces``: the MLP with 1 and 2 PS, W = 1..4, by the same model;
-- ``tests/data/allreduce``: PyTorch DDP and Keras MultiWorkerMirroredStrategy, W = 1..4, by
-  ``ring-allreduce``.
+- ``tests/data/allreduce``: PyTorch DDP and Keras MultiWorkerMirroredStrategy, W = 1..4 (the PS
+  testbed's programs 1..8), by ``ring-allreduce``.
 """
 
 from __future__ import annotations
@@ -122,7 +122,9 @@ def ps_traces() -> list[RealCurve]:
 
 def allreduce() -> list[RealCurve]:
     out = []
-    for folder in sorted(d for d in ALLREDUCE.iterdir() if (d / "measured.json").is_file()):
+    # a folder without a profile (a diagnostic such as X-one-core) is no curve to predict
+    for folder in sorted(d for d in ALLREDUCE.iterdir()
+                         if (d / "measured.json").is_file() and (d / "profile.json.gz").is_file()):
         doc = json.loads((folder / "measured.json").read_text())
         # the recorded value per W: the median over fresh runs (the folder's README)
         by_w = {int(p["workers"]): (float(p["examples_per_s"]),) for p in doc["points"]}
