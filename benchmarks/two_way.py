@@ -105,6 +105,16 @@ def real_turns(workers: Sequence[int] = (3, 4)) -> list[tuple[str, int, float, f
     return rows
 
 
+def print_runs(title: str, headings: tuple[str, str],
+               found: dict[tuple[str, int], list[tuple[float, float]]]) -> None:
+    """A table of ``bursts()`` or ``turns()``: per setting and W, each run's two figures."""
+    print(title)
+    print(f"{'setting':28s} {'W':>2s} {headings[0]:>20s} {headings[1]:>20s}")
+    for (setting, workers), runs in found.items():
+        first, second = ("/".join(f"{run[i]:.3f}" for run in runs) for i in (0, 1))
+        print(f"{setting:28s} {workers:2d} {first:>20s} {second:>20s}")
+
+
 def main() -> None:
     print("alternation: two synthetic workers half a cycle apart (probe.json)")
     print(f"{'setting':28s} {'middle share':>12s} {'efficiency':>10s}  counted")
@@ -127,18 +137,11 @@ def main() -> None:
     if gaps:
         print(f"pull+push against the real runs at the same W: median |gap| {statistics.median(gaps):.1%}, "
               f"max {max(gaps):.1%} over {len(gaps)} points")
-    print("\nbursts: W synthetic workers in lockstep behind a barrier (barrier.json); what a burst of W "
-          "transfers in one direction gets of the link")
-    print(f"{'setting':28s} {'W':>2s} {'pulls (each run)':>16s} {'pushes (each run)':>17s}")
-    for (setting, workers), runs in bursts().items():
-        pulls, pushes = ("/".join(f"{run[i]:.3f}" for run in runs) for i in (0, 1))
-        print(f"{setting:28s} {workers:2d} {pulls:>16s} {pushes:>17s}")
-    print("\nturns: W synthetic workers taking turns, one transfer each way at a time (turns.json); each "
-          "direction's data rate / link, both ways, then one way only")
-    print(f"{'setting':28s} {'W':>2s} {'both ways (each run)':>20s} {'one way (each run)':>18s}")
-    for (setting, workers), turned in turns().items():
-        both_ways, one_way = ("/".join(f"{run[i]:.3f}" for run in turned) for i in (0, 1))
-        print(f"{setting:28s} {workers:2d} {both_ways:>20s} {one_way:>18s}")
+    print_runs("\nbursts: W synthetic workers in lockstep behind a barrier (barrier.json); what a burst of W "
+               "transfers in one direction gets of the link", ("pulls (each run)", "pushes (each run)"), bursts())
+    print_runs("\nturns: W synthetic workers taking turns, one transfer each way at a time (turns.json); each "
+               "direction's data rate / link, both ways, then one way only",
+               ("both ways (each run)", "one way (each run)"), turns())
     print("the real round-robin 2-PS MLP (cubic, 100 ms queue), the weights' PS link; R1 near 0: turns "
           f"(random phases: {random_order_parameter(3):.2f} at W = 3, {random_order_parameter(4):.2f} at W = 4)")
     for run, workers, r1, share in real_turns():
