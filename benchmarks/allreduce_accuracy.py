@@ -379,10 +379,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             if mine:
                 med, worst = summary(mine)
                 print(f"from the PS trace, {label}: {len(mine)} points, median |error| {med:.1%}, max {worst:.1%}")
-        print()
-        print("\n".join(committed_lines(folders)))
-        print()
-        print("\n".join(one_core_lines(folders)))
+    print()
+    print("\n".join(committed_lines(folders)))
+    print()
+    print("\n".join(one_core_lines(folders)))
     if args.write:
         write_error(rows)
 

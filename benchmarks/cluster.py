@@ -47,7 +47,7 @@ import simpy
 
 from advisor.core.allocation import Capacity, CurvePoint, JobDemand, allocate, own_optimum
 from advisor.core.cost import Prices
-from benchmarks.allreduce_accuracy import HOST_WORKERS
+from benchmarks.allreduce_accuracy import HOST_WORKERS, configs
 from benchmarks.paths import PS_ASYNC_DATA
 
 REPO = Path(__file__).resolve().parents[1]
@@ -86,11 +86,10 @@ def job_types(ps_async: Path) -> list[JobType]:
         stem = measured.name.removesuffix(".measured.json.gz")
         found.append(JobType(f"ps-{stem}", traces / f"{stem}.trace.json.gz", doc["meta"]["bw_mbit"] * 1e6,
                              _median_by_w(doc["results"]), int(doc["meta"]["n_ps"])))
-    # a profile alone (no measurements) is no job type, nor measurements alone (a diagnostic such as
-    # X-one-core); W above HOST_WORKERS shared the testbed's 2-core host, which a cluster's workers,
-    # each on a node of its own here, do not
-    for folder in sorted(d for d in (REPO / "tests" / "data" / "allreduce").iterdir()
-                         if (d / "measured.json").is_file() and (d / "profile.json.gz").is_file()):
+    # configs(): a profile with its measurements (a profile alone, or a diagnostic's measurements
+    # alone, is no job type); W above HOST_WORKERS shared the testbed's 2-core host, which a
+    # cluster's workers, each on a node of its own here, do not
+    for folder in configs():
         doc = json.loads((folder / "measured.json").read_text())
         found.append(JobType(f"ar-{folder.name}", folder / "profile.json.gz", doc["bandwidth_bps"],
                              {p["workers"]: p["examples_per_s"] for p in doc["points"] if p["workers"] <= HOST_WORKERS},

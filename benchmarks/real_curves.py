@@ -27,6 +27,7 @@ from advisor.core.curve import CurveSettings
 from advisor.core.model_error import ModelError, ModelErrors
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
+from benchmarks.allreduce_accuracy import configs
 from benchmarks.paths import PS_ASYNC_DATA, REPO
 
 PS_TRACES = REPO / "tests" / "data" / "ps-traces"
@@ -122,9 +123,7 @@ def ps_traces() -> list[RealCurve]:
 
 def allreduce() -> list[RealCurve]:
     out = []
-    # a folder without a profile (a diagnostic such as X-one-core) is no curve to predict
-    for folder in sorted(d for d in ALLREDUCE.iterdir()
-                         if (d / "measured.json").is_file() and (d / "profile.json.gz").is_file()):
+    for folder in configs(ALLREDUCE):  # a diagnostic without a profile (X-one-core) is no curve
         doc = json.loads((folder / "measured.json").read_text())
         # the recorded value per W: the median over fresh runs (the folder's README)
         by_w = {int(p["workers"]): (float(p["examples_per_s"]),) for p in doc["points"]}
