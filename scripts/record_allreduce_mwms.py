@@ -25,6 +25,15 @@ its own span, summed: ``advisor.profiling.step_logs``; repeats and their spread)
 ``step_logs.json.gz`` (each run's step ends, and each worker's CPU seconds over the measured
 steps, ``cpu_s``: what the host's cores spent on it). ``--only profile`` / ``--only measure`` does
 one half. Namespaces are deleted at the end, also on failure.
+
+``probe`` times lone collectives instead, no training and nothing else running (as
+``record_allreduce_ddp.py probe`` does for gloo): every worker all-reduces float32 tensors of 4 bytes,
+1 MiB and 8 MiB with the same strategy and options, each a ``tf.function`` of one
+``all_reduce`` under ``strategy.run``, ``--probe-reps`` times after a 4-byte all-reduce that lines
+the workers up; worker 0 prints the timings, which ``--probe-out`` appends to a JSON file:
+
+    /tmp/tfvenv/bin/python scripts/record_allreduce_mwms.py probe --mbit 100 --workers 2,3,4 \
+        --probe-out tests/data/allreduce/grpc-ring-probe/probe.json
 """
 
 from __future__ import annotations
@@ -251,15 +260,81 @@ def _diagnose(logdir: Path, begins: Sequence[int], out: Path) -> None:
 # ---------------------------------------------------------------- orchestration
 
 
-def launch(args: argparse.Namespace, workers: int, out: Path, *, profile: bool) -> None:
+PROBE_BYTES = (4, 2**20, 8 * 2**20)  # a lone all-reduce's sizes: the rounds' latency, then the bytes' time
+
+
+def run_probe_task(args: argparse.Namespace) -> None:
+    """One worker of ``probe``: times lone ring all-reduces of PROBE_BYTES (worker 0 writes them to
+    ``<out>.probe``, one JSON object per size)."""
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING))
+
+    def reducer(size: int):  # type: ignore[no-untyped-def]
+        """A tf.function all-reducing a float32 tensor of ``size`` bytes made in the replica (a
+        tensor passed in from outside has no device for MWMS to reduce to)."""
+        @tf.function
+        def once():  # type: ignore[no-untyped-def]
+            return strategy.run(lambda: tf.distribute.get_replica_context().all_reduce(
+                tf.distribute.ReduceOp.SUM, tf.zeros([size // 4])))
+        return once
+
+    line_up = reducer(4)
+    found = []
+    for size in PROBE_BYTES:
+        once = reducer(size)
+        once().numpy()  # traced and run once before timing
+        times = []
+        for _ in range(args.probe_reps):
+            line_up().numpy()
+            start = time.perf_counter()
+            once().numpy()
+            times.append(time.perf_counter() - start)
+        found.append({"workers": strategy.num_replicas_in_sync, "bytes": size, "median_s": statistics.median(times),
+                      "min_s": min(times), "reps": len(times)})
+    if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 0:
+        Path(f"{args.out}.probe").write_text(json.dumps(found))
+
+
+def probe(args: argparse.Namespace) -> None:
+    """Lone all-reduces at every W of ``--workers`` above 1 (``run_probe_task``), printed and, with
+    ``--probe-out``, added to that file with the link rate and how they were taken."""
+    scratch = Path(tempfile.mkdtemp(prefix="mwms-probe-")) / "probe"
+    found = []
+    for workers in (w for w in args.workers if w > 1):
+        launch(args, workers, scratch, profile=False, task="probe-task")
+        got = json.loads(scratch.with_name("probe.probe").read_text())
+        for row in got:
+            print(json.dumps(row), flush=True)
+        found += got
+    if args.probe_out:
+        path = Path(args.probe_out)
+        doc = json.loads(path.read_text()) if path.is_file() else {"runs": []}
+        doc["how"] = (f"scripts/record_allreduce_mwms.py probe: TensorFlow 2.21 CPU MultiWorkerMirroredStrategy, "
+                      f"CommunicationImplementation.RING (gRPC between workers), one process per worker in its own "
+                      f"network namespace, every worker link tc tbf at the run's bandwidth_bps both ways (burst "
+                      f"{testbed.BURST}, queue {QUEUE_MS} ms, TCP cubic); each size a tf.function of one all_reduce "
+                      f"under strategy.run, timed {args.probe_reps} times on worker 0 after a 4-byte all-reduce "
+                      "that lines the workers up; no training, nothing else running")
+        doc["runs"].append({"bandwidth_bps": args.mbit * 1e6, "timings": found,
+                            "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def launch(args: argparse.Namespace, workers: int, out: Path, *, profile: bool, task: str = "task") -> None:
     """One run of ``workers`` workers in their namespaces (``out``: bundle, or step logs ``<out>.w<k>``)."""
     addresses = setup_network(workers, args.mbit) if not args.no_netns else ["127.0.0.1"] * workers
     ports = [PORT] * workers if not args.no_netns else [PORT + k for k in range(workers)]
     cluster = {"worker": [f"{a}:{p}" for a, p in zip(addresses, ports)]}
     logs = Path(tempfile.mkdtemp(prefix="mwms-logs-"))
-    base = [sys.executable, str(Path(__file__).resolve()), "task", "--model", args.model, "--mbit", str(args.mbit),
+    base = [sys.executable, str(Path(__file__).resolve()), task, "--model", args.model, "--mbit", str(args.mbit),
             "--out", str(out), "--steps", str(args.steps), "--warmup", str(args.warmup),
-            "--skip", str(args.skip), "--measure-steps", str(args.measure_steps)]
+            "--skip", str(args.skip), "--measure-steps", str(args.measure_steps), "--probe-reps", str(args.probe_reps)]
     if profile:
         base.append("--profile")
     if args.diag:
@@ -357,8 +432,9 @@ def _write_measured(args: argparse.Namespace, path: Path, runs: dict[int, list[f
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("mode", nargs="?", choices=("record", "task"), default="record",
-                        help="record (default) sets up and runs everything; task is one worker of it")
+    parser.add_argument("mode", nargs="?", choices=("record", "task", "probe", "probe-task"), default="record",
+                        help="record (default) sets up and runs everything; task is one worker of it; probe times "
+                        "lone all-reduces (module docstring)")
     parser.add_argument("--model", choices=PROGRAMS, default="mlp4m")
     parser.add_argument("--mbit", type=float, default=200.0, help="tbf rate of each worker link direction")
     parser.add_argument("--config", help="name under tests/data/allreduce/ (record mode)")
@@ -374,6 +450,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cpu-list", help="run every worker on these CPUs only (taskset -c LIST, e.g. 0): "
                         "what the host's cores are worth to the job")
     parser.add_argument("--diag", action="store_true", help="measured runs: trace 10 steps of worker 0 (where the time goes)")
+    parser.add_argument("--probe-reps", type=int, default=10, help="probe: timed all-reduces per size")
+    parser.add_argument("--probe-out", help="probe: add the timings to this JSON file")
     parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", default="", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -383,6 +461,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     if args.mode == "task":
         run_task(args)
+        return
+    if args.mode == "probe-task":
+        run_probe_task(args)
+        return
+    if args.mode == "probe":
+        probe(args)
         return
     if not args.config or not args.config.startswith("mwms-"):
         raise SystemExit("--config NAME is required and starts with mwms-")
