@@ -76,16 +76,15 @@ PS_DATA = DATA.parent / "ps-traces"
 PS_TRACES = {"mwms-mlp-bw25": "mlp_ps1_bw100", "mwms-cnn-bw25": "cnn_ps1_bw100", "mwms-cnn-bw100": "cnn_ps1_bw100"}
 MODEL = "ring-allreduce"
 CALM = "-calm"  # a configuration re-measured on a calm machine supersedes the one without the suffix
-FITTED = ("latency_s", "two_way_share")
-# The testbed runs every worker of a run on one 2-core host. Up to four TensorFlow workers leave
-# its cores free enough; from five on, the ring's gRPC collectives (about 30-40 ms of CPU a worker
-# step for the CNN, step_logs.json.gz's cpu_s) contend for them, which no link figure describes.
-# Points above are scored apart ("co-located beyond the host"), never fitted on.
+FITTED = ("host_cpu_s",)
+# The testbed runs every worker of a run on one host of 2 cores: every prediction here states
+# that placement (the model's host_cores), so that workers beyond the cores pay the framework's
+# host_cpu_s a step. HOST_WORKERS only splits the summaries: up to 4 workers, as many as the
+# cluster benchmark's job types use, and beyond.
+HOST_CORES = 2
+TESTBED: Mapping[str, Any] = {"host_cores": HOST_CORES}
 HOST_WORKERS = 4
-HOST_CORES = 2  # the testbed host's CPUs: the missing step time is counted per worker beyond them
-# fit: a coarse grid, then a finer one around its best (ms per round; share of the one-way goodput)
-COARSE = (tuple(i * 5e-4 for i in range(13)), tuple(round(0.84 + 0.02 * i, 2) for i in range(9)))
-FINE_STEP = (2.5e-4, 0.01)
+HOST_GRID = tuple(i * 5e-4 for i in range(61))  # host_cpu_s: 0 to 30 ms a step per worker beyond the cores
 
 # A lone gloo all-reduce (torch.distributed, no DDP, no training) over the testbed's links shaped
 # at 200 Mbit/s each way, median of 10 (scripts/record_allreduce_ddp.py probe --config ddp-comm):
@@ -93,6 +92,10 @@ FINE_STEP = (2.5e-4, 0.01)
 # held out from every DDP configuration by construction.
 GLOO_PROBE_RATE_BPS = 200e6
 GLOO_PROBE_MS = {(1, 2): 45.0, (1, 3): 65.0, (1, 4): 69.0, (8, 2): 359.0, (8, 3): 479.0, (8, 4): 541.0}
+# Lone TensorFlow ring all-reduces (scripts/record_allreduce_mwms.py probe): the gRPC ring's figures
+# come from its runs at W = 2, two workers on the host's two cores, so that no sharing of cores is
+# in them (its W = 3 and 4 timings are kept, not fitted).
+GRPC_PROBE = DATA / "grpc-ring-probe" / "probe.json"
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,7 @@ class Row:
 
     @property
     def crowded(self) -> bool:
-        """More co-located workers than the testbed host's cores carry without contention (HOST_WORKERS)."""
+        """More co-located workers than HOST_WORKERS: summarised apart."""
         return self.workers > HOST_WORKERS
 
     @property
@@ -160,10 +163,11 @@ def _predict(folder: Path, steps: int, params: tuple[tuple[str, Any], ...]) -> t
 
 def profile_curve(folder: Path, workers: Sequence[int], steps: int,
                   params: Mapping[str, Any]) -> tuple[CurvePoint, ...]:
-    """The ring model's points at ``workers`` from the configuration's own MWMS or DDP profile."""
+    """The ring model's points at ``workers`` from the configuration's own MWMS or DDP profile, on
+    the testbed's host (``TESTBED``, which ``params`` may override)."""
     measured, profile = _load(folder)
     model = registry.get(MODEL)
-    chosen = registry.params_for(model, dict(params))
+    chosen = registry.params_for(model, {**TESTBED, **params})
     inputs = ModelInputs(profile=profile, recorded=profile,
                          network=NetworkModel(bandwidth_bps=float(measured["bandwidth_bps"])), goodput=DEFAULT_GOODPUT)
     model.check(inputs, chosen)
@@ -174,14 +178,14 @@ def ps_trace_curve(folder: Path, workers: Sequence[int], steps: int, params: Map
                    ps_data: Path = PS_DATA) -> tuple[CurvePoint, ...]:
     """The ring model's points at ``workers`` from the PS trace of the program ``folder`` measured
     under MWMS (``PS_TRACES``), prepared as ``advisor predict TRACE --model ring-allreduce
-    --bandwidth RATE`` prepares it."""
+    --bandwidth RATE --model-param host_cores=2`` prepares it (``TESTBED``, which ``params`` may override)."""
     measured, _ = _load(folder)
     profile = _ps_trace(ps_data / f"{PS_TRACES[folder.name]}.trace.json.gz")
     model = registry.get(MODEL)
     settings = CurveSettings(workers=tuple(workers), steps=steps, seed=1)
     network = NetworkModel(bandwidth_bps=float(measured["bandwidth_bps"]))
     inputs = model_inputs(profile, AdviceRequest(network=network, curve=settings))
-    return predict_curve(model, inputs, registry.params_for(model, dict(params)), settings)
+    return predict_curve(model, inputs, registry.params_for(model, {**TESTBED, **params}), settings)
 
 
 def _rows(config: str, measured: Mapping[str, Any], points: Sequence[Mapping[str, Any]],
@@ -214,29 +218,37 @@ def summary(rows: Sequence[Row], held_out: bool = False) -> tuple[float, float]:
     return statistics.median(errors), max(errors)
 
 
-def _cost(folders: Sequence[Path], steps: int, base: Mapping[str, Any]) -> Callable[[float, float], float]:
-    def cost(latency: float, share: float) -> float:
-        params = {**base, "latency_s": latency, "two_way_share": share}
-        rows = [r for f in folders for r in predict(f, steps=steps, params=params) if r.workers > 1 and not r.crowded]
-        return statistics.fmean(abs(r.error) for r in rows)
+def shifted(throughput: float, workers: int, batch: int, host_cpu_s: float, host_cores: int = HOST_CORES) -> float:
+    """``throughput`` (examples/s at ``workers``, predicted without a host term) with every step
+    ``host_cpu_s`` longer per worker beyond ``host_cores``: exactly what the model gives with that
+    ``host_cpu_s``, since the term lengthens every barrier-ended step alike (a test holds it)."""
+    step = workers * batch / throughput + host_cpu_s * max(0, workers - host_cores)
+    return workers * batch / step
+
+
+def _cost(folders: Sequence[Path], steps: int, base: Mapping[str, Any]) -> Callable[[float], float]:
+    """Mean |error| over the multi-worker points of ``folders`` at a ``host_cpu_s``: each point
+    predicted once without it and shifted (``shifted``)."""
+    params = {**base, "host_cpu_s": 0.0}
+    found = [(r, int(_load(f)[0]["batch_size"])) for f in folders
+             for r in predict(f, steps=steps, params=params) if r.workers > 1]
+
+    def cost(host_cpu_s: float) -> float:
+        return statistics.fmean(abs(shifted(r.predicted, r.workers, b, host_cpu_s) / r.measured - 1) for r, b in found)
     return cost
 
 
 def fit(folders: Sequence[Path], *, steps: int = 300, base: Mapping[str, Any] | None = None) -> dict[str, float]:
-    """``latency_s`` and ``two_way_share`` with the smallest mean |error| over the multi-worker
-    points of ``folders`` up to HOST_WORKERS (W = 1 has no rounds): a coarse grid (0 to 6 ms by
-    0.5 ms, 0.84 to 1 by 0.02), then steps of 0.25 ms and 0.01, two either side of its best (the
-    two trade off along a narrow ridge within one configuration)."""
+    """``host_cpu_s`` with the smallest mean |error| over the multi-worker points of ``folders``
+    (W = 1 has no other worker on its host), from 0 to 30 ms by 0.5 ms; the link figures are the
+    framework's, from its probe (``base`` may set them)."""
     return dict(_fit(tuple(sorted(folders)), steps, tuple(sorted((base or {}).items()))))
 
 
 @cache
 def _fit(folders: tuple[Path, ...], steps: int, base: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, float], ...]:
     cost = _cost(folders, steps, dict(base))
-    best = min(itertools.product(*COARSE), key=lambda v: cost(*v))
-    near = itertools.product(*[[max(0.0, b + k * d) for k in (-2, -1, 0, 1, 2)] for b, d in zip(best, FINE_STEP)])
-    latency, share = min(sorted({(round(a, 6), min(1.0, round(s, 3))) for a, s in near}), key=lambda v: cost(*v))
-    return (("latency_s", latency), ("two_way_share", share))
+    return (("host_cpu_s", min(HOST_GRID, key=cost)),)
 
 
 def held_out_fits(folders: Sequence[Path], *, steps: int = 300,
@@ -268,18 +280,36 @@ def rows_with_holdout(folders: Sequence[Path], *, steps: int = 1000, params: Map
     return rows, fits
 
 
-def gloo_probe_fit(step_s: float = 2.5e-5, share_step: float = 0.005) -> tuple[float, float, float]:
+def probe_fit(timings: Sequence[tuple[float, int, float, float]], latency_step: float,
+              share_step: float) -> tuple[float, float, float]:
     """(latency_s, two_way_share, mean |error|) of the ring's time 2(W-1)(lat + 8 bytes/(W rate
-    0.95 share)) least off the lone gloo all-reduce probe (``GLOO_PROBE_MS``), on a grid of 0 to 3
-    ms by ``step_s`` and 0.9 to 1 by ``share_step``: where the gloo defaults come from."""
+    0.95 share)) least off lone all-reduce ``timings`` ((link rate bit/s, W, bytes, seconds)), on a
+    grid of 0 to 3 ms by ``latency_step`` and 0.9 to 1 by ``share_step``."""
     def err(lat: float, share: float) -> float:
-        return statistics.fmean(
-            abs(2 * (w - 1) * (lat + 8 * mib * 2**20 / (w * GLOO_PROBE_RATE_BPS * DEFAULT_GOODPUT * share))
-                / (ms / 1e3) - 1) for (mib, w), ms in GLOO_PROBE_MS.items())
-    grid = itertools.product((i * step_s for i in range(round(3e-3 / step_s) + 1)),
+        return statistics.fmean(abs(2 * (w - 1) * (lat + 8 * size / (w * rate * DEFAULT_GOODPUT * share)) / seconds - 1)
+                                for rate, w, size, seconds in timings)
+    grid = itertools.product((i * latency_step for i in range(round(3e-3 / latency_step) + 1)),
                              (round(0.9 + i * share_step, 4) for i in range(round(0.1 / share_step) + 1)))
     lat, share = min(grid, key=lambda v: err(*v))
     return lat, share, err(lat, share)
+
+
+def gloo_probe_fit(step_s: float = 2.5e-5, share_step: float = 0.005) -> tuple[float, float, float]:
+    """``probe_fit`` of the lone gloo all-reduce probe (``GLOO_PROBE_MS``): where the gloo defaults come from."""
+    return probe_fit([(GLOO_PROBE_RATE_BPS, w, mib * 2**20, ms / 1e3) for (mib, w), ms in GLOO_PROBE_MS.items()],
+                     step_s, share_step)
+
+
+def grpc_probe_timings(path: Path = GRPC_PROBE) -> list[tuple[float, int, float, float]]:
+    """The W = 2 timings of the lone TensorFlow ring all-reduce probe (``GRPC_PROBE``), for ``probe_fit``."""
+    doc = json.loads(path.read_text())
+    return [(float(run["bandwidth_bps"]), int(t["workers"]), float(t["bytes"]), float(t["median_s"]))
+            for run in doc["runs"] for t in run["timings"] if t["workers"] == 2]
+
+
+def grpc_probe_fit(step_s: float = 5e-5, share_step: float = 0.005) -> tuple[float, float, float]:
+    """``probe_fit`` of ``grpc_probe_timings``: where TensorFlow's ring defaults come from."""
+    return probe_fit(grpc_probe_timings(), step_s, share_step)
 
 
 def _pct(value: float | None) -> str:
@@ -309,8 +339,8 @@ def table(rows: Sequence[Row], markdown: bool) -> str:
 
 
 def summaries(rows: Sequence[Row], fits: Mapping[str, Any]) -> list[str]:
-    """Per configuration, per framework and over all (up to HOST_WORKERS), then the co-located
-    points beyond: points, median and max |error|, default and held out."""
+    """Per configuration, per framework and over all scored points, then the scored points with
+    more workers than HOST_WORKERS on the host: points, median and max |error|, default and held out."""
     def line(label: str, mine: Sequence[Row], note: str = "") -> str:
         med, worst = summary(mine)
         text = f"{label}: {len(mine)} points, median |error| {med:.1%}, max {worst:.1%}"
@@ -321,20 +351,20 @@ def summaries(rows: Sequence[Row], fits: Mapping[str, Any]) -> list[str]:
 
     out = []
     for config in dict.fromkeys(r.config for r in rows):
-        mine = [r for r in rows if r.config == config and not r.crowded]
+        mine = [r for r in rows if r.config == config]
         got = fits.get(config)
-        note = "" if not got else (f" (held out: latency_s {got[0]['latency_s'] * 1e3:.2f} ms, two_way_share "
-                                   f"{got[0]['two_way_share']:.2f}, fitted on {', '.join(got[1])})")
+        note = "" if not got else (f" (held out: host_cpu_s {got[0]['host_cpu_s'] * 1e3:.1f} ms, "
+                                   f"fitted on {', '.join(got[1])})")
         out.append(line(config + (" [caveat: superseded by a calm re-measurement]" if mine[0].caveat else ""),
                         mine, note))
-    scored = [r for r in rows if not r.caveat and not r.crowded]
+    scored = [r for r in rows if not r.caveat]
     for kind in dict.fromkeys(r.kind for r in scored):
-        out.append(line(f"{kind} (scored, W <= {HOST_WORKERS})", [r for r in scored if r.kind == kind]))
+        out.append(line(f"{kind} (scored)", [r for r in scored if r.kind == kind]))
     if scored:
-        out.append(line(f"all scored, W <= {HOST_WORKERS}", scored))
-    crowded = [r for r in rows if not r.caveat and r.crowded]
+        out.append(line("all scored", scored))
+    crowded = [r for r in scored if r.crowded]
     if crowded:
-        out.append(line(f"co-located beyond the host (W > {HOST_WORKERS} workers on its 2 cores)", crowded))
+        out.append(line(f"of which W > {HOST_WORKERS} workers on the host's {HOST_CORES} cores", crowded))
     return out
 
 
@@ -360,9 +390,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         for path in write_predictions([f for f in folders if f.name in PS_TRACES], args.write_predictions, args.steps):
             print(f"wrote {path}")
         return
-    lat, share, err = gloo_probe_fit()
-    print(f"gloo defaults from the lone all-reduce probe: latency_s {lat * 1e3:.3f} ms, two_way_share {share:.3f} "
-          f"(mean |error| {err:.1%} over {len(GLOO_PROBE_MS)} timings)")
+    for name, (lat, share, err), timings in (("gloo", gloo_probe_fit(), len(GLOO_PROBE_MS)),
+                                             ("TensorFlow ring", grpc_probe_fit(), len(grpc_probe_timings()))):
+        print(f"{name} defaults from the lone all-reduce probe: latency_s {lat * 1e3:.3f} ms, two_way_share "
+              f"{share:.3f} (mean |error| {err:.1%} over {timings} timings)")
     rows, fits = rows_with_holdout(folders, steps=args.steps, params=params, holdout=not args.no_holdout)
     print(f"{MODEL}" + (f" with {params}" if params else " (default parameters)")
           + f", link rate x goodput {DEFAULT_GOODPUT}; * = caveat, not scored")
@@ -375,12 +406,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"\nfrom the PS trace of the same program ({MODEL}, the defaults; W = 1 is the PS trace's compute):")
         print(table(from_ps, args.markdown))
         for label, mine in ((f"W = 2..{HOST_WORKERS}", [r for r in from_ps if 1 < r.workers and not r.crowded]),
-                            (f"W > {HOST_WORKERS}, co-located beyond the host", [r for r in from_ps if r.crowded])):
+                            (f"W > {HOST_WORKERS}", [r for r in from_ps if r.crowded])):
             if mine:
                 med, worst = summary(mine)
                 print(f"from the PS trace, {label}: {len(mine)} points, median |error| {med:.1%}, max {worst:.1%}")
     print()
-    print("\n".join(committed_lines(folders)))
+    print("\n".join(committed_lines(folders, args.steps)))
     print()
     print("\n".join(one_core_lines(folders)))
     if args.write:
@@ -389,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 # the ring's regimes of W for its model error: W = 1 reduces nothing (the profile's own rate),
 # W >= 2 all-reduces
-ERROR_REGIMES: tuple[tuple[int, int | None], ...] = ((1, 1), (2, HOST_WORKERS), (HOST_WORKERS + 1, None))
+ERROR_REGIMES: tuple[tuple[int, int | None], ...] = ((1, 1), (2, None))
 
 
 def predictions_path(folder: Path, workers: Sequence[int]) -> Path:
@@ -398,8 +429,8 @@ def predictions_path(folder: Path, workers: Sequence[int]) -> Path:
 
 
 def write_predictions(folders: Sequence[Path], workers: Sequence[int], steps: int = 1000) -> list[Path]:
-    """Each configuration's default predictions at ``workers``, from its own profile and from its
-    PS trace, written beside its measurements before those W are measured (``--write-predictions``),
+    """Each configuration's predictions at ``workers`` with the defaults and the testbed's host
+    (``TESTBED``), from its own profile and from its PS trace, written beside its measurements before those W are measured (``--write-predictions``),
     so that they are scored as predictions the runs could not have shaped."""
     written = []
     for folder in folders:
@@ -440,21 +471,28 @@ def committed(folder: Path) -> list[tuple[int, float, float, float]]:
     return found
 
 
-def committed_lines(folders: Sequence[Path]) -> list[str]:
-    """The table of ``committed`` for every configuration that has one, with the runs' CPU per worker step."""
-    lines = ["predicted before measuring (predictions-w*.json) against the runs, the CPU a worker spent a step, and "
-             f"the step's missing time (measured - predicted from the profile) per worker beyond {HOST_CORES}:",
+def committed_lines(folders: Sequence[Path], steps: int = 1000) -> list[str]:
+    """The table of ``committed`` for every configuration that has one, with the runs' CPU per
+    worker step, the step's missing time against the committed prediction per worker beyond the
+    host's cores, and the prediction now, with the testbed's host stated (``TESTBED``)."""
+    lines = ["predicted before measuring (predictions-w*.json, no host stated) against the runs, the CPU a worker "
+             f"spent a step, the step's missing time per worker beyond {HOST_CORES} cores, and the prediction with "
+             f"the host stated ({', '.join(f'{k}={v}' for k, v in TESTBED.items())}):",
              f"{'configuration':<16} {'W':>2} {'measured':>9} {'profile':>8} {'error':>7} {'PS trace':>8} {'error':>7}"
-             f" {'CPU ms/step':>11} {'ms/worker':>9}"]
+             f" {'CPU ms/step':>11} {'ms/worker':>9} {'host':>7} {'error':>7}"]
     missing = []
     for folder in folders:
         cpu, batch = cpu_per_step_ms(folder), int(_load(folder)[0]["batch_size"])
-        for w, own, ps, real in committed(folder):
+        found = committed(folder)
+        if not found:
+            continue
+        now = {c.workers: c.throughput for c in profile_curve(folder, [w for w, *_ in found], steps, {})}
+        for w, own, ps, real in found:
             used = "/".join(f"{c:.0f}" for c in cpu.get(w, [])) or "-"
             extra = (w * batch / real - w * batch / own) * 1e3 / (w - HOST_CORES)
             missing.append(extra)
             lines.append(f"{folder.name:<16} {w:>2} {real:>9.1f} {own:>8.1f} {own / real - 1:>+7.1%} {ps:>8.1f}"
-                         f" {ps / real - 1:>+7.1%} {used:>11} {extra:>9.1f}")
+                         f" {ps / real - 1:>+7.1%} {used:>11} {extra:>9.1f} {now[w]:>7.1f} {now[w] / real - 1:>+7.1%}")
     if missing:
         lines.append(f"missing step time per worker beyond {HOST_CORES}: {min(missing):.0f}-{max(missing):.0f} ms, "
                      f"median {statistics.median(missing):.0f} ms")
@@ -466,8 +504,8 @@ ONE_CORE = "-one-core"  # a configuration measured again with every worker on on
 
 def one_core_lines(folders: Sequence[Path]) -> list[str]:
     """Each ``X-one-core`` measurement (every worker pinned to one CPU, ``--cpu-list 0``) beside
-    ``X``'s prediction and its runs on both cores at the same W and at twice the W (as many
-    workers per core): measured / predicted."""
+    ``X``'s runs on both cores at the same W and at twice the W (as many workers per core), each
+    as measured / predicted with the cores it had stated (``host_cores`` 1 and 2)."""
     lines = []
     for folder in folders:
         alone = folder.with_name(folder.name + ONE_CORE) / "measured.json"
@@ -476,12 +514,13 @@ def one_core_lines(folders: Sequence[Path]) -> list[str]:
         pinned = {int(p["workers"]): float(p["examples_per_s"]) for p in json.loads(alone.read_text())["points"]}
         both = {int(p["workers"]): float(p["examples_per_s"]) for p in _load(folder)[0]["points"]}
         ws = sorted({*pinned, *(2 * w for w in pinned if 2 * w in both)})
-        predicted = {c.workers: c.throughput for c in profile_curve(folder, ws, 1000, {})}
-        lines.append(f"{folder.name}: every worker on one CPU against both, measured / predicted")
+        on_one = {c.workers: c.throughput for c in profile_curve(folder, sorted(pinned), 1000, {"host_cores": 1})}
+        on_two = {c.workers: c.throughput for c in profile_curve(folder, ws, 1000, {})}
+        lines.append(f"{folder.name}: every worker on one CPU against both, measured / predicted with those cores")
         lines.append(f"{'W':>3} {'one CPU':>8} {'two CPUs':>9} {'2W on two CPUs':>15}")
         for w in sorted(pinned):
-            twice = f"{both[2 * w] / predicted[2 * w]:15.2f}" if 2 * w in both else f"{'-':>15}"
-            lines.append(f"{w:>3} {pinned[w] / predicted[w]:8.2f} {both[w] / predicted[w]:9.2f} {twice}")
+            twice = f"{both[2 * w] / on_two[2 * w]:15.2f}" if 2 * w in both else f"{'-':>15}"
+            lines.append(f"{w:>3} {pinned[w] / on_one[w]:8.2f} {both[w] / on_two[w]:9.2f} {twice}")
     return lines
 
 

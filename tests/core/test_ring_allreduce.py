@@ -113,6 +113,31 @@ def test_one_bucket_after_all_compute_is_the_closed_form(workers: int) -> None:
         assert comm == pytest.approx(0.4803, rel=1e-9)
 
 
+@pytest.mark.parametrize(("workers", "cores", "per_host", "beyond"),
+                         [(2, 2, None, 0), (4, 2, None, 2), (8, 2, None, 6), (8, 2, 3, 1), (8, 1, 4, 3), (3, 4, None, 0)])
+def test_workers_beyond_a_hosts_cores_lengthen_every_step(workers: int, cores: int, per_host: int | None,
+                                                          beyond: int) -> None:
+    # The closed-form step above (W = 4: 0.003 + 0.4803 + 0.0001 s) plus 20 ms for each worker
+    # on the busiest host beyond its cores: W = 8 on one 2-core host 6 x 20 ms; 3 a host, 1; 4 a
+    # host of 1 core, 3; none up to the cores.
+    params = RingParams(latency_s=LAT, host_cores=cores, workers_per_host=per_host, host_cpu_s=0.02)
+    with_host = _mean_step_s(RING.start(_inputs(_backprop()), params, workers, seed=1).advance(40))
+    without = _mean_step_s(RING.start(_inputs(_backprop()), RingParams(latency_s=LAT), workers, seed=1).advance(40))
+    assert with_host - without == pytest.approx(0.02 * beyond, abs=1e-9)
+    if workers == 4:
+        assert with_host == pytest.approx(0.003 + 0.4803 + 0.0001 + 0.04, rel=1e-9)
+
+
+def test_the_host_term_needs_the_hosts_cores() -> None:
+    # host_cpu_s alone states no placement: every worker keeps cores of its own
+    alone = RING.start(_inputs(_backprop()), RingParams(latency_s=LAT, host_cpu_s=0.5), 8, seed=1).advance(20)
+    plain = RING.start(_inputs(_backprop()), RingParams(latency_s=LAT), 8, seed=1).advance(20)
+    assert _mean_step_s(alone) == pytest.approx(_mean_step_s(plain), rel=1e-12)
+    for bad in ({"host_cores": 0}, {"workers_per_host": 0}, {"host_cpu_s": -1e-3}):
+        with pytest.raises(ModelInputError, match=next(iter(bad))):
+            registry.params_for(RING, bad)
+
+
 def test_each_bucket_pays_the_latency_of_its_rounds() -> None:
     # Two 3 MB gradients both ready at the end (the second backward op is 0 us), bucket cap
     # 2 MiB: each fills a bucket alone, reduced one after the other. At W = 4 with a 1 ms
@@ -436,8 +461,9 @@ def test_the_outlook_says_which_layout_was_replayed(buckets: list[list[str]] | N
     outlook = RING.outlook(inputs, registry.params_for(RING, given), {1: 1.0})
     assert outlook.details["buckets"] == expected
     # a pytorch-ddp profile: the latency and two-way share left unset are gloo's, reported as used;
-    # DDP runs no other collective per step
-    assert outlook.params == {"bucket_mb": as_used, "latency_s": GLOO.latency_s, "two_way_share": GLOO.two_way_share}
+    # DDP runs no other collective per step; no placement on hosts stated, gloo's host figure reported
+    assert outlook.params == {"bucket_mb": as_used, "latency_s": GLOO.latency_s, "two_way_share": GLOO.two_way_share,
+                              "host_cores": None, "workers_per_host": None, "host_cpu_s": GLOO.host_cpu_s}
     assert outlook.details["collectives"] == {"bytes": [], "source": "framework"}
 
 

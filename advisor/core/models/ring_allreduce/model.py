@@ -28,7 +28,18 @@ inside the node:
 with ``G' = min(G, W)``. A worker's step ends when its compute and the last bucket are done,
 followed by the optimizer update (and any other work that waited for the gradients), which
 all-reduce frameworks run locally, or when the step's other collectives are done, if later.
-There are no parameter pulls: the updated model is already on every worker. Because the
+There are no parameter pulls: the updated model is already on every worker.
+
+Workers that share a host's cores (``host_cores`` stated; ``workers_per_host`` of them on each
+host, all W on one when unset) pay for it on every step: a framework's collectives and step loop
+need CPU on the step's critical path, and once more workers than cores share a host they wait for
+it. Each step is longer by
+
+    host_cpu_s * max(0, min(W, workers_per_host) - host_cores)
+
+with ``host_cpu_s`` the framework's figure (``FRAMEWORKS``), on every worker (the step ends at a
+barrier, so the busiest host sets it). Unset ``host_cores``: every worker has cores of its own, as
+pods on their own nodes or with whole-core CPU limits have. Because the
 all-reduce is a barrier, the W-worker step is set by the slowest of W sampled compute times plus
 the exposed communication, which is why this is a sampled ``Run`` (``Samples`` of per-worker step
 ends) rather than a closed form. See docs/models-ring.md.
@@ -79,23 +90,31 @@ class Framework:
     two_way_share: float  # of the one-way goodput, each direction, while both directions carry data
     collectives: tuple[int, ...]  # bytes of the per-step all-reduces besides the gradients', when not recorded
     basis: str  # where the figures come from, for people
+    host_cpu_s: float = 0.0  # a step's extra time per co-located worker beyond the host's cores
 
 
 # PyTorch DDP over gloo: a lone gloo all-reduce of 1 and 8 MiB at W = 2, 3, 4 over the project's
 # shaped 200 Mbit/s links (scripts/record_allreduce_ddp.py probe: 45, 65, 69 and 359, 479, 541 ms),
 # fitted by least squares to 2(W-1) (lat + 8 bytes / (W rate 0.95 share)): 0.3 ms per round and
 # 0.985 of the one-way goodput each way. DDP runs nothing else per step (buffers aside).
+# Four DDP configurations at W = 2..4, every worker on one 2-core host, lose nothing to sharing
+# it: host_cpu_s fitted on them is 0 (benchmarks/allreduce_accuracy.py fit).
 GLOO = Framework(latency_s=3.0e-4, two_way_share=0.985, collectives=(),
-                 basis="a lone gloo all-reduce of 1 and 8 MiB timed at W = 2..4 over shaped 200 Mbit/s links")
+                 basis="a lone gloo all-reduce of 1 and 8 MiB timed at W = 2..4 over shaped 200 Mbit/s links",
+                 host_cpu_s=0.0)
 # TF2 Keras MWMS, CommunicationImplementation.RING: every chunk of every round is a gRPC RecvBuf
-# call (receiver-initiated), so a round costs milliseconds on TCP, not NCCL's microseconds. Both
-# figures are fitted on the calm MWMS runs of three programs (a 4.2 MB MLP at 50 and 100 Mbit/s,
-# the PS testbed's 1.7 MB MLP at 25 Mbit/s, its 0.44 MB CNN at 25 and 100 Mbit/s;
-# benchmarks/allreduce_accuracy.py fit, which reports each configuration held out: fitted on the
-# others, 1.25-1.5 ms and 0.95-0.96). Keras's fit logs the loss at least, reduced as a float32 sum
-# and an int64 count.
-GRPC_RING = Framework(latency_s=1.25e-3, two_way_share=0.95, collectives=(4, 8),
-                      basis="fitted on calm Keras MWMS runs of three programs over shaped 25, 50 and 100 Mbit/s links")
+# call (receiver-initiated), so a round costs milliseconds on TCP, not NCCL's microseconds. The
+# link figures come from lone ring all-reduces of 4 bytes, 1 and 8 MiB between two workers over
+# shaped 25, 50 and 100 Mbit/s links (scripts/record_allreduce_mwms.py probe,
+# tests/data/allreduce/grpc-ring-probe): 1.45 ms a round, 0.935 of the one-way goodput each way.
+# Two workers on the testbed's two cores share none, so nothing of the host is in them. The host
+# figure is fitted on the calm MWMS training runs of three programs, every worker on that 2-core
+# host, W = 2..8 (benchmarks/allreduce_accuracy.py fit: 10 ms, and 9.5-10.5 ms on any four of the
+# five configurations). Keras's fit logs the loss at least, reduced as a float32 sum and an int64 count.
+GRPC_RING = Framework(latency_s=1.45e-3, two_way_share=0.935, collectives=(4, 8),
+                      basis="a lone TensorFlow ring all-reduce timed at W = 2 over shaped 25, 50 and 100 Mbit/s "
+                            "links; host_cpu_s fitted on Keras MWMS runs of three programs on one 2-core host",
+                      host_cpu_s=10e-3)
 GENERIC = Framework(latency_s=DEFAULT_LATENCY_S, two_way_share=1.0, collectives=(),
                     basis="no framework known: NCCL-style figures for Ethernet")
 # A TensorFlow parameter-server trace replayed as an all-reduce what-if is a TensorFlow program:
@@ -138,6 +157,24 @@ class RingParams(ModelParams):
         None, gt=0, le=1, description="share of the one-way goodput each direction of a ring link keeps while both "
         f"carry data at once; unset: the profile's framework's (pytorch-ddp {GLOO.two_way_share:g}, "
         f"tf-mwms and tf-ps {GRPC_RING.two_way_share:g}, else 1)")
+
+    host_cores: int | None = Field(
+        None, ge=1, description="CPU cores of the host the workers share (the busiest, if several); unset: every "
+        "worker has cores of its own")
+    workers_per_host: int | None = Field(
+        None, ge=1, description="workers on each host of host_cores cores; unset: all of them on one host")
+    host_cpu_s: float | None = Field(
+        None, ge=0, description="a step's extra time per worker on a host beyond its host_cores (s); unset: the "
+        f"profile's framework's (tf-mwms and tf-ps {GRPC_RING.host_cpu_s * 1e3:g} ms, pytorch-ddp "
+        f"{GLOO.host_cpu_s * 1e3:g}, else 0: unmeasured)")
+
+    def host_seconds(self, workers: int) -> float:
+        """How much longer every step is at ``workers`` for the workers sharing a host's cores
+        (module docstring); 0 when ``host_cores`` is unset."""
+        if self.host_cores is None:
+            return 0.0
+        on_host = workers if self.workers_per_host is None else min(workers, self.workers_per_host)
+        return (self.host_cpu_s or 0.0) * max(0, on_host - self.host_cores)
 
     def latency(self) -> float:
         """``latency_s``, or the generic default when unset (``RingAllReduce.resolved`` fills it per framework)."""
@@ -256,14 +293,16 @@ def _setup(model: str, inputs: ModelInputs, params: ModelParams) -> _Setup:
 
 
 def resolve_params(profile: Profile | None, params: RingParams) -> RingParams:
-    """``params`` with ``latency_s`` and ``two_way_share`` filled in from the profile's framework
-    where unset (``FRAMEWORKS``)."""
+    """``params`` with ``latency_s``, ``two_way_share`` and ``host_cpu_s`` filled in from the
+    profile's framework where unset (``FRAMEWORKS``)."""
     fw = framework_of(profile)
     update: dict[str, float] = {}
     if params.latency_s is None:
         update["latency_s"] = fw.latency_s
     if params.two_way_share is None:
         update["two_way_share"] = fw.two_way_share
+    if params.host_cpu_s is None:
+        update["host_cpu_s"] = fw.host_cpu_s
     return params.model_copy(update=update) if update else params
 
 
@@ -313,6 +352,7 @@ class RingRun:
         # gradients' ordering), from the last bucket's end, alongside the update
         self._extra = float(allreduce_seconds(np.array(setup.collectives, dtype=np.float64), workers, rate,
                                               params).sum())
+        self._host = params.host_seconds(workers)  # after the barrier, on every worker
         # Bucket b ends at E_b = max(M_b, E_{b-1}) + T_b (M_b: last worker ready). Unrolled with
         # P_b = T_0 + ... + T_b: E_b = P_b + max over j <= b of (M_j - P_{j-1}).
         self._cum = np.cumsum(duration)
@@ -334,7 +374,8 @@ class RingRun:
         ready = (start[:, None] + self._ready[drawn] / speed[:, None]).max(axis=0)
         comm_end = float(self._cum[-1] + np.max(ready - self._cum_before))
         compute_end = start + self._compute[drawn] / speed
-        end = np.maximum(np.maximum(compute_end, comm_end) + self._update[drawn] / speed, comm_end + self._extra)
+        end = np.maximum(np.maximum(compute_end, comm_end) + self._update[drawn] / speed,
+                         comm_end + self._extra) + self._host
         self._ends.append(end)
         self._start = end
         self._events += self._workers + len(self._cum)
@@ -379,8 +420,8 @@ class RingAllReduce(ModelBase):
         _setup(self.name, inputs, self._own(params))
 
     def resolved(self, inputs: ModelInputs, params: ModelParams) -> RingParams:
-        """``latency_s`` and ``two_way_share`` as the prediction uses them: the profile's framework's
-        where unset (``FRAMEWORKS``)."""
+        """``latency_s``, ``two_way_share`` and ``host_cpu_s`` as the prediction uses them: the
+        profile's framework's where unset (``FRAMEWORKS``)."""
         return resolve_params(inputs.profile if inputs.profile is not None else inputs.recorded, self._own(params))
 
     def start(self, inputs: ModelInputs, params: ModelParams, workers: int, seed: int) -> RingRun:
@@ -401,15 +442,22 @@ class RingAllReduce(ModelBase):
     def outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
         """The bucket layout the curve replayed (``details["buckets"]``, ``BucketLayout.as_json``),
         the step's other collectives (``details["collectives"]``: their bytes, and whether the
-        profile recorded them or they are the framework's own), and the parameters as used:
+        profile recorded them or they are the framework's own), the host the workers share when
+        stated (``details["host"]``), and the parameters as used:
         ``bucket_mb`` the cap the buckets were grouped at (unset for a recorded layout),
-        ``latency_s`` and ``two_way_share`` the framework's where unset."""
+        ``latency_s``, ``two_way_share`` and ``host_cpu_s`` the framework's where unset, and the
+        stated placement on hosts (``host_cores``, ``workers_per_host``)."""
         own = self.resolved(inputs, params)
         setup = _setup(self.name, inputs, own)
         extra = {"bytes": list(setup.collectives), "source": RECORDED if setup.collectives_recorded else "framework"}
-        return Outlook(details={"buckets": setup.layout.as_json(), "collectives": extra},
+        details: dict[str, Any] = {"buckets": setup.layout.as_json(), "collectives": extra}
+        if own.host_cores is not None:  # the placement stated, as the step's host term used it
+            details["host"] = {"cores": own.host_cores, "workers_per_host": own.workers_per_host,
+                               "host_cpu_s": own.host_cpu_s}
+        return Outlook(details=details,
                        params={"bucket_mb": setup.layout.bucket_mb, "latency_s": own.latency_s,
-                               "two_way_share": own.two_way_share})
+                               "two_way_share": own.two_way_share, "host_cores": own.host_cores,
+                               "workers_per_host": own.workers_per_host, "host_cpu_s": own.host_cpu_s})
 
     def _own(self, params: ModelParams) -> RingParams:
         if not isinstance(params, self.Params) or not isinstance(params, RingParams):
