@@ -201,6 +201,9 @@ def advice_table(profile: Profile | None, request: AdviceRequest, advice: Advice
     buckets = advice.details.get("buckets")
     if buckets:
         rows.append(bucket_line(buckets))
+    host = advice.details.get("host")
+    if host:
+        rows.append(host_line(host))
     rows += [f"note: {n}" for n in advice.notes]
     return "\n".join(rows)
 
@@ -212,6 +215,13 @@ def bucket_line(buckets: Mapping[str, Any]) -> str:
     how = ("as the framework laid them out (recorded with the profile)" if buckets["source"] == "recorded"
            else f"grouped by the model at bucket_mb = {buckets['bucket_mb']:g} MiB")
     return f"buckets: {buckets['count']}, {how}; MiB in reduce order: {shown}"
+
+
+def host_line(host: Mapping[str, Any]) -> str:
+    """The host the workers of an all-reduce prediction share (``model_details.host``)."""
+    per = "all on one host" if host["workers_per_host"] is None else f"{host['workers_per_host']} per host"
+    return (f"host: workers share {host['cores']} core(s), {per}; each step "
+            f"{host['host_cpu_s'] * 1e3:g} ms longer per worker beyond them")
 
 
 def _decision_rows(advice: Advice, request: AdviceRequest) -> list[str]:
