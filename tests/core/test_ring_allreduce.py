@@ -128,6 +128,15 @@ def test_workers_beyond_a_hosts_cores_lengthen_every_step(workers: int, cores: i
         assert with_host == pytest.approx(0.003 + 0.4803 + 0.0001 + 0.04, rel=1e-9)
 
 
+def test_a_hierarchical_rings_hosts_are_its_nodes() -> None:
+    # 4 GPUs a node on hosts of 2 cores: W = 8 is 2 workers beyond on each node (2 x 20 ms), unless
+    # the hosts are stated otherwise (all 8 on one: 6 x 20 ms)
+    node = HierarchicalParams(gpus_per_node=4, host_cores=2, host_cpu_s=0.02)
+    assert node.host_seconds(8) == pytest.approx(0.04) and node.host_seconds(2) == 0.0
+    assert node.model_copy(update={"workers_per_host": 8}).host_seconds(8) == pytest.approx(0.12)
+    assert RingParams(host_cores=2, host_cpu_s=0.02).host_seconds(8) == pytest.approx(0.12)
+
+
 def test_the_host_term_needs_the_hosts_cores() -> None:
     # host_cpu_s alone states no placement: every worker keeps cores of its own
     alone = RING.start(_inputs(_backprop()), RingParams(latency_s=LAT, host_cpu_s=0.5), 8, seed=1).advance(20)

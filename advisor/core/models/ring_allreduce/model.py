@@ -162,7 +162,8 @@ class RingParams(ModelParams):
         None, ge=1, description="CPU cores of the host the workers share (the busiest, if several); unset: every "
         "worker has cores of its own")
     workers_per_host: int | None = Field(
-        None, ge=1, description="workers on each host of host_cores cores; unset: all of them on one host")
+        None, ge=1, description="workers on each host of host_cores cores; unset: all of them on one host (the "
+        "hierarchical ring: gpus_per_node)")
     host_cpu_s: float | None = Field(
         None, ge=0, description="a step's extra time per worker on a host beyond its host_cores (s); unset: the "
         f"profile's framework's (tf-mwms and tf-ps {GRPC_RING.host_cpu_s * 1e3:g} ms, pytorch-ddp "
@@ -193,6 +194,13 @@ class HierarchicalParams(RingParams):
         DEFAULT_INTRA_BANDWIDTH_BPS, gt=0, description="rate of the links between GPUs of one node (bit/s)"
     )
     intra_node_latency_s: float = Field(DEFAULT_INTRA_LATENCY_S, ge=0, description="latency of one intra-node round (s)")
+
+    def host_seconds(self, workers: int) -> float:
+        """As the flat ring's, with a node's ``gpus_per_node`` workers on each host unless
+        ``workers_per_host`` says otherwise."""
+        if self.workers_per_host is None:
+            return self.model_copy(update={"workers_per_host": self.gpus_per_node}).host_seconds(workers)
+        return super().host_seconds(workers)
 
 
 def allreduce_seconds(bucket_bytes: np.ndarray, workers: int, rate_bps: float, params: RingParams) -> np.ndarray:
