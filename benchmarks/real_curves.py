@@ -27,7 +27,7 @@ from advisor.core.curve import CurveSettings
 from advisor.core.model_error import ModelError, ModelErrors
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
-from benchmarks.allreduce_accuracy import configs
+from benchmarks.allreduce_accuracy import TESTBED, configs
 from benchmarks.paths import PS_ASYNC_DATA, REPO
 
 PS_TRACES = REPO / "tests" / "data" / "ps-traces"
@@ -127,7 +127,8 @@ def allreduce() -> list[RealCurve]:
         doc = json.loads((folder / "measured.json").read_text())
         # the recorded value per W: the median over fresh runs (the folder's README)
         by_w = {int(p["workers"]): (float(p["examples_per_s"]),) for p in doc["points"]}
-        out.append(RealCurve(f"allreduce/{folder.name}", RING_MODEL, {}, float(doc["bandwidth_bps"]), by_w,
+        # every worker of a run on the testbed's one 2-core host, as its owner would state it
+        out.append(RealCurve(f"allreduce/{folder.name}", RING_MODEL, dict(TESTBED), float(doc["bandwidth_bps"]), by_w,
                              lambda f=str(folder / "profile.json.gz"): _upload_profile(f), parameter_servers=0))
     return out
 
