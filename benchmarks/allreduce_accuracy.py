@@ -10,40 +10,41 @@ programs also 5..8, with how they were taken;
 ``scripts/record_allreduce_ddp.py`` and ``record_allreduce_mwms.py`` write them) it predicts each
 measured W with the ``ring-allreduce`` model from the profile at the recorded link rate (nominal
 rate x the product's default TCP goodput, 0.95, as ``advisor predict`` does) and prints predicted
-vs measured per W with the error, then per configuration, per framework and over all the median
-and maximum |error|.
+vs measured per W with the error, then per configuration, per framework, over all and over the
+points with more than HOST_WORKERS workers the median and maximum |error|.
 
-Two predictions per point:
+Every prediction states the testbed's placement as its user would (``TESTBED``: every worker of
+a run on one host of 2 cores, ``host_cores`` 2). Two predictions per point:
 
-- **default**: the model's defaults (``--param`` overrides one), i.e. the per-round latency and
-  two-way share of the profile's framework (``ring_allreduce.model.FRAMEWORKS``);
-- **held out**: ``latency_s`` and ``two_way_share`` fitted (``fit``: the smallest mean |error|
-  over the multi-worker points) on the OTHER scored configurations of the same framework, never
-  on the one reported, so that a figure fitted to the points it is scored on never appears.
+- **default**: the model's defaults (``--param`` overrides one): the per-round latency, two-way
+  share and host figure of the profile's framework (``ring_allreduce.model.FRAMEWORKS``);
+- **held out**: ``host_cpu_s`` fitted (``fit``: the smallest mean |error| over the multi-worker
+  points) on the OTHER scored configurations of the same framework, never on the one reported,
+  so that a figure fitted to the points it is scored on never appears.
 
 A configuration ``X-calm`` is ``X`` measured again on a calm machine: it supersedes ``X``, which
 is then still printed but marked as a caveat (``*``), left out of every fit and of the scored
 summaries (the loaded runs' TensorFlow CPU work was stretched by other jobs).
 
-The gloo figures of the model's defaults are derived here too (``gloo_probe_fit``), from a lone
-gloo all-reduce timed over the same kind of links (no DDP, no training), never from these runs.
+The link figures of the defaults are derived here too, from lone all-reduces timed over the same
+kind of links (no training), never from these runs: gloo's from W = 2..4 (``gloo_probe_fit``),
+TensorFlow's ring's from two workers (``grpc_probe_fit``, ``GRPC_PROBE``), who share none of the
+host's two cores. On the runs alone a round's latency and the host's share of the step trade off.
 
 **From the PS trace** (``PS_TRACES``): the MWMS runs of the parameter-server testbed's programs
 are also predicted from the one-worker *PS* trace of the same program, the all-reduce what-if a
-user of a PS job asks; the trace's kind (``tf-ps``) takes TensorFlow's ring figures. Printed
-after the table, with the median and max |error| over W = 2..4 and over W > 4 apart (W = 1 is
-the PS trace's compute against another framework's run).
+user of a PS job asks; the trace's kind (``tf-ps``) takes TF's ring figures. Printed after the
+table, with the median and max |error| over W = 2..4 and over W > 4 apart (W = 1 is the PS
+trace's compute against another framework's run).
 
-**Co-located beyond the host** (``HOST_WORKERS``): every worker of a testbed run shares one
-2-core host, and from five TensorFlow workers on their collectives contend for its CPU. Those
-points are printed and scored apart (the summaries of W <= 4 are the ring model's own accuracy),
-never fitted on, and they make a width regime of their own in the shipped model error. Their
-predictions were committed before they were measured (``--write-predictions``,
-``predictions-w5-8.json`` beside each configuration's measurements): the last table holds them
-against the runs, with the CPU milliseconds each worker spent per step where the run kept it.
-A configuration ``X-one-core`` (no profile: never scored) is ``X`` measured again with every
-worker on one CPU of the host (``record_allreduce_mwms.py --cpu-list 0``): printed beside ``X``
-at the same W and at twice the W, as many workers per core.
+**Predicted before measuring**: the W = 5..8 runs of those programs were predicted before they
+were measured, with the model of that time (no host term; ``--write-predictions``,
+``predictions-w5-8.json`` beside each configuration's measurements): the last tables hold them
+against the runs, with the CPU milliseconds each worker spent per step where the run kept it,
+and the prediction with the host stated. A configuration ``X-one-core`` (no profile: never
+scored) is ``X`` measured again with every worker on one CPU of the host
+(``record_allreduce_mwms.py --cpu-list 0``): printed beside ``X`` at the same W and at twice the W
+(as many workers per core), each against the prediction with its cores stated.
 """
 
 from __future__ import annotations
@@ -419,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 # the ring's regimes of W for its model error: W = 1 reduces nothing (the profile's own rate),
-# W >= 2 all-reduces
+# W >= 2 all-reduces (with the host stated, the W = 5..8 runs are no wider than W = 2..4)
 ERROR_REGIMES: tuple[tuple[int, int | None], ...] = ((1, 1), (2, None))
 
 
@@ -525,11 +526,10 @@ def one_core_lines(folders: Sequence[Path]) -> list[str]:
 
 
 def write_error(rows: Sequence[Row]) -> None:
-    """Ship the ring's model error: per regime of W (``ERROR_REGIMES``: W = 1, up to HOST_WORKERS,
-    beyond), the split-conformal width of the scored points' |residual| (measured / predicted - 1),
-    each predicted with the framework's constants fitted without its configuration where there is a
-    held-out prediction (W >= 2 of MWMS; DDP's gloo constants come from a probe, so every DDP point
-    is held out as it is)."""
+    """Ship the ring's model error: per regime of W (``ERROR_REGIMES``: W = 1, W >= 2), the
+    split-conformal width of the scored points' |residual| (measured / predicted - 1), each
+    predicted with the testbed's host stated and the framework's host figure fitted without its
+    configuration (the link figures come from probes, so nothing else was fitted on the points)."""
     residuals = []
     for r in rows:
         if r.caveat:
@@ -539,8 +539,8 @@ def write_error(rows: Sequence[Row]) -> None:
     error, path = write_model_error(
         MODEL, 0.95, residuals, ERROR_REGIMES,
         f"benchmarks/allreduce_accuracy.py --write: {len(residuals)} points of tests/data/allreduce "
-        "(PyTorch DDP over gloo, Keras MWMS over gRPC rings on a calm machine; at W >= 5 every worker shares the "
-        "testbed's 2-core host), held-out predictions",
+        "(PyTorch DDP over gloo, Keras MWMS over gRPC rings on a calm machine; every worker on the testbed's "
+        "2-core host, stated as host_cores 2), held-out predictions",
         {"points": [{"config": r.config, "workers": r.workers, "measured": r.measured, "residual": round(res, 4)}
                     for r, (_, res, _) in zip([r for r in rows if not r.caveat], residuals)]})
     print(f"wrote {path}: " + ", ".join(f"{g.label} -{g.down:.1%}/+{g.up:.1%} (n={g.n})" for g in error.regimes))
