@@ -2,7 +2,7 @@
 with the model's defaults and held out.
 
     python3 -m benchmarks.allreduce_accuracy [--markdown] [--steps 1000] [--param latency_s=0.002]
-        [--no-holdout] [--data DIR]
+        [--no-holdout] [--data DIR] [--write] [--write-predictions W,... [--config NAME]]
 
 For every ``tests/data/allreduce/<config>/`` (``profile.json.gz``: the one-worker bundle the
 framework's hook uploaded; ``measured.json``: examples/s at W = 1..4, for the PS testbed's
@@ -382,13 +382,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--write-predictions", type=lambda t: [int(w) for w in t.split(",")], metavar="W,...",
                         help="before measuring these W: write each PS-program configuration's predictions at them "
                              "(from its profile and from its PS trace) to predictions-w<first>-<last>.json, and stop")
+    parser.add_argument("--config", action="append", metavar="NAME",
+                        help="--write-predictions: for this configuration (repeatable; default the PS testbed's)")
     args = parser.parse_args(argv)
     params = {k: float(v) for k, v in (p.split("=", 1) for p in args.param)}
     folders = configs(args.data)
     if not folders:
         raise SystemExit(f"no configuration with profile.json.gz and measured.json under {args.data}")
     if args.write_predictions:
-        for path in write_predictions([f for f in folders if f.name in PS_TRACES], args.write_predictions, args.steps):
+        chosen = [f for f in folders if f.name in (args.config or PS_TRACES)]
+        for path in write_predictions(chosen, args.write_predictions, args.steps):
             print(f"wrote {path}")
         return
     for name, (lat, share, err), timings in (("gloo", gloo_probe_fit(), len(GLOO_PROBE_MS)),
@@ -431,16 +434,19 @@ def predictions_path(folder: Path, workers: Sequence[int]) -> Path:
 
 def write_predictions(folders: Sequence[Path], workers: Sequence[int], steps: int = 1000) -> list[Path]:
     """Each configuration's predictions at ``workers`` with the defaults and the testbed's host
-    (``TESTBED``), from its own profile and from its PS trace, written beside its measurements before those W are measured (``--write-predictions``),
+    (``TESTBED``), from its own profile and, for a PS testbed program, from its PS trace (else
+    null), written beside its measurements before those W are measured (``--write-predictions``),
     so that they are scored as predictions the runs could not have shaped."""
     written = []
     for folder in folders:
-        doc = {"model": MODEL, "steps": steps, "seed": 1, "workers": list(workers),
+        ps = PS_TRACES.get(folder.name)
+        doc = {"model": MODEL, "steps": steps, "seed": 1, "workers": list(workers), "params": dict(TESTBED),
                "from_profile": [round(c.throughput, 3) for c in profile_curve(folder, workers, steps, {})],
-               "from_ps_trace": [round(c.throughput, 3) for c in ps_trace_curve(folder, workers, steps, {})],
-               "ps_trace": PS_TRACES[folder.name],
+               "from_ps_trace": None if ps is None else [round(c.throughput, 3)
+                                                         for c in ps_trace_curve(folder, workers, steps, {})],
+               "ps_trace": ps,
                "command": f"python3 -m benchmarks.allreduce_accuracy --write-predictions "
-                          f"{','.join(map(str, workers))}"}
+                          f"{','.join(map(str, workers))} --config {folder.name}"}
         path = predictions_path(folder, workers)
         path.write_text(json.dumps(doc, indent=1) + "\n")
         written.append(path)
@@ -459,16 +465,17 @@ def cpu_per_step_ms(folder: Path) -> dict[int, list[float]]:
             for w, runs in doc.get("cpu_s", {}).items()} if steps else {}
 
 
-def committed(folder: Path) -> list[tuple[int, float, float, float]]:
+def committed(folder: Path) -> list[tuple[int, float, float | None, float]]:
     """The predictions each ``predictions-w*.json`` of ``folder`` committed before its W were
-    measured, against the measurement: (W, from the profile, from the PS trace, measured)."""
+    measured, against the measurement: (W, from the profile, from the PS trace or None, measured)."""
     measured = {int(p["workers"]): float(p["examples_per_s"]) for p in _load(folder)[0]["points"]}
     found = []
     for path in sorted(folder.glob("predictions-w*.json")):
         doc = json.loads(path.read_text())
-        for w, own, ps in zip(doc["workers"], doc["from_profile"], doc["from_ps_trace"], strict=True):
+        from_ps = doc["from_ps_trace"] or [None] * len(doc["workers"])
+        for w, own, ps in zip(doc["workers"], doc["from_profile"], from_ps, strict=True):
             if w in measured:
-                found.append((int(w), float(own), float(ps), measured[w]))
+                found.append((int(w), float(own), None if ps is None else float(ps), measured[w]))
     return found
 
 
@@ -492,8 +499,9 @@ def committed_lines(folders: Sequence[Path], steps: int = 1000) -> list[str]:
             used = "/".join(f"{c:.0f}" for c in cpu.get(w, [])) or "-"
             extra = (w * batch / real - w * batch / own) * 1e3 / (w - HOST_CORES)
             missing.append(extra)
-            lines.append(f"{folder.name:<16} {w:>2} {real:>9.1f} {own:>8.1f} {own / real - 1:>+7.1%} {ps:>8.1f}"
-                         f" {ps / real - 1:>+7.1%} {used:>11} {extra:>9.1f} {now[w]:>7.1f} {now[w] / real - 1:>+7.1%}")
+            from_ps = f"{'-':>8} {'-':>7}" if ps is None else f"{ps:>8.1f} {ps / real - 1:>+7.1%}"
+            lines.append(f"{folder.name:<16} {w:>2} {real:>9.1f} {own:>8.1f} {own / real - 1:>+7.1%} {from_ps}"
+                         f" {used:>11} {extra:>9.1f} {now[w]:>7.1f} {now[w] / real - 1:>+7.1%}")
     if missing:
         lines.append(f"missing step time per worker beyond {HOST_CORES}: {min(missing):.0f}-{max(missing):.0f} ms, "
                      f"median {statistics.median(missing):.0f} ms")
