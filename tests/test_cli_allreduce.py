@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from advisor.cli import main
+from advisor.core.models.ring_allreduce.model import GRPC_RING
 
 DATA = Path(__file__).resolve().parent / "data" / "allreduce"
 DDP = DATA / "ddp-slow" / "profile.json.gz"
@@ -136,10 +137,11 @@ def test_one_worker_bandwidth_is_every_workers_ring_link(capsys: pytest.CaptureF
 
 
 def test_workers_that_share_a_hosts_cores_are_stated_and_said(capsys: pytest.CaptureFixture[str]) -> None:
-    """``--model-param host_cores=1`` on the MWMS profile (TF's ring: 10 ms a step per worker
-    beyond the cores): W = 1 keeps its rate, W = 2 one worker too many, so its step is 10 ms
-    longer (2 x 32 examples a step, whatever the predicted step is); the JSON and the table say
-    which host the prediction assumed, and a prediction that states none says nothing."""
+    """``--model-param host_cores=1`` on the MWMS profile (TF's ring: ``host_cpu_s`` a step per
+    worker beyond the cores): W = 1 keeps its rate, W = 2 one worker too many, so its step is
+    ``host_cpu_s`` longer (2 x 32 examples a step, whatever the predicted step is); the JSON and the
+    table say which host the prediction assumed, and a prediction that states none says nothing."""
+    extra = GRPC_RING.host_cpu_s
     base = [*PREDICT, str(MWMS), "--bandwidth", "50Mbit/s", "--model-error", "off"]
     _, out, _ = _run([*base, "--json"], capsys)
     plain = json.loads(out)
@@ -147,9 +149,10 @@ def test_workers_that_share_a_hosts_cores_are_stated_and_said(capsys: pytest.Cap
     code, out, _ = _run([*base, "--json", "--model-param", "host_cores=1"], capsys)
     assert code == 0
     shared = json.loads(out)
-    assert shared["model_details"]["host"] == {"cores": 1, "workers_per_host": None, "host_cpu_s": 0.01}
+    assert shared["model_details"]["host"] == {"cores": 1, "workers_per_host": None, "host_cpu_s": extra}
     (one, two), (one_h, two_h) = ([p["throughput"] for p in doc["curve"]] for doc in (plain, shared))
     assert one_h == pytest.approx(one, rel=1e-12)
-    assert 64 / two_h == pytest.approx(64 / two + 0.01, rel=1e-9)
+    assert 64 / two_h == pytest.approx(64 / two + extra, rel=1e-9)
     _, table, _ = _run([*base, "--model-param", "host_cores=1"], capsys)
-    assert "host: workers share 1 core(s), all on one host; each step 10 ms longer per worker beyond them" in table
+    assert (f"host: workers share 1 core(s), all on one host; each step {extra * 1e3:g} ms longer per worker beyond "
+            "them") in table
