@@ -64,6 +64,7 @@ from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, model_inputs
 from advisor.core.curve import CurvePoint, CurveSettings, predict_curve
 from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs
+from advisor.core.models.ring_allreduce import RingParams
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
 from advisor.importers.loader import load_profile
@@ -77,7 +78,6 @@ PS_DATA = DATA.parent / "ps-traces"
 PS_TRACES = {"mwms-mlp-bw25": "mlp_ps1_bw100", "mwms-cnn-bw25": "cnn_ps1_bw100", "mwms-cnn-bw100": "cnn_ps1_bw100"}
 MODEL = "ring-allreduce"
 CALM = "-calm"  # a configuration re-measured on a calm machine supersedes the one without the suffix
-FITTED = ("host_cpu_s",)
 # The testbed runs every worker of a run on one host of 2 cores: every prediction here states
 # that placement (the model's host_cores), so that workers beyond the cores pay the framework's
 # host_cpu_s a step. HOST_WORKERS only splits the summaries: up to 4 workers, as many as the
@@ -223,8 +223,8 @@ def shifted(throughput: float, workers: int, batch: int, host_cpu_s: float, host
     """``throughput`` (examples/s at ``workers``, predicted without a host term) with every step
     ``host_cpu_s`` longer per worker beyond ``host_cores``: exactly what the model gives with that
     ``host_cpu_s``, since the term lengthens every barrier-ended step alike (a test holds it)."""
-    step = workers * batch / throughput + host_cpu_s * max(0, workers - host_cores)
-    return workers * batch / step
+    extra = RingParams(host_cores=host_cores, host_cpu_s=host_cpu_s).host_seconds(workers)
+    return workers * batch / (workers * batch / throughput + extra)
 
 
 def _cost(folders: Sequence[Path], steps: int, base: Mapping[str, Any]) -> Callable[[float], float]:
