@@ -417,7 +417,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print()
     print("\n".join(committed_lines(folders, args.steps)))
     print()
-    print("\n".join(one_core_lines(folders)))
+    print("\n".join(one_core_lines(folders, args.steps)))
     if args.write:
         write_error(rows)
 
@@ -496,7 +496,7 @@ def committed_lines(folders: Sequence[Path], steps: int = 1000) -> list[str]:
         found = committed(folder)
         if not found:
             continue
-        now = {c.workers: c.throughput for c in profile_curve(folder, [w for w, *_ in found], steps, {})}
+        now = {r.workers: r.predicted for r in predict(folder, steps=steps)}  # the table's own, already simulated
         for w, own, ps, real in found:
             used = "/".join(f"{c:.0f}" for c in cpu.get(w, [])) or "-"
             extra = (w * batch / real - w * batch / own) * 1e3 / (w - HOST_CORES)
@@ -513,7 +513,7 @@ def committed_lines(folders: Sequence[Path], steps: int = 1000) -> list[str]:
 ONE_CORE = "-one-core"  # a configuration measured again with every worker on one CPU of the host
 
 
-def one_core_lines(folders: Sequence[Path]) -> list[str]:
+def one_core_lines(folders: Sequence[Path], steps: int = 1000) -> list[str]:
     """Each ``X-one-core`` measurement (every worker pinned to one CPU, ``--cpu-list 0``) beside
     ``X``'s runs on both cores at the same W and at twice the W (as many workers per core), each
     as measured / predicted with the cores it had stated (``host_cores`` 1 and 2)."""
@@ -524,9 +524,8 @@ def one_core_lines(folders: Sequence[Path]) -> list[str]:
             continue
         pinned = {int(p["workers"]): float(p["examples_per_s"]) for p in json.loads(alone.read_text())["points"]}
         both = {int(p["workers"]): float(p["examples_per_s"]) for p in _load(folder)[0]["points"]}
-        ws = sorted({*pinned, *(2 * w for w in pinned if 2 * w in both)})
-        on_one = {c.workers: c.throughput for c in profile_curve(folder, sorted(pinned), 1000, {"host_cores": 1})}
-        on_two = {c.workers: c.throughput for c in profile_curve(folder, ws, 1000, {})}
+        on_one = {c.workers: c.throughput for c in profile_curve(folder, sorted(pinned), steps, {"host_cores": 1})}
+        on_two = {r.workers: r.predicted for r in predict(folder, steps=steps)}  # the table's own, already simulated
         lines.append(f"{folder.name}: every worker on one CPU against both, measured / predicted with those cores")
         lines.append(f"{'W':>3} {'one CPU':>8} {'two CPUs':>9} {'2W on two CPUs':>15}")
         for w in sorted(pinned):

@@ -208,6 +208,7 @@ def test_co_located_workers_run_below_the_committed_ring_predictions_and_the_hos
     folders = [f for f in configs() if f.name in PS_TRACES]
     if not folders:
         pytest.skip("no MWMS run of a PS testbed program")
+    calm = [f for f in configs() if f.name.startswith("mwms-") and f.name not in superseded(configs())]
     found = 0
     for folder in folders:
         measured = json.loads((folder / "measured.json").read_text())
@@ -217,8 +218,7 @@ def test_co_located_workers_run_below_the_committed_ring_predictions_and_the_hos
         rows = committed(folder)
         ws = [w for w, *_ in rows]
         then = {c.workers: c.throughput for c in profile_curve(folder, ws, 300, COMMITTED_WITH)}
-        fitted = fit([f for f in configs() if f.name.startswith("mwms-") and f.name != folder.name
-                      and f.name not in superseded(configs())], steps=60)
+        fitted = fit([f for f in calm if f != folder], steps=60)
         now = {c.workers: c.throughput for c in profile_curve(folder, ws, 300, fitted)}
         for w, own, _, real in rows:
             found += 1
