@@ -220,8 +220,17 @@ def bucket_line(buckets: Mapping[str, Any]) -> str:
 def host_line(host: Mapping[str, Any]) -> str:
     """The host the workers of an all-reduce prediction share (``model_details.host``)."""
     per = "all on one host" if host["workers_per_host"] is None else f"{host['workers_per_host']} per host"
-    return (f"host: workers share {host['cores']} core(s), {per}; each step "
-            f"{host['host_cpu_s'] * 1e3:g} ms longer per worker beyond them")
+    per_mb = host.get("host_cpu_s_per_mb") or 0.0
+    longer = f"{host['host_cpu_s'] * 1e3:g} ms" + (f" + {per_mb * 1e3:g} ms per MB all-reduced" if per_mb else "")
+    text = f"host: workers share {host['cores']} core(s), {per}; each step {longer} longer per worker beyond them"
+    transfer, per_call = host.get("transfer_cpu_s_per_mb") or 0.0, host.get("transfer_cpu_s_per_call") or 0.0
+    own = host.get("cpu_s_per_step")
+    if transfer or per_call or own:
+        mine = "not measured" if own is None else f"{own * 1e3:g} ms"
+        text += (f", and no shorter than the CPU its workers need (a worker's own a step: {mine}; "
+                 f"{per_call * 1e3:g} ms an all-reduce and {transfer * 1e3:g} ms per MB) over "
+                 f"{host.get('host_utilization') or 1.0:.0%} of the cores")
+    return text
 
 
 def _decision_rows(advice: Advice, request: AdviceRequest) -> list[str]:

@@ -143,9 +143,17 @@ def superseded(folders: Sequence[Path]) -> set[str]:
 
 @cache
 def _load(folder: Path) -> tuple[dict[str, Any], Profile]:
-    measured = json.loads((folder / "measured.json").read_text())
+    """The configuration's measurements and profile; a configuration not measured yet (its
+    predictions are written first) stands on its profile: its kind and recorded link rate."""
     doc = json.loads(gzip.decompress((folder / "profile.json.gz").read_bytes()))
-    return measured, profile_from_upload(doc, origin=str(folder / "profile.json.gz"))
+    profile = profile_from_upload(doc, origin=str(folder / "profile.json.gz"))
+    path = folder / "measured.json"
+    if path.is_file():
+        return json.loads(path.read_text()), profile
+    if profile.job.recorded_bandwidth_bps is None:
+        raise SystemExit(f"{folder}: no measured.json, and the profile records no link rate")
+    return {"kind": profile.job.kind.value, "bandwidth_bps": profile.job.recorded_bandwidth_bps,
+            "batch_size": profile.job.batch_size, "points": []}, profile
 
 
 def predict(folder: Path, *, steps: int = 1000, params: Mapping[str, Any] | None = None) -> list[Row]:
@@ -219,23 +227,45 @@ def summary(rows: Sequence[Row], held_out: bool = False) -> tuple[float, float]:
     return statistics.median(errors), max(errors)
 
 
-def shifted(throughput: float, workers: int, batch: int, host_cpu_s: float, host_cores: int = HOST_CORES) -> float:
-    """``throughput`` (examples/s at ``workers``, predicted without a host term) with every step
-    ``host_cpu_s`` longer per worker beyond ``host_cores``: exactly what the model gives with that
-    ``host_cpu_s``, since the term lengthens every barrier-ended step alike (a test holds it)."""
+def shifted(throughput: float, workers: int, batch: int, host_cpu_s: float, host_cores: int = HOST_CORES,
+            floor_s: float = 0.0) -> float:
+    """``throughput`` (examples/s at ``workers``, predicted without the host's step term and CPU
+    bound) with every step ``host_cpu_s`` longer per worker beyond ``host_cores`` and no shorter
+    than ``floor_s``: what the model gives with that ``host_cpu_s``, since the term lengthens
+    every barrier-ended step alike (exactly, a test holds it, where the bound is not reached; where
+    it is, every step is the bound)."""
     extra = RingParams(host_cores=host_cores, host_cpu_s=host_cpu_s).host_seconds(workers)
-    return workers * batch / (workers * batch / throughput + extra)
+    return workers * batch / max(workers * batch / throughput + extra, floor_s)
+
+
+# what a prediction without the host's CPU bound states (the step term apart, for ``shifted``)
+UNBOUND: Mapping[str, Any] = {"transfer_cpu_s_per_mb": 0.0, "transfer_cpu_s_per_call": 0.0, "cpu_s_per_step": 0.0}
+
+
+def host_floor_s(folder: Path, workers: int, params: Mapping[str, Any]) -> float:
+    """The host's CPU bound on a step of ``folder``'s program at ``workers`` with ``params`` (the
+    testbed's host, ``TESTBED``), as the model states it (``RingParams.host_floor``)."""
+    measured, profile = _load(folder)
+    model = registry.get(MODEL)
+    inputs = ModelInputs(profile=profile, recorded=profile,
+                         network=NetworkModel(bandwidth_bps=float(measured["bandwidth_bps"])), goodput=DEFAULT_GOODPUT)
+    chosen = registry.params_for(model, {**TESTBED, **params})
+    host = model.outlook(inputs, chosen, {}).details["host"]
+    resolved = model.resolved(inputs, chosen)
+    assert isinstance(resolved, RingParams)
+    return resolved.host_floor(workers, host["megabytes"], host["calls"])
 
 
 def _cost(folders: Sequence[Path], steps: int, base: Mapping[str, Any]) -> Callable[[float], float]:
     """Mean |error| over the multi-worker points of ``folders`` at a ``host_cpu_s``: each point
-    predicted once without it and shifted (``shifted``)."""
-    params = {**base, "host_cpu_s": 0.0}
-    found = [(r, int(_load(f)[0]["batch_size"])) for f in folders
+    predicted once without it and without the host's CPU bound, then shifted (``shifted``)."""
+    params = {**base, **UNBOUND, "host_cpu_s": 0.0}
+    found = [(r, int(_load(f)[0]["batch_size"]), host_floor_s(f, r.workers, base)) for f in folders
              for r in predict(f, steps=steps, params=params) if r.workers > 1]
 
     def cost(host_cpu_s: float) -> float:
-        return statistics.fmean(abs(shifted(r.predicted, r.workers, b, host_cpu_s) / r.measured - 1) for r, b in found)
+        return statistics.fmean(abs(shifted(r.predicted, r.workers, b, host_cpu_s, floor_s=f) / r.measured - 1)
+                                for r, b, f in found)
     return cost
 
 
@@ -311,6 +341,110 @@ def grpc_probe_timings(path: Path = GRPC_PROBE) -> list[tuple[float, int, float,
 def grpc_probe_fit(step_s: float = 5e-5, share_step: float = 0.005) -> tuple[float, float, float]:
     """``probe_fit`` of ``grpc_probe_timings``: where TensorFlow's ring defaults come from."""
     return probe_fit(grpc_probe_timings(), step_s, share_step)
+
+
+# The same probe at W = 2..8, every worker on the testbed's 2-core host, with each worker's CPU time
+# per call (scripts/record_allreduce_mwms.py probe, the line-up all-reduce included): where the
+# host figures of TensorFlow's ring come from (``host_probe_fit``).
+GRPC_HOST_PROBE = DATA / "grpc-ring-probe" / "probe-host.json"
+HOST_PER_MB_GRID = tuple(i * 5e-4 for i in range(41))  # host_cpu_s_per_mb: 0 to 20 ms per MB
+BUSIEST = 0.95  # the probe's large timings whose cores were this close to the busiest set the CPU bound
+LARGE = 2e6  # bytes: timings this large tell the CPU per MB from the CPU per call
+
+
+@dataclass(frozen=True)
+class HostTiming:
+    """One lone all-reduce of the host probe: its link rate, W, bytes, worker 0's median seconds,
+    and the CPU seconds a worker spent on it (mean over the workers, the line-up call's taken off)."""
+
+    rate_bps: float
+    workers: int
+    bytes: float
+    seconds: float
+    cpu_s: float
+    run: int = 0  # which run of the probe
+
+    def utilization(self, cores: int = HOST_CORES) -> float:
+        """The share of the host's cores the workers kept busy during the call."""
+        return self.workers * self.cpu_s / (cores * self.seconds)
+
+
+@dataclass(frozen=True)
+class HostFigures:
+    """The host's figures of a framework's ring, from its probe (``host_probe_fit``)."""
+
+    host_cpu_s: float
+    host_cpu_s_per_mb: float
+    transfer_cpu_s_per_mb: float
+    transfer_cpu_s_per_call: float
+    host_utilization: float
+    mean_error: float = 0.0  # of the ring's time with them, over the probe's timings beyond the cores
+    max_error: float = 0.0
+    timings: int = 0
+
+    def params(self, cores: int = HOST_CORES) -> RingParams:
+        """The ring's parameters on a ``cores``-core host with these figures (no CPU of its own a step)."""
+        return RingParams(host_cores=cores, host_cpu_s=self.host_cpu_s, host_cpu_s_per_mb=self.host_cpu_s_per_mb,
+                          transfer_cpu_s_per_mb=self.transfer_cpu_s_per_mb,
+                          transfer_cpu_s_per_call=self.transfer_cpu_s_per_call,
+                          host_utilization=self.host_utilization, cpu_s_per_step=0.0)
+
+
+def grpc_host_timings(path: Path = GRPC_HOST_PROBE) -> list[HostTiming]:
+    """The 1 and 8 MiB timings of the host probe; each worker's CPU per call less the line-up's
+    (half the CPU of the 4-byte row, which times a 4-byte call after a 4-byte line-up)."""
+    doc = json.loads(path.read_text())
+    out = []
+    for k, run in enumerate(doc["runs"]):
+        rows = run["timings"]
+        line_up = {int(t["workers"]): statistics.fmean(t["cpu_s"]) / 2 for t in rows if t["bytes"] <= 8}
+        out += [HostTiming(float(run["bandwidth_bps"]), int(t["workers"]), float(t["bytes"]), float(t["median_s"]),
+                           statistics.fmean(t["cpu_s"]) - line_up[int(t["workers"])], k)
+                for t in rows if t["bytes"] > 8]
+    return out
+
+
+def ring_seconds(t: HostTiming, latency_s: float, share: float, figures: HostFigures | None,
+                 cores: int = HOST_CORES) -> float:
+    """The model's time of one lone all-reduce of the probe on its ``cores``-core host: the ring's
+    link time (``probe_fit``'s), longer per worker beyond the cores by the host term (a lone call
+    is one step), and never shorter than the host's CPU bound."""
+    link = 2 * (t.workers - 1) * (latency_s + 8 * t.bytes / (t.workers * t.rate_bps * DEFAULT_GOODPUT * share))
+    if figures is None:
+        return link
+    params, megabytes = figures.params(cores), t.bytes / 1e6
+    return max(link + params.host_seconds(t.workers, megabytes), params.host_floor(t.workers, megabytes, 1))
+
+
+def host_probe_fit(timings: Sequence[HostTiming] | None = None, latency_s: float | None = None,
+                   share: float | None = None) -> HostFigures:
+    """TensorFlow's ring's host figures from the host probe (``GRPC_HOST_PROBE``), never from
+    training runs. The CPU bound: the share of the cores of the large timings whose cores were
+    busiest (within BUSIEST of the busiest), and a worker's CPU per call and per MB, the line
+    through those timings' CPU and that of the smaller ones of the same runs and W (the least
+    squares of CPU = per call + per MB x MB). Then ``host_cpu_s`` (0 to 30 ms by
+    0.5) and ``host_cpu_s_per_mb`` (``HOST_PER_MB_GRID``) with the smallest mean |error| of
+    ``ring_seconds`` over the timings with more workers than cores; the link figures are
+    ``grpc_probe_fit``'s, from two workers."""
+    timings = grpc_host_timings() if timings is None else list(timings)
+    if latency_s is None or share is None:
+        latency_s, share, _ = grpc_probe_fit()
+    large = [t for t in timings if t.bytes >= LARGE]
+    top = max(t.utilization() for t in large)
+    busiest = [t for t in large if t.utilization() >= BUSIEST * top]
+    utilization = round(min(1.0, statistics.fmean(t.utilization() for t in busiest)), 3)
+    pairs = {(t.run, t.workers) for t in busiest}
+    points = [(t.bytes / 1e6, t.cpu_s) for t in timings if (t.run, t.workers) in pairs]
+    slope, intercept = statistics.linear_regression([m for m, _ in points], [c for _, c in points])
+    transfer, per_call = round(slope, 4), round(max(0.0, intercept), 4)  # to 0.1 ms
+    crowded = [t for t in timings if t.workers > HOST_CORES]
+
+    def errors(a: float, b: float) -> list[float]:
+        figures = HostFigures(a, b, transfer, per_call, utilization)
+        return [abs(ring_seconds(t, latency_s, share, figures) / t.seconds - 1) for t in crowded]
+    a, b = min(itertools.product(HOST_GRID, HOST_PER_MB_GRID), key=lambda ab: statistics.fmean(errors(*ab)))
+    found = errors(a, b)
+    return HostFigures(a, b, transfer, per_call, utilization, statistics.fmean(found), max(found), len(crowded))
 
 
 def _pct(value: float | None) -> str:
@@ -390,7 +524,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not folders:
         raise SystemExit(f"no configuration with profile.json.gz and measured.json under {args.data}")
     if args.write_predictions:
-        chosen = [f for f in folders if f.name in (args.config or PS_TRACES)]
+        unmeasured = [args.data / n for n in args.config or () if (args.data / n / "profile.json.gz").is_file()
+                      and not (args.data / n / "measured.json").is_file()]
+        chosen = [f for f in folders if f.name in (args.config or PS_TRACES)] + unmeasured
         for path in write_predictions(chosen, args.write_predictions, args.steps):
             print(f"wrote {path}")
         return
@@ -398,6 +534,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                                              ("TensorFlow ring", grpc_probe_fit(), len(grpc_probe_timings()))):
         print(f"{name} defaults from the lone all-reduce probe: latency_s {lat * 1e3:.3f} ms, two_way_share "
               f"{share:.3f} (mean |error| {err:.1%} over {timings} timings)")
+    host = host_probe_fit()
+    print(f"TensorFlow ring host figures from the probe at W = 2..8 on the {HOST_CORES}-core host: host_cpu_s "
+          f"{host.host_cpu_s * 1e3:.1f} ms + {host.host_cpu_s_per_mb * 1e3:.1f} ms per MB a worker beyond the cores, "
+          f"transfer CPU {host.transfer_cpu_s_per_call * 1e3:.1f} ms per all-reduce + "
+          f"{host.transfer_cpu_s_per_mb * 1e3:.1f} ms per MB, cores at most {host.host_utilization:.1%} "
+          f"busy (mean |error| {host.mean_error:.1%}, max {host.max_error:.1%} over the {host.timings} timings "
+          f"beyond the cores)")
     rows, fits = rows_with_holdout(folders, steps=args.steps, params=params, holdout=not args.no_holdout)
     print(f"{MODEL}" + (f" with {params}" if params else " (default parameters)")
           + f", link rate x goodput {DEFAULT_GOODPUT}; * = caveat, not scored")

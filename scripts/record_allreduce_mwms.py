@@ -289,15 +289,17 @@ def run_probe_task(args: argparse.Namespace) -> None:
         once = reducer(size)
         once().numpy()  # traced and run once before timing
         times = []
+        cpu_start = time.process_time()
         for _ in range(args.probe_reps):
             line_up().numpy()
             start = time.perf_counter()
             once().numpy()
             times.append(time.perf_counter() - start)
+        cpu = (time.process_time() - cpu_start) / args.probe_reps
         found.append({"workers": strategy.num_replicas_in_sync, "bytes": size, "median_s": statistics.median(times),
-                      "min_s": min(times), "reps": len(times)})
-    if json.loads(os.environ["TF_CONFIG"])["task"]["index"] == 0:
-        Path(f"{args.out}.probe").write_text(json.dumps(found))
+                      "min_s": min(times), "reps": len(times), "cpu_s": round(cpu, 6)})
+    index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+    Path(f"{args.out}.probe.w{index}").write_text(json.dumps(found))
 
 
 def probe(args: argparse.Namespace) -> None:
@@ -307,7 +309,10 @@ def probe(args: argparse.Namespace) -> None:
     found = []
     for workers in (w for w in args.workers if w > 1):
         launch(args, workers, scratch, profile=False, task="probe-task")
-        got = json.loads(scratch.with_name("probe.probe").read_text())
+        got = json.loads(scratch.with_name("probe.probe.w0").read_text())
+        each = [json.loads(scratch.with_name(f"probe.probe.w{k}").read_text()) for k in range(workers)]
+        for i, row in enumerate(got):  # every worker's CPU per call (line-up included), worker 0 the timings
+            row["cpu_s"] = [rows[i]["cpu_s"] for rows in each]
         for row in got:
             print(json.dumps(row), flush=True)
         found += got
@@ -319,7 +324,8 @@ def probe(args: argparse.Namespace) -> None:
                       f"network namespace, every worker link tc tbf at the run's bandwidth_bps both ways (burst "
                       f"{testbed.BURST}, queue {QUEUE_MS} ms, TCP cubic); each size a tf.function of one all_reduce "
                       f"under strategy.run, timed {args.probe_reps} times on worker 0 after a 4-byte all-reduce "
-                      "that lines the workers up; no training, nothing else running")
+                      "that lines the workers up; cpu_s: each worker's CPU seconds (all its threads) per timed call, "
+                      "the line-up all-reduce included; no training, nothing else running")
         doc["runs"].append({"bandwidth_bps": args.mbit * 1e6, "timings": found,
                             "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -137,22 +137,36 @@ def test_one_worker_bandwidth_is_every_workers_ring_link(capsys: pytest.CaptureF
 
 
 def test_workers_that_share_a_hosts_cores_are_stated_and_said(capsys: pytest.CaptureFixture[str]) -> None:
-    """``--model-param host_cores=1`` on the MWMS profile (TF's ring: ``host_cpu_s`` a step per
-    worker beyond the cores): W = 1 keeps its rate, W = 2 one worker too many, so its step is
-    ``host_cpu_s`` longer (2 x 32 examples a step, whatever the predicted step is); the JSON and the
-    table say which host the prediction assumed, and a prediction that states none says nothing."""
-    extra = GRPC_RING.host_cpu_s
-    base = [*PREDICT, str(MWMS), "--bandwidth", "50Mbit/s", "--model-error", "off"]
+    """``--model-param host_cores=1`` on the MWMS profile (TF's ring: ``host_cpu_s`` a step and
+    ``host_cpu_s_per_mb`` per MB all-reduced, per worker beyond the cores; the CPU bound left out
+    here): W = 1 keeps its rate, W = 2 one worker too many, so its step is that much longer (2 x
+    32 examples a step, whatever the predicted step is); the JSON and the table say which host the
+    prediction assumed, and a prediction that states none says nothing."""
+    unbound = ["--model-param", "transfer_cpu_s_per_mb=0", "--model-param", "transfer_cpu_s_per_call=0"]
+    base = [*PREDICT, str(MWMS), "--bandwidth", "50Mbit/s", "--model-error", "off", *unbound]
     _, out, _ = _run([*base, "--json"], capsys)
     plain = json.loads(out)
     assert "host" not in plain["model_details"] and plain["model_params"]["host_cores"] is None
     code, out, _ = _run([*base, "--json", "--model-param", "host_cores=1"], capsys)
     assert code == 0
     shared = json.loads(out)
-    assert shared["model_details"]["host"] == {"cores": 1, "workers_per_host": None, "host_cpu_s": extra}
+    host = shared["model_details"]["host"]
+    megabytes = host["megabytes"]  # the gradients and Keras's metric reductions, bytes / 1e6
+    assert megabytes == pytest.approx((sum(plain["model_details"]["buckets"]["bytes"])
+                                       + sum(plain["model_details"]["collectives"]["bytes"])) / 1e6, rel=1e-12)
+    extra = GRPC_RING.host_cpu_s + GRPC_RING.host_cpu_s_per_mb * megabytes
+    assert {k: host[k] for k in ("cores", "workers_per_host", "host_cpu_s", "host_cpu_s_per_mb",
+                                 "transfer_cpu_s_per_mb", "transfer_cpu_s_per_call")} == {
+        "cores": 1, "workers_per_host": None, "host_cpu_s": GRPC_RING.host_cpu_s,
+        "host_cpu_s_per_mb": GRPC_RING.host_cpu_s_per_mb, "transfer_cpu_s_per_mb": 0.0, "transfer_cpu_s_per_call": 0.0}
     (one, two), (one_h, two_h) = ([p["throughput"] for p in doc["curve"]] for doc in (plain, shared))
     assert one_h == pytest.approx(one, rel=1e-12)
     assert 64 / two_h == pytest.approx(64 / two + extra, rel=1e-9)
     _, table, _ = _run([*base, "--model-param", "host_cores=1"], capsys)
-    assert (f"host: workers share 1 core(s), all on one host; each step {extra * 1e3:g} ms longer per worker beyond "
-            "them") in table
+    assert (f"host: workers share 1 core(s), all on one host; each step {GRPC_RING.host_cpu_s * 1e3:g} ms + "
+            f"{GRPC_RING.host_cpu_s_per_mb * 1e3:g} ms per MB all-reduced longer per worker beyond them") in table
+    _, bound, _ = _run([*PREDICT, str(MWMS), "--bandwidth", "50Mbit/s", "--model-error", "off",
+                        "--model-param", "host_cores=1"], capsys)
+    assert (f"and no shorter than the CPU its workers need (a worker's own a step: not measured; "
+            f"{GRPC_RING.transfer_cpu_s_per_call * 1e3:g} ms an all-reduce and {GRPC_RING.transfer_cpu_s_per_mb * 1e3:g} "
+            "ms per MB)") in bound

@@ -190,6 +190,13 @@ class JobInfo(_Frozen):
         "and a count); () for none, None if not recorded (the ring model then assumes the framework's own)",
     )
 
+    cpu_s_per_step: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False,
+        description="all-reduce only: the CPU seconds (every thread of the process) the worker spent per step "
+        "while not traced; workers that share a host's cores wait for it once together they need more than the "
+        "host has. None: not measured",
+    )
+
     @model_validator(mode="after")
     def _check_untraced(self) -> JobInfo:
         for i, wall in enumerate(self.untraced_walls_us or ()):
@@ -231,8 +238,9 @@ class Profile(_Frozen):
                              "but the profile records no recorded_bandwidth_bps")
         if self.job.kind.allreduce:
             self._check_allreduce()
-        elif self.job.buckets is not None or self.job.collectives is not None:
-            field = "buckets" if self.job.buckets is not None else "collectives"
+        elif self.job.buckets is not None or self.job.collectives is not None or self.job.cpu_s_per_step is not None:
+            field = ("buckets" if self.job.buckets is not None
+                     else "collectives" if self.job.collectives is not None else "cpu_s_per_step")
             raise ValueError(f"job.{field} is for all-reduce programs; this profile's kind is {self.job.kind.value}")
         if self.job.synchronous and self.job.kind.allreduce:
             raise ValueError(f"job.synchronous marks a parameter-server trace of SyncReplicasOptimizer; a "

@@ -40,10 +40,9 @@ from advisor.core.profile import (
 from advisor.errors import MissingTraceDataError, MultiWorkerTraceError, ProfileError, TraceFormatError
 from advisor.importers.bundle_header import bundle_meta, check_bundle_header
 from advisor.profiling.allreduce_bundle import (
-    COLLECTIVE_FIELDS, FIELDS_BY_VERSION, FORMAT, KINDS, LINK_FIELDS, LINK_SOURCES, STEP_FIELDS,
+    COLLECTIVE_FIELDS, FIELDS_BY_VERSION, FORMAT, KINDS, LINK_FIELDS, LINK_SOURCES, META_FIELDS, META_FIELDS_V3,
+    STEP_FIELDS,
 )
-
-META_FIELDS = frozenset({"batch_size", "model", "world_size", "framework", "bucket_cap_bytes"})
 
 
 def is_allreduce_upload(doc: object) -> bool:
@@ -69,7 +68,7 @@ def read_allreduce_upload(doc: Any, *, origin: str, source: str | None = None) -
         buckets=None if buckets is None else tuple(tuple(GRADIENT_PREFIX + names[g] for g in b) for b in buckets),
         recorded_bandwidth_bps=None if link is None else link[0],
         recorded_bandwidth_source=None if link is None else link[1],
-        collectives=collectives,
+        collectives=collectives, cpu_s_per_step=meta.get("cpu_s_per_step"),
     )
     try:
         return Profile(job=job, ops=tuple(ops), steps=tuple(timings))
@@ -86,9 +85,15 @@ def _check_header(doc: Mapping[str, Any], origin: str) -> None:
 
 def _meta(doc: Mapping[str, Any], origin: str) -> Mapping[str, Any]:
     meta = bundle_meta(doc, origin, holds="batch size, world size")
-    unknown = sorted(str(k) for k in meta if k not in META_FIELDS)
+    known = META_FIELDS if doc.get("version", 0) >= 4 else META_FIELDS_V3
+    unknown = sorted(str(k) for k in meta if k not in known)
     if unknown:
-        raise TraceFormatError(f"{origin}: unknown meta field(s) {unknown}; meta has {sorted(META_FIELDS)}")
+        raise TraceFormatError(f"{origin}: unknown meta field(s) {unknown} for version {doc.get('version')}; "
+                               f"meta has {sorted(known)}")
+    cpu = meta.get("cpu_s_per_step")
+    if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or not math.isfinite(cpu)
+                            or cpu < 0):
+        raise TraceFormatError(f"{origin}: meta.cpu_s_per_step should be CPU seconds >= 0 or null, found {cpu!r}")
     batch = meta.get("batch_size")
     if not _whole(batch) or batch < 1:
         raise TraceFormatError(f"{origin}: meta.batch_size should be a whole number >= 1, found {batch!r}")

@@ -30,14 +30,14 @@ def profile_to_json(profile: Profile) -> dict[str, Any]:
 
     ``input_shapes`` is left out where unknown, ``job.synchronous`` when False (an asynchronous
     PS or an all-reduce profile), ``job.worker_on_gpu`` when False and ``job.collectives``,
-    ``job.variable_order`` and ``job.untraced_walls_us`` where not recorded, so such a profile
+    ``job.variable_order``, ``job.untraced_walls_us`` and ``job.cpu_s_per_step`` where not recorded, so such a profile
     is written exactly as before the fields existed (older readers, which refuse unknown
     fields, still read it, and the controller's stored profiles keep their sha256)."""
     doc = profile.model_dump(mode="json")
     for flag in ("synchronous", "worker_on_gpu"):
         if not doc["job"].get(flag):
             doc["job"].pop(flag, None)
-    for recorded in ("collectives", "variable_order", "untraced_walls_us"):
+    for recorded in ("collectives", "variable_order", "untraced_walls_us", "cpu_s_per_step"):
         if doc["job"].get(recorded) is None:
             doc["job"].pop(recorded, None)
     for op in doc["ops"]:

@@ -11,10 +11,11 @@ framework runs every step besides the gradients' (Keras reduces every logged met
 workers as a sum and a count: small, but each pays the ring's 2(W-1) rounds). So that is all a
 bundle holds; it is the same for both frameworks, and only the hooks that fill it differ::
 
-    {"format": "advisor-allreduce-upload", "version": 3,
+    {"format": "advisor-allreduce-upload", "version": 4,
      "kind": "pytorch-ddp" | "tf-mwms",
      "meta": {"batch_size": 64, "model": "resnet18", "world_size": 1,
-              "framework": "torch 2.13.0", "bucket_cap_bytes": 26214400},
+              "framework": "torch 2.13.0", "bucket_cap_bytes": 26214400,
+              "cpu_s_per_step": 0.041},
      "link": {"rate_bps": 1e10, "source": "controller-setting"} | null,
      "gradients": [{"name": "fc.weight", "bytes": 2052000}, ...],
      "buckets": [[11, 10], [9, 8, 7], ...] | null,
@@ -35,9 +36,13 @@ hook does not know them (the ring model then assumes the framework's own: docs/m
 worker alone, with no communication to measure, which is also why the link rate travels in the
 bundle: ``link`` is the rate of the worker's link each way and where it came from
 (``advisor.profiling.link``: the controller's setting, or the interface's reported speed, which
-then names the ``interface``), or null when the run did not know it. Version 1 is version 2
-without ``link``, version 2 is version 3 without ``collectives``; readers take all three. The encoded form is gzip (zero timestamp) of
-compact JSON: the same trace always gives the same bytes.
+then names the ``interface``), or null when the run did not know it. ``meta.cpu_s_per_step`` is
+the CPU time (all the process's threads) the worker spent per step over untraced steps, or
+absent or null when not measured: workers that share a host's cores wait for it once they need
+more than the host has (docs/models-ring.md, "Workers that share a host's cores"). Version 1 is
+version 2 without ``link``, version 2 is version 3 without ``collectives``, version 3 is version 4
+without ``meta.cpu_s_per_step``; readers take all four. The encoded form is gzip (zero timestamp)
+of compact JSON: the same trace always gives the same bytes.
 
 This module needs only the standard library: it runs inside the user's training image.
 """
@@ -53,12 +58,14 @@ from typing import Any
 from advisor.profiling.link import SOURCES
 
 FORMAT = "advisor-allreduce-upload"
-VERSION = 3
+VERSION = 4
 KINDS = ("pytorch-ddp", "tf-mwms")
 FIELDS_V1 = frozenset({"format", "version", "kind", "meta", "gradients", "buckets", "steps"})
 FIELDS_V2 = FIELDS_V1 | {"link"}
 FIELDS = FIELDS_V2 | {"collectives"}
-FIELDS_BY_VERSION = {1: FIELDS_V1, 2: FIELDS_V2, VERSION: FIELDS}  # what each version a reader takes may hold
+FIELDS_BY_VERSION = {1: FIELDS_V1, 2: FIELDS_V2, 3: FIELDS, VERSION: FIELDS}  # what each version a reader takes may hold
+META_FIELDS_V3 = frozenset({"batch_size", "model", "world_size", "framework", "bucket_cap_bytes"})
+META_FIELDS = META_FIELDS_V3 | {"cpu_s_per_step"}  # version 4 on
 LINK_FIELDS = frozenset({"rate_bps", "source", "interface"})
 COLLECTIVE_FIELDS = frozenset({"name", "bytes"})
 LINK_SOURCES = SOURCES  # where a recorded link rate came from (advisor.profiling.link)
@@ -99,6 +106,13 @@ def build_allreduce_bundle(
         if set(link) - LINK_FIELDS or link.get("source") not in LINK_SOURCES or isinstance(rate, bool) or not (
                 isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
             raise ValueError(f"link should be {{rate_bps > 0, source in {LINK_SOURCES}}}, got {dict(link)!r}")
+    cpu = meta.get("cpu_s_per_step")
+    if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or not math.isfinite(cpu)
+                            or cpu < 0):
+        raise ValueError(f"meta.cpu_s_per_step should be CPU seconds >= 0 or None, got {cpu!r}")
+    unknown = sorted(set(meta) - META_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown meta field(s) {unknown}; meta has {sorted(META_FIELDS)}")
     for name, size in collectives or ():
         if not name or isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"a collective needs a name and bytes >= 1, got {(name, size)!r}")

@@ -11,7 +11,8 @@ set-ups with the same words:
   optimizer's name scope;
 - ``StepTracer``: lets ``ADVISOR_PROFILE_WARMUP`` step begins pass, runs
   ``tf.profiler.experimental`` over the next ``ADVISOR_PROFILE_STEPS`` steps, cuts the XPlane
-  trace at the step begins (the wall clock, the profiler's clock), builds the ``tf-mwms``
+  trace at the step begins (the wall clock, the profiler's clock), times the process's CPU per
+  step over the warm-up's second half (untraced: the profiler costs CPU), builds the ``tf-mwms``
   all-reduce bundle (``mwms_trace``, ``allreduce_bundle``) with the link rate
   (``link.link_rate``) and ships it (``upload.ship``: a failed upload is logged, training goes
   on).
@@ -148,6 +149,8 @@ class StepTracer:
         self._first = 0  # index of the first traced step
         self._program: TracedProgram | None = None
         self._over = False  # uploaded, refused or abandoned: nothing more to do
+        self._cpu_mark: tuple[float, int] | None = None  # (process CPU seconds, steps begun) midway through warm-up
+        self._cpu_per_step: float | None = None  # over the warm-up's second half: untraced, past tf.function's tracing
 
     @property
     def tracing(self) -> bool:
@@ -159,7 +162,12 @@ class StepTracer:
         config = self._config
         if self._over:
             return False
+        if config.warmup >= 2 and self._seen == config.warmup // 2:
+            self._cpu_mark = (time.process_time(), self._seen)
         if self._seen == config.warmup:
+            if self._cpu_mark is not None:
+                spent, since = time.process_time() - self._cpu_mark[0], self._cpu_mark[1]
+                self._cpu_per_step = spent / (self._seen - since)
             self._program = self._describe()
             self._logdir = tempfile.mkdtemp(prefix="advisor-mwms-")
             self._first = self._seen
@@ -254,6 +262,7 @@ class StepTracer:
             "world_size": 1,
             "framework": self._framework,
             "bucket_cap_bytes": program.bytes_per_pack or None,
+            "cpu_s_per_step": None if self._cpu_per_step is None else round(self._cpu_per_step, 6),
         }
         try:
             return build_allreduce_bundle(

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import gzip
 import json
+import statistics
 from functools import cache
 
 import pytest
 
 from advisor.core.models.ring_allreduce.model import GLOO, GRPC_RING
 from benchmarks.allreduce_accuracy import (
-    DATA, HOST_CORES, PS_TRACES, Row, committed, configs, cpu_per_step_ms, fit, gloo_probe_fit, grpc_probe_fit,
-    grpc_probe_timings, predict, predict_from_ps_trace, profile_curve, rows_with_holdout, shifted, summary, superseded,
-    table,
+    DATA, HOST_CORES, PS_TRACES, Row, committed, configs, cpu_per_step_ms, fit, gloo_probe_fit, grpc_host_timings,
+    grpc_probe_fit, grpc_probe_timings, host_probe_fit, predict, predict_from_ps_trace, profile_curve, ring_seconds,
+    rows_with_holdout, shifted, summary, superseded, table,
 )
 
 MEDIAN_TARGET = 0.05  # per framework, over the scored points (docs/accuracy.md)
@@ -54,7 +55,7 @@ def test_every_configuration_is_measured_at_w1_to_4_with_a_consistent_spread() -
         assert measured["kind"] in ("pytorch-ddp", "tf-mwms") and measured["bandwidth_bps"] > 0
         assert measured["batch_size"] >= 1 and measured["how"]
         points = measured["points"]
-        beyond = (folder / "predictions-w5-8.json").is_file()
+        beyond = any(folder.glob("predictions-w*-8.json"))
         assert [p["workers"] for p in points] == list(range(1, 9 if beyond else 5)), folder.name
         for p in points:
             low, high = p["spread"]
@@ -138,13 +139,38 @@ def test_the_grpc_link_defaults_are_the_lone_all_reduce_probes_fit() -> None:
 
 
 @pytest.mark.parametrize(("prefix", "figures"), [("mwms-", GRPC_RING), ("ddp-", GLOO)])
-def test_the_host_figures_are_the_fit_on_the_runs(prefix: str, figures) -> None:  # type: ignore[no-untyped-def]
+def test_the_host_step_figure_is_the_fit_on_the_runs(prefix: str, figures) -> None:  # type: ignore[no-untyped-def]
+    """host_cpu_s, with the framework's other host figures as they are (TF's from its probe)."""
     folders = configs()
     dropped = superseded(folders)
-    mine = [f for f in folders if f.name.startswith(prefix) and f.name not in dropped]
+    mine = [f for f in folders if f.name.startswith(prefix) and f.name not in dropped
+            and (f / "measured.json").is_file() and not any(f.glob("predictions-w1-*.json"))]
     if not mine:
         pytest.skip(f"no {prefix} measurement")
     assert fit(mine, steps=150)["host_cpu_s"] == pytest.approx(figures.host_cpu_s, abs=1e-9)
+
+
+def test_the_grpc_host_figures_are_the_host_probes_fit() -> None:
+    """TF's ring's host figures per MB and its CPU bound come from lone all-reduces at W = 2..8 on
+    the 2-core host, with their CPU (three rates, two sizes), never from the training runs scored
+    above (the step's own figure, host_cpu_s, is the runs', below); the ring's time with them
+    explains those timings within 18 % (mean 5 %)."""
+    timings = grpc_host_timings()
+    assert {t.workers for t in timings} == set(range(2, 9)) and {t.rate_bps for t in timings} == {25e6, 50e6, 100e6}
+    found = host_probe_fit(timings)
+    assert (found.host_cpu_s_per_mb, found.transfer_cpu_s_per_mb, found.transfer_cpu_s_per_call,
+            found.host_utilization) == pytest.approx((GRPC_RING.host_cpu_s_per_mb, GRPC_RING.transfer_cpu_s_per_mb,
+                                                      GRPC_RING.transfer_cpu_s_per_call, GRPC_RING.host_utilization),
+                                                     abs=1e-9)
+    assert found.mean_error < 0.06 and found.max_error < 0.18
+    # the CPU bound's figures: a worker's CPU per MB is its measured CPU, the cores' share never above 1
+    busiest = max(timings, key=lambda t: t.utilization())
+    assert 0.5 < found.host_utilization <= busiest.utilization() <= 1.0
+    # beyond the cores the ring runs slower than the links alone allow wherever the links are fast
+    # enough to leave the CPU little spare time (50 and 100 Mbit/s; at 25 the 8 MiB calls lose none)
+    lat, share, _ = grpc_probe_fit()
+    slower = [t for t in timings if t.workers >= 6 and t.rate_bps >= 50e6]
+    assert all(t.seconds > 1.04 * ring_seconds(t, lat, share, None) for t in slower)
 
 
 def test_the_host_term_lengthens_every_step_alike() -> None:
@@ -156,9 +182,10 @@ def test_the_host_term_lengthens_every_step_alike() -> None:
         pytest.skip("no MWMS run of a PS testbed program")
     batch = json.loads((folder / "measured.json").read_text())["batch_size"]
     ws = [1, 2, 3, 5, 8]
-    without = profile_curve(folder, ws, 200, {"host_cpu_s": 0.0})
-    with_host = profile_curve(folder, ws, 200, {"host_cpu_s": 0.02})
-    unstated = profile_curve(folder, ws, 200, {"host_cpu_s": 0.02, "host_cores": None})
+    only = {"host_cpu_s_per_mb": 0.0, "transfer_cpu_s_per_mb": 0.0, "cpu_s_per_step": 0.0}  # the step term alone
+    without = profile_curve(folder, ws, 200, {**only, "host_cpu_s": 0.0})
+    with_host = profile_curve(folder, ws, 200, {**only, "host_cpu_s": 0.02})
+    unstated = profile_curve(folder, ws, 200, {**only, "host_cpu_s": 0.02, "host_cores": None})
     for a, b, c in zip(without, with_host, unstated, strict=True):
         assert b.throughput == pytest.approx(shifted(a.throughput, a.workers, batch, 0.02), rel=1e-9)
         assert c.throughput == pytest.approx(a.throughput, rel=1e-12)
@@ -189,7 +216,7 @@ def test_a_ps_trace_predicts_the_mwms_runs_of_the_same_program() -> None:
     generic = [r for f in folders for r in predict_from_ps_trace(f, steps=300, params={"latency_s": 5e-5,
                                                                                         "two_way_share": 1.0})
                if r.workers > 1]
-    assert summary(generic)[1] > worst and all(r.error > 0 for r in generic if r.workers >= 5)
+    assert summary(generic)[1] > worst and statistics.fmean(r.error for r in generic if r.workers >= 5) > 0.05
 
 
 # the ring's figures when predictions-w5-8.json was written: the link fit on the W <= 4 runs, no host stated
@@ -202,7 +229,7 @@ def test_co_located_workers_run_below_the_committed_ring_predictions_and_the_hos
     still gives the committed figures; every run is slower than them, and no run breaks what holds
     whatever the model: a synchronous ring job never beats W times its one-worker rate, nor what
     its links carry (each worker's link moves 2(W-1)/W of the gradients each way per step). With
-    the host stated (and the host figure fitted on the other configurations) each is within 6 %.
+    the host stated (and the host figure fitted on the other configurations) each is within 8 %.
     Where a run kept its CPU, a worker spent more of it per step than alone (the collectives'
     share, docs/accuracy.md)."""
     folders = [f for f in configs() if f.name in PS_TRACES]
@@ -224,7 +251,7 @@ def test_co_located_workers_run_below_the_committed_ring_predictions_and_the_hos
             found += 1
             assert then[w] == pytest.approx(own, rel=0.03), (folder.name, w)
             assert own > real, (folder.name, w)
-            assert now[w] == pytest.approx(real, rel=0.06), (folder.name, w)
+            assert now[w] == pytest.approx(real, rel=0.08), (folder.name, w)
             link_steps = measured["bandwidth_bps"] / (8 * 2 * (w - 1) / w * gradient_bytes)
             assert real <= w * one and real <= link_steps * w * measured["batch_size"], (folder.name, w)
         cpu = cpu_per_step_ms(folder)

@@ -137,12 +137,60 @@ def test_a_hierarchical_rings_hosts_are_its_nodes() -> None:
     assert RingParams(host_cores=2, host_cpu_s=0.02).host_seconds(8) == pytest.approx(0.12)
 
 
+def test_the_host_term_grows_with_the_megabytes_all_reduced() -> None:
+    # 10 ms per MB a step for each worker beyond the cores: the 4 MB gradient (this file's traces
+    # take the generic figures: no other collective) at W = 8 on one 2-core host is 6 x (5 ms +
+    # 10 ms x 4) longer
+    params = RingParams(latency_s=LAT, host_cores=2, host_cpu_s=0.005, host_cpu_s_per_mb=0.01,
+                        transfer_cpu_s_per_mb=0.0, transfer_cpu_s_per_call=0.0)
+    with_host = _mean_step_s(RING.start(_inputs(_backprop()), params, 8, seed=1).advance(40))
+    without = _mean_step_s(RING.start(_inputs(_backprop()), RingParams(latency_s=LAT), 8, seed=1).advance(40))
+    assert with_host - without == pytest.approx(6 * (0.005 + 0.01 * 4), rel=1e-9)
+    assert params.host_seconds(8, 4.0) == pytest.approx(0.27) and params.host_seconds(2, 4.0) == 0.0
+
+
+@pytest.mark.parametrize(("workers", "floor"), [(1, 0.25 / 1.6), (2, 2 * 0.5 / 1.6), (8, 8 * 0.5 / 1.6)])
+def test_no_step_is_shorter_than_the_hosts_cpu_allows(workers: int, floor: float) -> None:
+    # Each worker needs 0.25 s of CPU a step, 50 ms a call and 50 ms per MB it all-reduces (one
+    # 4 MB bucket: 0.25 s, none alone at W = 1); 2 cores of which the workers get 80 %: a step
+    # takes at least W x 0.5 s / 1.6 (W = 8: 2.5 s, against 0.56 s on the links; W = 1: 0.25 s /
+    # 1.6 against 3.1 ms of compute)
+    params = RingParams(latency_s=LAT, host_cores=2, host_cpu_s=0.0, host_cpu_s_per_mb=0.0,
+                        transfer_cpu_s_per_mb=0.05, transfer_cpu_s_per_call=0.05, host_utilization=0.8,
+                        cpu_s_per_step=0.25)
+    step = _mean_step_s(RING.start(_inputs(_backprop()), params, workers, seed=1).advance(40))
+    assert step == pytest.approx(floor, rel=1e-9)
+    assert params.host_floor(workers, 4.0, 1) == pytest.approx(floor, rel=1e-9)
+    # a host of 1000 cores lets the links set the step again (W = 8 needs 5 ms of it), and with no
+    # host stated there is no bound at all
+    roomy = _mean_step_s(RING.start(_inputs(_backprop()), params.model_copy(update={"host_cores": 1000}), workers,
+                                    seed=1).advance(40))
+    plain = _mean_step_s(RING.start(_inputs(_backprop()), RingParams(latency_s=LAT), workers, seed=1).advance(40))
+    assert roomy == pytest.approx(plain, rel=1e-9)
+
+
+def test_the_profiles_measured_cpu_is_the_bound_unless_stated() -> None:
+    # an all-reduce profile's job.cpu_s_per_step (the hook's measurement) fills cpu_s_per_step when
+    # unset; a stated value wins; a PS profile cannot carry one
+    profile = _backprop()
+    mwms = profile.model_copy(update={"job": profile.job.model_copy(update={"kind": ProgramKind.TF_MWMS,
+                                                                           "cpu_s_per_step": 0.25})})
+    assert RING.resolved(_inputs(mwms), RingParams()).cpu_s_per_step == 0.25
+    assert RING.resolved(_inputs(mwms), RingParams(cpu_s_per_step=0.1)).cpu_s_per_step == 0.1
+    assert RING.resolved(_inputs(profile), RingParams()).cpu_s_per_step is None
+    with pytest.raises(ValueError, match="job.cpu_s_per_step is for all-reduce programs"):
+        Profile.model_validate({**json.loads(profile.model_dump_json()),
+                                "job": {**json.loads(profile.job.model_dump_json()), "cpu_s_per_step": 0.2}})
+
+
 def test_the_host_term_needs_the_hosts_cores() -> None:
     # host_cpu_s alone states no placement: every worker keeps cores of its own
     alone = RING.start(_inputs(_backprop()), RingParams(latency_s=LAT, host_cpu_s=0.5), 8, seed=1).advance(20)
     plain = RING.start(_inputs(_backprop()), RingParams(latency_s=LAT), 8, seed=1).advance(20)
     assert _mean_step_s(alone) == pytest.approx(_mean_step_s(plain), rel=1e-12)
-    for bad in ({"host_cores": 0}, {"workers_per_host": 0}, {"host_cpu_s": -1e-3}):
+    for bad in ({"host_cores": 0}, {"workers_per_host": 0}, {"host_cpu_s": -1e-3}, {"host_cpu_s_per_mb": -1.0},
+                {"transfer_cpu_s_per_mb": -1.0}, {"host_utilization": 0.0}, {"host_utilization": 1.5},
+                {"cpu_s_per_step": -0.1}):
         with pytest.raises(ModelInputError, match=next(iter(bad))):
             registry.params_for(RING, bad)
 
@@ -472,7 +520,11 @@ def test_the_outlook_says_which_layout_was_replayed(buckets: list[list[str]] | N
     # a pytorch-ddp profile: the latency and two-way share left unset are gloo's, reported as used;
     # DDP runs no other collective per step; no placement on hosts stated, gloo's host figure reported
     assert outlook.params == {"bucket_mb": as_used, "latency_s": GLOO.latency_s, "two_way_share": GLOO.two_way_share,
-                              "host_cores": None, "workers_per_host": None, "host_cpu_s": GLOO.host_cpu_s}
+                              "host_cores": None, "workers_per_host": None, "host_cpu_s": GLOO.host_cpu_s,
+                              "host_cpu_s_per_mb": GLOO.host_cpu_s_per_mb,
+                              "transfer_cpu_s_per_mb": GLOO.transfer_cpu_s_per_mb,
+                              "transfer_cpu_s_per_call": GLOO.transfer_cpu_s_per_call,
+                              "host_utilization": GLOO.host_utilization, "cpu_s_per_step": None}
     assert outlook.details["collectives"] == {"bytes": [], "source": "framework"}
 
 

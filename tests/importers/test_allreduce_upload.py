@@ -146,7 +146,13 @@ def test_a_multi_worker_run_is_refused() -> None:
 
 
 @pytest.mark.parametrize(("mutate", "message"), [
-    (lambda d: d.update(version=4), "version 4 is not supported .this reader reads 1, 2 and 3"),
+    (lambda d: d.update(version=5), "version 5 is not supported .this reader reads 1, 2, 3 and 4"),
+    (lambda d: (d.update(version=3), d["meta"].update(cpu_s_per_step=0.1)),
+     r"unknown meta field\(s\) \['cpu_s_per_step'\] for version 3"),  # came in 4
+    (lambda d: d["meta"].update(cpu_s_per_step=-0.1), "meta.cpu_s_per_step should be CPU seconds >= 0"),
+    (lambda d: d["meta"].update(cpu_s_per_step="fast"), "meta.cpu_s_per_step"),
+    (lambda d: d["meta"].update(cpu_s_per_step=True), "meta.cpu_s_per_step"),
+    (lambda d: d["meta"].update(cpu_s_per_step=float("inf")), "meta.cpu_s_per_step"),
     (lambda d: d.update(version=1), r"unknown field\(s\) \['collectives', 'link'\]; a version 1 bundle"),
     (lambda d: d.update(version=2), r"unknown field\(s\) \['collectives'\]; a version 2 bundle"),  # came in 3
     (lambda d: d.update(collectives={"loss": 4}), "collectives should be a list"),
@@ -232,6 +238,25 @@ def test_fuzzed_bundles_give_import_errors_only() -> None:
             read_allreduce_upload(doc, origin="fuzz")
         except (TraceImportError, ProfileError):
             pass
+
+
+def test_the_measured_cpu_per_step_reaches_the_profile_and_version_3_still_loads() -> None:
+    # meta.cpu_s_per_step (the hook's CPU seconds per untraced step) becomes job.cpu_s_per_step;
+    # absent, null or a version 3 bundle leave it unmeasured (None), and a profile file without it
+    # is written as before the field
+    measured = _bundle()
+    measured["meta"]["cpu_s_per_step"] = 0.0725
+    profile = read_allreduce_upload(measured, origin="t")
+    assert profile.job.cpu_s_per_step == 0.0725
+    assert profile_to_json(profile)["job"]["cpu_s_per_step"] == 0.0725
+    plain = read_allreduce_upload(_bundle(), origin="t")
+    assert plain.job.cpu_s_per_step is None and "cpu_s_per_step" not in profile_to_json(plain)["job"]
+    assert read_allreduce_upload(_bundle(version=3), origin="t") == plain
+    with pytest.raises(ValueError, match="meta.cpu_s_per_step should be CPU seconds >= 0"):
+        build_allreduce_bundle("tf-mwms", {"batch_size": 32, "world_size": 1, "cpu_s_per_step": -1.0},
+                               GRADS, [_step(0)])
+    with pytest.raises(ValueError, match=r"unknown meta field\(s\) \['cpus'\]"):
+        build_allreduce_bundle("tf-mwms", {"batch_size": 32, "world_size": 1, "cpus": 2}, GRADS, [_step(0)])
 
 
 def test_dispatch_and_round_trip_through_the_encoded_bytes() -> None:

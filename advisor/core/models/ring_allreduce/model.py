@@ -31,13 +31,21 @@ all-reduce frameworks run locally, or when the step's other collectives are done
 There are no parameter pulls: the updated model is already on every worker.
 
 Workers that share a host's cores (``host_cores`` stated; ``workers_per_host`` of them on each
-host, all W on one when unset) pay for it on every step: a framework's collectives and step loop
-need CPU on the step's critical path, and once more workers than cores share a host they wait for
-it. Each step is longer by
+host, ``n = min(W, workers_per_host)``, all W on one when unset) pay for it on every step, twice
+over. A framework's collectives and step loop need CPU on the step's critical path, and once more
+workers than cores share a host they wait for it: each step is longer by
 
-    host_cpu_s * max(0, min(W, workers_per_host) - host_cores)
+    (host_cpu_s + host_cpu_s_per_mb * MB) * max(0, n - host_cores)
 
-with ``host_cpu_s`` the framework's figure (``FRAMEWORKS``), on every worker (the step ends at a
+with ``MB`` the megabytes all-reduced per step (W > 1). And the host's cores can only do so much:
+a step is never shorter than the CPU its workers need together over what the cores deliver,
+
+    n * (cpu_s_per_step + transfer_cpu_s_per_call * calls + transfer_cpu_s_per_mb * MB)
+      / (host_cores * host_utilization)
+
+with ``cpu_s_per_step`` a worker's own CPU per step (the profile's, measured untraced by the hook),
+``calls`` the all-reduces a step runs (the buckets and the other collectives)
+and the rest the framework's figures (``FRAMEWORKS``), on every worker (the step ends at a
 barrier, so the busiest host sets it). Unset ``host_cores``: every worker has cores of its own, as
 pods on their own nodes or with whole-core CPU limits have. Because the
 all-reduce is a barrier, the W-worker step is set by the slowest of W sampled compute times plus
@@ -91,6 +99,10 @@ class Framework:
     collectives: tuple[int, ...]  # bytes of the per-step all-reduces besides the gradients', when not recorded
     basis: str  # where the figures come from, for people
     host_cpu_s: float = 0.0  # a step's extra time per co-located worker beyond the host's cores
+    host_cpu_s_per_mb: float = 0.0  # and per MB all-reduced a step
+    transfer_cpu_s_per_mb: float = 0.0  # CPU a worker spends per MB all-reduced (the host's CPU bound)
+    transfer_cpu_s_per_call: float = 0.0  # and per all-reduce, whatever its size
+    host_utilization: float = 1.0  # the most of a host's cores the workers get together
 
 
 # PyTorch DDP over gloo: a lone gloo all-reduce of 1 and 8 MiB at W = 2, 3, 4 over the project's
@@ -114,10 +126,17 @@ GLOO = Framework(latency_s=3.0e-4, two_way_share=0.985, collectives=(),
 # beyond the cores: a program whose transfers need more CPU than the host has (4.2 MB at
 # 100 Mbit/s, W = 5..8) runs 23-35 % below it. Keras's fit logs the loss at least, reduced as a
 # float32 sum and an int64 count.
+# The host's CPU figures come from lone all-reduces of 1 and 8 MiB at W = 2..8, all on the 2-core
+# host, over 25, 50 and 100 Mbit/s links, with every worker's CPU time (grpc-ring-probe/probe-host.json,
+# benchmarks/allreduce_accuracy.py host_probe_fit): beyond the cores, each worker adds HOST_PER_MB
+# per MB to the all-reduce whatever the link's rate; a worker spends TRANSFER_CPU_PER_MB of CPU per
+# MB all-reduced; the busiest the cores ever got, HOST_UTILIZATION.
 GRPC_RING = Framework(latency_s=1.45e-3, two_way_share=0.935, collectives=(4, 8),
                       basis="a lone TensorFlow ring all-reduce timed at W = 2 over shaped 25, 50 and 100 Mbit/s "
-                            "links; host_cpu_s fitted on Keras MWMS runs of three programs on one 2-core host",
-                      host_cpu_s=10.5e-3)
+                            "links, and at W = 2..8 on one 2-core host with its CPU time; host_cpu_s fitted on "
+                            "Keras MWMS runs of three programs on that host",
+                      host_cpu_s=7.5e-3, host_cpu_s_per_mb=4e-3, transfer_cpu_s_per_mb=0.0508,
+                      transfer_cpu_s_per_call=0.0179, host_utilization=0.875)
 GENERIC = Framework(latency_s=DEFAULT_LATENCY_S, two_way_share=1.0, collectives=(),
                     basis="no framework known: NCCL-style figures for Ethernet")
 # A TensorFlow parameter-server trace replayed as an all-reduce what-if is a TensorFlow program:
@@ -172,13 +191,42 @@ class RingParams(ModelParams):
         f"profile's framework's (tf-mwms and tf-ps {GRPC_RING.host_cpu_s * 1e3:g} ms, pytorch-ddp "
         f"{GLOO.host_cpu_s * 1e3:g}, else 0: unmeasured)")
 
-    def host_seconds(self, workers: int) -> float:
-        """How much longer every step is at ``workers`` for the workers sharing a host's cores
-        (module docstring); 0 when ``host_cores`` is unset."""
+    host_cpu_s_per_mb: float | None = Field(
+        None, ge=0, description="and per MB all-reduced a step (s/MB); unset: the profile's framework's")
+    transfer_cpu_s_per_mb: float | None = Field(
+        None, ge=0, description="CPU seconds a worker spends per MB all-reduced, for the host's CPU bound; unset: "
+        "the profile's framework's")
+    transfer_cpu_s_per_call: float | None = Field(
+        None, ge=0, description="and per all-reduce it runs, whatever its size (s); unset: the profile's framework's")
+    host_utilization: float | None = Field(
+        None, gt=0, le=1, description="the most of host_cores the workers get together, for the host's CPU bound; "
+        "unset: the profile's framework's")
+    cpu_s_per_step: float | None = Field(
+        None, ge=0, description="CPU seconds a worker spends per step besides the all-reduce, for the host's CPU "
+        "bound; unset: the profile's (measured by the profiling hook), else 0")
+
+    def on_host(self, workers: int) -> int:
+        """Workers on the busiest host at ``workers`` in all."""
+        return workers if self.workers_per_host is None else min(workers, self.workers_per_host)
+
+    def host_seconds(self, workers: int, megabytes: float = 0.0) -> float:
+        """How much longer every step is at ``workers`` for the workers sharing a host's cores, a
+        step all-reducing ``megabytes`` (module docstring); 0 when ``host_cores`` is unset."""
         if self.host_cores is None:
             return 0.0
-        on_host = workers if self.workers_per_host is None else min(workers, self.workers_per_host)
-        return (self.host_cpu_s or 0.0) * max(0, on_host - self.host_cores)
+        per_worker = (self.host_cpu_s or 0.0) + (self.host_cpu_s_per_mb or 0.0) * megabytes
+        return per_worker * max(0, self.on_host(workers) - self.host_cores)
+
+    def host_floor(self, workers: int, megabytes: float = 0.0, calls: int = 0) -> float:
+        """The shortest step the host's cores allow at ``workers``, a step running ``calls``
+        all-reduces of ``megabytes`` in all: the CPU its workers need together over what the cores
+        deliver (module docstring); 0 when ``host_cores`` is unset."""
+        if self.host_cores is None:
+            return 0.0
+        need = self.cpu_s_per_step or 0.0
+        if workers > 1:  # alone, a worker all-reduces nothing
+            need += (self.transfer_cpu_s_per_call or 0.0) * calls + (self.transfer_cpu_s_per_mb or 0.0) * megabytes
+        return self.on_host(workers) * need / (self.host_cores * (self.host_utilization or 1.0))
 
     def latency(self) -> float:
         """``latency_s``, or the generic default when unset (``RingAllReduce.resolved`` fills it per framework)."""
@@ -198,12 +246,10 @@ class HierarchicalParams(RingParams):
     )
     intra_node_latency_s: float = Field(DEFAULT_INTRA_LATENCY_S, ge=0, description="latency of one intra-node round (s)")
 
-    def host_seconds(self, workers: int) -> float:
+    def on_host(self, workers: int) -> int:
         """As the flat ring's, with a node's ``gpus_per_node`` workers on each host unless
         ``workers_per_host`` says otherwise."""
-        if self.workers_per_host is None:
-            return self.model_copy(update={"workers_per_host": self.gpus_per_node}).host_seconds(workers)
-        return super().host_seconds(workers)
+        return min(workers, self.gpus_per_node if self.workers_per_host is None else self.workers_per_host)
 
 
 def allreduce_seconds(bucket_bytes: np.ndarray, workers: int, rate_bps: float, params: RingParams) -> np.ndarray:
@@ -304,16 +350,20 @@ def _setup(model: str, inputs: ModelInputs, params: ModelParams) -> _Setup:
 
 
 def resolve_params(profile: Profile | None, params: RingParams) -> RingParams:
-    """``params`` with ``latency_s``, ``two_way_share`` and ``host_cpu_s`` filled in from the
-    profile's framework where unset (``FRAMEWORKS``)."""
+    """``params`` with ``latency_s``, ``two_way_share`` and the host's figures filled in from the
+    profile's framework where unset (``FRAMEWORKS``), and ``cpu_s_per_step`` from the profile."""
     fw = framework_of(profile)
     update: dict[str, float] = {}
     if params.latency_s is None:
         update["latency_s"] = fw.latency_s
     if params.two_way_share is None:
         update["two_way_share"] = fw.two_way_share
-    if params.host_cpu_s is None:
-        update["host_cpu_s"] = fw.host_cpu_s
+    for name in ("host_cpu_s", "host_cpu_s_per_mb", "transfer_cpu_s_per_mb", "transfer_cpu_s_per_call",
+                 "host_utilization"):
+        if getattr(params, name) is None:
+            update[name] = getattr(fw, name)
+    if params.cpu_s_per_step is None and profile is not None and profile.job.cpu_s_per_step is not None:
+        update["cpu_s_per_step"] = profile.job.cpu_s_per_step
     return params.model_copy(update=update) if update else params
 
 
@@ -363,7 +413,10 @@ class RingRun:
         # gradients' ordering), from the last bucket's end, alongside the update
         self._extra = float(allreduce_seconds(np.array(setup.collectives, dtype=np.float64), workers, rate,
                                               params).sum())
-        self._host = params.host_seconds(workers)  # after the barrier, on every worker
+        megabytes = (float(setup.plan.bytes.sum()) + float(sum(setup.collectives))) / 1e6
+        self._host = params.host_seconds(workers, megabytes)  # after the barrier, on every worker
+        calls = len(setup.plan.bytes) + len(setup.collectives)
+        self._floor = params.host_floor(workers, megabytes, calls)  # no step shorter than the host's CPU allows
         # Bucket b ends at E_b = max(M_b, E_{b-1}) + T_b (M_b: last worker ready). Unrolled with
         # P_b = T_0 + ... + T_b: E_b = P_b + max over j <= b of (M_j - P_{j-1}).
         self._cum = np.cumsum(duration)
@@ -387,6 +440,8 @@ class RingRun:
         compute_end = start + self._compute[drawn] / speed
         end = np.maximum(np.maximum(compute_end, comm_end) + self._update[drawn] / speed,
                          comm_end + self._extra) + self._host
+        if self._floor > 0:
+            end = np.maximum(end, float(start.max()) + self._floor)
         self._ends.append(end)
         self._start = end
         self._events += self._workers + len(self._cum)
@@ -462,13 +517,22 @@ class RingAllReduce(ModelBase):
         setup = _setup(self.name, inputs, own)
         extra = {"bytes": list(setup.collectives), "source": RECORDED if setup.collectives_recorded else "framework"}
         details: dict[str, Any] = {"buckets": setup.layout.as_json(), "collectives": extra}
-        if own.host_cores is not None:  # the placement stated, as the step's host term used it
+        if own.host_cores is not None:  # the placement stated, as the step's host terms used it
             details["host"] = {"cores": own.host_cores, "workers_per_host": own.workers_per_host,
-                               "host_cpu_s": own.host_cpu_s}
+                               "host_cpu_s": own.host_cpu_s, "host_cpu_s_per_mb": own.host_cpu_s_per_mb,
+                               "transfer_cpu_s_per_mb": own.transfer_cpu_s_per_mb,
+                               "transfer_cpu_s_per_call": own.transfer_cpu_s_per_call,
+                               "host_utilization": own.host_utilization, "cpu_s_per_step": own.cpu_s_per_step,
+                               "calls": len(setup.plan.bytes) + len(setup.collectives),
+                               "megabytes": (float(setup.plan.bytes.sum()) + float(sum(setup.collectives))) / 1e6}
         return Outlook(details=details,
                        params={"bucket_mb": setup.layout.bucket_mb, "latency_s": own.latency_s,
                                "two_way_share": own.two_way_share, "host_cores": own.host_cores,
-                               "workers_per_host": own.workers_per_host, "host_cpu_s": own.host_cpu_s})
+                               "workers_per_host": own.workers_per_host, "host_cpu_s": own.host_cpu_s,
+                               "host_cpu_s_per_mb": own.host_cpu_s_per_mb,
+                               "transfer_cpu_s_per_mb": own.transfer_cpu_s_per_mb,
+                               "transfer_cpu_s_per_call": own.transfer_cpu_s_per_call,
+                               "host_utilization": own.host_utilization, "cpu_s_per_step": own.cpu_s_per_step})
 
     def _own(self, params: ModelParams) -> RingParams:
         if not isinstance(params, self.Params) or not isinstance(params, RingParams):
