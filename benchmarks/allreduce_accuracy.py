@@ -282,11 +282,17 @@ def _fit(folders: tuple[Path, ...], steps: int, base: tuple[tuple[str, Any], ...
     return (("host_cpu_s", min(HOST_GRID, key=cost)),)
 
 
+def predicted_first(folders: Sequence[Path]) -> set[str]:
+    """Names of the configurations whose every W was predicted before any was measured
+    (``predictions-w1-*.json``): held out of every fit, for good."""
+    return {f.name for f in folders if any(f.glob("predictions-w1-*.json"))}
+
+
 def held_out_fits(folders: Sequence[Path], *, steps: int = 300,
                   base: Mapping[str, Any] | None = None) -> dict[str, tuple[dict[str, float], tuple[str, ...]] | None]:
     """Per configuration, the figures fitted on the scored configurations of its framework other
     than itself, and their names; None when there is no other."""
-    dropped = superseded(folders)
+    dropped = superseded(folders) | predicted_first(folders)
     kinds = {f.name: str(_load(f)[0]["kind"]) for f in folders}
     out: dict[str, tuple[dict[str, float], tuple[str, ...]] | None] = {}
     for folder in folders:
@@ -634,6 +640,7 @@ def committed_lines(folders: Sequence[Path], steps: int = 1000) -> list[str]:
              f"{'configuration':<16} {'W':>2} {'measured':>9} {'profile':>8} {'error':>7} {'PS trace':>8} {'error':>7}"
              f" {'CPU ms/step':>11} {'ms/worker':>9} {'host':>7} {'error':>7}"]
     missing = []
+    whole = predicted_first(folders)  # their W <= the cores have no worker beyond them; their bound is stated
     for folder in folders:
         cpu, batch = cpu_per_step_ms(folder), int(_load(folder)[0]["batch_size"])
         found = committed(folder)
@@ -642,11 +649,14 @@ def committed_lines(folders: Sequence[Path], steps: int = 1000) -> list[str]:
         now = {r.workers: r.predicted for r in predict(folder, steps=steps)}  # the table's own, already simulated
         for w, own, ps, real in found:
             used = "/".join(f"{c:.0f}" for c in cpu.get(w, [])) or "-"
-            extra = (w * batch / real - w * batch / own) * 1e3 / (w - HOST_CORES)
-            missing.append(extra)
+            extra = (None if w <= HOST_CORES or folder.name in whole
+                     else (w * batch / real - w * batch / own) * 1e3 / (w - HOST_CORES))
+            if extra is not None:
+                missing.append(extra)
             from_ps = f"{'-':>8} {'-':>7}" if ps is None else f"{ps:>8.1f} {ps / real - 1:>+7.1%}"
+            beyond = f"{'-':>9}" if extra is None else f"{extra:>9.1f}"
             lines.append(f"{folder.name:<16} {w:>2} {real:>9.1f} {own:>8.1f} {own / real - 1:>+7.1%} {from_ps}"
-                         f" {used:>11} {extra:>9.1f} {now[w]:>7.1f} {now[w] / real - 1:>+7.1%}")
+                         f" {used:>11} {beyond} {now[w]:>7.1f} {now[w] / real - 1:>+7.1%}")
     if missing:
         lines.append(f"missing step time per worker beyond {HOST_CORES}: {min(missing):.0f}-{max(missing):.0f} ms, "
                      f"median {statistics.median(missing):.0f} ms")
@@ -680,8 +690,9 @@ def one_core_lines(folders: Sequence[Path], steps: int = 1000) -> list[str]:
 def write_error(rows: Sequence[Row]) -> None:
     """Ship the ring's model error: per regime of W (``ERROR_REGIMES``: W = 1, 2..4, 5 and more), the
     split-conformal width of the scored points' |residual| (measured / predicted - 1), each
-    predicted with the testbed's host stated and the framework's host figure fitted without its
-    configuration (the link figures come from probes, so nothing else was fitted on the points)."""
+    predicted with the testbed's host stated and the framework's host step figure fitted without
+    its configuration (the link figures and TF's other host figures come from probes, so nothing
+    else was fitted on the points)."""
     residuals = []
     for r in rows:
         if r.caveat:

@@ -89,8 +89,8 @@ def _scored(kind: str) -> list[Row]:
     return rows
 
 
-# The programs whose W = 5..8 the linear host term does not reach (docs/accuracy.md): the Keras
-# MLP whose 4.2 MB at 100 Mbit/s need more of the host's CPU than it has, and DDP at W = 7, 8.
+# The programs whose W = 5..8 the host terms do not reach (docs/accuracy.md): the Keras MLP whose
+# 4.2 MB at 100 Mbit/s nearly saturate the host's CPU at W = 5, 6, and DDP at W = 7, 8.
 BEYOND_THE_TERM = ("mwms-mlp4m-bw100-calm", "ddp-slow")
 
 
@@ -109,9 +109,9 @@ def test_the_accuracy_target_holds_with_the_defaults_and_held_out(kind: str) -> 
     assert hmed <= MEDIAN_TARGET and hworst <= MAX_TARGET, (kind, "held out", hmed, hworst)
 
 
-@pytest.mark.xfail(strict=True, reason="the host term is linear in the workers beyond the cores: the Keras MLP "
-                   "whose transfers need more CPU than the host has runs 23-35 % below it at W = 5..8, DDP 15 % "
-                   "at W = 8 (docs/accuracy.md)")
+@pytest.mark.xfail(strict=True, reason="where a host's cores are nearly but not quite saturated, a ring runs slower "
+                   "than the host terms say: the Keras MLP with 4.2 MB at 100 Mbit/s is 19-23 % above its runs at "
+                   "W = 5, 6; gloo's CPU is unmeasured, DDP 18 % at W = 8 (docs/accuracy.md)")
 @pytest.mark.parametrize("config", BEYOND_THE_TERM)
 def test_the_host_term_reaches_every_program_at_w5_to_8(config: str) -> None:
     """Predicted before measuring (predictions-w5-8.json), the testbed's host stated: within the
@@ -229,7 +229,8 @@ def test_co_located_workers_run_below_the_committed_ring_predictions_and_the_hos
     still gives the committed figures; every run is slower than them, and no run breaks what holds
     whatever the model: a synchronous ring job never beats W times its one-worker rate, nor what
     its links carry (each worker's link moves 2(W-1)/W of the gradients each way per step). With
-    the host stated (and the host figure fitted on the other configurations) each is within 8 %.
+    the host stated (and the host's step figure fitted on the other configurations) each is within
+    the 15 % target.
     Where a run kept its CPU, a worker spent more of it per step than alone (the collectives'
     share, docs/accuracy.md)."""
     folders = [f for f in configs() if f.name in PS_TRACES]
@@ -251,7 +252,7 @@ def test_co_located_workers_run_below_the_committed_ring_predictions_and_the_hos
             found += 1
             assert then[w] == pytest.approx(own, rel=0.03), (folder.name, w)
             assert own > real, (folder.name, w)
-            assert now[w] == pytest.approx(real, rel=0.08), (folder.name, w)
+            assert now[w] == pytest.approx(real, rel=MAX_TARGET), (folder.name, w)
             link_steps = measured["bandwidth_bps"] / (8 * 2 * (w - 1) / w * gradient_bytes)
             assert real <= w * one and real <= link_steps * w * measured["batch_size"], (folder.name, w)
         cpu = cpu_per_step_ms(folder)
@@ -259,3 +260,28 @@ def test_co_located_workers_run_below_the_committed_ring_predictions_and_the_hos
             if 1 in cpu:
                 assert min(cpu[w]) > max(cpu[1]), (folder.name, w)
     assert found == 12
+
+
+def test_the_hosts_cpu_bound_predicted_a_flat_curve_before_it_was_run() -> None:
+    """The 4.2 MB Keras MLP at 200 Mbit/s (``mwms-mlp4m-bw200``), predicted at W = 1..8 and
+    committed before any multi-worker run: the model still gives the committed figures; every
+    measured W is within 10 % of them; and what the runs show holds whatever the model: twice the
+    link rate of the 100 Mbit/s runs bought nothing at W = 8, where the links alone (the host's
+    wait stated, its CPU bound not) would promise more than twice what was measured."""
+    folder = DATA / "mwms-mlp4m-bw200"
+    if not (folder / "measured.json").is_file():
+        pytest.skip("mwms-mlp4m-bw200 not measured")
+    doc = json.loads((folder / "predictions-w1-8.json").read_text())
+    ws = doc["workers"]
+    assert ws == list(range(1, 9)) and doc["params"] == {"host_cores": HOST_CORES}
+    now = profile_curve(folder, ws, doc["steps"], {})
+    assert [c.throughput for c in now] == pytest.approx(doc["from_profile"], rel=1e-4)
+    measured = {int(p["workers"]): float(p["examples_per_s"]) for p in
+                json.loads((folder / "measured.json").read_text())["points"]}
+    for w, own in zip(ws, doc["from_profile"], strict=True):
+        assert own == pytest.approx(measured[w], rel=0.10), w
+    slower = json.loads((DATA / "mwms-mlp4m-bw100-calm" / "measured.json").read_text())
+    at_100 = next(float(p["examples_per_s"]) for p in slower["points"] if p["workers"] == 8)
+    assert measured[8] < 1.1 * at_100
+    links = profile_curve(folder, [8], 300, {"transfer_cpu_s_per_mb": 0.0, "transfer_cpu_s_per_call": 0.0})
+    assert links[0].throughput > 2 * measured[8]
