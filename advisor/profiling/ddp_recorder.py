@@ -142,10 +142,13 @@ class DDPStepRecorder:
     link: Mapping[str, Any] | None = None
     clock_ns: Callable[[], int] = time.perf_counter_ns
     retry: RetryPolicy | None = None
+    cpu_s: Callable[[], float] = time.process_time  # the process's CPU seconds, every thread
     forwards_seen: int = field(default=0, init=False)
     result: UploadResult | None = field(default=None, init=False)
     _open: _Step | None = field(default=None, init=False)
     _steps: list[dict[str, Any]] = field(default_factory=list, init=False)
+    _cpu_mark: tuple[float, int] | None = field(default=None, init=False)  # (CPU s, forwards) midway through warm-up
+    _cpu_per_step: float | None = field(default=None, init=False)  # over the warm-up's second half, untraced
 
     def __post_init__(self) -> None:
         if not self.gradients:
@@ -180,6 +183,11 @@ class DDPStepRecorder:
             self._close(self._open, now)
             self._open = None
         self.forwards_seen += 1
+        warmup = self.config.warmup
+        if warmup >= 2 and self.forwards_seen == warmup // 2 + 1:  # step warmup // 2 begins
+            self._cpu_mark = (self.cpu_s(), self.forwards_seen)
+        elif self.forwards_seen == warmup + 1 and self._cpu_mark is not None:  # the first traced step begins
+            self._cpu_per_step = (self.cpu_s() - self._cpu_mark[0]) / (self.forwards_seen - self._cpu_mark[1])
         if len(self._steps) >= self.config.steps:
             return self.finish()
         if self.forwards_seen > self.config.warmup:
@@ -265,7 +273,8 @@ class DDPStepRecorder:
     def bundle(self) -> dict[str, Any]:
         """The bundle of the steps traced so far."""
         try:
-            return build_allreduce_bundle(KIND, self.meta, self.gradients, self._steps, buckets=self.buckets(),
+            meta = {**self.meta, "cpu_s_per_step": None if self._cpu_per_step is None else round(self._cpu_per_step, 6)}
+            return build_allreduce_bundle(KIND, meta, self.gradients, self._steps, buckets=self.buckets(),
                                           link=self.link)
         except ValueError as exc:
             raise ProfilingUnsupportedError(f"advisor: cannot build the profile: {exc}") from None

@@ -255,3 +255,28 @@ def test_the_link_rate_travels_with_the_bundle_into_the_profile(token: Path) -> 
     assert doc["link"] == {"rate_bps": 250e6, "source": "controller-setting"}
     job = read_allreduce_upload(doc, origin="test").job
     assert (job.recorded_bandwidth_bps, job.recorded_bandwidth_source) == (250e6, "controller-setting")
+
+
+def test_the_cpu_per_step_is_timed_over_the_warm_ups_second_half(token: Path) -> None:
+    """Warm-up 4: the CPU clock is read when step 2 begins (0.5 s) and when step 4, the first
+    traced one, begins (0.9 s): (0.9 - 0.5) / 2 steps = 0.2 s a step, in the uploaded bundle's meta
+    and the profile. With a warm-up of 1 there is no second half to time: null."""
+    clock, cpu = Clock(), iter([0.5, 0.9])
+    with Receiver() as rx:
+        config = ProfilingConfig(ingest_url=rx.url, token_file=str(token), steps=1, warmup=4)
+        rec = DDPStepRecorder(config=config, gradients=GRADS, meta=META, clock_ns=clock, retry=FAST,
+                              cpu_s=lambda: next(cpu))
+        for k in range(5):
+            _step(rec, clock, k * 30_000.0)
+        clock.set(150_000.0)
+        assert rec.forward()  # closes the traced step and ships the bundle
+        uploaded = rx.requests[0].bundle()
+        short = _recorder(rx.url, token, clock, steps=1)
+        _step(short, clock, 0.0)
+        _step(short, clock, 30_000.0)
+        clock.set(60_000.0)
+        assert short.forward()
+        plain = rx.requests[1].bundle()
+    assert uploaded["meta"]["cpu_s_per_step"] == pytest.approx(0.2)
+    assert read_allreduce_upload(uploaded, origin="t").job.cpu_s_per_step == pytest.approx(0.2)
+    assert plain["meta"]["cpu_s_per_step"] is None
