@@ -30,6 +30,12 @@ The link figures of the defaults are derived here too, from lone all-reduces tim
 kind of links (no training), never from these runs: gloo's from W = 2..4 (``gloo_probe_fit``),
 TensorFlow's ring's from two workers (``grpc_probe_fit``, ``GRPC_PROBE``), who share none of the
 host's two cores. On the runs alone a round's latency and the host's share of the step trade off.
+TensorFlow's ring's host figures but the wait a step come from the same probe at W = 2..8 on the
+2-core host with every worker's CPU time (``host_probe_fit``, ``GRPC_HOST_PROBE``): the wait per
+MB, the CPU per all-reduce and per MB, and the most of the cores the workers kept busy. Only the
+wait a step, ``host_cpu_s``, is fitted on the training runs (``fit``, with the host's CPU bound
+taken apart and put back by ``shifted``). A configuration with ``predictions-w1-*.json`` was
+predicted at every W before any run: it is scored, never fitted on (``predicted_first``).
 
 **From the PS trace** (``PS_TRACES``): the MWMS runs of the parameter-server testbed's programs
 are also predicted from the one-worker *PS* trace of the same program, the all-reduce what-if a

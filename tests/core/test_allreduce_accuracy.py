@@ -4,9 +4,10 @@ on its 2 cores): at W = 1 the prediction from the one-worker profile is the sepa
 one-worker rate within 3 % or the measured run-to-run spread (the two are different runs of the
 same program, so this checks the hook's bookkeeping and the importer, not the model); the
 accuracy target holds per framework on the scored runs, with the defaults and with the host
-figure fitted without the configuration scored; the link defaults are their probes' fit and the
-host figure the runs'; and the accuracy table keeps its invariants. The per-point figures
-themselves are the benchmark's to print."""
+figure fitted without the configuration scored; the link defaults are their probes' fit, TF's
+host figures but one its host probe's, the host's wait a step the runs'; a program predicted at
+every W before it ran stays within 10 %; and the accuracy table keeps its invariants. The
+per-point figures themselves are the benchmark's to print."""
 
 from __future__ import annotations
 

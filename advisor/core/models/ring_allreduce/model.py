@@ -111,7 +111,8 @@ class Framework:
 # 0.985 of the one-way goodput each way. DDP runs nothing else per step (buffers aside).
 # Four DDP configurations at W = 2..4, every worker on one 2-core host at real-time priority
 # (chrt), lose nothing to sharing it; one of them at W = 5..8 runs 5-17 % below: host_cpu_s
-# fitted on all of them is 2 ms (benchmarks/allreduce_accuracy.py fit).
+# fitted on all of them is 2 ms (benchmarks/allreduce_accuracy.py fit). Its CPU is not probed: no
+# CPU bound for gloo.
 GLOO = Framework(latency_s=3.0e-4, two_way_share=0.985, collectives=(),
                  basis="a lone gloo all-reduce of 1 and 8 MiB timed at W = 2..4 over shaped 200 Mbit/s links",
                  host_cpu_s=2e-3)
@@ -120,17 +121,13 @@ GLOO = Framework(latency_s=3.0e-4, two_way_share=0.985, collectives=(),
 # link figures come from lone ring all-reduces of 4 bytes, 1 and 8 MiB between two workers over
 # shaped 25, 50 and 100 Mbit/s links (scripts/record_allreduce_mwms.py probe,
 # tests/data/allreduce/grpc-ring-probe): 1.45 ms a round, 0.935 of the one-way goodput each way.
-# Two workers on the testbed's two cores share none, so nothing of the host is in them. The host
-# figure is fitted on the calm MWMS training runs of three programs, every worker on that 2-core
-# host, W = 2..8 (benchmarks/allreduce_accuracy.py fit: 10.5 ms). It is linear in the workers
-# beyond the cores: a program whose transfers need more CPU than the host has (4.2 MB at
-# 100 Mbit/s, W = 5..8) runs 23-35 % below it. Keras's fit logs the loss at least, reduced as a
-# float32 sum and an int64 count.
-# The host's CPU figures come from lone all-reduces of 1 and 8 MiB at W = 2..8, all on the 2-core
-# host, over 25, 50 and 100 Mbit/s links, with every worker's CPU time (grpc-ring-probe/probe-host.json,
-# benchmarks/allreduce_accuracy.py host_probe_fit): beyond the cores, each worker adds HOST_PER_MB
-# per MB to the all-reduce whatever the link's rate; a worker spends TRANSFER_CPU_PER_MB of CPU per
-# MB all-reduced; the busiest the cores ever got, HOST_UTILIZATION.
+# Two workers on the testbed's two cores share none, so nothing of the host is in them. The host's
+# figures but one come from the same all-reduces at W = 2..8, all on that 2-core host, with every
+# worker's CPU time (probe-host.json, benchmarks/allreduce_accuracy.py host_probe_fit): a worker
+# spends 17.9 ms of CPU per all-reduce and 50.8 ms per MB, the cores got at most 87.5 % busy, and
+# beyond the cores each worker adds 4 ms per MB to the wait. The wait a step, 7.5 ms, is fitted on
+# the calm Keras MWMS runs of three programs on that host (benchmarks/allreduce_accuracy.py fit).
+# Keras's fit logs the loss at least, reduced as a float32 sum and an int64 count.
 GRPC_RING = Framework(latency_s=1.45e-3, two_way_share=0.935, collectives=(4, 8),
                       basis="a lone TensorFlow ring all-reduce timed at W = 2 over shaped 25, 50 and 100 Mbit/s "
                             "links, and at W = 2..8 on one 2-core host with its CPU time; host_cpu_s fitted on "
@@ -311,6 +308,16 @@ class _Setup:
     collectives: tuple[int, ...]  # bytes of the step's other all-reduces, run after the last bucket
     collectives_recorded: bool  # from the profile (job.collectives), else the framework's own
 
+    @property
+    def megabytes(self) -> float:
+        """What a step all-reduces, its buckets and other collectives, in MB (1e6 bytes)."""
+        return (float(self.plan.bytes.sum()) + float(sum(self.collectives))) / 1e6
+
+    @property
+    def calls(self) -> int:
+        """The all-reduces a step runs: its buckets and other collectives."""
+        return len(self.plan.bytes) + len(self.collectives)
+
 
 def _setup(model: str, inputs: ModelInputs, params: ModelParams) -> _Setup:
     """Validate the inputs and read the trace; every problem is a ``ModelInputError`` naming the field."""
@@ -413,10 +420,8 @@ class RingRun:
         # gradients' ordering), from the last bucket's end, alongside the update
         self._extra = float(allreduce_seconds(np.array(setup.collectives, dtype=np.float64), workers, rate,
                                               params).sum())
-        megabytes = (float(setup.plan.bytes.sum()) + float(sum(setup.collectives))) / 1e6
-        self._host = params.host_seconds(workers, megabytes)  # after the barrier, on every worker
-        calls = len(setup.plan.bytes) + len(setup.collectives)
-        self._floor = params.host_floor(workers, megabytes, calls)  # no step shorter than the host's CPU allows
+        self._host = params.host_seconds(workers, setup.megabytes)  # after the barrier, on every worker
+        self._floor = params.host_floor(workers, setup.megabytes, setup.calls)  # the host's CPU bound
         # Bucket b ends at E_b = max(M_b, E_{b-1}) + T_b (M_b: last worker ready). Unrolled with
         # P_b = T_0 + ... + T_b: E_b = P_b + max over j <= b of (M_j - P_{j-1}).
         self._cum = np.cumsum(duration)
@@ -523,8 +528,7 @@ class RingAllReduce(ModelBase):
                                "transfer_cpu_s_per_mb": own.transfer_cpu_s_per_mb,
                                "transfer_cpu_s_per_call": own.transfer_cpu_s_per_call,
                                "host_utilization": own.host_utilization, "cpu_s_per_step": own.cpu_s_per_step,
-                               "calls": len(setup.plan.bytes) + len(setup.collectives),
-                               "megabytes": (float(setup.plan.bytes.sum()) + float(sum(setup.collectives))) / 1e6}
+                               "calls": setup.calls, "megabytes": setup.megabytes}
         return Outlook(details=details,
                        params={"bucket_mb": setup.layout.bucket_mb, "latency_s": own.latency_s,
                                "two_way_share": own.two_way_share, "host_cores": own.host_cores,
