@@ -27,6 +27,7 @@ from typing import Any
 from advisor.profiling.allreduce_bundle import build_allreduce_bundle, encode_allreduce_bundle
 from advisor.profiling.config import ProfilingConfig
 from advisor.profiling.errors import ProfilingConfigError, ProfilingUnsupportedError
+from advisor.profiling.step_cpu import WarmupCpu
 from advisor.profiling.upload import RetryPolicy, UploadResult, ship
 
 log = logging.getLogger("advisor.profiling")
@@ -147,10 +148,10 @@ class DDPStepRecorder:
     result: UploadResult | None = field(default=None, init=False)
     _open: _Step | None = field(default=None, init=False)
     _steps: list[dict[str, Any]] = field(default_factory=list, init=False)
-    _cpu_mark: tuple[float, int] | None = field(default=None, init=False)  # (CPU s, forwards) midway through warm-up
-    _cpu_per_step: float | None = field(default=None, init=False)  # over the warm-up's second half, untraced
+    _cpu: WarmupCpu = field(init=False)  # CPU per step over the warm-up's second half
 
     def __post_init__(self) -> None:
+        self._cpu = WarmupCpu(self.config.warmup, self.cpu_s)
         if not self.gradients:
             raise ProfilingUnsupportedError(
                 "advisor: the DDP model has no trainable parameters (none with requires_grad): "
@@ -183,11 +184,7 @@ class DDPStepRecorder:
             self._close(self._open, now)
             self._open = None
         self.forwards_seen += 1
-        warmup = self.config.warmup
-        if warmup >= 2 and self.forwards_seen == warmup // 2 + 1:  # step warmup // 2 begins
-            self._cpu_mark = (self.cpu_s(), self.forwards_seen)
-        elif self.forwards_seen == warmup + 1 and self._cpu_mark is not None:  # the first traced step begins
-            self._cpu_per_step = (self.cpu_s() - self._cpu_mark[0]) / (self.forwards_seen - self._cpu_mark[1])
+        self._cpu.step_begins(self.forwards_seen - 1)
         if len(self._steps) >= self.config.steps:
             return self.finish()
         if self.forwards_seen > self.config.warmup:
@@ -273,7 +270,7 @@ class DDPStepRecorder:
     def bundle(self) -> dict[str, Any]:
         """The bundle of the steps traced so far."""
         try:
-            meta = {**self.meta, "cpu_s_per_step": None if self._cpu_per_step is None else round(self._cpu_per_step, 6)}
+            meta = {**self.meta, "cpu_s_per_step": self._cpu.as_meta()}
             return build_allreduce_bundle(KIND, meta, self.gradients, self._steps, buckets=self.buckets(),
                                           link=self.link)
         except ValueError as exc:

@@ -35,6 +35,7 @@ from advisor.profiling.allreduce_bundle import build_allreduce_bundle, encode_al
 from advisor.profiling.config import ProfilingConfig
 from advisor.profiling.errors import ProfilingUnsupportedError
 from advisor.profiling.link import link_rate
+from advisor.profiling.step_cpu import WarmupCpu
 from advisor.profiling.mwms_trace import (
     bytes_of,
     check_single_worker,
@@ -149,8 +150,7 @@ class StepTracer:
         self._first = 0  # index of the first traced step
         self._program: TracedProgram | None = None
         self._over = False  # uploaded, refused or abandoned: nothing more to do
-        self._cpu_mark: tuple[float, int] | None = None  # (process CPU seconds, steps begun) midway through warm-up
-        self._cpu_per_step: float | None = None  # over the warm-up's second half: untraced, past tf.function's tracing
+        self._cpu = WarmupCpu(config.warmup)  # CPU per step over the warm-up's second half
 
     @property
     def tracing(self) -> bool:
@@ -162,12 +162,8 @@ class StepTracer:
         config = self._config
         if self._over:
             return False
-        if config.warmup >= 2 and self._seen == config.warmup // 2:
-            self._cpu_mark = (time.process_time(), self._seen)
+        self._cpu.step_begins(self._seen)
         if self._seen == config.warmup:
-            if self._cpu_mark is not None:
-                spent, since = time.process_time() - self._cpu_mark[0], self._cpu_mark[1]
-                self._cpu_per_step = spent / (self._seen - since)
             self._program = self._describe()
             self._logdir = tempfile.mkdtemp(prefix="advisor-mwms-")
             self._first = self._seen
@@ -262,7 +258,7 @@ class StepTracer:
             "world_size": 1,
             "framework": self._framework,
             "bucket_cap_bytes": program.bytes_per_pack or None,
-            "cpu_s_per_step": None if self._cpu_per_step is None else round(self._cpu_per_step, 6),
+            "cpu_s_per_step": self._cpu.as_meta(),
         }
         try:
             return build_allreduce_bundle(

@@ -20,6 +20,7 @@ from advisor.profiling.ddp_recorder import (
 )
 from advisor.profiling.errors import ProfilingConfigError, ProfilingUnsupportedError
 from advisor.profiling.link import link_rate
+from advisor.profiling.step_cpu import WarmupCpu
 from advisor.profiling.upload import RetryPolicy
 from tests.profiling import Receiver, Reply
 
@@ -280,3 +281,24 @@ def test_the_cpu_per_step_is_timed_over_the_warm_ups_second_half(token: Path) ->
     assert uploaded["meta"]["cpu_s_per_step"] == pytest.approx(0.2)
     assert read_allreduce_upload(uploaded, origin="t").job.cpu_s_per_step == pytest.approx(0.2)
     assert plain["meta"]["cpu_s_per_step"] is None
+
+
+@pytest.mark.parametrize(("warmup", "reads", "per_step"), [(4, (2, 4), 0.2), (3, (1, 3), 0.2), (2, (1, 2), 0.4),
+                                                           (1, (), None), (0, (), None)])
+def test_warmup_cpu_reads_the_clock_midway_and_when_tracing_starts(warmup: int, reads: tuple[int, ...],
+                                                                   per_step: float | None) -> None:
+    """The CPU clock is read when step warmup // 2 and step warmup begin, no other time: warm-up 3
+    reads at steps 1 and 3 (0.4 s apart: 0.2 s a step over 2 steps); warm-up 2 at 1 and 2."""
+    read_at: list[int] = []
+    current = [0]
+
+    def clock() -> float:
+        read_at.append(current[0])
+        return 0.5 + 0.4 * (len(read_at) - 1)
+
+    cpu = WarmupCpu(warmup, clock)
+    for index in range(8):
+        current[0] = index
+        cpu.step_begins(index)
+    assert tuple(read_at) == reads
+    assert cpu.per_step == (None if per_step is None else pytest.approx(per_step))
