@@ -70,6 +70,10 @@ def test_one_worker_profile_uploads_and_predicts_its_own_rate(tf: Any, tmp_path:
     assert (bundle["format"], bundle["kind"], bundle["meta"]["world_size"]) == ("advisor-allreduce-upload", "tf-mwms", 1)
     assert {g["name"]: g["bytes"] for g in bundle["gradients"]} == GRADIENTS
     assert bundle["buckets"] == [[5, 4, 3, 2, 1, 0]]  # one pack, last variable first
+    # the process's CPU per untraced warm-up step: measured, and no more than the machine's cores
+    # could give in the traced steps' longest wall time
+    longest_s = max(step["wall_us"] for step in bundle["steps"]) / 1e6
+    assert 0 < bundle["meta"]["cpu_s_per_step"] <= (os.cpu_count() or 1) * longest_s
     # the step logs its loss only (a float32 scalar with one worker): Keras's MWMS step reduces it as
     # a 4-byte sum and an 8-byte int64 count, after the gradients' pack
     assert bundle["collectives"] == [{"name": "loss/sum", "bytes": 4}, {"name": "loss/count", "bytes": 8}]

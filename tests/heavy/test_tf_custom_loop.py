@@ -82,7 +82,11 @@ def test_the_custom_loop_uploads_the_callbacks_bundle_and_predicts_its_own_rate(
     assert len(rx.requests) == 1
     assert rx.requests[0].headers["authorization"] == "Bearer t0k3n"
     bundle = rx.requests[0].bundle()
-    assert (bundle["format"], bundle["version"], bundle["kind"]) == ("advisor-allreduce-upload", 3, "tf-mwms")
+    assert (bundle["format"], bundle["version"], bundle["kind"]) == ("advisor-allreduce-upload", 4, "tf-mwms")
+    # the process's CPU per untraced warm-up step: measured, and no more than the machine's cores
+    # could give in the traced steps' longest wall time
+    longest_s = max(step["wall_us"] for step in bundle["steps"]) / 1e6
+    assert 0 < bundle["meta"]["cpu_s_per_step"] <= (os.cpu_count() or 1) * longest_s
     assert bundle["collectives"] == [{"name": "loss", "bytes": 4}]  # the loop's declared strategy.reduce of its loss
     assert bundle["meta"]["world_size"] == 1 and bundle["meta"]["batch_size"] == BATCH
     assert bundle["link"] == {"rate_bps": 100e6, "source": "controller-setting"}  # ADVISOR_BANDWIDTH_MBIT=100

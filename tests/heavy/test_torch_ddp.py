@@ -141,6 +141,10 @@ def test_a_ddp_loop_uploads_a_bundle_whose_w1_prediction_is_its_measured_rate(to
 
     assert {g["name"]: g["bytes"] for g in doc["gradients"]} == SIZES
     assert doc["meta"]["world_size"] == 1 and doc["meta"]["batch_size"] == BATCH and doc["meta"]["model"] == "tiny"
+    # the process's CPU per untraced warm-up step: measured, and no more than the machine's cores
+    # could give in the traced steps' longest wall time
+    longest_s = max(step["wall_us"] for step in doc["steps"]) / 1e6
+    assert 0 < doc["meta"]["cpu_s_per_step"] <= (os.cpu_count() or 1) * longest_s
     assert [s["index"] for s in doc["steps"]] == list(range(WARMUP, WARMUP + STEPS))
     # DDP's buckets: reduce order puts layer 3 (ready first) in the first bucket; every bucket
     # but the last reaches the 600-byte cap, none passes it by more than its last gradient
