@@ -359,6 +359,9 @@ def grpc_probe_fit(step_s: float = 5e-5, share_step: float = 0.005) -> tuple[flo
 # per call (scripts/record_allreduce_mwms.py probe, the line-up all-reduce included): where the
 # host figures of TensorFlow's ring come from (``host_probe_fit``).
 GRPC_HOST_PROBE = DATA / "grpc-ring-probe" / "probe-host.json"
+# The same for gloo (scripts/record_allreduce_ddp.py probe --config ddp-slow: lone gloo all-reduces
+# of 1 and 8 MiB at W = 2..8 over 100 Mbit/s links, workers at real-time priority as in the DDP runs).
+GLOO_HOST_PROBE = DATA / "gloo-ring-probe" / "probe-host.json"
 HOST_PER_MB_GRID = tuple(i * 5e-4 for i in range(41))  # host_cpu_s_per_mb: 0 to 20 ms per MB
 BUSIEST = 0.95  # the probe's large timings whose cores were this close to the busiest set the CPU bound
 LARGE = 2e6  # bytes: timings this large tell the CPU per MB from the CPU per call
@@ -402,18 +405,24 @@ class HostFigures:
                           host_utilization=self.host_utilization, cpu_s_per_step=0.0)
 
 
-def grpc_host_timings(path: Path = GRPC_HOST_PROBE) -> list[HostTiming]:
-    """The 1 and 8 MiB timings of the host probe; each worker's CPU per call less the line-up's
-    (half the CPU of the 4-byte row, which times a 4-byte call after a 4-byte line-up)."""
+def host_timings(path: Path = GRPC_HOST_PROBE) -> list[HostTiming]:
+    """The 1 and 8 MiB timings of a host probe; each worker's CPU per call less the line-up's where
+    the probe timed one (TF's: half the CPU of the 4-byte row, which times a 4-byte call after a
+    4-byte line-up; gloo's line-up is a barrier, counted in)."""
     doc = json.loads(path.read_text())
     out = []
     for k, run in enumerate(doc["runs"]):
         rows = run["timings"]
         line_up = {int(t["workers"]): statistics.fmean(t["cpu_s"]) / 2 for t in rows if t["bytes"] <= 8}
         out += [HostTiming(float(run["bandwidth_bps"]), int(t["workers"]), float(t["bytes"]), float(t["median_s"]),
-                           statistics.fmean(t["cpu_s"]) - line_up[int(t["workers"])], k)
+                           statistics.fmean(t["cpu_s"]) - line_up.get(int(t["workers"]), 0.0), k)
                 for t in rows if t["bytes"] > 8]
     return out
+
+
+def grpc_host_timings(path: Path = GRPC_HOST_PROBE) -> list[HostTiming]:
+    """``host_timings`` of TensorFlow's ring's host probe."""
+    return host_timings(path)
 
 
 def ring_seconds(t: HostTiming, latency_s: float, share: float, figures: HostFigures | None,
@@ -546,6 +555,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                                              ("TensorFlow ring", grpc_probe_fit(), len(grpc_probe_timings()))):
         print(f"{name} defaults from the lone all-reduce probe: latency_s {lat * 1e3:.3f} ms, two_way_share "
               f"{share:.3f} (mean |error| {err:.1%} over {timings} timings)")
+    gloo = [t for t in host_timings(GLOO_HOST_PROBE) if t.bytes >= LARGE]
+    lat, share, _ = gloo_probe_fit()
+    off = [abs(ring_seconds(t, lat, share, None) / t.seconds - 1) for t in gloo]
+    print(f"gloo's probe at W = 2..8 on the {HOST_CORES}-core host: its {len(gloo)} 8 MiB calls take the link time "
+          f"alone within {max(off):.1%} (mean {statistics.fmean(off):.1%}) with the cores up to "
+          f"{max(t.utilization() for t in gloo):.0%} busy: no CPU bound for gloo")
     host = host_probe_fit()
     print(f"TensorFlow ring host figures from the probe at W = 2..8 on the {HOST_CORES}-core host: host_cpu_s "
           f"{host.host_cpu_s * 1e3:.1f} ms + {host.host_cpu_s_per_mb * 1e3:.1f} ms per MB a worker beyond the cores, "

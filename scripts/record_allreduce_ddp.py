@@ -202,22 +202,37 @@ def run_probe_task(args: argparse.Namespace) -> None:
         tensor = torch.zeros(int(mib * MIB) // 4)
         dist.all_reduce(tensor)
         times = []
+        cpu_start = time.process_time()
         for _ in range(10):
             dist.barrier()
             start = time.perf_counter()
             dist.all_reduce(tensor)
             times.append(time.perf_counter() - start)
-        if args.rank == 0:
-            print(json.dumps({"workers": args.world, "mib": mib, "median_s": statistics.median(times),
-                              "min_s": min(times)}), flush=True)
+        cpu = (time.process_time() - cpu_start) / len(times)  # this rank's CPU per call, the barrier included
+        print(json.dumps({"workers": args.world, "mib": mib, "rank": args.rank, "median_s": statistics.median(times),
+                          "min_s": min(times), "reps": len(times), "cpu_s": round(cpu, 6)}), flush=True)
     dist.destroy_process_group()
 
 
 # ---------------------------------------------------------------- orchestration
 
 
-def run(args: argparse.Namespace, workers: int, out: Path, *, profile: bool, steps: int) -> None:
-    """One run of ``workers`` processes, each in its namespace."""
+def _probe_rows(logs: Path, workers: int) -> list[dict[str, object]]:
+    """The probe's timings of one run: rank 0's per size, with every rank's CPU per call."""
+    ranks = [[json.loads(line) for line in (logs / f"w{k}.log").read_text(errors="replace").splitlines()
+              if line.startswith("{")] for k in range(workers)]
+    rows = []
+    for i, row in enumerate(ranks[0]):
+        rows.append({"workers": row["workers"], "bytes": int(row["mib"] * MIB), "median_s": row["median_s"],
+                     "min_s": row["min_s"], "reps": row["reps"], "cpu_s": [r[i]["cpu_s"] for r in ranks]})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def run(args: argparse.Namespace, workers: int, out: Path, *, profile: bool, steps: int,
+        probed: list[dict[str, object]] | None = None) -> None:
+    """One run of ``workers`` processes, each in its namespace (``probed`` collects a probe's timings)."""
+    probed = [] if probed is None else probed
     cfg = CONFIGS[args.config]
     try:
         addresses = setup_network(workers, cfg)
@@ -241,9 +256,7 @@ def run(args: argparse.Namespace, workers: int, out: Path, *, profile: bool, ste
                                                   env=env, stdout=log, stderr=subprocess.STDOUT))
             testbed.wait_workers(procs, logs, args.timeout)
             if args.mode == "probe":
-                found = [line for line in (logs / "w0.log").read_text(errors="replace").splitlines()
-                         if line.startswith("{")]
-                print("\n".join(found), flush=True)
+                probed.extend(_probe_rows(logs, workers))
     finally:
         teardown_network()
     shutil.rmtree(logs, ignore_errors=True)
@@ -360,6 +373,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skip-profile", action="store_true", help="keep the profile, measure only")
     parser.add_argument("--merge", action="store_true",
                         help="keep measured.json's points for worker counts not in --workers")
+    parser.add_argument("--probe-out", help="probe: add the timings, with every rank's CPU, to this JSON file")
     parser.add_argument("--rt-priority", type=int, default=10,
                         help="run workers with this SCHED_RR priority (0: normal scheduling), see the docstring")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds before a run is given up")
@@ -381,9 +395,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         run_probe_task(args)
     elif args.mode == "probe":
         scratch = Path(tempfile.mkdtemp(prefix="ddp-probe-")) / "probe"
+        found: list[dict[str, object]] = []
         for workers in args.workers:
             if workers > 1:
-                run(args, workers, scratch, profile=False, steps=0)
+                run(args, workers, scratch, profile=False, steps=0, probed=found)
+        if args.probe_out:
+            path = Path(args.probe_out)
+            doc = json.loads(path.read_text()) if path.is_file() else {"runs": []}
+            cfg = CONFIGS[args.config]
+            doc["how"] = ("scripts/record_allreduce_ddp.py probe: torch.distributed all_reduce over gloo (no DDP, no "
+                          "training), one process per worker in its own network namespace, every worker link tc tbf at "
+                          "the run's bandwidth_bps both ways, workers at real-time priority unless rt_priority is 0; "
+                          "per size 10 timed calls on rank 0, each after a barrier; cpu_s: every rank's CPU seconds "
+                          "per call, the barrier included")
+            doc["runs"].append({"config": args.config, "bandwidth_bps": cfg.mbit * 1e6, "rt_priority": args.rt_priority,
+                                "timings": found, "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(doc, indent=1) + "\n")
     else:
         record(args)
 

@@ -111,8 +111,9 @@ class Framework:
 # 0.985 of the one-way goodput each way. DDP runs nothing else per step (buffers aside).
 # Four DDP configurations at W = 2..4, every worker on one 2-core host at real-time priority
 # (chrt), lose nothing to sharing it; one of them at W = 5..8 runs 5-17 % below: host_cpu_s
-# fitted on all of them is 2 ms (benchmarks/allreduce_accuracy.py fit). Its CPU is not probed: no
-# CPU bound for gloo.
+# fitted on all of them is 2 ms (benchmarks/allreduce_accuracy.py fit). No CPU bound: lone gloo
+# all-reduces at W = 2..8 on that host keep their link time with the cores 90 % or more busy
+# (tests/data/allreduce/gloo-ring-probe): the CPU gloo's threads take while waiting is not needed.
 GLOO = Framework(latency_s=3.0e-4, two_way_share=0.985, collectives=(),
                  basis="a lone gloo all-reduce of 1 and 8 MiB timed at W = 2..4 over shaped 200 Mbit/s links",
                  host_cpu_s=2e-3)
