@@ -176,15 +176,21 @@ def _predict(folder: Path, steps: int, params: tuple[tuple[str, Any], ...]) -> t
     return tuple(_rows(folder.name, measured, points, curve))
 
 
+def _inputs(folder: Path) -> ModelInputs:
+    """The ring model's inputs for ``folder``'s program: its profile at its measured (or recorded)
+    link rate x the product's default goodput, as ``advisor predict`` states them."""
+    measured, profile = _load(folder)
+    return ModelInputs(profile=profile, recorded=profile,
+                       network=NetworkModel(bandwidth_bps=float(measured["bandwidth_bps"])), goodput=DEFAULT_GOODPUT)
+
+
 def profile_curve(folder: Path, workers: Sequence[int], steps: int,
                   params: Mapping[str, Any]) -> tuple[CurvePoint, ...]:
     """The ring model's points at ``workers`` from the configuration's own MWMS or DDP profile, on
     the testbed's host (``TESTBED``, which ``params`` may override)."""
-    measured, profile = _load(folder)
     model = registry.get(MODEL)
     chosen = registry.params_for(model, {**TESTBED, **params})
-    inputs = ModelInputs(profile=profile, recorded=profile,
-                         network=NetworkModel(bandwidth_bps=float(measured["bandwidth_bps"])), goodput=DEFAULT_GOODPUT)
+    inputs = _inputs(folder)
     model.check(inputs, chosen)
     return predict_curve(model, inputs, chosen, CurveSettings(workers=tuple(workers), steps=steps, seed=1))
 
@@ -251,10 +257,8 @@ UNBOUND: Mapping[str, Any] = {"transfer_cpu_s_per_mb": 0.0, "transfer_cpu_s_per_
 def host_floor_s(folder: Path, workers: int, params: Mapping[str, Any]) -> float:
     """The host's CPU bound on a step of ``folder``'s program at ``workers`` with ``params`` (the
     testbed's host, ``TESTBED``), as the model states it (``RingParams.host_floor``)."""
-    measured, profile = _load(folder)
     model = registry.get(MODEL)
-    inputs = ModelInputs(profile=profile, recorded=profile,
-                         network=NetworkModel(bandwidth_bps=float(measured["bandwidth_bps"])), goodput=DEFAULT_GOODPUT)
+    inputs = _inputs(folder)
     chosen = registry.params_for(model, {**TESTBED, **params})
     host = model.outlook(inputs, chosen, {}).details["host"]
     resolved = model.resolved(inputs, chosen)
@@ -323,13 +327,19 @@ def rows_with_holdout(folders: Sequence[Path], *, steps: int = 1000, params: Map
     return rows, fits
 
 
+def link_seconds(rate_bps: float, workers: int, size: float, latency_s: float, share: float) -> float:
+    """A lone ring all-reduce of ``size`` bytes at ``workers`` on links of ``rate_bps``: 2(W-1)
+    rounds of the latency and 8 bytes / (W rate 0.95 share), as the ring model times a bucket."""
+    return 2 * (workers - 1) * (latency_s + 8 * size / (workers * rate_bps * DEFAULT_GOODPUT * share))
+
+
 def probe_fit(timings: Sequence[tuple[float, int, float, float]], latency_step: float,
               share_step: float) -> tuple[float, float, float]:
     """(latency_s, two_way_share, mean |error|) of the ring's time 2(W-1)(lat + 8 bytes/(W rate
     0.95 share)) least off lone all-reduce ``timings`` ((link rate bit/s, W, bytes, seconds)), on a
     grid of 0 to 3 ms by ``latency_step`` and 0.9 to 1 by ``share_step``."""
     def err(lat: float, share: float) -> float:
-        return statistics.fmean(abs(2 * (w - 1) * (lat + 8 * size / (w * rate * DEFAULT_GOODPUT * share)) / seconds - 1)
+        return statistics.fmean(abs(link_seconds(rate, w, size, lat, share) / seconds - 1)
                                 for rate, w, size, seconds in timings)
     grid = itertools.product((i * latency_step for i in range(round(3e-3 / latency_step) + 1)),
                              (round(0.9 + i * share_step, 4) for i in range(round(0.1 / share_step) + 1)))
@@ -420,17 +430,12 @@ def host_timings(path: Path = GRPC_HOST_PROBE) -> list[HostTiming]:
     return out
 
 
-def grpc_host_timings(path: Path = GRPC_HOST_PROBE) -> list[HostTiming]:
-    """``host_timings`` of TensorFlow's ring's host probe."""
-    return host_timings(path)
-
-
 def ring_seconds(t: HostTiming, latency_s: float, share: float, figures: HostFigures | None,
                  cores: int = HOST_CORES) -> float:
     """The model's time of one lone all-reduce of the probe on its ``cores``-core host: the ring's
     link time (``probe_fit``'s), longer per worker beyond the cores by the host term (a lone call
     is one step), and never shorter than the host's CPU bound."""
-    link = 2 * (t.workers - 1) * (latency_s + 8 * t.bytes / (t.workers * t.rate_bps * DEFAULT_GOODPUT * share))
+    link = link_seconds(t.rate_bps, t.workers, t.bytes, latency_s, share)
     if figures is None:
         return link
     params, megabytes = figures.params(cores), t.bytes / 1e6
@@ -447,7 +452,7 @@ def host_probe_fit(timings: Sequence[HostTiming] | None = None, latency_s: float
     0.5) and ``host_cpu_s_per_mb`` (``HOST_PER_MB_GRID``) with the smallest mean |error| of
     ``ring_seconds`` over the timings with more workers than cores; the link figures are
     ``grpc_probe_fit``'s, from two workers."""
-    timings = grpc_host_timings() if timings is None else list(timings)
+    timings = host_timings() if timings is None else list(timings)
     if latency_s is None or share is None:
         latency_s, share, _ = grpc_probe_fit()
     large = [t for t in timings if t.bytes >= LARGE]

@@ -41,7 +41,7 @@ from advisor.errors import MissingTraceDataError, MultiWorkerTraceError, Profile
 from advisor.importers.bundle_header import bundle_meta, check_bundle_header
 from advisor.profiling.allreduce_bundle import (
     COLLECTIVE_FIELDS, FIELDS_BY_VERSION, FORMAT, KINDS, LINK_FIELDS, LINK_SOURCES, META_FIELDS, META_FIELDS_V3,
-    STEP_FIELDS,
+    STEP_FIELDS, cpu_per_step_ok,
 )
 
 
@@ -90,10 +90,9 @@ def _meta(doc: Mapping[str, Any], origin: str) -> Mapping[str, Any]:
     if unknown:
         raise TraceFormatError(f"{origin}: unknown meta field(s) {unknown} for version {doc.get('version')}; "
                                f"meta has {sorted(known)}")
-    cpu = meta.get("cpu_s_per_step")
-    if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or not math.isfinite(cpu)
-                            or cpu < 0):
-        raise TraceFormatError(f"{origin}: meta.cpu_s_per_step should be CPU seconds >= 0 or null, found {cpu!r}")
+    if not cpu_per_step_ok(meta.get("cpu_s_per_step")):
+        raise TraceFormatError(f"{origin}: meta.cpu_s_per_step should be CPU seconds >= 0 or null, "
+                               f"found {meta['cpu_s_per_step']!r}")
     batch = meta.get("batch_size")
     if not _whole(batch) or batch < 1:
         raise TraceFormatError(f"{origin}: meta.batch_size should be a whole number >= 1, found {batch!r}")

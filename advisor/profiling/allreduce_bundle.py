@@ -72,6 +72,12 @@ LINK_SOURCES = SOURCES  # where a recorded link rate came from (advisor.profilin
 STEP_FIELDS = frozenset({"index", "wall_us", "backward_start_us", "backward_end_us", "grad_ready_us", "optimizer_us"})
 
 
+def cpu_per_step_ok(value: Any) -> bool:
+    """Whether ``value`` can be a bundle's ``meta.cpu_s_per_step``: null, or finite CPU seconds >= 0."""
+    return value is None or (not isinstance(value, bool) and isinstance(value, (int, float))
+                             and math.isfinite(value) and value >= 0)
+
+
 def build_allreduce_bundle(
     kind: str,
     meta: Mapping[str, Any],
@@ -106,10 +112,8 @@ def build_allreduce_bundle(
         if set(link) - LINK_FIELDS or link.get("source") not in LINK_SOURCES or isinstance(rate, bool) or not (
                 isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
             raise ValueError(f"link should be {{rate_bps > 0, source in {LINK_SOURCES}}}, got {dict(link)!r}")
-    cpu = meta.get("cpu_s_per_step")
-    if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, (int, float)) or not math.isfinite(cpu)
-                            or cpu < 0):
-        raise ValueError(f"meta.cpu_s_per_step should be CPU seconds >= 0 or None, got {cpu!r}")
+    if not cpu_per_step_ok(meta.get("cpu_s_per_step")):
+        raise ValueError(f"meta.cpu_s_per_step should be CPU seconds >= 0 or None, got {meta['cpu_s_per_step']!r}")
     unknown = sorted(set(meta) - META_FIELDS)
     if unknown:
         raise ValueError(f"unknown meta field(s) {unknown}; meta has {sorted(META_FIELDS)}")

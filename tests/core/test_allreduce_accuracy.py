@@ -21,7 +21,7 @@ import pytest
 from advisor.core.models.ring_allreduce.model import GLOO, GRPC_RING
 from benchmarks.allreduce_accuracy import (
     DATA, GLOO_HOST_PROBE, HOST_CORES, PS_TRACES, Row, committed, configs, cpu_per_step_ms, fit, gloo_probe_fit,
-    grpc_host_timings, grpc_probe_fit, grpc_probe_timings, host_probe_fit, host_timings, predict,
+    grpc_probe_fit, grpc_probe_timings, host_probe_fit, host_timings, predict,
     predict_from_ps_trace, profile_curve, ring_seconds, rows_with_holdout, shifted, summary, superseded, table,
 )
 
@@ -171,7 +171,7 @@ def test_the_grpc_host_figures_are_the_host_probes_fit() -> None:
     the 2-core host, with their CPU (three rates, two sizes), never from the training runs scored
     above (the step's own figure, host_cpu_s, is the runs', below); the ring's time with them
     explains those timings within 18 % (mean 5 %)."""
-    timings = grpc_host_timings()
+    timings = host_timings()
     assert {t.workers for t in timings} == set(range(2, 9)) and {t.rate_bps for t in timings} == {25e6, 50e6, 100e6}
     found = host_probe_fit(timings)
     assert (found.host_cpu_s_per_mb, found.transfer_cpu_s_per_mb, found.transfer_cpu_s_per_call,
