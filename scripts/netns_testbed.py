@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import json
 import subprocess
 import tempfile
 import threading
@@ -131,6 +132,16 @@ def network_counters(prefix: str, names: Sequence[str]) -> dict[str, dict[str, o
             task["in"] = into
         counters[name] = task
     return counters
+
+
+def add_probe_run(path: Path, how: str, run: dict[str, object]) -> None:
+    """Append ``run`` (its timings and settings) to the probe file at ``path``, stamped with when
+    it was recorded, and set the file's ``how``; the file is made when missing."""
+    doc = json.loads(path.read_text()) if path.is_file() else {"runs": []}
+    doc["how"] = how
+    doc["runs"].append({**run, "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def teardown_network(prefix: str) -> None:

@@ -400,18 +400,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             if workers > 1:
                 run(args, workers, scratch, profile=False, steps=0, probed=found)
         if args.probe_out:
-            path = Path(args.probe_out)
-            doc = json.loads(path.read_text()) if path.is_file() else {"runs": []}
             cfg = CONFIGS[args.config]
-            doc["how"] = ("scripts/record_allreduce_ddp.py probe: torch.distributed all_reduce over gloo (no DDP, no "
+            how = ("scripts/record_allreduce_ddp.py probe: torch.distributed all_reduce over gloo (no DDP, no "
                           "training), one process per worker in its own network namespace, every worker link tc tbf at "
                           "the run's bandwidth_bps both ways, workers at real-time priority unless rt_priority is 0; "
                           "per size 10 timed calls on rank 0, each after a barrier; cpu_s: every rank's CPU seconds "
                           "per call, the barrier included")
-            doc["runs"].append({"config": args.config, "bandwidth_bps": cfg.mbit * 1e6, "rt_priority": args.rt_priority,
-                                "timings": found, "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(doc, indent=1) + "\n")
+            testbed.add_probe_run(Path(args.probe_out), how, {"config": args.config, "bandwidth_bps": cfg.mbit * 1e6,
+                                                              "rt_priority": args.rt_priority, "timings": found})
     else:
         record(args)
 

@@ -317,19 +317,14 @@ def probe(args: argparse.Namespace) -> None:
             print(json.dumps(row), flush=True)
         found += got
     if args.probe_out:
-        path = Path(args.probe_out)
-        doc = json.loads(path.read_text()) if path.is_file() else {"runs": []}
-        doc["how"] = (f"scripts/record_allreduce_mwms.py probe: TensorFlow 2.21 CPU MultiWorkerMirroredStrategy, "
+        how = (f"scripts/record_allreduce_mwms.py probe: TensorFlow 2.21 CPU MultiWorkerMirroredStrategy, "
                       f"CommunicationImplementation.RING (gRPC between workers), one process per worker in its own "
                       f"network namespace, every worker link tc tbf at the run's bandwidth_bps both ways (burst "
                       f"{testbed.BURST}, queue {QUEUE_MS} ms, TCP cubic); each size a tf.function of one all_reduce "
                       f"under strategy.run, timed {args.probe_reps} times on worker 0 after a 4-byte all-reduce "
                       "that lines the workers up; cpu_s: each worker's CPU seconds (all its threads) per timed call, "
                       "the line-up all-reduce included; no training, nothing else running")
-        doc["runs"].append({"bandwidth_bps": args.mbit * 1e6, "timings": found,
-                            "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(doc, indent=1) + "\n")
+        testbed.add_probe_run(Path(args.probe_out), how, {"bandwidth_bps": args.mbit * 1e6, "timings": found})
 
 
 def launch(args: argparse.Namespace, workers: int, out: Path, *, profile: bool, task: str = "task") -> None:
