@@ -227,9 +227,14 @@ def host_line(host: Mapping[str, Any]) -> str:
     own = host.get("cpu_s_per_step")
     if transfer or per_call or own:
         mine = "not measured" if own is None else f"{own * 1e3:g} ms"
+        small = host.get("collective_cpu_s")
+        each = "" if small is None else f", {small * 1e3:g} ms each other collective"
         text += (f", and no shorter than the CPU its workers need (a worker's own a step: {mine}; "
-                 f"{per_call * 1e3:g} ms an all-reduce and {transfer * 1e3:g} ms per MB) over "
+                 f"{per_call * 1e3:g} ms an all-reduce{each} and {transfer * 1e3:g} ms per MB) over "
                  f"{host.get('host_utilization') or 1.0:.0%} of the cores")
+        k = host.get("host_bound_exponent")
+        if k is not None:
+            text += f", the two turning into each other as (step^{k:g} + bound^{k:g})^(1/{k:g}) beyond the cores"
     return text
 
 

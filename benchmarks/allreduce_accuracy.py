@@ -66,6 +66,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from advisor.core.advice import DEFAULT_GOODPUT, AdviceRequest, model_inputs
 from advisor.core.curve import CurvePoint, CurveSettings, predict_curve
 from advisor.core.models import registry
@@ -240,42 +242,47 @@ def summary(rows: Sequence[Row], held_out: bool = False) -> tuple[float, float]:
 
 
 def shifted(throughput: float, workers: int, batch: int, host_cpu_s: float, host_cores: int = HOST_CORES,
-            floor_s: float = 0.0) -> float:
+            floor_s: float = 0.0, exponent: float | None = None) -> float:
     """``throughput`` (examples/s at ``workers``, predicted without the host's step term and CPU
-    bound) with every step ``host_cpu_s`` longer per worker beyond ``host_cores`` and no shorter
-    than ``floor_s``: what the model gives with that ``host_cpu_s``, since the term lengthens
-    every barrier-ended step alike (exactly, a test holds it, where the bound is not reached; where
-    it is, every step is the bound)."""
-    extra = RingParams(host_cores=host_cores, host_cpu_s=host_cpu_s).host_seconds(workers)
-    return workers * batch / max(workers * batch / throughput + extra, floor_s)
+    bound) with every step ``host_cpu_s`` longer per worker beyond ``host_cores`` and held by the
+    bound ``floor_s`` (``RingParams.bounded`` with ``exponent``): what the model gives with that
+    ``host_cpu_s``, since the term lengthens every barrier-ended step alike (exactly, a test holds
+    it, where there is no bound; near it, the bound applied to the mean step)."""
+    params = RingParams(host_cores=host_cores, host_cpu_s=host_cpu_s, host_bound_exponent=exponent)
+    step = workers * batch / throughput + params.host_seconds(workers)
+    return workers * batch / float(params.bounded(np.float64(step), workers, floor_s))
 
 
 # what a prediction without the host's CPU bound states (the step term apart, for ``shifted``)
-UNBOUND: Mapping[str, Any] = {"transfer_cpu_s_per_mb": 0.0, "transfer_cpu_s_per_call": 0.0, "cpu_s_per_step": 0.0}
+UNBOUND: Mapping[str, Any] = {"transfer_cpu_s_per_mb": 0.0, "transfer_cpu_s_per_call": 0.0, "collective_cpu_s": 0.0,
+                              "cpu_s_per_step": 0.0}
 
 
-def host_floor_s(folder: Path, workers: int, params: Mapping[str, Any]) -> float:
+def host_floor_s(folder: Path, workers: int, params: Mapping[str, Any]) -> tuple[float, float | None]:
     """The host's CPU bound on a step of ``folder``'s program at ``workers`` with ``params`` (the
-    testbed's host, ``TESTBED``), as the model states it (``RingParams.host_floor``)."""
+    testbed's host, ``TESTBED``), as the model states it (``RingParams.host_floor``), and the
+    exponent the step turns to it with (``host_bound_exponent``)."""
     model = registry.get(MODEL)
     inputs = _inputs(folder)
     chosen = registry.params_for(model, {**TESTBED, **params})
-    host = model.outlook(inputs, chosen, {}).details["host"]
+    details = model.outlook(inputs, chosen, {}).details
+    host = details["host"]
     resolved = model.resolved(inputs, chosen)
     assert isinstance(resolved, RingParams)
-    return resolved.host_floor(workers, host["megabytes"], host["calls"])
+    floor = resolved.host_floor(workers, host["megabytes"], host["calls"], len(details["collectives"]["bytes"]))
+    return floor, resolved.host_bound_exponent
 
 
 def _cost(folders: Sequence[Path], steps: int, base: Mapping[str, Any]) -> Callable[[float], float]:
     """Mean |error| over the multi-worker points of ``folders`` at a ``host_cpu_s``: each point
     predicted once without it and without the host's CPU bound, then shifted (``shifted``)."""
     params = {**base, **UNBOUND, "host_cpu_s": 0.0}
-    found = [(r, int(_load(f)[0]["batch_size"]), host_floor_s(f, r.workers, base)) for f in folders
+    found = [(r, int(_load(f)[0]["batch_size"]), *host_floor_s(f, r.workers, base)) for f in folders
              for r in predict(f, steps=steps, params=params) if r.workers > 1]
 
     def cost(host_cpu_s: float) -> float:
-        return statistics.fmean(abs(shifted(r.predicted, r.workers, b, host_cpu_s, floor_s=f) / r.measured - 1)
-                                for r, b, f in found)
+        return statistics.fmean(abs(shifted(r.predicted, r.workers, b, host_cpu_s, floor_s=f, exponent=k)
+                                    / r.measured - 1) for r, b, f, k in found)
     return cost
 
 
@@ -373,6 +380,8 @@ GRPC_HOST_PROBE = DATA / "grpc-ring-probe" / "probe-host.json"
 # of 1 and 8 MiB at W = 2..8 over 100 Mbit/s links, workers at real-time priority as in the DDP runs).
 GLOO_HOST_PROBE = DATA / "gloo-ring-probe" / "probe-host.json"
 HOST_PER_MB_GRID = tuple(i * 5e-4 for i in range(41))  # host_cpu_s_per_mb: 0 to 20 ms per MB
+# host_bound_exponent: 2 to 12, or None, the sharp max (the step no shorter than the CPU bound)
+EXPONENT_GRID: tuple[float | None, ...] = (*(float(k) for k in range(2, 13)), None)
 BUSIEST = 0.95  # the probe's large timings whose cores were this close to the busiest set the CPU bound
 LARGE = 2e6  # bytes: timings this large tell the CPU per MB from the CPU per call
 
@@ -403,6 +412,8 @@ class HostFigures:
     transfer_cpu_s_per_mb: float
     transfer_cpu_s_per_call: float
     host_utilization: float
+    host_bound_exponent: float | None = None
+    collective_cpu_s: float | None = None
     mean_error: float = 0.0  # of the ring's time with them, over the probe's timings beyond the cores
     max_error: float = 0.0
     timings: int = 0
@@ -412,7 +423,8 @@ class HostFigures:
         return RingParams(host_cores=cores, host_cpu_s=self.host_cpu_s, host_cpu_s_per_mb=self.host_cpu_s_per_mb,
                           transfer_cpu_s_per_mb=self.transfer_cpu_s_per_mb,
                           transfer_cpu_s_per_call=self.transfer_cpu_s_per_call,
-                          host_utilization=self.host_utilization, cpu_s_per_step=0.0)
+                          host_utilization=self.host_utilization, host_bound_exponent=self.host_bound_exponent,
+                          collective_cpu_s=self.collective_cpu_s, cpu_s_per_step=0.0)
 
 
 def host_timings(path: Path = GRPC_HOST_PROBE) -> list[HostTiming]:
@@ -430,16 +442,48 @@ def host_timings(path: Path = GRPC_HOST_PROBE) -> list[HostTiming]:
     return out
 
 
+def small_call_cpu_s(path: Path = GRPC_HOST_PROBE) -> list[float]:
+    """A worker's CPU seconds per 4-byte all-reduce of TF's host probe, one per run and W: half
+    the 4-byte row's (a 4-byte call after a 4-byte line-up, ``host_timings``)."""
+    doc = json.loads(path.read_text())
+    return [statistics.fmean(t["cpu_s"]) / 2 for run in doc["runs"] for t in run["timings"] if t["bytes"] <= 8]
+
+
 def ring_seconds(t: HostTiming, latency_s: float, share: float, figures: HostFigures | None,
                  cores: int = HOST_CORES) -> float:
     """The model's time of one lone all-reduce of the probe on its ``cores``-core host: the ring's
     link time (``probe_fit``'s), longer per worker beyond the cores by the host term (a lone call
-    is one step), and never shorter than the host's CPU bound."""
+    is one step), held by the host's CPU bound (``RingParams.bounded``)."""
     link = link_seconds(t.rate_bps, t.workers, t.bytes, latency_s, share)
     if figures is None:
         return link
     params, megabytes = figures.params(cores), t.bytes / 1e6
-    return max(link + params.host_seconds(t.workers, megabytes), params.host_floor(t.workers, megabytes, 1))
+    step = link + params.host_seconds(t.workers, megabytes)
+    return float(params.bounded(np.float64(step), t.workers, params.host_floor(t.workers, megabytes, 1)))
+
+
+def _least_mean_error(timings: Sequence[HostTiming], latency_s: float, share: float,
+                      bound: HostFigures) -> tuple[float, float, float | None]:
+    """The (``host_cpu_s``, ``host_cpu_s_per_mb``, ``host_bound_exponent``) of the grids with the
+    smallest mean |error| of ``ring_seconds`` over ``timings`` (all beyond the cores), with the CPU
+    bound's figures of ``bound``: ``ring_seconds`` over the whole grid at once."""
+    params = bound.params()
+    link = np.array([link_seconds(t.rate_bps, t.workers, t.bytes, latency_s, share) for t in timings])
+    mb = np.array([t.bytes / 1e6 for t in timings])
+    beyond = np.array([max(0, t.workers - HOST_CORES) for t in timings], dtype=np.float64)
+    floor = np.array([params.host_floor(t.workers, t.bytes / 1e6, 1) for t in timings])
+    seconds = np.array([t.seconds for t in timings])
+    a = np.array(HOST_GRID)[:, None, None]
+    b = np.array(HOST_PER_MB_GRID)[None, :, None]
+    step = link + (a + b * mb) * beyond  # (A, B, T)
+    means = []
+    for k in EXPONENT_GRID:
+        high = np.maximum(step, floor)  # as RingParams.bounded, beyond the cores
+        held = high if k is None else high * (1.0 + (np.minimum(step, floor) / high) ** k) ** (1.0 / k)
+        means.append(np.abs(held / seconds - 1).mean(axis=-1))  # (A, B)
+    grid = np.stack(means, axis=-1)  # (A, B, K), the order of itertools.product
+    i, j, m = np.unravel_index(int(np.argmin(grid)), grid.shape)
+    return HOST_GRID[i], HOST_PER_MB_GRID[j], EXPONENT_GRID[m]
 
 
 def host_probe_fit(timings: Sequence[HostTiming] | None = None, latency_s: float | None = None,
@@ -449,9 +493,11 @@ def host_probe_fit(timings: Sequence[HostTiming] | None = None, latency_s: float
     busiest (within BUSIEST of the busiest), and a worker's CPU per call and per MB, the line
     through those timings' CPU and that of the smaller ones of the same runs and W (the least
     squares of CPU = per call + per MB x MB). Then ``host_cpu_s`` (0 to 30 ms by
-    0.5) and ``host_cpu_s_per_mb`` (``HOST_PER_MB_GRID``) with the smallest mean |error| of
-    ``ring_seconds`` over the timings with more workers than cores; the link figures are
-    ``grpc_probe_fit``'s, from two workers."""
+    0.5), ``host_cpu_s_per_mb`` (``HOST_PER_MB_GRID``) and ``host_bound_exponent``
+    (``EXPONENT_GRID``) with the smallest mean |error| of ``ring_seconds`` over the timings with
+    more workers than cores; the link figures are ``grpc_probe_fit``'s, from two workers. A small
+    collective's CPU (``collective_cpu_s``): the mean of the probe's 4-byte calls
+    (``small_call_cpu_s``), which the line through the large ones overstates three-fold."""
     timings = host_timings() if timings is None else list(timings)
     if latency_s is None or share is None:
         latency_s, share, _ = grpc_probe_fit()
@@ -465,12 +511,14 @@ def host_probe_fit(timings: Sequence[HostTiming] | None = None, latency_s: float
     transfer, per_call = round(slope, 4), round(max(0.0, intercept), 4)  # to 0.1 ms
     crowded = [t for t in timings if t.workers > HOST_CORES]
 
-    def errors(a: float, b: float) -> list[float]:
-        figures = HostFigures(a, b, transfer, per_call, utilization)
+    def errors(a: float, b: float, k: float | None) -> list[float]:
+        figures = HostFigures(a, b, transfer, per_call, utilization, k)
         return [abs(ring_seconds(t, latency_s, share, figures) / t.seconds - 1) for t in crowded]
-    a, b = min(itertools.product(HOST_GRID, HOST_PER_MB_GRID), key=lambda ab: statistics.fmean(errors(*ab)))
-    found = errors(a, b)
-    return HostFigures(a, b, transfer, per_call, utilization, statistics.fmean(found), max(found), len(crowded))
+    a, b, k = _least_mean_error(crowded, latency_s, share, HostFigures(0.0, 0.0, transfer, per_call, utilization))
+    found = errors(a, b, k)
+    small = round(statistics.fmean(small_call_cpu_s()), 4)
+    return HostFigures(a, b, transfer, per_call, utilization, k, small, statistics.fmean(found), max(found),
+                       len(crowded))
 
 
 def _pct(value: float | None) -> str:
@@ -570,8 +618,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"TensorFlow ring host figures from the probe at W = 2..8 on the {HOST_CORES}-core host: host_cpu_s "
           f"{host.host_cpu_s * 1e3:.1f} ms + {host.host_cpu_s_per_mb * 1e3:.1f} ms per MB a worker beyond the cores, "
           f"transfer CPU {host.transfer_cpu_s_per_call * 1e3:.1f} ms per all-reduce + "
-          f"{host.transfer_cpu_s_per_mb * 1e3:.1f} ms per MB, cores at most {host.host_utilization:.1%} "
-          f"busy (mean |error| {host.mean_error:.1%}, max {host.max_error:.1%} over the {host.timings} timings "
+          f"{host.transfer_cpu_s_per_mb * 1e3:.1f} ms per MB ({host.collective_cpu_s * 1e3:.1f} ms per 4-byte one), "
+          f"cores at most {host.host_utilization:.1%} "
+          f"busy, the step turning to that bound with exponent {host.host_bound_exponent or 'none (a sharp max)'} "
+          f"(mean |error| {host.mean_error:.1%}, max {host.max_error:.1%} over the {host.timings} timings "
           f"beyond the cores)")
     rows, fits = rows_with_holdout(folders, steps=args.steps, params=params, holdout=not args.no_holdout)
     print(f"{MODEL}" + (f" with {params}" if params else " (default parameters)")

@@ -142,7 +142,8 @@ def test_workers_that_share_a_hosts_cores_are_stated_and_said(capsys: pytest.Cap
     here): W = 1 keeps its rate, W = 2 one worker too many, so its step is that much longer (2 x
     32 examples a step, whatever the predicted step is); the JSON and the table say which host the
     prediction assumed, and a prediction that states none says nothing."""
-    unbound = ["--model-param", "transfer_cpu_s_per_mb=0", "--model-param", "transfer_cpu_s_per_call=0"]
+    unbound = ["--model-param", "transfer_cpu_s_per_mb=0", "--model-param", "transfer_cpu_s_per_call=0",
+               "--model-param", "collective_cpu_s=0"]
     base = [*PREDICT, str(MWMS), "--bandwidth", "50Mbit/s", "--model-error", "off", *unbound]
     _, out, _ = _run([*base, "--json"], capsys)
     plain = json.loads(out)
@@ -168,5 +169,6 @@ def test_workers_that_share_a_hosts_cores_are_stated_and_said(capsys: pytest.Cap
     _, bound, _ = _run([*PREDICT, str(MWMS), "--bandwidth", "50Mbit/s", "--model-error", "off",
                         "--model-param", "host_cores=1"], capsys)
     assert (f"and no shorter than the CPU its workers need (a worker's own a step: not measured; "
-            f"{GRPC_RING.transfer_cpu_s_per_call * 1e3:g} ms an all-reduce and {GRPC_RING.transfer_cpu_s_per_mb * 1e3:g} "
-            "ms per MB)") in bound
+            f"{GRPC_RING.transfer_cpu_s_per_call * 1e3:g} ms an all-reduce, {GRPC_RING.collective_cpu_s * 1e3:g} ms each "
+            f"other collective and {GRPC_RING.transfer_cpu_s_per_mb * 1e3:g} ms per MB)") in bound
+    assert f"(step^{GRPC_RING.host_bound_exponent:g} + bound^{GRPC_RING.host_bound_exponent:g})" in bound

@@ -169,6 +169,43 @@ def test_no_step_is_shorter_than_the_hosts_cpu_allows(workers: int, floor: float
     assert roomy == pytest.approx(plain, rel=1e-9)
 
 
+def test_near_the_cpu_bound_the_step_is_longer_than_both() -> None:
+    # (t^k + f^k)^(1/k): a 3 s step against a 4 s bound with k = 2 is the 3-4-5 triangle's 5 s;
+    # a sharp max without k, up to the host's cores, and for a huge k; nothing without a bound
+    params = RingParams(host_cores=2, host_bound_exponent=2.0)
+    assert float(params.bounded(np.float64(3.0), 8, 4.0)) == pytest.approx(5.0, rel=1e-12)
+    assert float(params.bounded(np.float64(4.0), 8, 3.0)) == pytest.approx(5.0, rel=1e-12)
+    assert float(params.bounded(np.float64(3.0), 2, 4.0)) == 4.0  # two workers on two cores: the max
+    assert float(params.model_copy(update={"host_bound_exponent": None}).bounded(np.float64(3.0), 8, 4.0)) == 4.0
+    assert float(params.model_copy(update={"host_bound_exponent": 1e6}).bounded(np.float64(3.0), 8, 4.0)) == 4.0
+    assert float(params.bounded(np.float64(3.0), 8, 0.0)) == 3.0
+    # k = 5, equal terms: 2^(1/5) longer than either, the most the turn ever adds
+    five = params.model_copy(update={"host_bound_exponent": 5.0})
+    assert float(five.bounded(np.float64(1.0), 8, 1.0)) == pytest.approx(2 ** 0.2, rel=1e-12)
+    with pytest.raises(ValueError):
+        RingParams(host_bound_exponent=0.5)  # below 1 the step would be longer than the two added
+    # and so the sampled run: 8 workers on 2 cores, each needing 0.1 s of CPU a step, against the
+    # step the links give (this trace's every step alike)
+    need = RingParams(latency_s=LAT, host_cores=2, host_cpu_s=0.0, host_cpu_s_per_mb=0.0, transfer_cpu_s_per_mb=0.0,
+                      transfer_cpu_s_per_call=0.0, cpu_s_per_step=0.1)
+    plain = _mean_step_s(RING.start(_inputs(_backprop()), RingParams(latency_s=LAT), 8, seed=1).advance(40))
+    floor = need.host_floor(8)
+    turned = _mean_step_s(RING.start(_inputs(_backprop()), need.model_copy(update={"host_bound_exponent": 2.0}), 8,
+                                     seed=1).advance(40))
+    assert turned == pytest.approx(math.hypot(plain, floor), rel=1e-9)
+
+
+def test_the_steps_small_collectives_cost_their_own_cpu() -> None:
+    # a step of one 4 MB bucket and two metric all-reduces: 50 ms for the bucket's call, 10 ms for
+    # each small one, 50 ms per MB and 0.25 s of the worker's own; 8 workers on 2 cores at 80 %
+    params = RingParams(host_cores=2, transfer_cpu_s_per_mb=0.05, transfer_cpu_s_per_call=0.05,
+                        collective_cpu_s=0.01, host_utilization=0.8, cpu_s_per_step=0.25)
+    assert params.host_floor(8, 4.0, 3, 2) == pytest.approx(8 * (0.25 + 0.05 + 2 * 0.01 + 0.2) / 1.6, rel=1e-12)
+    # unset, a small collective costs what any all-reduce does
+    unset = params.model_copy(update={"collective_cpu_s": None})
+    assert unset.host_floor(8, 4.0, 3, 2) == pytest.approx(8 * (0.25 + 3 * 0.05 + 0.2) / 1.6, rel=1e-12)
+
+
 def test_the_profiles_measured_cpu_is_the_bound_unless_stated() -> None:
     # an all-reduce profile's job.cpu_s_per_step (the hook's measurement) fills cpu_s_per_step when
     # unset; a stated value wins; a PS profile cannot carry one
@@ -524,7 +561,9 @@ def test_the_outlook_says_which_layout_was_replayed(buckets: list[list[str]] | N
                               "host_cpu_s_per_mb": GLOO.host_cpu_s_per_mb,
                               "transfer_cpu_s_per_mb": GLOO.transfer_cpu_s_per_mb,
                               "transfer_cpu_s_per_call": GLOO.transfer_cpu_s_per_call,
-                              "host_utilization": GLOO.host_utilization, "cpu_s_per_step": None}
+                              "host_utilization": GLOO.host_utilization, "cpu_s_per_step": None,
+                              "host_bound_exponent": GLOO.host_bound_exponent,
+                              "collective_cpu_s": GLOO.collective_cpu_s}
     assert outlook.details["collectives"] == {"bytes": [], "source": "framework"}
 
 

@@ -40,13 +40,16 @@ workers than cores share a host they wait for it: each step is longer by
 with ``MB`` the megabytes all-reduced per step (W > 1). And the host's cores can only do so much:
 a step is never shorter than the CPU its workers need together over what the cores deliver,
 
-    n * (cpu_s_per_step + transfer_cpu_s_per_call * calls + transfer_cpu_s_per_mb * MB)
-      / (host_cores * host_utilization)
+    n * (cpu_s_per_step + transfer_cpu_s_per_call * buckets + collective_cpu_s * others
+         + transfer_cpu_s_per_mb * MB) / (host_cores * host_utilization)
 
 with ``cpu_s_per_step`` a worker's own CPU per step (the profile's, measured untraced by the hook),
-``calls`` the all-reduces a step runs (the buckets and the other collectives)
+``buckets`` the gradients' all-reduces a step runs, ``others`` its other (small) collectives
 and the rest the framework's figures (``FRAMEWORKS``), on every worker (the step ends at a
-barrier, so the busiest host sets it). Unset ``host_cores``: every worker has cores of its own, as
+barrier, so the busiest host sets it). Near that bound a step is slower than both it and the
+step without it, t: every round's hop waits for a core as well as for the link. With more
+workers than cores, and ``host_bound_exponent`` k set, the step is (t^k + bound^k)^(1/k); else
+the larger of the two. Unset ``host_cores``: every worker has cores of its own, as
 pods on their own nodes or with whole-core CPU limits have. Because the
 all-reduce is a barrier, the W-worker step is set by the slowest of W sampled compute times plus
 the exposed communication, which is why this is a sampled ``Run`` (``Samples`` of per-worker step
@@ -103,6 +106,8 @@ class Framework:
     transfer_cpu_s_per_mb: float = 0.0  # CPU a worker spends per MB all-reduced (the host's CPU bound)
     transfer_cpu_s_per_call: float = 0.0  # and per all-reduce, whatever its size
     host_utilization: float = 1.0  # the most of a host's cores the workers get together
+    host_bound_exponent: float | None = None  # k of the turn to the CPU bound beyond the cores; None: a sharp max
+    collective_cpu_s: float | None = None  # CPU per small per-step collective; None: as any all-reduce
 
 
 # PyTorch DDP over gloo: a lone gloo all-reduce of 1 and 8 MiB at W = 2, 3, 4 over the project's
@@ -125,16 +130,21 @@ GLOO = Framework(latency_s=3.0e-4, two_way_share=0.985, collectives=(),
 # Two workers on the testbed's two cores share none, so nothing of the host is in them. The host's
 # figures but one come from the same all-reduces at W = 2..8, all on that 2-core host, with every
 # worker's CPU time (probe-host.json, benchmarks/allreduce_accuracy.py host_probe_fit): a worker
-# spends 17.9 ms of CPU per all-reduce and 50.8 ms per MB, the cores got at most 87.5 % busy, and
-# beyond the cores each worker adds 4 ms per MB to the wait. The wait a step, 7.5 ms, is fitted on
+# spends 17.9 ms of CPU per all-reduce of 1 or 8 MiB and 50.8 ms per MB, 4.7 ms per 4-byte one
+# (Keras's metric sums and counts), the cores got at most 87.5 % busy, and
+# beyond the cores each worker adds 0.5 ms per MB to the wait. Near the CPU bound the ring is
+# slower than both the wait and the bound (every round's hop waits for a core), so there the step
+# turns smoothly from one to the other, (t^5 + bound^5)^(1/5): the exponent is the probe's too,
+# fitted with the wait's per MB. The wait a step, 9 ms, is fitted on
 # the calm Keras MWMS runs of three programs on that host (benchmarks/allreduce_accuracy.py fit).
 # Keras's fit logs the loss at least, reduced as a float32 sum and an int64 count.
 GRPC_RING = Framework(latency_s=1.45e-3, two_way_share=0.935, collectives=(4, 8),
                       basis="a lone TensorFlow ring all-reduce timed at W = 2 over shaped 25, 50 and 100 Mbit/s "
                             "links, and at W = 2..8 on one 2-core host with its CPU time; host_cpu_s fitted on "
                             "Keras MWMS runs of three programs on that host",
-                      host_cpu_s=7.5e-3, host_cpu_s_per_mb=4e-3, transfer_cpu_s_per_mb=0.0508,
-                      transfer_cpu_s_per_call=0.0179, host_utilization=0.875)
+                      host_cpu_s=9e-3, host_cpu_s_per_mb=5e-4, transfer_cpu_s_per_mb=0.0508,
+                      transfer_cpu_s_per_call=0.0179, host_utilization=0.875, host_bound_exponent=5.0,
+                      collective_cpu_s=4.7e-3)
 GENERIC = Framework(latency_s=DEFAULT_LATENCY_S, two_way_share=1.0, collectives=(),
                     basis="no framework known: NCCL-style figures for Ethernet")
 # A TensorFlow parameter-server trace replayed as an all-reduce what-if is a TensorFlow program:
@@ -195,13 +205,21 @@ class RingParams(ModelParams):
         None, ge=0, description="CPU seconds a worker spends per MB all-reduced, for the host's CPU bound; unset: "
         "the profile's framework's")
     transfer_cpu_s_per_call: float | None = Field(
-        None, ge=0, description="and per all-reduce it runs, whatever its size (s); unset: the profile's framework's")
+        None, ge=0, description="and per all-reduce of the gradients it runs, whatever its size (s); unset: the "
+        "profile's framework's")
+    collective_cpu_s: float | None = Field(
+        None, ge=0, description="and per small collective it runs besides the gradients' (Keras's metric sums and "
+        "counts), for the host's CPU bound (s); unset: the profile's framework's, else transfer_cpu_s_per_call")
     host_utilization: float | None = Field(
         None, gt=0, le=1, description="the most of host_cores the workers get together, for the host's CPU bound; "
         "unset: the profile's framework's")
     cpu_s_per_step: float | None = Field(
         None, ge=0, description="CPU seconds a worker spends per step besides the all-reduce, for the host's CPU "
         "bound; unset: the profile's (measured by the profiling hook), else 0")
+    host_bound_exponent: float | None = Field(
+        None, ge=1, description="how sharply a step turns from its time t without the host's CPU bound to the bound "
+        "f once more workers than cores share the host: the step is (t^k + f^k)^(1/k); unset: the profile's "
+        "framework's (tf-mwms and tf-ps 5, from its probe), else the larger of the two")
 
     def on_host(self, workers: int) -> int:
         """Workers on the busiest host at ``workers`` in all."""
@@ -215,16 +233,33 @@ class RingParams(ModelParams):
         per_worker = (self.host_cpu_s or 0.0) + (self.host_cpu_s_per_mb or 0.0) * megabytes
         return per_worker * max(0, self.on_host(workers) - self.host_cores)
 
-    def host_floor(self, workers: int, megabytes: float = 0.0, calls: int = 0) -> float:
+    def host_floor(self, workers: int, megabytes: float = 0.0, calls: int = 0, collectives: int = 0) -> float:
         """The shortest step the host's cores allow at ``workers``, a step running ``calls``
-        all-reduces of ``megabytes`` in all: the CPU its workers need together over what the cores
-        deliver (module docstring); 0 when ``host_cores`` is unset."""
+        all-reduces of ``megabytes`` in all, ``collectives`` of them the step's small other ones:
+        the CPU its workers need together over what the cores deliver (module docstring); 0 when
+        ``host_cores`` is unset."""
         if self.host_cores is None:
             return 0.0
         need = self.cpu_s_per_step or 0.0
         if workers > 1:  # alone, a worker all-reduces nothing
-            need += (self.transfer_cpu_s_per_call or 0.0) * calls + (self.transfer_cpu_s_per_mb or 0.0) * megabytes
+            per_call = self.transfer_cpu_s_per_call or 0.0
+            small = per_call if self.collective_cpu_s is None else self.collective_cpu_s
+            need += per_call * (calls - collectives) + small * collectives + (self.transfer_cpu_s_per_mb or 0.0) * megabytes
         return self.on_host(workers) * need / (self.host_cores * (self.host_utilization or 1.0))
+
+    def bounded(self, seconds: np.ndarray, workers: int, floor: float) -> np.ndarray:
+        """Steps of ``seconds`` (without the host's CPU bound) at ``workers`` against the bound
+        ``floor`` (``host_floor``): the larger of the two, or, with more workers than cores on the
+        host and ``host_bound_exponent`` k set, (seconds^k + floor^k)^(1/k): near the bound every ring
+        round's hop also waits for a core, so the step is longer than either (module docstring)."""
+        seconds = np.asarray(seconds, dtype=np.float64)
+        if floor <= 0:
+            return seconds
+        k = self.host_bound_exponent
+        if k is None or self.host_cores is None or self.on_host(workers) <= self.host_cores:
+            return np.maximum(seconds, floor)
+        high = np.maximum(seconds, floor)  # (t^k + f^k)^(1/k) as max x (1 + (min / max)^k)^(1/k): any k
+        return high * (1.0 + (np.minimum(np.maximum(seconds, 0.0), floor) / high) ** k) ** (1.0 / k)
 
     def latency(self) -> float:
         """``latency_s``, or the generic default when unset (``RingAllReduce.resolved`` fills it per framework)."""
@@ -367,7 +402,7 @@ def resolve_params(profile: Profile | None, params: RingParams) -> RingParams:
     if params.two_way_share is None:
         update["two_way_share"] = fw.two_way_share
     for name in ("host_cpu_s", "host_cpu_s_per_mb", "transfer_cpu_s_per_mb", "transfer_cpu_s_per_call",
-                 "host_utilization"):
+                 "host_utilization", "host_bound_exponent", "collective_cpu_s"):
         if getattr(params, name) is None:
             update[name] = getattr(fw, name)
     if params.cpu_s_per_step is None and profile is not None and profile.job.cpu_s_per_step is not None:
@@ -410,6 +445,7 @@ class RingRun:
 
     def __init__(self, setup: _Setup, inputs: ModelInputs, params: RingParams, workers: int, seed: int) -> None:
         self._workers = workers
+        self._params = params
         self._batch = setup.profile.job.batch_size
         self._speed = np.array([inputs.speed(w) for w in range(workers)], dtype=np.float64)
         self._compute = setup.costs.compute_s
@@ -422,7 +458,7 @@ class RingRun:
         self._extra = float(allreduce_seconds(np.array(setup.collectives, dtype=np.float64), workers, rate,
                                               params).sum())
         self._host = params.host_seconds(workers, setup.megabytes)  # after the barrier, on every worker
-        self._floor = params.host_floor(workers, setup.megabytes, setup.calls)  # the host's CPU bound
+        self._floor = params.host_floor(workers, setup.megabytes, setup.calls, len(setup.collectives))  # CPU bound
         # Bucket b ends at E_b = max(M_b, E_{b-1}) + T_b (M_b: last worker ready). Unrolled with
         # P_b = T_0 + ... + T_b: E_b = P_b + max over j <= b of (M_j - P_{j-1}).
         self._cum = np.cumsum(duration)
@@ -447,7 +483,8 @@ class RingRun:
         end = np.maximum(np.maximum(compute_end, comm_end) + self._update[drawn] / speed,
                          comm_end + self._extra) + self._host
         if self._floor > 0:
-            end = np.maximum(end, float(start.max()) + self._floor)
+            base = float(start.max())
+            end = base + self._params.bounded(end - base, self._workers, self._floor)
         self._ends.append(end)
         self._start = end
         self._events += self._workers + len(self._cum)
@@ -529,6 +566,8 @@ class RingAllReduce(ModelBase):
                                "transfer_cpu_s_per_mb": own.transfer_cpu_s_per_mb,
                                "transfer_cpu_s_per_call": own.transfer_cpu_s_per_call,
                                "host_utilization": own.host_utilization, "cpu_s_per_step": own.cpu_s_per_step,
+                               "host_bound_exponent": own.host_bound_exponent,
+                               "collective_cpu_s": own.collective_cpu_s,
                                "calls": setup.calls, "megabytes": setup.megabytes}
         return Outlook(details=details,
                        params={"bucket_mb": setup.layout.bucket_mb, "latency_s": own.latency_s,
@@ -537,7 +576,9 @@ class RingAllReduce(ModelBase):
                                "host_cpu_s_per_mb": own.host_cpu_s_per_mb,
                                "transfer_cpu_s_per_mb": own.transfer_cpu_s_per_mb,
                                "transfer_cpu_s_per_call": own.transfer_cpu_s_per_call,
-                               "host_utilization": own.host_utilization, "cpu_s_per_step": own.cpu_s_per_step})
+                               "host_utilization": own.host_utilization, "cpu_s_per_step": own.cpu_s_per_step,
+                               "host_bound_exponent": own.host_bound_exponent,
+                               "collective_cpu_s": own.collective_cpu_s})
 
     def _own(self, params: ModelParams) -> RingParams:
         if not isinstance(params, self.Params) or not isinstance(params, RingParams):
