@@ -643,6 +643,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("\n".join(committed_lines(folders, args.steps)))
     print()
     print("\n".join(one_core_lines(folders, args.steps)))
+    print("\n".join(same_day_lines(folders)))
     if args.write:
         write_error(rows)
 
@@ -760,6 +761,32 @@ def one_core_lines(folders: Sequence[Path], steps: int = 1000) -> list[str]:
         for w in sorted(pinned):
             twice = f"{both[2 * w] / on_two[2 * w]:15.2f}" if 2 * w in both else f"{'-':>15}"
             lines.append(f"{w:>3} {pinned[w] / on_one[w]:8.2f} {both[w] / on_two[w]:9.2f} {twice}")
+    return lines
+
+
+# Runs measured on another day than their configuration's profile, and a profile of the same
+# program and links taken on the day they ran: (configuration, its W of that day, the other).
+# The VM's speed moves from day to day (the 4.2 MB MLP's W = 1: 451.9 examples/s on 2026-11-27,
+# 398.8-407.1 on 2026-11-29); mwms-mlp4m-bw100-calm's W = 5..8 ran on 2026-11-29, its profile on
+# 2026-11-27.
+SAME_DAY: tuple[tuple[str, tuple[int, ...], str], ...] = (
+    ("mwms-mlp4m-bw100-calm", (5, 6, 7, 8), "mwms-mlp4m-bw100-same-day"),)
+
+
+def same_day_lines(folders: Sequence[Path]) -> list[str]:
+    """Each ``SAME_DAY`` configuration's runs of another day against the prediction from its own
+    profile and from the profile of the day they ran (the other configuration's, its predictions
+    as the table's: same program, links and host)."""
+    by_name = {f.name: f for f in folders}
+    lines = []
+    for name, ws, other in SAME_DAY:
+        if name not in by_name or other not in by_name:
+            continue
+        own = {r.workers: r for r in predict(by_name[name])}
+        theirs = {r.workers: r.predicted for r in predict(by_name[other])}
+        errors = ", ".join(f"W = {w}: {own[w].error:+.1%} / {theirs[w] / own[w].measured - 1:+.1%}" for w in ws)
+        lines.append(f"{name}, runs of another day than its profile, predicted from its profile / from {other}'s, "
+                     f"taken the day they ran: {errors}")
     return lines
 
 

@@ -169,6 +169,7 @@ def test_workers_that_share_a_hosts_cores_are_stated_and_said(capsys: pytest.Cap
     _, bound, _ = _run([*PREDICT, str(MWMS), "--bandwidth", "50Mbit/s", "--model-error", "off",
                         "--model-param", "host_cores=1"], capsys)
     assert (f"and no shorter than the CPU its workers need (a worker's own a step: not measured; "
-            f"{GRPC_RING.transfer_cpu_s_per_call * 1e3:g} ms an all-reduce, {GRPC_RING.collective_cpu_s * 1e3:g} ms each "
-            f"other collective and {GRPC_RING.transfer_cpu_s_per_mb * 1e3:g} ms per MB)") in bound
+            f"{GRPC_RING.transfer_cpu_s_per_call * 1e3:g} ms an all-reduce, "
+            f"{GRPC_RING.collective_cpu_s * 1e3:g} ms each other collective and "
+            f"{GRPC_RING.transfer_cpu_s_per_mb * 1e3:g} ms per MB)") in bound
     assert f"(step^{GRPC_RING.host_bound_exponent:g} + bound^{GRPC_RING.host_bound_exponent:g})" in bound

@@ -244,7 +244,8 @@ class RingParams(ModelParams):
         if workers > 1:  # alone, a worker all-reduces nothing
             per_call = self.transfer_cpu_s_per_call or 0.0
             small = per_call if self.collective_cpu_s is None else self.collective_cpu_s
-            need += per_call * (calls - collectives) + small * collectives + (self.transfer_cpu_s_per_mb or 0.0) * megabytes
+            need += (per_call * (calls - collectives) + small * collectives
+                     + (self.transfer_cpu_s_per_mb or 0.0) * megabytes)
         return self.on_host(workers) * need / (self.host_cores * (self.host_utilization or 1.0))
 
     def bounded(self, seconds: np.ndarray, workers: int, floor: float) -> np.ndarray:
