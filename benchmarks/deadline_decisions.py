@@ -30,6 +30,10 @@ widths the model had before; one outcome per point (the runs' W = 2 did not alte
 held-out 2-PS runs (``tests/data/ps-traces/held-out``, recorded after the widths), predicted from
 their own traces (about 6 s) with the shipped widths.
 
+``--allreduce`` decides them on the all-reduce runs (``tests/data/allreduce``, about 10 s) that
+some W > 1 speeds up: each predicted with the host's wait a step fitted without it, widened by the
+ring's widths measured without it.
+
 ``--sync`` decides the same three kinds of deadline on the synchronous runs (``tests/data/ps-sync``
 and its ``one-gradient`` folder, about a minute): each job predicted with the constants chosen
 without it, its beliefs widened by the widths measured without it (``sync_runs``).
@@ -46,7 +50,7 @@ from typing import Any
 
 from advisor.core.belief import Belief, Outcome
 from advisor.core.cost import DEFAULT_CONFIDENCE, Choice, Constraints, CostError, cost_optimal, cost_per_example, decide
-from advisor.core.model_error import SEVERAL_PS, ModelError
+from advisor.core.model_error import SEVERAL_PS, ModelError, measured_error
 from advisor.core.models.ps_des.arrangements import TESTBED
 from advisor.importers.model_error_file import load_model_errors, shipped_path
 from benchmarks.accuracy import DEADLINE_LEVELS, EXAMPLES, PRICES
@@ -66,6 +70,7 @@ class Run:
     predicted: list[float]
     beliefs: list[Belief]
     measured: dict[int, float]
+    parameter_servers: int = 1  # priced per hour beside the workers (an all-reduce job has none)
 
 
 def held_out_runs(points: list[dict[str, Any]], extra: Sequence[tuple[int, float, str | None]] = ()) -> list[Run]:
@@ -137,11 +142,13 @@ def several_ps_runs(one_ps_widths: bool = False) -> list[Run]:
 
 
 def _one_outcome_run(name: str, job: str, points: Sequence[tuple[int, float, float]],
-                     error: ModelError | None) -> Run:
-    """A run of (W, predicted, measured) points, each belief one outcome widened by ``error``."""
+                     error: ModelError | None, model: str = MODEL, parameter_servers: int = 1) -> Run:
+    """A run of (W, predicted, measured) points, each belief one outcome widened by ``error``
+    (``model``'s)."""
     assert error is not None
-    beliefs = [Belief.of([Outcome("predicted", p, *error.widen(MODEL, w, p, p))], LEVEL) for w, p, _ in points]
-    return Run(name, job, [w for w, _, _ in points], [p for _, p, _ in points], beliefs, {w: m for w, _, m in points})
+    beliefs = [Belief.of([Outcome("predicted", p, *error.widen(model, w, p, p))], LEVEL) for w, p, _ in points]
+    return Run(name, job, [w for w, _, _ in points], [p for _, p, _ in points], beliefs, {w: m for w, _, m in points},
+               parameter_servers)
 
 
 def held_out_several_ps_runs() -> list[Run]:
@@ -214,6 +221,36 @@ def synchronous(confidence: float) -> None:
     decide_every(runs, confidence, answers=True)
 
 
+def allreduce_runs() -> list[Run]:
+    """The scored all-reduce configurations of ``tests/data/allreduce`` with at least three
+    measured W whose best measured W is more than one (the others run fastest alone), each predicted as ``allreduce_accuracy`` holds it out (the host's wait a step
+    fitted without it; configurations predicted first: the defaults), widened by the ring's widths
+    measured without it (cross-conformal, the shipped regimes of W), one outcome per point, no PS."""
+    from benchmarks import allreduce_accuracy as ar
+
+    rows, _ = ar.rows_with_holdout(ar.configs())
+    scored = [r for r in rows if not r.caveat]
+    runs = []
+    for config in sorted({r.config for r in scored}):
+        mine = sorted((r for r in scored if r.config == config), key=lambda r: r.workers)
+        if len(mine) < 3 or max(mine, key=lambda r: r.measured).workers == 1:
+            continue  # a job no W > 1 speeds up asks no deadline question that W = 1 does not answer
+        others = [(r.workers, r.measured / (r.held_out or r.predicted) - 1, None) for r in scored if r.config != config]
+        error = measured_error(ar.MODEL, LEVEL, others, ar.ERROR_REGIMES, None, True, "held out", None)
+        runs.append(_one_outcome_run(config, config, [(r.workers, r.held_out or r.predicted, r.measured) for r in mine],
+                                     error, ar.MODEL, parameter_servers=0))
+    return runs
+
+
+def allreduce(confidence: float) -> None:
+    """``--allreduce``: the deadlines of the all-reduce runs, held out."""
+    runs = allreduce_runs()
+    cal = calibration(runs, (0.8, 0.9, 0.95))
+    print(f"\nall-reduce runs (DDP, Keras MWMS), held out: {len(runs)} runs, {sum(len(r.workers) for r in runs)} "
+          "points; measured >= the level-P lower bound " + ", ".join(f"P={p:g}: {share:.0%}" for p, share in cal.items()))
+    decide_every(runs, confidence, answers=True)
+
+
 def decide_every(runs: Sequence[Run], confidence: float, answers: bool = False) -> None:
     """Every run's deadlines decided at ``confidence``: one report line per kind and over all, and
     with ``answers`` each run's recommended W beside the cheapest measured W that meets it."""
@@ -247,14 +284,17 @@ def score(run: Run, needed: float, confidence: float) -> dict[str, Any]:
     """Both rules' answers to one deadline, scored on the measurements."""
     limits = Constraints(examples=EXAMPLES, deadline_hours=EXAMPLES / needed / 3600, confidence=confidence)
     thr = [run.measured[w] for w in run.workers]
-    best = cost_optimal(run.workers, thr, PRICES, constraints=Constraints(examples=EXAMPLES,
-                                                                          deadline_hours=limits.deadline_hours)).workers
-    cost = {w: cost_per_example(PRICES, w, 1, run.measured[w]) for w in run.workers}
+    ps = run.parameter_servers
+    best = cost_optimal(run.workers, thr, PRICES, parameter_servers=ps,
+                        constraints=Constraints(examples=EXAMPLES, deadline_hours=limits.deadline_hours)).workers
+    cost = {w: cost_per_example(PRICES, w, ps, run.measured[w]) for w in run.workers}
     try:
-        point: int | None = cost_optimal(run.workers, run.predicted, PRICES, constraints=limits).workers
+        point: int | None = cost_optimal(run.workers, run.predicted, PRICES, parameter_servers=ps,
+                                         constraints=limits).workers
     except CostError:
         point = None
-    choice: Choice = decide(run.workers, run.predicted, PRICES, constraints=limits, beliefs=run.beliefs)
+    choice: Choice = decide(run.workers, run.predicted, PRICES, parameter_servers=ps, constraints=limits,
+                            beliefs=run.beliefs)
     return {"run": run.name, "needed": needed, "best": best, "point": point, "rec": choice.workers,
             "confident": choice.confident, "p": choice.p_meet,
             "met": run.measured[choice.workers] >= needed * (1 - 1e-9),
@@ -314,6 +354,8 @@ def main() -> None:
                         help="also decide the deadlines of the 2-PS runs (module docstring)")
     parser.add_argument("--sync", action="store_true",
                         help="also decide the deadlines of the synchronous runs, held out (module docstring)")
+    parser.add_argument("--allreduce", action="store_true",
+                        help="also decide the deadlines of the all-reduce runs, held out (module docstring)")
     args = parser.parse_args()
     validation = json.loads(shipped_path(MODEL).read_text())["validation"]
     runs = held_out_runs(validation["points"], one_worker_extra(validation))
@@ -328,6 +370,8 @@ def main() -> None:
         several_ps(args.confidence)
     if args.sync:
         synchronous(args.confidence)
+    if args.allreduce:
+        allreduce(args.confidence)
 
 
 if __name__ == "__main__":
