@@ -64,3 +64,21 @@ def test_a_synchronous_one_gradient_point_recounts_its_alternation_without_its_o
     assert alternating.probability == pytest.approx(5 / 13) and drifting.probability == pytest.approx(8 / 13)
     assert (drifting.low, drifting.high) == pytest.approx((74.0 * 0.8, 76.0 * 1.2))
     assert (alternating.low, alternating.high) == pytest.approx((90.0, 110.0))
+
+
+def test_an_all_reduce_run_is_held_out_and_priced_without_a_ps() -> None:
+    """``--allreduce``: only the runs some W > 1 speeds up, and a run's cost per example has no PS
+    in it (by hand: 3.06 x W per hour over the measured rate)."""
+    from benchmarks.deadline_decisions import allreduce_runs
+
+    found = {r.name: r for r in allreduce_runs()}
+    assert found and all(max(r.measured, key=r.measured.__getitem__) > 1 for r in found.values())
+    assert "mwms-mlp4m-bw200" not in found  # it runs fastest alone
+    run = found["mwms-cnn-bw100"]
+    assert run.parameter_servers == 0
+    tight = dict(deadlines(run))["tight"]
+    case = score(run, tight, 0.9)
+    meets = [w for w in run.workers if run.measured[w] >= tight]
+    assert case["best"] == min(meets, key=lambda w: 3.06 * w / run.measured[w])
+    gap = (3.06 * case["rec"] / run.measured[case["rec"]]) / (3.06 * case["best"] / run.measured[case["best"]]) - 1
+    assert case["gap"] == pytest.approx(gap, rel=1e-9)
