@@ -227,7 +227,7 @@ def test_the_host_term_needs_the_hosts_cores() -> None:
     assert _mean_step_s(alone) == pytest.approx(_mean_step_s(plain), rel=1e-12)
     for bad in ({"host_cores": 0}, {"workers_per_host": 0}, {"host_cpu_s": -1e-3}, {"host_cpu_s_per_mb": -1.0},
                 {"transfer_cpu_s_per_mb": -1.0}, {"host_utilization": 0.0}, {"host_utilization": 1.5},
-                {"cpu_s_per_step": -0.1}):
+                {"cpu_s_per_step": -0.1}, {"collective_cpu_s": -1e-3}, {"host_bound_exponent": 0.5}):
         with pytest.raises(ModelInputError, match=next(iter(bad))):
             registry.params_for(RING, bad)
 
