@@ -312,6 +312,27 @@ def test_a_profile_and_its_runs_of_one_day_predicted_first() -> None:
             assert 0.14 < older[w].error < 0.18 and own == pytest.approx(older[w].measured, rel=0.12), w
 
 
+def test_a_program_near_the_cpu_bound_predicted_first() -> None:
+    """The PS testbed's MLP under Keras MWMS at 100 Mbit/s (``mwms-mlp-bw100``), recorded after the
+    turn into the CPU bound and the small collectives' CPU were taken from the probe, W = 1..8
+    predicted and committed before any run: the model gives the committed figures, and every
+    measured W is within 5 %; with a sharp bound and every all-reduce at the large calls' CPU
+    (``THEN``) W = 8 would be more than 15 % low, with the links alone more than 30 % high."""
+    folder = DATA / "mwms-mlp-bw100"
+    doc = json.loads((folder / "predictions-w1-8.json").read_text())
+    ws = doc["workers"]
+    assert ws == list(range(1, 9)) and doc["params"] == {"host_cores": HOST_CORES}
+    now = profile_curve(folder, ws, doc["steps"], {})
+    assert [c.throughput for c in now] == pytest.approx(doc["from_profile"], rel=1e-4)
+    measured = {int(p["workers"]): float(p["examples_per_s"]) for p in
+                json.loads((folder / "measured.json").read_text())["points"]}
+    for w, own in zip(ws, doc["from_profile"], strict=True):
+        assert own == pytest.approx(measured[w], rel=0.05), w
+    sharp = profile_curve(folder, [8], 300, THEN)
+    links = profile_curve(folder, [8], 300, UNBOUND)
+    assert sharp[0].throughput < 0.85 * measured[8] and links[0].throughput > 1.3 * measured[8]
+
+
 # TF's ring's host figures when mwms-mlp4m-bw200 was predicted: a sharp CPU bound (an exponent so
 # large that the turn is the max), every all-reduce at the large calls' CPU, a 7.5 ms and 4 ms/MB wait
 THEN: dict[str, float] = {"host_bound_exponent": 1e6, "collective_cpu_s": GRPC_RING.transfer_cpu_s_per_call,
