@@ -16,6 +16,7 @@ import json
 import statistics
 from dataclasses import replace
 from functools import cache
+from pathlib import Path
 
 import pytest
 
@@ -290,24 +291,31 @@ def test_co_located_workers_run_below_the_committed_ring_predictions_and_the_hos
     assert found == 12
 
 
+def _committed_w1_8(folder: Path, params: dict[str, float] | None = None) -> tuple[dict[int, float], dict[int, float]]:
+    """A configuration predicted at W = 1..8 before any run (``predictions-w1-8.json``, the
+    testbed's host stated): the model with ``params`` gives the committed figures again; returns
+    them and the measured rates, by W."""
+    doc = json.loads((folder / "predictions-w1-8.json").read_text())
+    ws = doc["workers"]
+    assert ws == list(range(1, 9)) and doc["params"] == {"host_cores": HOST_CORES}
+    now = profile_curve(folder, ws, doc["steps"], params or {})
+    assert [c.throughput for c in now] == pytest.approx(doc["from_profile"], rel=1e-4)
+    measured = {int(p["workers"]): float(p["examples_per_s"]) for p in
+                json.loads((folder / "measured.json").read_text())["points"]}
+    return dict(zip(ws, doc["from_profile"], strict=True)), measured
+
+
 def test_a_profile_and_its_runs_of_one_day_predicted_first() -> None:
     """The 4.2 MB Keras MLP at 100 Mbit/s again (``mwms-mlp4m-bw100-same-day``), its profile and
     every W from one sitting, W = 1..8 predicted and committed before any run: the model gives the
     committed figures, and every measured W is within 11 % of them (W = 1..4 within 5 %). The same
     program's W = 5..8 measured that day for ``mwms-mlp4m-bw100-calm``, whose profile is two days
     older, are 14-17 % below the prediction from it, within 12 % of that from the day's profile."""
-    folder = DATA / "mwms-mlp4m-bw100-same-day"
-    doc = json.loads((folder / "predictions-w1-8.json").read_text())
-    ws = doc["workers"]
-    assert ws == list(range(1, 9)) and doc["params"] == {"host_cores": HOST_CORES}
-    now = profile_curve(folder, ws, doc["steps"], {})
-    assert [c.throughput for c in now] == pytest.approx(doc["from_profile"], rel=1e-4)
-    measured = {int(p["workers"]): float(p["examples_per_s"]) for p in
-                json.loads((folder / "measured.json").read_text())["points"]}
-    for w, own in zip(ws, doc["from_profile"], strict=True):
+    committed, measured = _committed_w1_8(DATA / "mwms-mlp4m-bw100-same-day")
+    for w, own in committed.items():
         assert own == pytest.approx(measured[w], rel=0.05 if w <= 4 else 0.11), w
     older = {r.workers: r for r in predict(DATA / "mwms-mlp4m-bw100-calm")}
-    for w, own in zip(ws, doc["from_profile"], strict=True):
+    for w, own in committed.items():
         if w >= 5:
             assert 0.14 < older[w].error < 0.18 and own == pytest.approx(older[w].measured, rel=0.12), w
 
@@ -319,14 +327,8 @@ def test_a_program_near_the_cpu_bound_predicted_first() -> None:
     measured W is within 5 %; with a sharp bound and every all-reduce at the large calls' CPU
     (``THEN``) W = 8 would be more than 15 % low, with the links alone more than 30 % high."""
     folder = DATA / "mwms-mlp-bw100"
-    doc = json.loads((folder / "predictions-w1-8.json").read_text())
-    ws = doc["workers"]
-    assert ws == list(range(1, 9)) and doc["params"] == {"host_cores": HOST_CORES}
-    now = profile_curve(folder, ws, doc["steps"], {})
-    assert [c.throughput for c in now] == pytest.approx(doc["from_profile"], rel=1e-4)
-    measured = {int(p["workers"]): float(p["examples_per_s"]) for p in
-                json.loads((folder / "measured.json").read_text())["points"]}
-    for w, own in zip(ws, doc["from_profile"], strict=True):
+    committed, measured = _committed_w1_8(folder)
+    for w, own in committed.items():
         assert own == pytest.approx(measured[w], rel=0.05), w
     sharp = profile_curve(folder, [8], 300, THEN)
     links = profile_curve(folder, [8], 300, UNBOUND)
@@ -350,17 +352,11 @@ def test_the_hosts_cpu_bound_predicted_a_flat_curve_before_it_was_run() -> None:
     folder = DATA / "mwms-mlp4m-bw200"
     if not (folder / "measured.json").is_file():
         pytest.skip("mwms-mlp4m-bw200 not measured")
-    doc = json.loads((folder / "predictions-w1-8.json").read_text())
-    ws = doc["workers"]
-    assert ws == list(range(1, 9)) and doc["params"] == {"host_cores": HOST_CORES}
-    then = profile_curve(folder, ws, doc["steps"], THEN)
-    assert [c.throughput for c in then] == pytest.approx(doc["from_profile"], rel=1e-4)
-    measured = {int(p["workers"]): float(p["examples_per_s"]) for p in
-                json.loads((folder / "measured.json").read_text())["points"]}
-    for w, own in zip(ws, doc["from_profile"], strict=True):
+    committed, measured = _committed_w1_8(folder, THEN)
+    for w, own in committed.items():
         assert own == pytest.approx(measured[w], rel=0.10), w
-    for c in profile_curve(folder, ws, doc["steps"], {}):
-        assert c.throughput == pytest.approx(measured[c.workers], rel=0.07), c.workers
+    for r in predict(folder):  # the model as it is
+        assert r.predicted == pytest.approx(measured[r.workers], rel=0.07), r.workers
     slower = json.loads((DATA / "mwms-mlp4m-bw100-calm" / "measured.json").read_text())
     at_100 = next(float(p["examples_per_s"]) for p in slower["points"] if p["workers"] == 8)
     assert measured[8] < 1.1 * at_100
