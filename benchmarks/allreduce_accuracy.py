@@ -73,6 +73,7 @@ from advisor.core.curve import CurvePoint, CurveSettings, predict_curve
 from advisor.core.models import registry
 from advisor.core.models.protocol import ModelInputs
 from advisor.core.models.ring_allreduce import RingParams
+from advisor.core.models.ring_allreduce.model import turned
 from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
 from advisor.importers.loader import load_profile
@@ -478,8 +479,7 @@ def _least_mean_error(timings: Sequence[HostTiming], latency_s: float, share: fl
     step = link + (a + b * mb) * beyond  # (A, B, T)
     means = []
     for k in EXPONENT_GRID:
-        high = np.maximum(step, floor)  # as RingParams.bounded, beyond the cores
-        held = high if k is None else high * (1.0 + (np.minimum(step, floor) / high) ** k) ** (1.0 / k)
+        held = turned(step, floor, k)  # as RingParams.bounded beyond the cores
         means.append(np.abs(held / seconds - 1).mean(axis=-1))  # (A, B)
     grid = np.stack(means, axis=-1)  # (A, B, K), the order of itertools.product
     i, j, m = np.unravel_index(int(np.argmin(grid)), grid.shape)

@@ -173,6 +173,16 @@ LATENCY_CAL = CalibrationParam("latency_s", (5e-6, 1.5e-5, 5e-5, 1.5e-4, 5e-4, 1
                                "latency of one ring round on a worker link (s)", log=True)
 
 
+def turned(seconds: np.ndarray, floor: np.ndarray | float, k: float | None) -> np.ndarray:
+    """Steps of ``seconds`` against a bound ``floor`` > 0 (either may be arrays):
+    (seconds^k + floor^k)^(1/k), computed as max x (1 + (min / max)^k)^(1/k) so that any k >= 1
+    stays finite; the larger of the two when ``k`` is None."""
+    high = np.maximum(seconds, floor)
+    if k is None:
+        return high
+    return high * (1.0 + (np.minimum(np.maximum(seconds, 0.0), floor) / high) ** k) ** (1.0 / k)
+
+
 class RingParams(ModelParams):
     """Knobs of the flat ring."""
 
@@ -256,11 +266,9 @@ class RingParams(ModelParams):
         seconds = np.asarray(seconds, dtype=np.float64)
         if floor <= 0:
             return seconds
-        k = self.host_bound_exponent
-        if k is None or self.host_cores is None or self.on_host(workers) <= self.host_cores:
-            return np.maximum(seconds, floor)
-        high = np.maximum(seconds, floor)  # (t^k + f^k)^(1/k) as max x (1 + (min / max)^k)^(1/k): any k
-        return high * (1.0 + (np.minimum(np.maximum(seconds, 0.0), floor) / high) ** k) ** (1.0 / k)
+        beyond = self.host_cores is not None and self.on_host(workers) > self.host_cores
+        return turned(seconds, floor, self.host_bound_exponent if beyond else None)
+
 
     def latency(self) -> float:
         """``latency_s``, or the generic default when unset (``RingAllReduce.resolved`` fills it per framework)."""
