@@ -259,7 +259,7 @@ UNBOUND: Mapping[str, Any] = {"transfer_cpu_s_per_mb": 0.0, "transfer_cpu_s_per_
                               "cpu_s_per_step": 0.0}
 
 
-def host_floor_s(folder: Path, workers: int, params: Mapping[str, Any]) -> tuple[float, float | None]:
+def host_bound(folder: Path, workers: int, params: Mapping[str, Any]) -> tuple[float, float | None]:
     """The host's CPU bound on a step of ``folder``'s program at ``workers`` with ``params`` (the
     testbed's host, ``TESTBED``), as the model states it (``RingParams.host_floor``), and the
     exponent the step turns to it with (``host_bound_exponent``)."""
@@ -278,7 +278,7 @@ def _cost(folders: Sequence[Path], steps: int, base: Mapping[str, Any]) -> Calla
     """Mean |error| over the multi-worker points of ``folders`` at a ``host_cpu_s``: each point
     predicted once without it and without the host's CPU bound, then shifted (``shifted``)."""
     params = {**base, **UNBOUND, "host_cpu_s": 0.0}
-    found = [(r, int(_load(f)[0]["batch_size"]), *host_floor_s(f, r.workers, base)) for f in folders
+    found = [(r, int(_load(f)[0]["batch_size"]), *host_bound(f, r.workers, base)) for f in folders
              for r in predict(f, steps=steps, params=params) if r.workers > 1]
 
     def cost(host_cpu_s: float) -> float:
