@@ -32,7 +32,8 @@ TensorFlow's ring's from two workers (``grpc_probe_fit``, ``GRPC_PROBE``), who s
 host's two cores. On the runs alone a round's latency and the host's share of the step trade off.
 TensorFlow's ring's host figures but the wait a step come from the same probe at W = 2..8 on the
 2-core host with every worker's CPU time (``host_probe_fit``, ``GRPC_HOST_PROBE``): the wait per
-MB, the CPU per all-reduce and per MB, and the most of the cores the workers kept busy. Only the
+MB, the CPU per all-reduce, per small collective and per MB, the most of the cores the workers
+kept busy, and how a step turns into that bound (``host_bound_exponent``). Only the
 wait a step, ``host_cpu_s``, is fitted on the training runs (``fit``, with the host's CPU bound
 taken apart and put back by ``shifted``). A configuration with ``predictions-w1-*.json`` was
 predicted at every W before any run: it is scored, never fitted on (``predicted_first``).
@@ -50,7 +51,9 @@ against the runs, with the CPU milliseconds each worker spent per step where the
 and the prediction with the host stated. A configuration ``X-one-core`` (no profile: never
 scored) is ``X`` measured again with every worker on one CPU of the host
 (``record_allreduce_mwms.py --cpu-list 0``): printed beside ``X`` at the same W and at twice the W
-(as many workers per core), each against the prediction with its cores stated.
+(as many workers per core), each against the prediction with its cores stated. The last line
+(``SAME_DAY``) holds runs measured on another day than their configuration's profile against the
+prediction from a profile of the same program taken the day they ran.
 """
 
 from __future__ import annotations
