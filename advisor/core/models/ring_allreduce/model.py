@@ -266,8 +266,13 @@ class RingParams(ModelParams):
         seconds = np.asarray(seconds, dtype=np.float64)
         if floor <= 0:
             return seconds
+        return turned(seconds, floor, self.turn_exponent(workers))
+
+    def turn_exponent(self, workers: int) -> float | None:
+        """The k a step at ``workers`` turns into the host's CPU bound with (``bounded``): the
+        ``host_bound_exponent`` once more workers than cores share the host, else None (the max)."""
         beyond = self.host_cores is not None and self.on_host(workers) > self.host_cores
-        return turned(seconds, floor, self.host_bound_exponent if beyond else None)
+        return self.host_bound_exponent if beyond else None
 
 
     def latency(self) -> float:
@@ -454,7 +459,6 @@ class RingRun:
 
     def __init__(self, setup: _Setup, inputs: ModelInputs, params: RingParams, workers: int, seed: int) -> None:
         self._workers = workers
-        self._params = params
         self._batch = setup.profile.job.batch_size
         self._speed = np.array([inputs.speed(w) for w in range(workers)], dtype=np.float64)
         self._compute = setup.costs.compute_s
@@ -468,6 +472,7 @@ class RingRun:
                                               params).sum())
         self._host = params.host_seconds(workers, setup.megabytes)  # after the barrier, on every worker
         self._floor = params.host_floor(workers, setup.megabytes, setup.calls, len(setup.collectives))  # CPU bound
+        self._turn = params.turn_exponent(workers)  # how a step turns into it (RingParams.bounded)
         # Bucket b ends at E_b = max(M_b, E_{b-1}) + T_b (M_b: last worker ready). Unrolled with
         # P_b = T_0 + ... + T_b: E_b = P_b + max over j <= b of (M_j - P_{j-1}).
         self._cum = np.cumsum(duration)
@@ -493,7 +498,7 @@ class RingRun:
                          comm_end + self._extra) + self._host
         if self._floor > 0:
             base = float(start.max())
-            end = base + self._params.bounded(end - base, self._workers, self._floor)
+            end = base + turned(end - base, self._floor, self._turn)
         self._ends.append(end)
         self._start = end
         self._events += self._workers + len(self._cum)
