@@ -13,7 +13,10 @@ relative noise) and each rule (``core/online_calibration.py``) updates the curve
 |predicted / measured - 1|, how often the interval holds the measured mean, and the interval's
 median relative width; at k itself, the interval's median width (it should approach the
 observation's own noise, 2 x 1.96 x noise). ``none`` is the prediction before any observation.
-The posterior rule is shown at three correlations rho between neighbouring W.
+The refit-condition rule is shown at three correlations rho between neighbouring W, the posterior
+at four prior probabilities that the stated values are wrong (``MISSTATED``, the default, then
+0.1, 0.03 and 1: the values always uncertain) and, with the values always uncertain, at a
+narrower prior around them (tau 0.25).
 
 The ``refit`` and ``none`` intervals are the grid curve's own (its simulation interval widened by
 the model's measured error, as ``advise`` does), so no curve is predicted beyond the grid, which
@@ -34,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from advisor.core.advice import AdviceRequest
-from advisor.core.online_calibration import Grid, Observation, Rule, calibrate
+from advisor.core.online_calibration import MISSTATED, Grid, Observation, Rule, calibrate
 from advisor.importers.model_error_file import load_model_errors
 from benchmarks.real_curves import RING_MODEL, RealCurve, every_curve
 
@@ -104,11 +107,12 @@ def grid_band(grid: Grid, row: int, request: AdviceRequest, model: str) -> dict[
     return out
 
 
-def rules() -> list[tuple[str, Rule, float, float]]:
-    """(label, rule, rho, prior width)."""
-    return ([("refit", Rule.REFIT, 0.7, 0.5), ("condition", Rule.CONDITION, 0.7, 0.5)]
-            + [(f"refit-condition rho={r:g}", Rule.REFIT_CONDITION, r, 0.5) for r in RHOS]
-            + [(f"posterior tau={t:g}", Rule.POSTERIOR, 0.7, t) for t in (0.5, 0.25)])
+def rules() -> list[tuple[str, Rule, float, float, float]]:
+    """(label, rule, rho, prior width, prior probability of misstated values)."""
+    return ([("refit", Rule.REFIT, 0.7, 0.5, MISSTATED), ("condition", Rule.CONDITION, 0.7, 0.5, MISSTATED)]
+            + [(f"refit-condition rho={r:g}", Rule.REFIT_CONDITION, r, 0.5, MISSTATED) for r in RHOS]
+            + [(f"posterior eps={e:g}", Rule.POSTERIOR, 0.7, 0.5, e) for e in (MISSTATED, 0.1, 0.03, 1.0)]
+            + [("posterior eps=1 tau=0.25", Rule.POSTERIOR, 0.7, 0.25, 1.0)])
 
 
 def evaluate(curve: RealCurve, statement: Statement, noise: float, cache: dict[Hashable, Grid]) -> dict[str, Scores]:
@@ -120,9 +124,9 @@ def evaluate(curve: RealCurve, statement: Statement, noise: float, cache: dict[H
     key = (curve.name, statement.name)
     for k in sorted(truth):
         observed = [Observation(k, truth[k], noise)]
-        for name, rule, rho, width in rules():
-            result = calibrate(profile, request, observed, rule=rule, rho=rho, prior_width=width, cache=cache,
-                               cache_key=key)
+        for name, rule, rho, width, misstated in rules():
+            result = calibrate(profile, request, observed, rule=rule, rho=rho, prior_width=width,
+                               misstated=misstated, cache=cache, cache_key=key)
             if result.request.posterior is not None:
                 table = dict(result.request.posterior.table)
             else:

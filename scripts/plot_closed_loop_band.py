@@ -1,6 +1,6 @@
 """Draw the curve and its interval before and after one observation (docs/decisions.md#the-closed-loop-how-a-running-job-corrects-its-own-curve).
 
-    python scripts/plot_closed_loop_band.py [--out docs/img/closed-loop-band.png]
+    PYTHONPATH=. python scripts/plot_closed_loop_band.py [--out docs/img/closed-loop-band.png]
 
 Two real jobs of ``tests/data/ps-async`` (``benchmarks/real_curves.py``), each predicted from its
 own one-worker trace and observed once, through the controller's default update

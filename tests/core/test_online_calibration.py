@@ -17,7 +17,8 @@ from advisor.core.advice import AdviceRequest, ModelChoice, advise
 from advisor.core.curve import CurveSettings
 from advisor.core.models.ps_des.sync import with_barrier
 from advisor.core.online_calibration import (
-    MAX_GRID, CalibrationError, Observation, Rule, axes, calibratable, calibrate, with_values,
+    MAX_GRID, MISSTATED, CalibrationError, Grid, Observation, Rule, axes, calibratable, calibrate,
+    two_hypothesis_log_prior, with_values,
 )
 from advisor.core.models.protocol import CalibrationParam
 from advisor.core.sim_types import NetworkModel
@@ -58,6 +59,40 @@ def test_a_bandwidth_stated_twice_too_high_is_taken_by_the_goodput_and_corrects_
         assert table[w][0] == pytest.approx(truth_at(w), rel=0.06)
         assert table[w][1] <= truth_at(w) <= table[w][2]
     assert result.changed and "goodput" in result.report()["parameters"]
+
+
+def test_an_observation_the_models_error_explains_stays_a_discrepancy_and_keeps_the_values() -> None:
+    """8 % above the stated curve, where the model's assumed error is +-10 % at 95 %: the stated
+    values keep most of the posterior, the curve moves as conditioning alone moves it (the
+    discrepancy, correlated rho^|W - 3| with its neighbours), and the interval at a far W still
+    holds the stated curve. Observed 99 % off (a bandwidth stated 2x too high), they lose it."""
+    stated = advise(tiny_mlp(), request())
+    near = calibrate(tiny_mlp(), request(), [Observation(3, stated.point(3).throughput * 1.08, 0.03)])
+    assert near.values == near.stated and near.stated_weight is not None and near.stated_weight > 0.8
+    assert near.report()["stated_values_probability"] == pytest.approx(near.stated_weight, abs=1e-4)
+    conditioned = calibrate(tiny_mlp(), request(), [Observation(3, stated.point(3).throughput * 1.08, 0.03)],
+                            rule=Rule.CONDITION)
+    for w in WORKERS:  # the mixture is nearly all the stated row: the condition rule's point
+        assert near.request.posterior.table[w][0] == pytest.approx(conditioned.request.posterior.table[w][0], rel=0.02)
+    low, high = near.request.posterior.table[6][1:]
+    assert low <= stated.point(6).throughput <= high
+    far = calibrate(tiny_mlp(), request(), [Observation(4, truth_at(4), 0.03)])
+    assert far.stated_weight is not None and far.stated_weight < 1e-3
+
+
+def test_the_two_hypotheses_put_one_minus_epsilon_on_the_stated_row_and_epsilon_spread_over_the_grid() -> None:
+    values = np.array([[0.5], [0.8], [0.95], [1.0]])
+    grid = Grid((CalibrationParam("goodput", (0.5, 0.8, 1.0), "g"),), (0.95,), values, (1,),
+                np.ones((4, 1)), np.zeros((4, 1)))
+    # wrong values: a normal around 0.95 half the range (0.5..1.0) wide, exp(-2 ((v - 0.95) / 0.5)^2)
+    slab = np.exp(-2 * ((values[:, 0] - 0.95) / 0.5) ** 2)
+    slab /= slab.sum()
+    for eps in (MISSTATED, 0.3, 1.0):
+        prior = np.exp(two_hypothesis_log_prior(grid, misstated=eps))
+        assert grid.stated_row == 2
+        assert prior == pytest.approx(eps * slab + (1 - eps) * np.array([0, 0, 1, 0]))
+    with pytest.raises(CalibrationError, match="misstated values must be in"):
+        calibrate(tiny_mlp(), request(), [Observation(3, 100.0, 0.03)], misstated=0.0)
 
 
 def test_the_refit_rule_moves_the_values_and_keeps_the_models_own_interval() -> None:
