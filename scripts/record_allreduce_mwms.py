@@ -292,12 +292,15 @@ def run_probe_task(args: argparse.Namespace) -> None:
         cpu_start = time.process_time()
         for _ in range(args.probe_reps):
             line_up().numpy()
+            if args.probe_gap_ms:  # the workers idle as between a training step's all-reduces
+                time.sleep(args.probe_gap_ms / 1e3)
             start = time.perf_counter()
             once().numpy()
             times.append(time.perf_counter() - start)
         cpu = (time.process_time() - cpu_start) / args.probe_reps
         found.append({"workers": strategy.num_replicas_in_sync, "bytes": size, "median_s": statistics.median(times),
-                      "min_s": min(times), "reps": len(times), "cpu_s": round(cpu, 6)})
+                      "min_s": min(times), "reps": len(times), "cpu_s": round(cpu, 6),
+                      **({"gap_s": args.probe_gap_ms / 1e3} if args.probe_gap_ms else {})})
     index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
     Path(f"{args.out}.probe.w{index}").write_text(json.dumps(found))
 
@@ -323,7 +326,9 @@ def probe(args: argparse.Namespace) -> None:
                       f"{testbed.BURST}, queue {QUEUE_MS} ms, TCP cubic); each size a tf.function of one all_reduce "
                       f"under strategy.run, timed {args.probe_reps} times on worker 0 after a 4-byte all-reduce "
                       "that lines the workers up; cpu_s: each worker's CPU seconds (all its threads) per timed call, "
-                      "the line-up all-reduce included; no training, nothing else running")
+                      "the line-up all-reduce included; no training, nothing else running"
+               + (f"; gap_s: every worker slept that long after the line-up, before the timed call"
+                  if args.probe_gap_ms else ""))
         testbed.add_probe_run(Path(args.probe_out), how, {"bandwidth_bps": args.mbit * 1e6, "timings": found})
 
 
@@ -335,7 +340,8 @@ def launch(args: argparse.Namespace, workers: int, out: Path, *, profile: bool, 
     logs = Path(tempfile.mkdtemp(prefix="mwms-logs-"))
     base = [sys.executable, str(Path(__file__).resolve()), task, "--model", args.model, "--mbit", str(args.mbit),
             "--out", str(out), "--steps", str(args.steps), "--warmup", str(args.warmup),
-            "--skip", str(args.skip), "--measure-steps", str(args.measure_steps), "--probe-reps", str(args.probe_reps)]
+            "--skip", str(args.skip), "--measure-steps", str(args.measure_steps), "--probe-reps", str(args.probe_reps),
+            "--probe-gap-ms", str(args.probe_gap_ms)]
     if profile:
         base.append("--profile")
     if args.diag:
@@ -453,6 +459,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--diag", action="store_true", help="measured runs: trace 10 steps of worker 0 (where the time goes)")
     parser.add_argument("--probe-reps", type=int, default=10, help="probe: timed all-reduces per size")
     parser.add_argument("--probe-out", help="probe: add the timings to this JSON file")
+    parser.add_argument("--probe-gap-ms", type=float, default=0.0,
+                        help="probe: every worker sleeps this long before each timed all-reduce, after the line-up "
+                        "(its threads idle, as between a training step's all-reduces)")
     parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", default="", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
