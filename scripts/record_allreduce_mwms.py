@@ -34,6 +34,14 @@ the workers up; worker 0 prints the timings, which ``--probe-out`` appends to a 
 
     /tmp/tfvenv/bin/python scripts/record_allreduce_mwms.py probe --mbit 100 --workers 2,3,4 \
         --probe-out tests/data/allreduce/grpc-ring-probe/probe.json
+
+``colocate`` runs N copies of the program side by side on the host, each alone (one replica,
+nothing to all-reduce with, no namespaces), for every N of ``--workers``, and writes each copy's
+wall and CPU seconds per step over ``--measure-steps`` steps after ``--skip`` (a file barrier
+starts them together): what a worker's own CPU per step becomes when others share the cores.
+
+    /tmp/tfvenv/bin/python scripts/record_allreduce_mwms.py colocate --model mlp4m --workers 1,2,3,4,5,6,8 \
+        --probe-out tests/data/allreduce/colocation-probe/colocate.json
 """
 
 from __future__ import annotations
@@ -332,6 +340,75 @@ def probe(args: argparse.Namespace) -> None:
         testbed.add_probe_run(Path(args.probe_out), how, {"bandwidth_bps": args.mbit * 1e6, "timings": found})
 
 
+def run_colocate_task(args: argparse.Namespace) -> None:
+    """One copy of ``colocate``: the program alone (no TF_CONFIG), after the barrier of
+    ``args.copies`` ready files beside ``args.out``; writes its wall and CPU seconds per step."""
+    import numpy as np
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING))
+    import keras
+
+    with strategy.scope():
+        model = build_program(tf, keras, args.model)
+    batch = batch_of(args.model)
+    rng = np.random.default_rng(0)
+    x = rng.random((batch * 8, *input_shape(args.model)), dtype=np.float32)
+    y = rng.integers(0, classes(args.model), len(x))
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch).repeat()
+    marks: list[tuple[float, float]] = []
+
+    class Marks(keras.callbacks.Callback):  # type: ignore[misc]
+        def on_train_batch_end(self, batch_index, logs=None):  # type: ignore[no-untyped-def]
+            if batch_index in (args.skip - 1, args.skip + args.measure_steps - 1):
+                marks.append((time.perf_counter(), time.process_time()))
+
+    out = Path(args.out)
+    out.with_name(f"{out.name}.ready.{os.getpid()}").write_text("1")
+    while len(list(out.parent.glob(f"{out.name}.ready.*"))) < args.copies:
+        time.sleep(0.05)
+    model.fit(dataset, steps_per_epoch=args.skip + args.measure_steps, epochs=1, verbose=0, callbacks=[Marks()])
+    (wall0, cpu0), (wall1, cpu1) = marks
+    out.with_name(f"{out.name}.{os.getpid()}").write_text(json.dumps(
+        {"step_s": (wall1 - wall0) / args.measure_steps, "cpu_s": (cpu1 - cpu0) / args.measure_steps}))
+
+
+def colocate(args: argparse.Namespace) -> None:
+    """``colocate``: N copies side by side for every N of ``--workers`` (``run_colocate_task``),
+    printed and, with ``--probe-out``, added to that file."""
+    found = []
+    for copies in args.workers:
+        scratch = Path(tempfile.mkdtemp(prefix="mwms-colocate-"))
+        with testbed.processes() as procs:
+            for _ in range(copies):
+                env = {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
+                env.pop("TF_CONFIG", None)
+                procs.append(subprocess.Popen(
+                    [sys.executable, str(Path(__file__).resolve()), "colocate-task", "--model", args.model,
+                     "--out", str(scratch / "copy"), "--copies", str(copies), "--skip", str(args.skip),
+                     "--measure-steps", str(args.measure_steps)], env=env))
+            for proc in procs:
+                if proc.wait(timeout=args.timeout) != 0:
+                    raise SystemExit(f"a copy of {args.model} failed at {copies} copies")
+        each = [json.loads(f.read_text()) for f in sorted(scratch.glob("copy.[0-9]*"))]
+        row = {"copies": copies, "step_s": [round(e["step_s"], 6) for e in each],
+               "cpu_s": [round(e["cpu_s"], 6) for e in each]}
+        print(json.dumps(row), flush=True)
+        found.append(row)
+        shutil.rmtree(scratch, ignore_errors=True)
+    if args.probe_out:
+        how = (f"scripts/record_allreduce_mwms.py colocate: N copies of the program side by side on the host, each "
+               f"alone (TensorFlow 2.21 CPU, MultiWorkerMirroredStrategy without TF_CONFIG: one replica), intra-op 1 "
+               f"thread, inter-op 2, started together by a file barrier; step_s and cpu_s: each copy's wall and CPU "
+               f"seconds (all its threads) per step over {args.measure_steps} steps after {args.skip}; nothing else "
+               "running")
+        testbed.add_probe_run(Path(args.probe_out), how, {"model": args.model, "runs": found})
+
+
 def launch(args: argparse.Namespace, workers: int, out: Path, *, profile: bool, task: str = "task") -> None:
     """One run of ``workers`` workers in their namespaces (``out``: bundle, or step logs ``<out>.w<k>``)."""
     addresses = setup_network(workers, args.mbit) if not args.no_netns else ["127.0.0.1"] * workers
@@ -439,7 +516,8 @@ def _write_measured(args: argparse.Namespace, path: Path, runs: dict[int, list[f
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("mode", nargs="?", choices=("record", "task", "probe", "probe-task"), default="record",
+    parser.add_argument("mode", nargs="?", choices=("record", "task", "probe", "probe-task", "colocate",
+                                                    "colocate-task"), default="record",
                         help="record (default) sets up and runs everything; task is one worker of it; probe times "
                         "lone all-reduces (module docstring)")
     parser.add_argument("--model", choices=PROGRAMS, default="mlp4m")
@@ -462,6 +540,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--probe-gap-ms", type=float, default=0.0,
                         help="probe: every worker sleeps this long before each timed all-reduce, after the line-up "
                         "(its threads idle, as between a training step's all-reduces)")
+    parser.add_argument("--copies", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", default="", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -477,6 +556,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if args.mode == "probe":
         probe(args)
+        return
+    if args.mode == "colocate-task":
+        run_colocate_task(args)
+        return
+    if args.mode == "colocate":
+        colocate(args)
         return
     if not args.config or not args.config.startswith("mwms-"):
         raise SystemExit("--config NAME is required and starts with mwms-")
