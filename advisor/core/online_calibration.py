@@ -67,7 +67,6 @@ MISSTATED = 0.3
 DEFAULT_RHO = 0.7  # correlation of the model's error between neighbouring worker counts (measured)
 TIE_TOLERANCE = 0.02  # refit rule: mean |relative error| within which values explain equally well
 MIN_NOISE = 0.005  # an observation is never taken as exact
-MIN_DISCREPANCY = 0.02  # no model is taken as better than +-4 % at 95 % where it was not observed
 
 
 class CalibrationError(SimulationSettingsError):
@@ -135,7 +134,7 @@ class Calibrated:
     error_after: float  # the same for the curve after the update
     notes: tuple[str, ...]
     weights: tuple[float, ...] = ()  # the posterior's weight of each grid row (posterior rule)
-    stated_weight: float | None = None  # the posterior probability that the stated values are right (posterior rule)
+    stated_probability: float | None = None  # the posterior probability that the stated values are right (posterior rule)
 
     @property
     def changed(self) -> bool:
@@ -144,7 +143,8 @@ class Calibrated:
     def report(self) -> dict[str, Any]:
         return {"parameters": {k: {"before": _r(self.stated[k]), "after": _r(self.values[k])} for k in self.stated},
                 "error_before": round(self.error_before, 4), "error_after": round(self.error_after, 4),
-                **({} if self.stated_weight is None else {"stated_values_probability": round(self.stated_weight, 4)}),
+                **({} if self.stated_probability is None else
+                   {"stated_values_probability": round(self.stated_probability, 4)}),
                 "notes": list(self.notes)}
 
 
@@ -280,18 +280,17 @@ def _conditioned(grid: Grid, request: AdviceRequest, model: str, observed: Seque
     sd = prior_sd(request, model, workers)
     cond = condition(Discrepancy(workers, sd, rho), log_mu,
                      [(o.workers, o.throughput, max(o.noise, MIN_NOISE)) for o in observed])
+    right: float | None = None
     if rule is Rule.POSTERIOR:
         log_w = cond.loglik + two_hypothesis_log_prior(grid, prior_width, misstated)
         w = normalised(log_w)
+        # "the stated values are right": its prior times the stated row's likelihood, over the evidence
+        right = 0.0 if misstated == 1 else float(np.exp(
+            math.log1p(-misstated) + cond.loglik[grid.stated_row] - np.logaddexp.reduce(log_w)))
     else:
         w = np.zeros(len(log_mu))
         w[grid.stated_row if rule is Rule.CONDITION else _refit_row(grid, observed)] = 1.0
     extra = np.median(grid.sim_sd, axis=0) ** 2  # the grid curves' own sampling noise
-    right = None
-    if rule is Rule.POSTERIOR:  # the posterior probability of "the stated values are right"
-        stated = grid.stated_row
-        right = float(np.exp(math.log1p(-misstated) + cond.loglik[stated] - np.logaddexp.reduce(log_w))) \
-            if misstated < 1 else 0.0
     return w, posterior_table(workers, w, log_mu, cond, extra, request.curve.confidence), right
 
 

@@ -68,8 +68,8 @@ def test_an_observation_the_models_error_explains_stays_a_discrepancy_and_keeps_
     holds the stated curve. Observed 99 % off (a bandwidth stated 2x too high), they lose it."""
     stated = advise(tiny_mlp(), request())
     near = calibrate(tiny_mlp(), request(), [Observation(3, stated.point(3).throughput * 1.08, 0.03)])
-    assert near.values == near.stated and near.stated_weight is not None and near.stated_weight > 0.8
-    assert near.report()["stated_values_probability"] == pytest.approx(near.stated_weight, abs=1e-4)
+    assert near.values == near.stated and near.stated_probability is not None and near.stated_probability > 0.8
+    assert near.report()["stated_values_probability"] == pytest.approx(near.stated_probability, abs=1e-4)
     conditioned = calibrate(tiny_mlp(), request(), [Observation(3, stated.point(3).throughput * 1.08, 0.03)],
                             rule=Rule.CONDITION)
     for w in WORKERS:  # the mixture is nearly all the stated row: the condition rule's point
@@ -77,7 +77,7 @@ def test_an_observation_the_models_error_explains_stays_a_discrepancy_and_keeps_
     low, high = near.request.posterior.table[6][1:]
     assert low <= stated.point(6).throughput <= high
     far = calibrate(tiny_mlp(), request(), [Observation(4, truth_at(4), 0.03)])
-    assert far.stated_weight is not None and far.stated_weight < 1e-3
+    assert far.stated_probability is not None and far.stated_probability < 1e-3
 
 
 def test_the_two_hypotheses_put_one_minus_epsilon_on_the_stated_row_and_epsilon_spread_over_the_grid() -> None:
