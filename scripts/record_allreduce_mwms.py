@@ -50,6 +50,7 @@ import argparse
 import gzip
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -292,6 +293,7 @@ def run_probe_task(args: argparse.Namespace) -> None:
         return once
 
     line_up = reducer(4)
+    stagger = random.Random(json.loads(os.environ["TF_CONFIG"])["task"]["index"])
     found = []
     for size in PROBE_BYTES:
         once = reducer(size)
@@ -301,14 +303,16 @@ def run_probe_task(args: argparse.Namespace) -> None:
         for _ in range(args.probe_reps):
             line_up().numpy()
             if args.probe_gap_ms:  # the workers idle as between a training step's all-reduces
-                time.sleep(args.probe_gap_ms / 1e3)
+                # --probe-stagger: each its own uniform share of the gap, so they reach the call apart
+                time.sleep(args.probe_gap_ms / 1e3 * (stagger.random() if args.probe_stagger else 1.0))
             start = time.perf_counter()
             once().numpy()
             times.append(time.perf_counter() - start)
         cpu = (time.process_time() - cpu_start) / args.probe_reps
         found.append({"workers": strategy.num_replicas_in_sync, "bytes": size, "median_s": statistics.median(times),
                       "min_s": min(times), "reps": len(times), "cpu_s": round(cpu, 6),
-                      **({"gap_s": args.probe_gap_ms / 1e3} if args.probe_gap_ms else {})})
+                      **({"gap_s": args.probe_gap_ms / 1e3, "stagger": args.probe_stagger}
+                         if args.probe_gap_ms else {})})
     index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
     Path(f"{args.out}.probe.w{index}").write_text(json.dumps(found))
 
@@ -336,6 +340,7 @@ def probe(args: argparse.Namespace) -> None:
                       "that lines the workers up; cpu_s: each worker's CPU seconds (all its threads) per timed call, "
                       "the line-up all-reduce included; no training, nothing else running"
                + (f"; gap_s: every worker slept that long after the line-up, before the timed call"
+                  + (" (stagger: each a uniform random share of it, seeded by its index)" if args.probe_stagger else "")
                   if args.probe_gap_ms else ""))
         testbed.add_probe_run(Path(args.probe_out), how, {"bandwidth_bps": args.mbit * 1e6, "timings": found})
 
@@ -418,7 +423,7 @@ def launch(args: argparse.Namespace, workers: int, out: Path, *, profile: bool, 
     base = [sys.executable, str(Path(__file__).resolve()), task, "--model", args.model, "--mbit", str(args.mbit),
             "--out", str(out), "--steps", str(args.steps), "--warmup", str(args.warmup),
             "--skip", str(args.skip), "--measure-steps", str(args.measure_steps), "--probe-reps", str(args.probe_reps),
-            "--probe-gap-ms", str(args.probe_gap_ms)]
+            "--probe-gap-ms", str(args.probe_gap_ms)] + (["--probe-stagger"] if args.probe_stagger else [])
     if profile:
         base.append("--profile")
     if args.diag:
@@ -540,6 +545,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--probe-gap-ms", type=float, default=0.0,
                         help="probe: every worker sleeps this long before each timed all-reduce, after the line-up "
                         "(its threads idle, as between a training step's all-reduces)")
+    parser.add_argument("--probe-stagger", action="store_true",
+                        help="probe: each worker sleeps a uniform random share of --probe-gap-ms instead (seeded by "
+                        "its index), so the workers reach each call apart, as workers slowed unevenly do")
     parser.add_argument("--copies", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", default="", help=argparse.SUPPRESS)
