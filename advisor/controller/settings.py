@@ -230,6 +230,10 @@ class ControllerSettings(BaseSettings):
                                                  "throughput (a log-scale sd; run-to-run spread on the testbed)")
     refit_rule: str = Field(default="posterior", description="how observations update the curve: posterior, "
                             "refit-condition, refit or condition (docs/decisions.md#the-closed-loop-how-a-running-job-corrects-its-own-curve)")
+    refit_misstated: float | str = Field(default=0.3, description="the posterior rule's prior probability that a "
+                                         "job's stated values (link rate, contention constants, ring latency) are "
+                                         "wrong, in (0, 1]; lower where they were fitted on this cluster "
+                                         "(docs/decisions.md#the-update-rule)")
     # Worker speeds from the nodes the job's workers run on (docs/controller.md, "Worker speeds
     # from nodes"): node label -> label value -> {speed, link}. Empty: off (and no right on pods
     # or nodes is needed); the first label of a node found here decides.

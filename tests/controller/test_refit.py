@@ -237,7 +237,8 @@ def test_prometheus_unreachable_or_empty_changes_nothing_and_is_asked_again_late
 
 @pytest.mark.parametrize("bad", [{"refit_prometheus_url": "prometheus:9090"}, {"refit_min_observation_s": 0},
                                  {"refit_interval_s": "soon"}, {"refit_rule": "guess"},
-                                 {"refit_observation_noise": 1.5}])
+                                 {"refit_observation_noise": 1.5}, {"refit_misstated": 0},
+                                 {"refit_misstated": "often"}])
 def test_a_setting_that_cannot_work_warns_once_per_job_and_keeps_the_previous_behaviour(tmp_path, prom, bad) -> None:
     rig, job = Rig(tmp_path, prom), running_job(2)
     rig.settings = rig.settings.model_copy(update=bad)
@@ -277,6 +278,33 @@ def test_a_restart_finds_the_points_in_the_annotation(tmp_path, prom) -> None:
 # --- in the prediction worker --------------------------------------------------------------------------
 
 
+def test_the_prior_probability_of_wrong_values_travels_with_the_points_to_the_update(tmp_path, prom) -> None:
+    """``refit_misstated`` reaches the prediction worker's posterior through the points' text
+    (written only where it is not the default, so that existing keys stay), and the update says
+    what it used: with every prior on wrong values, the stated ones keep no probability."""
+    from advisor.controller.pipeline.predictions import build_request
+    from advisor.controller.pipeline.refit import with_points
+    from advisor.controller.pipeline.refit_worker import read_refit, refit_request
+    from advisor.core.online_calibration import MISSTATED, Rule
+    from tests.factories import one_layer
+
+    from advisor.core.advice import advise
+
+    base = Rig(tmp_path, prom).base
+    at2 = advise(one_layer(), build_request(base)).point(2).throughput  # what the stated values predict
+    point = {"workers": 2, "observed": round(at2, 3), "predicted": round(at2, 3), "window_s": 600.0, "samples": 40,
+             "at": "2026-01-01T01:00:00Z"}
+    assert "misstated" not in points_json([point]) and read_refit(points_json([point]), "x").misstated == MISSTATED
+    text = points_json([point], Rule.POSTERIOR, 1.0)
+    assert read_refit(text, "x").misstated == 1.0
+    assert with_points(base, [point], Rule.POSTERIOR, 1.0).refit == text
+    _, section = refit_request(one_layer(), build_request(base), text)
+    assert section["misstated"] == 1.0 and section["stated_values_probability"] == 0.0
+    _, default = refit_request(one_layer(), build_request(base), points_json([point]))
+    # observed where the stated values predict it: they keep most of the default's probability
+    assert default["misstated"] == MISSTATED and default["stated_values_probability"] > 0.5
+
+
 def test_points_off_the_curve_keep_the_request_and_say_why(tmp_path, prom) -> None:
     from advisor.controller.pipeline.predictions import build_request
     from advisor.controller.pipeline.refit_worker import refit_request
@@ -298,6 +326,8 @@ def test_points_off_the_curve_keep_the_request_and_say_why(tmp_path, prom) -> No
     ('{"points": [{"workers": 2, "observed": "fast"}]}', "observed examples/s must be a number > 0"),
     ('{"points": [{"workers": 2, "observed": 5, "noise": 1.5}]}', "noise must be a fraction in"),
     ('{"points": [{"workers": 2, "observed": 5}], "rule": "guess"}', "rule must be one of refit, condition"),
+    ('{"points": [{"workers": 2, "observed": 5}], "misstated": 0}', "misstated must be a probability in"),
+    ('{"points": [{"workers": 2, "observed": 5}], "misstated": true}', "misstated must be a probability in"),
 ])
 def test_unreadable_points_are_refused_with_the_reason(text: str, problem: str) -> None:
     from advisor.controller.pipeline.refit_worker import read_points

@@ -46,7 +46,7 @@ from advisor.controller.pipeline.policy import throughput_at
 from advisor.controller.pipeline.predictions import PredictionParams, prediction_key
 from advisor.controller.pipeline.refit_worker import read_points
 from advisor.controller.settings import ControllerSettings, SettingsError
-from advisor.core.online_calibration import Rule, calibratable
+from advisor.core.online_calibration import MISSTATED, Rule, calibratable
 from advisor.core.units import UnitError, parse_duration
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,7 @@ class RefitConfig:
     query_timeout_s: float
     noise: float = 0.03  # relative noise of one observation
     rule: Rule = Rule.POSTERIOR
+    misstated: float = MISSTATED  # the posterior's prior probability of wrong stated values
 
 
 def refit_config(settings: ControllerSettings) -> RefitConfig | None:
@@ -86,7 +87,8 @@ def refit_config(settings: ControllerSettings) -> RefitConfig | None:
                        _seconds(settings.refit_interval_s, "refit_interval_s", least=1.0),
                        _fraction(settings.refit_tolerance, "refit_tolerance"),
                        _seconds(settings.refit_query_timeout_s, "refit_query_timeout_s", least=0.001),
-                       _fraction(settings.refit_observation_noise, "refit_observation_noise"), Rule(settings.refit_rule))
+                       _fraction(settings.refit_observation_noise, "refit_observation_noise"), Rule(settings.refit_rule),
+                       _probability(settings.refit_misstated, "refit_misstated"))
 
 
 def _seconds(value: float | str, name: str, *, least: float) -> float:
@@ -109,6 +111,16 @@ def _fraction(value: float | str, name: str) -> float:
     return x
 
 
+def _probability(value: float | str, name: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise RefitSettingsError(f"{name} must be a number, got {value!r}") from None
+    if not (math.isfinite(x) and 0 < x <= 1):
+        raise RefitSettingsError(f"{name} must be a probability in (0, 1], got {value!r}")
+    return x
+
+
 # --- the points, as the prediction parameters and the annotation carry them --------------------------
 
 
@@ -119,15 +131,17 @@ def point_doc(point: ObservedPoint, predicted: float, noise: float) -> dict[str,
             "noise": round(noise, 4), "at": ann.rfc3339(point.at)}
 
 
-def points_json(points: Sequence[Mapping[str, Any]], rule: Rule = Rule.POSTERIOR) -> str:
-    """The canonical text of a refit's points and rule (``PredictionParams.refit``): by worker count."""
-    return ann.compact({"points": sorted((dict(p) for p in points), key=lambda p: int(p["workers"])),
-                        "rule": rule.value})
+def points_json(points: Sequence[Mapping[str, Any]], rule: Rule = Rule.POSTERIOR,
+                misstated: float = MISSTATED) -> str:
+    """The canonical text of a refit's points and rule (``PredictionParams.refit``): by worker count;
+    the posterior's prior probability of wrong values only where it is not the default."""
+    doc = {"points": sorted((dict(p) for p in points), key=lambda p: int(p["workers"])), "rule": rule.value}
+    return ann.compact(doc if misstated == MISSTATED else {**doc, "misstated": misstated})
 
 
 def with_points(params: PredictionParams, points: Sequence[Mapping[str, Any]],
-                rule: Rule = Rule.POSTERIOR) -> PredictionParams:
-    return replace(params, refit=points_json(points, rule)) if points else params
+                rule: Rule = Rule.POSTERIOR, misstated: float = MISSTATED) -> PredictionParams:
+    return replace(params, refit=points_json(points, rule, misstated)) if points else params
 
 
 # --- in the controller ----------------------------------------------------------------------------------
@@ -202,7 +216,7 @@ class Refitter:
             job = self._job(view, sha, now)
         if job.pending:
             self._settle(view, job, sha, base, cfg, event, now)
-        current = with_points(base, job.points, cfg.rule)
+        current = with_points(base, job.points, cfg.rule, cfg.misstated)
         if job.pending:
             job.asked = True
             return current
@@ -246,7 +260,7 @@ class Refitter:
                 now: float) -> None:
         """A refit's prediction was asked for: stored (count it, say it), still running, or failed
         (back to the curve before it)."""
-        key = prediction_key(sha, with_points(base, job.points, cfg.rule))
+        key = prediction_key(sha, with_points(base, job.points, cfg.rule, cfg.misstated))
         stored = self._store.prediction(sha, key)
         if stored is None and (self._running(key) or not job.asked):
             return
@@ -353,7 +367,7 @@ class Refitter:
         self._say(view, job, event, "Normal", "Refitting",
                   f"observed {point.examples_per_s:.1f} examples/s at {point.workers} workers over {window:.0f} s, "
                   f"predicted {predicted['value']:.1f} ({gap:+.0%}; {why}): updating the curve ({cfg.rule.value})")
-        return with_points(base, job.points, cfg.rule)
+        return with_points(base, job.points, cfg.rule, cfg.misstated)
 
     def _say(self, view: JobView, job: _Job, event: Event, type_: str, reason: str, message: str) -> None:
         """An event, unless the same was said last time for this reason."""

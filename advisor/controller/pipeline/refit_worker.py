@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.core.advice import AdviceRequest
-from advisor.core.online_calibration import DEFAULT_RULE, CalibrationError, Grid, Observation, Rule, calibrate
+from advisor.core.online_calibration import (
+    DEFAULT_RULE, MISSTATED, CalibrationError, Grid, Observation, Rule, calibrate,
+)
 from advisor.core.profile import Profile
 
 NOTE_LIMIT = 200  # characters of each note kept in the annotation
@@ -39,6 +41,7 @@ class RefitPoints:
 
     points: tuple[dict[str, Any], ...]
     rule: Rule
+    misstated: float = MISSTATED  # the posterior's prior probability of wrong stated values
 
 
 class _Grids(OrderedDict[Hashable, Grid]):
@@ -85,7 +88,10 @@ def read_refit(text: str, where: str) -> RefitPoints:
     rule = doc.get("rule", DEFAULT_RULE.value)
     if rule not in {r.value for r in Rule}:
         raise ValueError(f"{where}: rule must be one of {', '.join(r.value for r in Rule)}, got {rule!r}")
-    return RefitPoints(tuple(out), Rule(rule))
+    misstated = doc.get("misstated", MISSTATED)
+    if isinstance(misstated, bool) or not isinstance(misstated, (int, float)) or not 0 < misstated <= 1:
+        raise ValueError(f"{where}: misstated must be a probability in (0, 1], got {misstated!r}")
+    return RefitPoints(tuple(out), Rule(rule), float(misstated))
 
 
 def refit_request(profile: Profile, request: AdviceRequest, refit: str,
@@ -95,11 +101,13 @@ def refit_request(profile: Profile, request: AdviceRequest, refit: str,
     (``outcome: unchanged``, with the reason); other errors propagate. ``cache_key`` names the
     profile, so the worker reuses the job's grid."""
     given = read_refit(refit, "the refit's points")
-    section: dict[str, Any] = {"points": list(given.points), "rule": given.rule.value}
+    section: dict[str, Any] = {"points": list(given.points), "rule": given.rule.value,
+                               **({"misstated": given.misstated} if given.rule is Rule.POSTERIOR else {})}
     observations = [Observation(int(p["workers"]), float(p["observed"]), float(p.get("noise", DEFAULT_NOISE)))
                     for p in given.points]
     try:
-        result = calibrate(profile, request, observations, rule=given.rule, cache=_GRIDS, cache_key=cache_key)
+        result = calibrate(profile, request, observations, rule=given.rule, misstated=given.misstated, cache=_GRIDS,
+                           cache_key=cache_key)
     except CalibrationError as exc:
         return request, {**section, "outcome": "unchanged", "notes": [str(exc)[:NOTE_LIMIT]]}
     report = result.report()
