@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from advisor.core.advice import DEFAULT_MODEL, ModelChoice
 from advisor.core.cost import DEFAULT_CONFIDENCE
 from advisor.core.models import registry
+from advisor.core.online_calibration import MISSTATED
 from advisor.core.units import UnitError, parse_bandwidth, parse_duration, parse_quantity
 from advisor.errors import AdvisorError, ModelInputError
 
@@ -230,7 +231,7 @@ class ControllerSettings(BaseSettings):
                                                  "throughput (a log-scale sd; run-to-run spread on the testbed)")
     refit_rule: str = Field(default="posterior", description="how observations update the curve: posterior, "
                             "refit-condition, refit or condition (docs/decisions.md#the-closed-loop-how-a-running-job-corrects-its-own-curve)")
-    refit_misstated: float | str = Field(default=0.3, description="the posterior rule's prior probability that a "
+    refit_misstated: float | str = Field(default=MISSTATED, description="the posterior rule's prior probability that a "
                                          "job's stated values (link rate, contention constants, ring latency) are "
                                          "wrong, in (0, 1]; lower where they were fitted on this cluster "
                                          "(docs/decisions.md#the-update-rule)")
