@@ -168,9 +168,8 @@ def several_ps(confidence: float) -> None:
     for label, one_ps in (("several-PS widths (held out by placement)", False), ("one-PS widths", True),
                           ("held-out runs (tests/data/ps-traces/held-out), shipped several-PS widths", None)):
         runs = several_ps_runs(one_ps) if one_ps is not None else held_out_several_ps_runs()
-        cal = calibration(runs, (0.8, 0.9, 0.95))
-        print(f"\n2-PS runs, {label}: {len(runs)} runs, {sum(len(r.workers) for r in runs)} points; measured >= the "
-              "level-P lower bound " + ", ".join(f"P={p:g}: {share:.0%}" for p, share in cal.items()))
+        print(f"\n2-PS runs, {label}: {len(runs)} runs, {sum(len(r.workers) for r in runs)} points; "
+              + calibration_text(runs, (0.8, 0.9, 0.95)))
         decide_every(runs, confidence)
 
 
@@ -215,9 +214,8 @@ def _sync_outcomes(p: Any, error: ModelError) -> list[Outcome]:
 def synchronous(confidence: float) -> None:
     """``--sync``: the same deadlines on the synchronous runs, held out (``sync_runs``)."""
     runs = sync_runs()
-    cal = calibration(runs)
-    print(f"\nsynchronous runs, held out ({len(runs)} jobs, {sum(len(r.workers) for r in runs)} points): measured >= "
-          "the level-P lower bound " + ", ".join(f"P={p:g}: {share:.0%}" for p, share in cal.items()))
+    print(f"\nsynchronous runs, held out ({len(runs)} jobs, {sum(len(r.workers) for r in runs)} points): "
+          + calibration_text(runs))
     decide_every(runs, confidence, answers=True)
 
 
@@ -245,9 +243,8 @@ def allreduce_runs() -> list[Run]:
 def allreduce(confidence: float) -> None:
     """``--allreduce``: the deadlines of the all-reduce runs, held out."""
     runs = allreduce_runs()
-    cal = calibration(runs, (0.8, 0.9, 0.95))
     print(f"\nall-reduce runs (DDP, Keras MWMS), held out: {len(runs)} runs, {sum(len(r.workers) for r in runs)} "
-          "points; measured >= the level-P lower bound " + ", ".join(f"P={p:g}: {share:.0%}" for p, share in cal.items()))
+          "points; " + calibration_text(runs, (0.8, 0.9, 0.95)))
     decide_every(runs, confidence, answers=True)
 
 
@@ -272,6 +269,12 @@ def calibration(runs: Sequence[Run], grid: Sequence[float] = GRID) -> dict[float
     """Per level P, the share of held-out points measured at or above their level-P lower bound."""
     pairs = [(b, r.measured[w]) for r in runs for w, b in zip(r.workers, r.beliefs)]
     return {p: sum(m >= b.quantile_at_least(p) for b, m in pairs) / len(pairs) for p in grid}
+
+
+def calibration_text(runs: Sequence[Run], grid: Sequence[float] = GRID) -> str:
+    """``calibration`` as every report line says it."""
+    return "measured >= the level-P lower bound " + ", ".join(
+        f"P={p:g}: {share:.0%}" for p, share in calibration(runs, grid).items())
 
 
 def deadlines(run: Run) -> list[tuple[str, float]]:
@@ -359,9 +362,7 @@ def main() -> None:
     args = parser.parse_args()
     validation = json.loads(shipped_path(MODEL).read_text())["validation"]
     runs = held_out_runs(validation["points"], one_worker_extra(validation))
-    cal = calibration(runs)
-    print(f"held-out calibration ({sum(len(r.workers) for r in runs)} points): measured >= the level-P lower bound "
-          + ", ".join(f"P={p:g}: {share:.0%}" for p, share in cal.items()))
+    print(f"held-out calibration ({sum(len(r.workers) for r in runs)} points): " + calibration_text(runs))
     print(f"confidence {args.confidence:g}; prices {PRICES.worker_per_hour}/h per worker, {PRICES.ps_per_hour}/h per PS")
     decide_every(runs, args.confidence, answers=True)
     if args.sweep:

@@ -166,16 +166,22 @@ def build_model(tf, keras, widths: Sequence[int], fwd_s: float, bwd_s: float,  #
     return model
 
 
+def ring_strategy(tf):  # type: ignore[no-untyped-def]
+    """Every task's TensorFlow: intra-op 1 thread, inter-op 2, and MWMS with RING collectives (one
+    replica when no TF_CONFIG names a cluster)."""
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(2)
+    return tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING))
+
+
 def run_task(args: argparse.Namespace) -> None:
     """One worker (inside its namespace): trains with MWMS; logs step ends, or records the bundle."""
     import numpy as np
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(2)
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(
-        communication_options=tf.distribute.experimental.CommunicationOptions(
-            implementation=tf.distribute.experimental.CommunicationImplementation.RING))
+    strategy = ring_strategy(tf)
     import keras
 
     keras.config.disable_traceback_filtering()  # whole tracebacks when a worker fails
@@ -277,11 +283,7 @@ def run_probe_task(args: argparse.Namespace) -> None:
     ``<out>.probe``, one JSON object per size)."""
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(2)
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(
-        communication_options=tf.distribute.experimental.CommunicationOptions(
-            implementation=tf.distribute.experimental.CommunicationImplementation.RING))
+    strategy = ring_strategy(tf)
 
     def reducer(size: int):  # type: ignore[no-untyped-def]
         """A tf.function all-reducing a float32 tensor of ``size`` bytes made in the replica (a
@@ -293,7 +295,8 @@ def run_probe_task(args: argparse.Namespace) -> None:
         return once
 
     line_up = reducer(4)
-    stagger = random.Random(json.loads(os.environ["TF_CONFIG"])["task"]["index"])
+    index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+    stagger = random.Random(index)
     found = []
     for size in PROBE_BYTES:
         once = reducer(size)
@@ -313,7 +316,6 @@ def run_probe_task(args: argparse.Namespace) -> None:
                       "min_s": min(times), "reps": len(times), "cpu_s": round(cpu, 6),
                       **({"gap_s": args.probe_gap_ms / 1e3, "stagger": args.probe_stagger}
                          if args.probe_gap_ms else {})})
-    index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
     Path(f"{args.out}.probe.w{index}").write_text(json.dumps(found))
 
 
@@ -351,11 +353,7 @@ def run_colocate_task(args: argparse.Namespace) -> None:
     import numpy as np
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(2)
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(
-        communication_options=tf.distribute.experimental.CommunicationOptions(
-            implementation=tf.distribute.experimental.CommunicationImplementation.RING))
+    strategy = ring_strategy(tf)
     import keras
 
     with strategy.scope():
@@ -556,20 +554,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    if args.mode == "task":
-        run_task(args)
-        return
-    if args.mode == "probe-task":
-        run_probe_task(args)
-        return
-    if args.mode == "probe":
-        probe(args)
-        return
-    if args.mode == "colocate-task":
-        run_colocate_task(args)
-        return
-    if args.mode == "colocate":
-        colocate(args)
+    modes = {"task": run_task, "probe-task": run_probe_task, "probe": probe, "colocate-task": run_colocate_task,
+             "colocate": colocate}
+    if args.mode in modes:
+        modes[args.mode](args)
         return
     if not args.config or not args.config.startswith("mwms-"):
         raise SystemExit("--config NAME is required and starts with mwms-")
