@@ -49,7 +49,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.core.belief import Belief, Outcome
-from advisor.core.cost import DEFAULT_CONFIDENCE, Choice, Constraints, CostError, cost_optimal, cost_per_example, decide
+from advisor.core.correction import Correction, plan_with_correction, resize_after
+from advisor.core.cost import (DEFAULT_CONFIDENCE, SECONDS_PER_HOUR, Choice, Constraints, CostError, cost_optimal,
+                               cost_per_example, decide)
 from advisor.core.model_error import SEVERAL_PS, ModelError, measured_error
 from advisor.core.models.ps_des.arrangements import TESTBED
 from advisor.importers.model_error_file import load_model_errors, shipped_path
@@ -57,6 +59,8 @@ from benchmarks.accuracy import DEADLINE_LEVELS, EXAMPLES, PRICES
 from benchmarks.model_error import LEVEL, MODEL, widths
 
 TIGHT = 0.85  # a tight deadline needs this share of the best measured throughput
+# One correction (core/correction.py): observed after this share of the deadline, a resize losing this share
+WINDOW, RESTART = 0.1, 0.02
 GRID = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95)
 
 
@@ -252,9 +256,11 @@ def decide_every(runs: Sequence[Run], confidence: float, answers: bool = False) 
     """Every run's deadlines decided at ``confidence``: one report line per kind and over all, and
     with ``answers`` each run's recommended W beside the cheapest measured W that meets it."""
     cases: dict[str, list[dict[str, Any]]] = {}
+    corrected: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
         for name, needed in deadlines(run):
             cases.setdefault(name, []).append(score(run, needed, confidence))
+            corrected.setdefault(name, []).append(score_corrected(run, needed, confidence))
     for name, found in cases.items():
         report(name, found)
     report("all", [c for found in cases.values() for c in found])
@@ -263,6 +269,16 @@ def decide_every(runs: Sequence[Run], confidence: float, answers: bool = False) 
             print(f"  {name:<8} " + "  ".join(f"{c['run'].split('.')[0]}:{c['rec']}{'' if c['confident'] else '?'}"
                                               f"/{c['best']}" for c in found))
         print("  (run:recommended/cheapest measured W meeting it; ? = no W reached P, the likeliest given)")
+    print(f"with one correction (observed after {WINDOW:.0%} of the deadline, a resize losing {RESTART:.0%} of it):")
+    for name, found in corrected.items():
+        report(name, found, point=False)
+    report("all", [c for found in corrected.values() for c in found], point=False)
+    if answers:
+        for name, found in corrected.items():
+            print(f"  {name:<8} " + "  ".join(f"{c['run'].split('.')[0]}:{c['rec']}{'' if c['confident'] else '?'}"
+                                              f"{'>' + str(c['then']) if c['then'] != c['rec'] else ''}/{c['best']}"
+                                              for c in found))
+        print("  (run:starting W[>W it was resized to]/cheapest measured W meeting it; ? = no plan reached P)")
 
 
 def calibration(runs: Sequence[Run], grid: Sequence[float] = GRID) -> dict[float, float]:
@@ -306,6 +322,37 @@ def score(run: Run, needed: float, confidence: float) -> dict[str, Any]:
             "point_gap": None if point is None else cost[point] / cost[best] - 1}
 
 
+def score_corrected(run: Run, needed: float, confidence: float) -> dict[str, Any]:
+    """The plan with one correction (``core/correction.py``) played on the measurements: the
+    starting W runs for the window at its measured throughput, then the plan's resize for that
+    observation, if any, runs the rest at the measured throughput of its W. Met: the examples
+    done in time; cost: the whole run's, per example, against the cheapest measured W's alone."""
+    hours = EXAMPLES / needed / SECONDS_PER_HOUR
+    k = Correction(WINDOW * hours, RESTART * hours)
+    limits = Constraints(examples=EXAMPLES, deadline_hours=hours, confidence=confidence)
+    ps = run.parameter_servers
+    plan = plan_with_correction(run.workers, run.predicted, PRICES, run.beliefs, parameter_servers=ps,
+                                constraints=limits, correction=k)
+    thr = [run.measured[w] for w in run.workers]
+    best = cost_optimal(run.workers, thr, PRICES, parameter_servers=ps,
+                        constraints=Constraints(examples=EXAMPLES, deadline_hours=hours)).workers
+    start = plan.workers
+    then = resize_after(plan, run.measured[start])
+    hourly = {w: w * PRICES.worker_per_hour + ps * PRICES.ps_per_hour for w in run.workers}
+    if then == start:
+        met = run.measured[start] >= needed * (1 - 1e-9)
+        cost = cost_per_example(PRICES, start, ps, run.measured[start])
+    else:
+        rest = EXAMPLES - run.measured[start] * k.window_hours * SECONDS_PER_HOUR
+        met = run.measured[then] * (hours - k.window_hours - k.restart_hours) * SECONDS_PER_HOUR >= rest * (1 - 1e-9)
+        cost = (hourly[start] * k.window_hours
+                + hourly[then] * (k.restart_hours + rest / run.measured[then] / SECONDS_PER_HOUR)) / EXAMPLES
+    return {"run": run.name, "needed": needed, "best": best, "point": None, "rec": start, "then": then,
+            "confident": plan.choice.confident, "p": plan.choice.p_meet, "met": met,
+            "gap": cost / cost_per_example(PRICES, best, ps, run.measured[best]) - 1,
+            "point_met": False, "point_gap": None}
+
+
 @dataclass(frozen=True)
 class Summary:
     """One rule's figures over a set of deadlines."""
@@ -327,15 +374,16 @@ class Summary:
                    sum(c["met"] for c in cases if not c["confident"]))
 
 
-def report(name: str, cases: list[dict[str, Any]]) -> None:
-    """One line per set of deadlines: both rules' figures."""
+def report(name: str, cases: list[dict[str, Any]], point: bool = True) -> None:
+    """One line per set of deadlines: the rule's figures, and with ``point`` the point estimates'."""
     s = Summary.of(cases)
-    point = [c for c in cases if c["point"] is not None]
+    answered = [c for c in cases if c["point"] is not None]
     gap = f"max {max(s.gaps):+.0%}, median {statistics.median(s.gaps):+.0%}" if s.gaps else "none"
     print(f"{name:<8} {s.deadlines:>2} deadlines | no confident answer {s.unsure} ({s.unsure / s.deadlines:.0%}); "
           f"confident {s.sure}: met {s.sure_met}, cost within 5 % of the cheapest measured W meeting it "
-          f"{s.within_5} (gap {gap}); the likeliest met it {s.unsure_met} of {s.unsure} | point estimates: "
-          f"no W {s.deadlines - len(point)}, met {sum(c['point_met'] for c in point)} of {len(point)}")
+          f"{s.within_5} (gap {gap}); the likeliest met it {s.unsure_met} of {s.unsure}"
+          + (f" | point estimates: no W {s.deadlines - len(answered)}, met {sum(c['point_met'] for c in answered)} "
+             f"of {len(answered)}" if point else ""))
 
 
 def sweep(runs: Sequence[Run]) -> None:

@@ -82,3 +82,21 @@ def test_an_all_reduce_run_is_held_out_and_priced_without_a_ps() -> None:
     assert case["best"] == min(meets, key=lambda w: 3.06 * w / run.measured[w])
     gap = (3.06 * case["rec"] / run.measured[case["rec"]]) / (3.06 * case["best"] / run.measured[case["best"]]) - 1
     assert case["gap"] == pytest.approx(gap, rel=1e-9)
+
+
+def test_a_plan_with_one_correction_is_played_on_the_measurements(runs) -> None:
+    """The plan starts where the measurements may fall short; played on them, a start below the
+    deadline's rate is resized, and the deadline counts as met only if the examples fit: the
+    window at the start's measured rate, the rest at the new W's, in 88 % of the deadline."""
+    from benchmarks.deadline_decisions import EXAMPLES, score_corrected
+
+    for name, run in runs.items():
+        tight = dict(deadlines(run))["tight"]
+        case = score_corrected(run, tight, 0.9)
+        start, then = case["rec"], case["then"]
+        short = run.measured[start] < tight
+        assert (then != start) == short or not case["confident"], name
+        hours = EXAMPLES / tight / 3600
+        done = run.measured[start] * 0.1 * hours * 3600 + (run.measured[then] * 0.88 * hours * 3600 if short else
+                                                           run.measured[start] * 0.9 * hours * 3600)
+        assert case["met"] == (done >= EXAMPLES * (1 - 1e-9)), name

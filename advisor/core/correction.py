@@ -1,0 +1,205 @@
+"""Deadline decisions that count on one correction: start at a W, observe it, resize once if short.
+
+A one-shot decision (``core/cost.decide``) must pick a W that meets the deadline *by itself*
+with probability P. With a model error of 5-10 % and a deadline close to what the curve can
+give, that is often a W well past the cheapest one that would do (docs/decisions.md,
+"Deadlines that count on one correction"). A controller in ``auto`` mode with the closed loop
+does not have to be right at once: after ``Correction.window_hours`` at the starting W it has
+observed the job, and it can resize it once for the rest of the deadline, losing
+``restart_hours`` of progress. So the starting W needs the *plan* to meet the deadline with
+probability P, not itself:
+
+- start at W = a; after the window, with a's throughput T_a observed,
+- stay if T_a finishes the examples in time (T_a x deadline >= examples),
+- else move to the cheapest W whose throughput finishes the rest, examples - T_a x window, in
+  what is left, deadline - window - restart (and within the budget, when one is given).
+
+What one observation says of the other W is the model of this module: **one quantile for the
+whole curve**. If the job runs at the u-quantile of its belief at a, it runs at the u-quantile
+of its belief at every W (the beliefs' comonotone coupling): a model that is 8 % optimistic at
+W = 3 is as far into its error at W = 6. That is what the closed loop's update does in the large
+(its calibration parameters move every W together), and it is checked where it matters, on
+held-out measured curves (``python -m benchmarks.deadline_decisions``, the "with one
+correction" lines).
+
+So each starting W is a function of one number u in (0, 1), integrated on ``GRID`` midpoints:
+P(plan meets) is the share of u for which it does, its expected cost the mean of the total cost
+(the window at a, then the rest at a or at the corrected W, the restart priced at the new W).
+The decision is the cheapest plan (least expected cost per example) with P >= the confidence,
+else the likeliest, as ``decide``. A correction that cannot come in time (window + restart >=
+deadline) leaves the one-shot decision, which a plan without a resize is.
+
+What it leaves out: a second correction (the controller re-decides after the first observation
+with its updated beliefs, ``core/online_calibration.py``, which a plan does not model), and the
+examples done before the controller's decision (it plans the whole job).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from statistics import NormalDist
+
+from advisor.core.belief import Belief, Spread
+from advisor.core.cost import SECONDS_PER_HOUR, Choice, Constraints, CostError, Prices, decide, meet_probabilities
+
+__all__ = ["GRID", "Correction", "Fallback", "Plan", "plan_with_correction", "plans", "resize_after"]
+
+GRID = 400  # quantile levels u per plan: the probabilities are multiples of 1 / GRID
+
+
+@dataclass(frozen=True, slots=True)
+class Correction:
+    """When the job can be corrected: after ``window_hours`` at its first W (observed by then),
+    at the price of ``restart_hours`` of lost progress."""
+
+    window_hours: float
+    restart_hours: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.window_hours, (int, float)) and math.isfinite(self.window_hours)
+                and self.window_hours > 0):
+            raise CostError(f"the correction's window must be a finite number of hours > 0, got {self.window_hours!r}")
+        if not (isinstance(self.restart_hours, (int, float)) and math.isfinite(self.restart_hours)
+                and self.restart_hours >= 0):
+            raise CostError(f"the restart time of a resize must be a finite number of hours >= 0, "
+                            f"got {self.restart_hours!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Fallback:
+    """Observed throughput at the starting W from ``at_least`` (examples/s) up to the previous
+    fallback's: resize to ``workers`` (``in_time`` False: no W finishes in time there, and
+    ``workers`` is the fastest)."""
+
+    at_least: float
+    workers: int
+    in_time: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A starting W and what to do after the window. ``choice``'s ``p_meet`` and
+    ``expected_cost_per_example`` are the plan's; ``confident`` compares the plan's probability
+    with the confidence."""
+
+    choice: Choice
+    alone: float  # the starting W's probability of meeting the constraints without a correction
+    stay_at_least: float  # observed throughput at the start from which the job stays there
+    fallbacks: tuple[Fallback, ...]  # below ``stay_at_least``: by observed throughput, highest first
+    correction: Correction
+
+    @property
+    def workers(self) -> int:
+        return self.choice.workers
+
+
+def plans(workers: Sequence[int], throughput: Sequence[float], prices: Prices, beliefs: Sequence[Belief], *,
+          parameter_servers: int = 1, constraints: Constraints, correction: Correction) -> list[Plan]:
+    """Every starting W within ``max_workers`` as a plan (module docstring). ``CostError`` for
+    constraints without a deadline (a correction is for a deadline) and input ``decide`` refuses."""
+    c = constraints
+    if c.deadline_hours is None or not c.examples:
+        raise CostError("a correction plans for a deadline: give the job's examples and its deadline")
+    alone = meet_probabilities(workers, throughput, prices, beliefs, parameter_servers=parameter_servers,
+                               constraints=c)
+    allowed = [i for i, w in enumerate(workers) if c.max_workers is None or w <= c.max_workers]
+    if not allowed:
+        decide(workers, throughput, prices, parameter_servers=parameter_servers, constraints=c, beliefs=beliefs)
+    levels = [(k + 0.5) / GRID for k in range(GRID)]
+    table = {workers[i]: [quantile(beliefs[i], u) for u in levels] for i in allowed}
+    hourly = {w: w * prices.worker_per_hour + parameter_servers * prices.ps_per_hour for w in table}
+    return [_plan(workers[i], alone[i], table, hourly, c, correction) for i in allowed]
+
+
+def plan_with_correction(workers: Sequence[int], throughput: Sequence[float], prices: Prices,
+                         beliefs: Sequence[Belief], *, parameter_servers: int = 1, constraints: Constraints,
+                         correction: Correction) -> Plan:
+    """The cheapest plan whose probability of meeting the constraints is at least the
+    confidence; when none reaches it, the likeliest (``confident`` False), as ``decide``."""
+    found = plans(workers, throughput, prices, beliefs, parameter_servers=parameter_servers,
+                  constraints=constraints, correction=correction)
+    met = [p for p in found if p.choice.confident]
+    if met:
+        return min(met, key=lambda p: (round(p.choice.expected_cost_per_example or math.inf, 15), p.workers))
+    best = max(found, key=lambda p: (round(p.choice.p_meet or 0.0, 12), -p.workers))
+    return replace(best, choice=replace(best.choice, confident=False))
+
+
+def resize_after(plan: Plan, observed: float) -> int:
+    """The W the plan moves to when the starting W is observed at ``observed`` examples/s (its own W: stay)."""
+    if observed >= plan.stay_at_least:
+        return plan.workers
+    for f in plan.fallbacks:
+        if observed >= f.at_least:
+            return f.workers
+    return plan.fallbacks[-1].workers if plan.fallbacks else plan.workers
+
+
+def quantile(belief: Belief, u: float) -> float:
+    """The throughput T with P(T <= value) = ``u``: closed form for one outcome, else bisection."""
+    if len(belief.parts) == 1:
+        return _spread_quantile(belief.parts[0][1], u)
+    return belief.quantile_at_least(1 - u)
+
+
+def _spread_quantile(s: Spread, u: float) -> float:
+    """The split normal's u-quantile: the lower half holds a / (a + b) of the mass."""
+    a, b = s.sigma_low, s.sigma_high
+    if a + b == 0:
+        return s.mode
+    lower = a / (a + b)
+    if u <= lower:
+        return s.mode + a * NormalDist().inv_cdf(u / (2 * lower))
+    return s.mode + b * NormalDist().inv_cdf(1 - (1 - u) / (2 * (1 - lower)))
+
+
+def _plan(start: int, alone: Choice, table: dict[int, list[float]], hourly: dict[int, float], c: Constraints,
+          k: Correction) -> Plan:
+    """One starting W over every quantile level: its probability, expected cost and fallbacks."""
+    examples, deadline = float(c.examples or 0.0), float(c.deadline_hours or 0.0)
+    left = (deadline - k.window_hours - k.restart_hours) * SECONDS_PER_HOUR  # seconds for the rest after a resize
+    met, total, moves = 0, 0.0, []
+    for i, t_start in enumerate(table[start]):
+        stay_cost = hourly[start] * examples / t_start / SECONDS_PER_HOUR if t_start > 0 else math.inf
+        if t_start * deadline * SECONDS_PER_HOUR >= examples or left <= 0:
+            met += _within(t_start * deadline * SECONDS_PER_HOUR >= examples, stay_cost, c)
+            total += stay_cost
+            continue
+        rest = examples - t_start * k.window_hours * SECONDS_PER_HOUR
+        spent = hourly[start] * k.window_hours
+
+        def cost_at(w: int) -> float:
+            t = table[w][i]
+            return spent + hourly[w] * (k.restart_hours + rest / t / SECONDS_PER_HOUR) if t > 0 else math.inf
+        in_time = [w for w in table if w != start and table[w][i] * left >= rest
+                   and (c.budget is None or cost_at(w) <= c.budget)]
+        target = min(in_time, key=lambda w: (cost_at(w), w)) if in_time else max(table, key=lambda w: (table[w][i], -w))
+        met += bool(in_time)
+        total += cost_at(target)
+        moves.append((t_start, target, bool(in_time)))
+    stay = examples / (deadline * SECONDS_PER_HOUR)
+    p = met / len(table[start])
+    expected = total / len(table[start]) / examples
+    choice = replace(alone, p_meet=p, expected_cost_per_example=expected, p_deadline=None, p_budget=None,
+                     confident=p >= c.confidence - 1e-12)
+    return Plan(choice, alone.p_meet or 0.0, stay if left > 0 else 0.0, _fallbacks(moves), k)
+
+
+def _within(in_time: bool, cost: float, c: Constraints) -> bool:
+    return in_time and (c.budget is None or cost <= c.budget)
+
+
+def _fallbacks(moves: list[tuple[float, int, bool]]) -> tuple[Fallback, ...]:
+    """The resize targets by observed throughput, highest first: where the target changes along
+    the quantile levels (each range starts at its lowest level's throughput)."""
+    found: list[Fallback] = []
+    for t, w, ok in sorted(moves, reverse=True):
+        if found and found[-1].workers == w and found[-1].in_time == ok:
+            found[-1] = Fallback(t, w, ok)
+        else:
+            found.append(Fallback(t, w, ok))
+    if found:
+        found[-1] = replace(found[-1], at_least=0.0)
+    return tuple(found)

@@ -1,0 +1,125 @@
+"""Deadline plans that count on one correction (core/correction.py). The cases are built so that
+the answer follows by hand from the normal distribution: W = 1 believed N(100, 10) examples/s,
+W = 2 believed N(160, 16) (the same quantile at both: T2 = 1.6 T1), a job of 110 x 3600
+examples due in one hour (it needs 110 examples/s), observed after 0.1 h. The grid puts the
+quantile levels at (k + 0.5) / 400."""
+
+from __future__ import annotations
+
+from statistics import NormalDist
+
+import pytest
+
+from advisor.core.belief import Belief, Outcome
+from advisor.core.correction import GRID, Correction, plan_with_correction, plans, quantile, resize_after
+from advisor.core.cost import Constraints, CostError, Prices, decide
+
+Z95 = NormalDist().inv_cdf(0.975)
+PRICES = Prices(worker_per_hour=1.0)
+EXAMPLES = 110 * 3600.0
+
+
+def normal(mean: float, sd: float) -> Belief:
+    return Belief.interval(mean, mean - Z95 * sd, mean + Z95 * sd, 0.95)
+
+
+BELIEFS = [normal(100.0, 10.0), normal(160.0, 16.0)]
+
+
+def levels_at_least(z: float) -> float:
+    """The share of the grid's levels whose normal quantile is at least ``z``."""
+    return sum(NormalDist().inv_cdf((k + 0.5) / GRID) >= z for k in range(GRID)) / GRID
+
+
+def test_a_start_that_may_fall_short_is_planned_with_its_correction() -> None:
+    c = Constraints(examples=EXAMPLES, deadline_hours=1.0, confidence=0.9)
+    # alone, W = 1 meets 110/s when z >= 1: 1 - Phi(1) = 0.159; W = 2 when 160 + 16 z >= 110: 0.999
+    alone = decide([1, 2], [100.0, 160.0], PRICES, constraints=c, beliefs=BELIEFS)
+    assert alone.workers == 2 and alone.p_meet == pytest.approx(1 - NormalDist().cdf(-50 / 16))
+    plan = plan_with_correction([1, 2], [100.0, 160.0], PRICES, BELIEFS, constraints=c,
+                                correction=Correction(window_hours=0.1))
+    # short at W = 1, the rest (396000 - 360 T1) must fit 3240 s at T2 = 1.6 T1:
+    # (160 + 16 z) 3240 + (100 + 10 z) 360 >= 396000  <=>  z >= -158400 / 55440 = -2.857
+    assert plan.workers == 1 and plan.choice.confident
+    assert plan.choice.p_meet == pytest.approx(levels_at_least(-158400 / 55440)) == pytest.approx(399 / 400)
+    assert plan.alone == pytest.approx(1 - NormalDist().cdf(1.0), abs=1e-9)
+    # stay from the rate the deadline needs; below it, move to W = 2, in time down to the grid's
+    # second level (z = Phi^-1(1.5 / 400) = -2.67 > -2.857), too late at its first (-3.02)
+    assert plan.stay_at_least == pytest.approx(110.0)
+    second = 100 + 10 * NormalDist().inv_cdf(1.5 / GRID)
+    assert [(f.at_least, f.workers, f.in_time) for f in plan.fallbacks] == [(pytest.approx(second), 2, True),
+                                                                           (0.0, 2, False)]
+    assert resize_after(plan, 111.0) == 1 and resize_after(plan, 109.0) == 2 and resize_after(plan, 60.0) == 2
+
+
+def test_the_plans_expected_cost_is_the_mean_over_its_branches() -> None:
+    """Integrated apart, over 20 000 normal quantiles: stay at W = 1 when z >= 1 (1 h x N / T1
+    per example), else 0.1 h at W = 1 and the rest at W = 2 (2 x rest / T2)."""
+    c = Constraints(examples=EXAMPLES, deadline_hours=1.0, confidence=0.9)
+    [start, _] = plans([1, 2], [100.0, 160.0], PRICES, BELIEFS, constraints=c, correction=Correction(0.1))
+    n, total = 20_000, 0.0
+    for k in range(n):
+        z = NormalDist().inv_cdf((k + 0.5) / n)
+        t1, t2 = 100 + 10 * z, 160 + 16 * z
+        total += EXAMPLES / t1 / 3600 if z >= 1 else 0.1 + 2 * (EXAMPLES - 360 * t1) / t2 / 3600
+    assert start.choice.expected_cost_per_example == pytest.approx(total / n / EXAMPLES, rel=2e-3)
+
+
+def test_a_correction_that_comes_too_late_leaves_the_one_shot_decision() -> None:
+    c = Constraints(examples=EXAMPLES, deadline_hours=1.0, confidence=0.9)
+    late = plans([1, 2], [100.0, 160.0], PRICES, BELIEFS, constraints=c, correction=Correction(0.95, 0.1))
+    # no time left after the window and restart: each start meets it alone or not at all
+    assert [p.choice.p_meet for p in late] == pytest.approx([p.alone for p in late], abs=1 / GRID)
+    assert plan_with_correction([1, 2], [100.0, 160.0], PRICES, BELIEFS, constraints=c,
+                                correction=Correction(0.95, 0.1)).workers == 2
+
+
+def test_a_resize_the_budget_cannot_pay_for_does_not_count() -> None:
+    """A budget of 1.05: staying at W = 1 costs N / T1 / 3600 <= 1.05 when T1 >= 104.8 (the
+    deadline's 110 binds); moving costs 0.1 + 2 x rest / T2 / 3600, about 1.35: never within it."""
+    c = Constraints(examples=EXAMPLES, deadline_hours=1.0, budget=1.05, confidence=0.9)
+    plan = plan_with_correction([1, 2], [100.0, 160.0], PRICES, BELIEFS, constraints=c,
+                                correction=Correction(0.1))
+    assert plan.workers == 1 and not plan.choice.confident
+    assert plan.choice.p_meet == pytest.approx(levels_at_least(1.0)) == pytest.approx(63 / 400)  # k + 0.5 >= 400 Phi(1) = 336.5
+    assert all(not f.in_time for f in plan.fallbacks)
+
+
+def test_exact_beliefs_plan_as_the_point_estimates_decide() -> None:
+    exact = [Belief.exact(100.0), Belief.exact(160.0)]
+    c = Constraints(examples=EXAMPLES, deadline_hours=1.0, confidence=0.9)
+    found = plans([1, 2], [100.0, 160.0], PRICES, exact, constraints=c, correction=Correction(0.1))
+    # W = 1 runs 100/s for sure: short, then W = 2 at 160/s finishes 396000 - 36000 in 2250 s < 3240 s
+    assert [p.choice.p_meet for p in found] == [1.0, 1.0]
+    expected_1 = (0.1 + 2 * (EXAMPLES - 36000) / 160 / 3600) / EXAMPLES
+    assert found[0].choice.expected_cost_per_example == pytest.approx(expected_1)
+    assert found[1].choice.expected_cost_per_example == pytest.approx(2 / 160 / 3600)
+
+
+def test_a_correction_never_lowers_a_starts_chance_without_a_budget() -> None:
+    c = Constraints(examples=EXAMPLES, deadline_hours=1.3, confidence=0.9)
+    three = BELIEFS + [normal(190.0, 25.0)]
+    for k in (Correction(0.05), Correction(0.2, 0.05), Correction(0.6, 0.3)):
+        for p in plans([1, 2, 3], [100.0, 160.0, 190.0], PRICES, three, constraints=c, correction=k):
+            assert p.choice.p_meet >= p.alone - 1 / GRID
+
+
+def test_the_quantile_inverts_the_belief() -> None:
+    mixture = Belief.of([Outcome("drifting", 150.0, 140.0, 170.0, 0.6),
+                         Outcome("alternating", 200.0, 180.0, 210.0, 0.4)], 0.95)
+    for b in (BELIEFS[0], Belief.interval(100.0, 80.0, 130.0, 0.95), mixture):
+        for u in (0.01, 0.2, 0.5, 0.77, 0.99):
+            assert 1 - b.p_at_least(quantile(b, u)) == pytest.approx(u, abs=1e-7)
+
+
+@pytest.mark.parametrize("window, restart, words", [(0.0, 0.0, "window"), (float("nan"), 0.0, "window"),
+                                                    (1.0, -0.1, "restart")])
+def test_a_correction_that_cannot_work_is_refused_by_name(window: float, restart: float, words: str) -> None:
+    with pytest.raises(CostError, match=words):
+        Correction(window, restart)
+
+
+def test_a_plan_without_a_deadline_is_refused() -> None:
+    with pytest.raises(CostError, match="deadline"):
+        plans([1, 2], [100.0, 160.0], PRICES, BELIEFS, constraints=Constraints(examples=1e6, budget=10.0),
+              correction=Correction(0.1))
