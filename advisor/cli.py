@@ -29,6 +29,7 @@ from advisor.core.calibration import calibrate
 from advisor.core.online_calibration import profile_anchored
 from advisor.core.profile_check import anchored_note
 from advisor.core.compare import compare
+from advisor.core.correction import Correction
 from advisor.core.cost import DEFAULT_CONFIDENCE, Constraints, CostError, Prices
 from advisor.core.curve import CurveSettings
 from advisor.core.model_error import ModelError, ModelErrors
@@ -188,6 +189,13 @@ def _add_predict_options(cmd: argparse.ArgumentParser) -> None:
                      help="recommend the cheapest W that meets --deadline and --budget with at least this "
                           f"probability, strictly between 0 and 1 (default {DEFAULT_CONFIDENCE}); when none "
                           "does, the W likeliest to, with a warning")
+    cmd.add_argument("--resize-after", type=float, metavar="HOURS",
+                     help="plan --deadline on one resize: the job is observed after HOURS at its first W and "
+                          "resized once if it falls short (what the controller's auto mode with the closed loop "
+                          "does); recommends the cheapest start whose plan meets it with --confidence")
+    cmd.add_argument("--resize-loss", type=float, default=0.0, metavar="HOURS",
+                     help="progress one resize loses (pods restart from a checkpoint), with --resize-after "
+                          "(default 0)")
     cmd.add_argument("--max-workers", type=int_at_least(1), help="never recommend more workers than this")
     cmd.add_argument("--anchor", action="store_true",
                      help="take the profiling run's own examples/s as an observation at W = 1 (the closed loop's "
@@ -631,7 +639,22 @@ def _advice_request(args: argparse.Namespace, profile: Profile | None, bandwidth
         spec=spec,
         extras=_extras(args),
         model_error=_model_error(args),
+        correction=_correction(args),
     )
+
+
+def _correction(args: argparse.Namespace) -> Correction | None:
+    """--resize-after and --resize-loss as a Correction (core/correction.py); None without them."""
+    if args.resize_after is None:
+        if args.resize_loss:
+            raise CostError("--resize-loss is read only with --resize-after: add it, or drop --resize-loss")
+        return None
+    if args.deadline is None:
+        raise CostError("--resize-after plans a deadline's resize: give --examples and --deadline too")
+    try:
+        return Correction(args.resize_after, args.resize_loss)
+    except CostError as exc:
+        raise CostError(f"--resize-after {args.resize_after:g} --resize-loss {args.resize_loss:g}: {exc}") from None
 
 
 def _worker_links(rates: tuple[float, ...], bandwidth: float | None) -> tuple[tuple[float, ...], float | None]:

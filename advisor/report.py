@@ -11,6 +11,7 @@ from typing import Any
 
 from advisor.core.advice import Advice, AdviceRequest
 from advisor.core.compare import ModelCurve, errors
+from advisor.core.correction import Fallback, plan_shortfall
 from advisor.core.cost import shortfall
 from advisor.core.profile import Profile
 from advisor.core.units import format_bandwidth
@@ -87,6 +88,7 @@ def advice_to_json(profile: Profile | None, request: AdviceRequest, advice: Advi
                 "p_deadline": p.p_deadline,
                 "p_budget": p.p_budget,
                 "p_meet": p.p_meet,
+                "p_plan": p.p_plan,
             }
             for p in advice.points
         ],
@@ -112,11 +114,24 @@ def advice_to_json(profile: Profile | None, request: AdviceRequest, advice: Advi
             "needed_throughput": rec.needed_throughput,
             "confident": rec.confident,
             "warning": decision_warning(advice, request),
+            "correction": _correction_json(advice),
         },
         "model_error": _model_error_json(advice),
         "profile_check": _profile_check_json(advice),
         "notes": list(advice.notes),
     }
+
+
+def _correction_json(advice: Advice) -> dict[str, Any] | None:
+    """The plan with one resize (``core/correction.py``): when it is observed, what it loses, and
+    what to do after; None without ``--resize-after``."""
+    plan = advice.plan
+    if plan is None:
+        return None
+    return {"window_hours": plan.correction.window_hours, "restart_hours": plan.correction.restart_hours,
+            "p_alone": plan.alone, "stay_at_least": plan.stay_at_least,
+            "fallbacks": [{"at_least": f.at_least, "workers": f.workers, "in_time": f.in_time}
+                          for f in plan.fallbacks]}
 
 
 def _profile_check_json(advice: Advice) -> dict[str, Any] | None:
@@ -133,6 +148,8 @@ def decision_warning(advice: Advice, request: AdviceRequest) -> str | None:
     """The one line that says no W meets the deadline and budget with the confidence asked (None when one does)."""
     if advice.recommended.confident:
         return None
+    if advice.plan is not None:
+        return plan_shortfall(advice.plan, request.constraints, [p.workers for p in advice.points])
     point = advice.point(advice.recommended.workers)
     return shortfall(advice.recommended, request.constraints, [p.workers for p in advice.points],
                      [(o.name, o.throughput) for o in point.outcomes])
@@ -158,26 +175,30 @@ def advice_table(profile: Profile | None, request: AdviceRequest, advice: Advice
     name = (profile.job.model if profile else None) or "job"
     head = f"{name}: model {advice.model}, batch {advice.batch_size}, {advice.parameter_servers} PS, {link}"
     chance = c.binding
+    planned = advice.plan is not None  # a column for the probability of a plan starting at each W
     rows = [
         head,
         "",
         f"{'W':>3}  {'examples/s':>10}  {f'{level}% interval':>19}  {'x W=1':>6}  {'cost/1M ex':>10}"
-        + (f"  {'P(meet)':>7}" if chance else "") + f"  {'Cynthia':>8}  {'phases':>8}",
+        + (f"  {'P(meet)':>7}" if chance else "") + (f"  {'P(plan)':>7}" if planned else "")
+        + f"  {'Cynthia':>8}  {'phases':>8}",
     ]
     base = advice.points[0].throughput / advice.points[0].workers
     for p in advice.points:
-        marks = (" <- saturation" if p.workers == sat else "") + (" <- recommended" if p.workers == rec else "")
+        marks = (" <- saturation" if p.workers == sat else "") + (
+            (" <- start" if planned else " <- recommended") if p.workers == rec else "")
         if len(p.outcomes) > 1:
             marks += f" ({p.outcomes[0].name}, probability {p.outcomes[0].probability:.0%})"
         rows.append(
             f"{p.workers:>3}  {p.throughput:>10.1f}  {p.low:>8.1f} - {p.high:>8.1f}  {p.throughput / base:>6.2f}"
             f"  {p.cost_per_example * 1e6:>10.4f}" + (f"  {_prob(p.p_meet)}" if chance else "")
-            + f"  {_num(p.cynthia)}  {_num(p.phase_queueing)}{marks}"
+            + (f"  {_prob(p.p_plan)}" if planned else "") + f"  {_num(p.cynthia)}  {_num(p.phase_queueing)}{marks}"
         )
         for o in p.outcomes[1:]:
             guess = "" if o.known else ", unknown"
             rows.append(f"{'or':>3}  {o.throughput:>10.1f}  {o.low:>8.1f} - {o.high:>8.1f}  {'':>6}  {'':>10}"
-                        + (f"  {'':>7}" if chance else "") + f"  {'':>8}  {'':>8}"
+                        + (f"  {'':>7}" if chance else "") + (f"  {'':>7}" if planned else "")
+                        + f"  {'':>8}  {'':>8}"
                         f" ({o.name}, probability {o.probability:.0%}{guess}: see note)")
     rows += ["", f"saturation point: W = {sat} (one more worker adds < {request.saturation_threshold:.0%} of W=1 "
                  "throughput)"]
@@ -244,6 +265,8 @@ def _decision_rows(advice: Advice, request: AdviceRequest) -> list[str]:
     rec, c = advice.recommended, request.constraints
     what = " and ".join(part for part in (f"the {c.deadline_hours:g} h deadline" if c.deadline_hours else "",
                                           f"the budget of {c.budget:g}" if c.budget else "") if part)
+    if advice.plan is not None:
+        return _plan_rows(advice, request, what)
     if rec.confident:
         rows = [f"cost-optimal:     W = {rec.workers} at {rec.cost_per_example * 1e6:.4f} per million examples"
                 + _expected(rec.expected_cost_per_example, rec.cost_per_example)]
@@ -255,6 +278,32 @@ def _decision_rows(advice: Advice, request: AdviceRequest) -> list[str]:
     if rec.p_meet is not None:
         rows.append(f"                  meets {what} with probability {_prob(rec.p_meet).strip()} "
                     f"(confidence asked {c.confidence:.0%}; it needs {rec.needed_throughput:,.1f} examples/s)")
+    return rows
+
+
+def _plan_rows(advice: Advice, request: AdviceRequest, what: str) -> list[str]:
+    """The start planned on one resize (``core/correction.py``) and what to do once it is observed."""
+    plan, c = advice.plan, request.constraints
+    assert plan is not None
+    rec, k = plan.choice, plan.correction
+    loss = f", losing {k.restart_hours:g} h to the resize" if k.restart_hours else ""
+    head = (f"start:            W = {rec.workers}" if rec.confident else
+            f"likeliest start:  W = {rec.workers}: no plan meets {what} with probability {c.confidence:.0%} or more")
+    rows = [head + f", observed after {k.window_hours:g} h and resized once if short{loss}",
+            f"                  meets {what} with probability {_prob(rec.p_meet).strip()} this way "
+            f"({_prob(plan.alone).strip()} without the resize; confidence asked {c.confidence:.0%}); expected "
+            f"{(rec.expected_cost_per_example or 0) * 1e6:.4f} per million examples"]
+    if plan.stay_at_least > 0 and all(f.workers == plan.workers for f in plan.fallbacks):
+        rows.append("                  no worker count is faster to resize to: it stays either way")
+    elif plan.stay_at_least > 0:
+        def move(f: Fallback) -> str:
+            to = "stay" if f.workers == plan.workers else f"W = {f.workers}"
+            where = f" from {f.at_least:,.1f}" if f.at_least > 0 else " below that"
+            late = "" if f.in_time else (" (nothing is faster; too late for the deadline)" if f.workers == plan.workers
+                                         else " (the fastest; too late for the deadline)")
+            return to + where + late
+        rows.append(f"                  stays if it runs at {plan.stay_at_least:,.1f} examples/s or more; else "
+                    + ", ".join(move(f) for f in plan.fallbacks))
     return rows
 
 

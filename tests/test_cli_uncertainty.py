@@ -78,6 +78,32 @@ def test_no_w_reaching_the_confidence_is_answered_with_a_warning_and_exit_0(
     assert len([line for line in captured.err.splitlines() if line.startswith("advisor: warning:")]) == 1
 
 
+def test_a_deadline_planned_on_one_resize_starts_no_dearer_and_says_what_to_do(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--resize-after: the start's plan (stay if observed in time, else resize once) meets the
+    deadline with at least the start's own probability, so the start is never a dearer W than the
+    one-shot answer at the same confidence; the JSON says when to stay and where to move."""
+    doc = _json(capsys, "--workers", "1-6")
+    need = 0.96 * doc["curve"][1]["throughput"]  # 4 % under W = 2's prediction: W = 2 alone is not 90 % sure
+    argv = ["--workers", "1-6", "--examples", str(need * 3600 * 10), "--deadline", "10"]
+    alone = _json(capsys, *argv)
+    planned = _json(capsys, *argv, "--resize-after", "1", "--resize-loss", "0.1")
+    rec, k = planned["recommended"], planned["recommended"]["correction"]
+    assert alone["recommended"]["correction"] is None and all(p["p_plan"] is None for p in alone["curve"])
+    assert k["window_hours"] == 1 and k["restart_hours"] == 0.1
+    for p in planned["curve"]:  # the resize only adds ways to meet it
+        assert p["p_plan"] >= p["p_meet"]
+    assert rec["confident"] and rec["p_meet"] >= 0.9 and rec["workers"] < alone["recommended"]["workers"]
+    assert k["p_alone"] == pytest.approx({p["workers"]: p["p_meet"] for p in planned["curve"]}[rec["workers"]])
+    assert k["stay_at_least"] == pytest.approx(need)
+    if k["p_alone"] < 1:  # a start that may fall short says where to go: a faster W
+        moves = [(f["at_least"], f["workers"]) for f in k["fallbacks"] if f["in_time"]]
+        assert moves and all(thr > need * 0.5 and w > rec["workers"] for thr, w in moves)
+    assert main([*BASE, *argv, "--resize-after", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "P(plan)" in out and f"start:            W = {rec['workers']}, observed after 1 h" in out
+
+
 def test_a_deadline_can_be_a_time(capsys: pytest.CaptureFixture[str]) -> None:
     out = _json(capsys, "--examples", "1000", "--deadline", "2999-01-01T00:00Z")
     assert out["constraints"]["deadline_hours"] > 8e6 and out["recommended"]["p_meet"] == pytest.approx(1.0)
@@ -96,6 +122,13 @@ def test_a_deadline_can_be_a_time(capsys: pytest.CaptureFixture[str]) -> None:
                                                                "past (it is now"),
     (["--examples", "1e6", "--deadline", "soon"], "cannot read deadline 'soon'"),
     (["--deadline", "3"], "a deadline or budget needs the job's size in examples"),
+    (["--examples", "1e6", "--resize-after", "1"], "--resize-after plans a deadline's resize: give --examples and "
+                                                   "--deadline too"),
+    (["--examples", "1e6", "--deadline", "3", "--resize-after", "0"], "--resize-after 0 --resize-loss 0: the "
+                                                                      "correction's window must be"),
+    (["--examples", "1e6", "--deadline", "3", "--resize-after", "1", "--resize-loss", "-1"], "restart time"),
+    (["--examples", "1e6", "--deadline", "3", "--resize-loss", "0.1"], "--resize-loss is read only with "
+                                                                       "--resize-after"),
 ])
 def test_input_that_cannot_work_is_refused_by_name(argv: list[str], message: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.core.belief import Belief, Outcome
+from advisor.core.correction import Correction, Plan, best_plan, plans
 from advisor.core.cost import (
     Choice, Constraints, Prices, cost_per_example, decide, expected_cost_per_example, meet_probabilities,
     saturation_point,
@@ -83,6 +84,8 @@ class AdviceRequest:
     # the curve conditioned on the job's observed throughput (core/online_calibration.py), put in
     # place of the model's points and intervals where it has them; None: as the model predicts
     posterior: CurvePosterior | None = None
+    # a deadline planned on one resize after the job is observed (core/correction.py); None: one-shot
+    correction: Correction | None = None
 
     @property
     def model_errors(self) -> ModelErrors | None:
@@ -123,6 +126,8 @@ class AdvicePoint:
     p_deadline: float | None = None
     p_budget: float | None = None
     p_meet: float | None = None
+    # with a correction: the probability that a plan starting here meets them (core/correction.py)
+    p_plan: float | None = None
 
     @property
     def cynthia(self) -> float | None:
@@ -146,6 +151,7 @@ class Advice:
     details: Mapping[str, Any] = field(default_factory=dict)  # what the model derived from them (Outlook.details)
     model_error: ModelError | None = None  # the predicting model's own error, which widened the intervals (None: not)
     profile_check: ProfileCheck | None = None  # the model's W = 1 against the profile's own rate (core/profile_check.py)
+    plan: Plan | None = None  # with a correction: the recommended start and what to do after it is observed
 
     def point(self, workers: int) -> AdvicePoint:
         """The curve's point for ``workers``; ``KeyError`` if it was not predicted."""
@@ -182,6 +188,13 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
     c = request.constraints
     recommended = decide(workers, thr, request.prices, parameter_servers=ps, constraints=c, beliefs=beliefs)
     chances = meet_probabilities(workers, thr, request.prices, beliefs, parameter_servers=ps, constraints=c)
+    plan, by_start = None, {}
+    if request.correction is not None:  # the first W counts on one resize after it is observed
+        found = plans(workers, thr, request.prices, beliefs, parameter_servers=ps, constraints=c,
+                      correction=request.correction)
+        by_start = {p.workers: p.choice.p_meet for p in found}
+        plan = best_plan(found)
+        recommended = plan.choice
     points = tuple(
         AdvicePoint(
             workers=p.workers, throughput=t, low=outs[0].low, high=outs[0].high, steps=p.steps,
@@ -192,6 +205,7 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
             alternating=outs[1].throughput if len(outs) > 1 else None,
             sim_low=p.low, sim_high=p.high, outcomes=outs,
             p_deadline=chance.p_deadline, p_budget=chance.p_budget, p_meet=chance.p_meet,
+            p_plan=by_start.get(p.workers),
         )
         for i, (p, t, outs, belief, chance) in enumerate(zip(curve, thr, outcomes, beliefs, chances))
     )
@@ -215,6 +229,7 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
         details=outlook.details,
         model_error=error,
         profile_check=check,
+        plan=plan,
     )
 
 

@@ -23,8 +23,9 @@ held-out measured curves (``python -m benchmarks.deadline_decisions``, the "with
 correction" lines).
 
 So each starting W is a function of one number u in (0, 1), integrated on ``GRID`` midpoints:
-P(plan meets) is the share of u for which it does, its expected cost the mean of the total cost
-(the window at a, then the rest at a or at the corrected W, the restart priced at the new W).
+P(plan meets) is the start's own probability plus the share of u for which it falls short and
+the resize finishes in time; its expected cost the mean of the total cost (the window at a,
+then the rest at a or at the corrected W, the restart priced at the new W).
 The decision is the cheapest plan (least expected cost per example) with P >= the confidence,
 else the likeliest, as ``decide``. A correction that cannot come in time (window + restart >=
 deadline) leaves the one-shot decision, which a plan without a resize is.
@@ -44,7 +45,8 @@ from statistics import NormalDist
 from advisor.core.belief import Belief, Spread
 from advisor.core.cost import SECONDS_PER_HOUR, Choice, Constraints, CostError, Prices, decide, meet_probabilities
 
-__all__ = ["GRID", "Correction", "Fallback", "Plan", "plan_with_correction", "plans", "resize_after"]
+__all__ = ["GRID", "Correction", "Fallback", "Plan", "best_plan", "plan_shortfall", "plan_with_correction", "plans",
+           "resize_after"]
 
 GRID = 400  # quantile levels u per plan: the probabilities are multiples of 1 / GRID
 
@@ -71,7 +73,7 @@ class Correction:
 class Fallback:
     """Observed throughput at the starting W from ``at_least`` (examples/s) up to the previous
     fallback's: resize to ``workers`` (``in_time`` False: no W finishes in time there, and
-    ``workers`` is the fastest)."""
+    ``workers`` is the fastest, the start itself when nothing is faster)."""
 
     at_least: float
     workers: int
@@ -118,8 +120,12 @@ def plan_with_correction(workers: Sequence[int], throughput: Sequence[float], pr
                          correction: Correction) -> Plan:
     """The cheapest plan whose probability of meeting the constraints is at least the
     confidence; when none reaches it, the likeliest (``confident`` False), as ``decide``."""
-    found = plans(workers, throughput, prices, beliefs, parameter_servers=parameter_servers,
-                  constraints=constraints, correction=correction)
+    return best_plan(plans(workers, throughput, prices, beliefs, parameter_servers=parameter_servers,
+                           constraints=constraints, correction=correction))
+
+
+def best_plan(found: Sequence[Plan]) -> Plan:
+    """Of ``plans``' answer, the cheapest confident plan, else the likeliest (``confident`` False)."""
     met = [p for p in found if p.choice.confident]
     if met:
         return min(met, key=lambda p: (round(p.choice.expected_cost_per_example or math.inf, 15), p.workers))
@@ -135,6 +141,16 @@ def resize_after(plan: Plan, observed: float) -> int:
         if observed >= f.at_least:
             return f.workers
     return plan.fallbacks[-1].workers if plan.fallbacks else plan.workers
+
+
+def plan_shortfall(plan: Plan, c: Constraints, workers: Sequence[int]) -> str:
+    """The one line that says no start reaches the confidence even with the resize, and what the likeliest offers."""
+    budget = f" and the budget of {c.budget:g}" if c.budget is not None else ""
+    return (f"no start in {workers[0]}..{workers[-1]} meets the deadline of {c.deadline_hours:g} h{budget} for "
+            f"{c.examples or 0:,.0f} examples with confidence {c.confidence:.0%}, even resized once after "
+            f"{plan.correction.window_hours:g} h: the likeliest, W = {plan.workers}, meets it with probability "
+            f"{plan.choice.p_meet or 0:.1%} this way ({plan.alone:.1%} without the resize; it needs "
+            f"{plan.choice.needed_throughput or 0:,.1f} examples/s)")
 
 
 def quantile(belief: Belief, u: float) -> float:
@@ -157,14 +173,15 @@ def _spread_quantile(s: Spread, u: float) -> float:
 
 def _plan(start: int, alone: Choice, table: dict[int, list[float]], hourly: dict[int, float], c: Constraints,
           k: Correction) -> Plan:
-    """One starting W over every quantile level: its probability, expected cost and fallbacks."""
+    """One starting W over every quantile level: its probability, expected cost and fallbacks.
+    The probability is the start's own (exact, ``alone``) plus the grid's share of the levels a
+    resize rescues, so that a correction never reads as lowering it."""
     examples, deadline = float(c.examples or 0.0), float(c.deadline_hours or 0.0)
     left = (deadline - k.window_hours - k.restart_hours) * SECONDS_PER_HOUR  # seconds for the rest after a resize
-    met, total, moves = 0, 0.0, []
+    rescued, total, moves = 0, 0.0, []
     for i, t_start in enumerate(table[start]):
         stay_cost = hourly[start] * examples / t_start / SECONDS_PER_HOUR if t_start > 0 else math.inf
         if t_start * deadline * SECONDS_PER_HOUR >= examples or left <= 0:
-            met += _within(t_start * deadline * SECONDS_PER_HOUR >= examples, stay_cost, c)
             total += stay_cost
             continue
         rest = examples - t_start * k.window_hours * SECONDS_PER_HOUR
@@ -175,20 +192,20 @@ def _plan(start: int, alone: Choice, table: dict[int, list[float]], hourly: dict
             return spent + hourly[w] * (k.restart_hours + rest / t / SECONDS_PER_HOUR) if t > 0 else math.inf
         in_time = [w for w in table if w != start and table[w][i] * left >= rest
                    and (c.budget is None or cost_at(w) <= c.budget)]
-        target = min(in_time, key=lambda w: (cost_at(w), w)) if in_time else max(table, key=lambda w: (table[w][i], -w))
-        met += bool(in_time)
-        total += cost_at(target)
+        if in_time:
+            target = min(in_time, key=lambda w: (cost_at(w), w))
+            rescued += 1
+            total += cost_at(target)
+        else:  # nothing finishes in time: the fastest, which may be the start itself (no resize then)
+            target = max(table, key=lambda w: (table[w][i], w == start, -w))
+            total += stay_cost if target == start else cost_at(target)
         moves.append((t_start, target, bool(in_time)))
+    levels = len(table[start])
+    p = min(1.0, (alone.p_meet or 0.0) + rescued / levels)
+    choice = replace(alone, p_meet=p, expected_cost_per_example=total / levels / examples, p_deadline=None,
+                     p_budget=None, confident=p >= c.confidence - 1e-12)
     stay = examples / (deadline * SECONDS_PER_HOUR)
-    p = met / len(table[start])
-    expected = total / len(table[start]) / examples
-    choice = replace(alone, p_meet=p, expected_cost_per_example=expected, p_deadline=None, p_budget=None,
-                     confident=p >= c.confidence - 1e-12)
     return Plan(choice, alone.p_meet or 0.0, stay if left > 0 else 0.0, _fallbacks(moves), k)
-
-
-def _within(in_time: bool, cost: float, c: Constraints) -> bool:
-    return in_time and (c.budget is None or cost <= c.budget)
 
 
 def _fallbacks(moves: list[tuple[float, int, bool]]) -> tuple[Fallback, ...]:

@@ -26,11 +26,6 @@ def normal(mean: float, sd: float) -> Belief:
 BELIEFS = [normal(100.0, 10.0), normal(160.0, 16.0)]
 
 
-def levels_at_least(z: float) -> float:
-    """The share of the grid's levels whose normal quantile is at least ``z``."""
-    return sum(NormalDist().inv_cdf((k + 0.5) / GRID) >= z for k in range(GRID)) / GRID
-
-
 def test_a_start_that_may_fall_short_is_planned_with_its_correction() -> None:
     c = Constraints(examples=EXAMPLES, deadline_hours=1.0, confidence=0.9)
     # alone, W = 1 meets 110/s when z >= 1: 1 - Phi(1) = 0.159; W = 2 when 160 + 16 z >= 110: 0.999
@@ -41,7 +36,7 @@ def test_a_start_that_may_fall_short_is_planned_with_its_correction() -> None:
     # short at W = 1, the rest (396000 - 360 T1) must fit 3240 s at T2 = 1.6 T1:
     # (160 + 16 z) 3240 + (100 + 10 z) 360 >= 396000  <=>  z >= -158400 / 55440 = -2.857
     assert plan.workers == 1 and plan.choice.confident
-    assert plan.choice.p_meet == pytest.approx(levels_at_least(-158400 / 55440)) == pytest.approx(399 / 400)
+    assert plan.choice.p_meet == pytest.approx(1 - NormalDist().cdf(-158400 / 55440), abs=1 / GRID)
     assert plan.alone == pytest.approx(1 - NormalDist().cdf(1.0), abs=1e-9)
     # stay from the rate the deadline needs; below it, move to W = 2, in time down to the grid's
     # second level (z = Phi^-1(1.5 / 400) = -2.67 > -2.857), too late at its first (-3.02)
@@ -69,7 +64,8 @@ def test_a_correction_that_comes_too_late_leaves_the_one_shot_decision() -> None
     c = Constraints(examples=EXAMPLES, deadline_hours=1.0, confidence=0.9)
     late = plans([1, 2], [100.0, 160.0], PRICES, BELIEFS, constraints=c, correction=Correction(0.95, 0.1))
     # no time left after the window and restart: each start meets it alone or not at all
-    assert [p.choice.p_meet for p in late] == pytest.approx([p.alone for p in late], abs=1 / GRID)
+    assert [p.choice.p_meet for p in late] == [p.alone for p in late]
+    assert all(not p.fallbacks for p in late)
     assert plan_with_correction([1, 2], [100.0, 160.0], PRICES, BELIEFS, constraints=c,
                                 correction=Correction(0.95, 0.1)).workers == 2
 
@@ -81,7 +77,7 @@ def test_a_resize_the_budget_cannot_pay_for_does_not_count() -> None:
     plan = plan_with_correction([1, 2], [100.0, 160.0], PRICES, BELIEFS, constraints=c,
                                 correction=Correction(0.1))
     assert plan.workers == 1 and not plan.choice.confident
-    assert plan.choice.p_meet == pytest.approx(levels_at_least(1.0)) == pytest.approx(63 / 400)  # k + 0.5 >= 400 Phi(1) = 336.5
+    assert plan.choice.p_meet == pytest.approx(1 - NormalDist().cdf(1.0))
     assert all(not f.in_time for f in plan.fallbacks)
 
 
@@ -101,7 +97,7 @@ def test_a_correction_never_lowers_a_starts_chance_without_a_budget() -> None:
     three = BELIEFS + [normal(190.0, 25.0)]
     for k in (Correction(0.05), Correction(0.2, 0.05), Correction(0.6, 0.3)):
         for p in plans([1, 2, 3], [100.0, 160.0, 190.0], PRICES, three, constraints=c, correction=k):
-            assert p.choice.p_meet >= p.alone - 1 / GRID
+            assert p.choice.p_meet >= p.alone
 
 
 def test_the_quantile_inverts_the_belief() -> None:
@@ -123,3 +119,12 @@ def test_a_plan_without_a_deadline_is_refused() -> None:
     with pytest.raises(CostError, match="deadline"):
         plans([1, 2], [100.0, 160.0], PRICES, BELIEFS, constraints=Constraints(examples=1e6, budget=10.0),
               correction=Correction(0.1))
+
+
+def test_a_start_with_nothing_faster_stays_when_it_falls_short() -> None:
+    c = Constraints(examples=EXAMPLES, deadline_hours=1.0, confidence=0.9)
+    [plan] = plans([1], [100.0], PRICES, BELIEFS[:1], constraints=c, correction=Correction(0.1))
+    # no other W to move to: the plan is the start alone, at the start's cost
+    assert plan.choice.p_meet == plan.alone == pytest.approx(1 - NormalDist().cdf(1.0))
+    assert [(f.workers, f.in_time) for f in plan.fallbacks] == [(1, False)] and resize_after(plan, 50.0) == 1
+    assert plan.choice.expected_cost_per_example == pytest.approx(BELIEFS[0].mean_inverse() / 3600, rel=1e-2)
