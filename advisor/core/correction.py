@@ -3,7 +3,7 @@
 A one-shot decision (``core/cost.decide``) must pick a W that meets the deadline *by itself*
 with probability P. With a model error of 5-10 % and a deadline close to what the curve can
 give, that is often a W well past the cheapest one that would do (docs/decisions.md,
-"Deadlines that count on one correction"). A controller in ``auto`` mode with the closed loop
+"Deadlines that count on one resize"). A controller in ``auto`` mode with the closed loop
 does not have to be right at once: after ``Correction.window_hours`` at the starting W it has
 observed the job, and it can resize it once for the rest of the deadline, losing
 ``restart_hours`` of progress. So the starting W needs the *plan* to meet the deadline with

@@ -111,6 +111,79 @@ def test_auto_resizes_to_meet_a_deadline_even_when_cost_would_not() -> None:
                          **{**args, "last_resize": 9_900.0}) is None  # the cooldown still holds
 
 
+# Curve 100, 190, 260, 300 ex/s with a model error of +-12 % (at 95 %): sigma = 0.12 T / z
+WIDE = {1: 100.0, 2: 190.0, 3: 260.0, 4: 300.0}
+
+
+def wide_prediction(model: str = "li2020-des") -> dict:
+    pred = prediction(WIDE)
+    for p in pred["curve"]:
+        p["low"], p["high"] = 0.88 * p["throughput"], 1.12 * p["throughput"]
+    return {**pred, "model": model}
+
+
+def test_a_first_decision_counting_on_one_resize_starts_where_the_resize_covers_a_shortfall() -> None:
+    """250 ex/s for 10 h. Alone, W = 3 (260) meets it with Phi(10 / (31.2 / z)) = 0.74 < 0.9, so
+    one-shot takes W = 4. Planned, W = 3 observed after 0.5 h and short moves to W = 4 for the
+    9.4 h left after a 0.1 h restart, at the same quantile z: T3 = 260 (1 + 0.12 z / Z95),
+    T4 = 300 (1 + 0.12 z / Z95); it makes it when 1800 T3 + 33840 T4 >= 9e6, a bound on z."""
+    from advisor.core.correction import GRID, Correction
+
+    pred, prices, limits = wide_prediction(), Prices(1.0, 0.0), Limits(1, 4, Mode.AUTO)
+    deadline = JobDeadline(250 * 3600 * 10, 10.0, 0.9)
+    alone = recommend(pred, prices, limits, deadline)
+    assert alone.target == 4 and alone.deadline is not None and alone.deadline.p_meet[3] == \
+        pytest.approx(PHI(10 * Z95 / 31.2))
+    planned = recommend(pred, prices, limits, deadline, Correction(0.5, 0.1))
+    k = 0.12 / Z95
+    z = (9e6 - 1800 * 260 - 33840 * 300) / (k * (1800 * 260 + 33840 * 300))
+    assert planned.target == 3 and planned.deadline is not None and planned.deadline.plan is not None
+    assert planned.deadline.p_meet[3] == pytest.approx(1 - PHI(z), abs=1 / GRID)
+    out = ann.prediction_annotations(view({}), pred, planned, profile_sha="ab" * 32, predicted_at=0.0,
+                                     profiled_generation=1)
+    doc = json.loads(out[DECISION])
+    assert doc["workers"] == 3 and doc["confident"] is True
+    plan = doc["plan"]
+    assert (plan["afterHours"], plan["lossHours"], plan["stayAtLeast"]) == (0.5, 0.1, 250.0)
+    assert plan["alone"] == pytest.approx(PHI(10 * Z95 / 31.2), abs=1e-4)
+    assert [w for _, w in plan["then"]] == [4]  # short, it moves to the one faster W
+
+
+def planned_prediction(profile_doc, params) -> str:
+    """``canned_prediction``'s curve with +-12 % intervals, from a model the closed loop can update."""
+    from tests.controller.harness import canned_prediction
+
+    doc = json.loads(canned_prediction(profile_doc, params))
+    for p in doc["curve"]:
+        p["low"], p["high"] = 0.88 * p["throughput"], 1.12 * p["throughput"]
+    return json.dumps({**doc, "model": "li2020-des+contention"})
+
+
+def test_over_the_emulator_only_an_auto_job_the_loop_will_observe_counts_on_a_resize(emu, body, tmp_path) -> None:
+    """250 ex/s for 10 h on the curve 100, 190, 260, 300 (+-12 %), a worker and a PS at 1/h each:
+    counting on one resize after max(observation 900 s, cooldown 1800 s) = 0.5 h, losing 600 s,
+    the auto job starts at W = 3; the job that advises only is sized alone, W = 4."""
+    settings = settings_for(tmp_path, leader_election=False, refit_enabled=True,
+                            refit_prometheus_url="http://127.0.0.1:9", refit_min_observation_s=900)
+    controller = start_controller(emu, settings, runner=planned_prediction)
+    notes = {EXAMPLES: str(250 * 3600 * 10), DEADLINE: "10h"}
+    try:
+        create_tfjob(emu, tfjob("auto", workers=2, dynamic=True, annotations={**notes, PREFIX + "mode": "auto"}))
+        create_tfjob(emu, tfjob("advise", workers=2, dynamic=True, annotations={**notes, PREFIX + "mode": "advise"}))
+        runs = wait_for("two profiling runs", lambda: len(profiling_jobs(emu)) == 2 and profiling_jobs(emu))
+        for run in runs:
+            assert upload_as_profiling_pod(emu, run, body).ok
+        for name in ("auto", "advise"):
+            wait_for(f"{name} Predicted", lambda n=name: phase(emu, n) == "Predicted")
+        auto = json.loads(annotations(emu, "auto")[DECISION])
+        assert auto["workers"] == 3 and auto["confident"] is True
+        assert (auto["plan"]["afterHours"], auto["plan"]["lossHours"]) == (0.5, round(600 / 3600, 4))
+        advise = json.loads(annotations(emu, "advise")[DECISION])
+        assert advise["workers"] == 4 and "plan" not in advise
+    finally:
+        controller.stop()
+
+
 def test_over_the_emulator_a_deadline_at_risk_is_a_warning_never_a_failed_job(emu, body, tmp_path) -> None:
     """The canned curve (harness.canned_prediction): 100, 190, 260, 300 ex/s, +-2 %; cheapest W = 3."""
     controller = start_controller(emu, settings_for(tmp_path, leader_election=False))

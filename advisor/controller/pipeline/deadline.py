@@ -9,6 +9,11 @@ prediction's intervals and outcomes; when none reaches it, the W most likely to 
 answer is the recommendation either way; ``DECISION`` says which it is, and the reconcile tells
 a shortfall with a Warning event. A job is never failed for a deadline that cannot be met.
 
+In ``auto`` mode with the closed loop on, a job that has not been observed yet is sized counting
+on one resize (``core/correction.py``, setting ``deadline_plan_resize``): the cheapest start
+whose plan, stay if observed in time or else resize once, meets the deadline with the
+confidence. Once observed, the refitted prediction decides as above.
+
 Pure functions of the settings, the job's view and the stored prediction (schema
 ``advisor-prediction/1``), as ``policy.py``.
 """
@@ -25,6 +30,7 @@ from typing import Any
 from advisor.controller.jobs.tfjob import PREFIX, TFJobView
 from advisor.controller.settings import ControllerSettings
 from advisor.core.belief import Belief, Outcome
+from advisor.core.correction import Correction, Plan, best_plan, plan_shortfall, plans
 from advisor.core.cost import Choice, Constraints, CostError, Prices, decide, meet_probabilities, shortfall
 from advisor.errors import TFJobError
 
@@ -68,11 +74,13 @@ def job_deadline(settings: ControllerSettings, view: TFJobView) -> JobDeadline |
 class DeadlineDecision:
     choice: Choice  # the recommended W: confident, or the likeliest
     p_meet: Mapping[int, float]  # every W inside the limits: its probability of meeting the deadline
+    plan: Plan | None = None  # counting on one resize: the start's plan (``choice`` is its start)
 
 
 def decide_deadline(prediction: Mapping[str, Any], prices: Prices, workers_range: tuple[int, int],
-                    deadline: JobDeadline) -> DeadlineDecision:
-    """The W for the deadline within ``workers_range`` (min, max): confident, or the likeliest."""
+                    deadline: JobDeadline, correction: Correction | None = None) -> DeadlineDecision:
+    """The W for the deadline within ``workers_range`` (min, max): confident, or the likeliest;
+    with ``correction``, the start of the plan with one resize (``p_meet``: each start's plan's)."""
     lo, hi = workers_range
     points = [p for p in prediction["curve"] if lo <= int(p["workers"]) <= hi]
     if not points:
@@ -83,6 +91,10 @@ def decide_deadline(prediction: Mapping[str, Any], prices: Prices, workers_range
     ps = int(prediction["job"]["parameter_servers"])
     c = Constraints(examples=deadline.examples, deadline_hours=deadline.hours, confidence=deadline.confidence)
     try:
+        if correction is not None:
+            found = plans(workers, thr, prices, beliefs, parameter_servers=ps, constraints=c, correction=correction)
+            plan = best_plan(found)
+            return DeadlineDecision(plan.choice, {p.workers: p.choice.p_meet or 0.0 for p in found}, plan)
         choice = decide(workers, thr, prices, parameter_servers=ps, constraints=c, beliefs=beliefs)
         options = meet_probabilities(workers, thr, prices, beliefs, parameter_servers=ps, constraints=c)
     except CostError as exc:
@@ -99,18 +111,28 @@ def belief_of(point: Mapping[str, Any], level: float) -> Belief:
     return Belief.interval(float(point["throughput"]), float(point["low"]), float(point["high"]), level)
 
 
-def deadline_json(choice: Choice, confidence: float) -> str:
+def deadline_json(choice: Choice, confidence: float, plan: Plan | None = None) -> str:
     """``DECISION``: the chosen W, its probability of meeting the deadline, and the confidence
-    asked (compact JSON; ``confident`` false: no W reaches it and this is the likeliest)."""
-    return json.dumps({"confidence": confidence, "confident": choice.confident,
-                       "neededThroughput": _r(choice.needed_throughput), "probability": _r(choice.p_meet, 4),
-                       "workers": choice.workers}, separators=(",", ":"), sort_keys=True)
+    asked (compact JSON; ``confident`` false: no W reaches it and this is the likeliest); with a
+    ``plan``, also ``plan``: when it is observed, what a resize loses, the start's probability
+    alone, the rate it stays from, and below it ``then``: [examples/s from, W] highest first."""
+    doc: dict[str, Any] = {"confidence": confidence, "confident": choice.confident,
+                           "neededThroughput": _r(choice.needed_throughput), "probability": _r(choice.p_meet, 4),
+                           "workers": choice.workers}
+    if plan is not None:
+        doc["plan"] = {"afterHours": _r(plan.correction.window_hours, 4),
+                       "lossHours": _r(plan.correction.restart_hours, 4), "alone": _r(plan.alone, 4),
+                       "stayAtLeast": _r(plan.stay_at_least),
+                       "then": [[_r(f.at_least), f.workers] for f in plan.fallbacks if f.in_time]}
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
 
-def shortfall_message(choice: Choice, deadline: JobDeadline, workers_range: tuple[int, int]) -> str:
-    """The Warning event's message when no W reaches the confidence (the CLI's warning line)."""
+def shortfall_message(choice: Choice, deadline: JobDeadline, workers_range: tuple[int, int],
+                      plan: Plan | None = None) -> str:
+    """The Warning event's message when no W (or plan) reaches the confidence (the CLI's warning line)."""
     c = Constraints(examples=deadline.examples, deadline_hours=deadline.hours, confidence=deadline.confidence)
-    return shortfall(choice, c, list(workers_range)) + "; recommended anyway"
+    said = plan_shortfall(plan, c, list(workers_range)) if plan is not None else shortfall(choice, c, list(workers_range))
+    return said + "; recommended anyway"
 
 
 def _confidence(view: TFJobView, settings: ControllerSettings) -> float:

@@ -20,6 +20,7 @@ from advisor.controller.pipeline.deadline import DeadlineDecision, JobDeadline, 
 from advisor.controller.settings import ControllerSettings, Mode
 from advisor.controller.jobs.tfjob import PREFIX, TFJobView
 from advisor.core.advice import ModelChoice
+from advisor.core.correction import Correction
 from advisor.core.cost import Constraints, CostError, Prices, cost_optimal, cost_per_example
 from advisor.core.models.registry import default_model_for
 from advisor.errors import ModelInputError, TFJobError
@@ -140,10 +141,11 @@ def job_limits(settings: ControllerSettings, view: TFJobView, prices: Prices) ->
 
 
 def recommend(prediction: Mapping[str, Any], prices: Prices, limits: Limits,
-              deadline: JobDeadline | None = None) -> Recommendation:
+              deadline: JobDeadline | None = None, correction: Correction | None = None) -> Recommendation:
     """Cost-optimal W within ``limits`` from a stored prediction, with VPA-style bounds; with a
     ``deadline``, the cheapest W that meets it with the confidence asked, or the likeliest
-    (``deadline.py``), and the bounds among the W at least as likely to meet it."""
+    (``deadline.py``; with ``correction``, the start of the plan with one resize), and the bounds
+    among the W at least as likely to meet it."""
     curve = [p for p in prediction["curve"]]
     workers = [int(p["workers"]) for p in curve]
     thr = [float(p["throughput"]) for p in curve]
@@ -154,7 +156,7 @@ def recommend(prediction: Mapping[str, Any], prices: Prices, limits: Limits,
         raise TFJobError(f"the prediction covers W = {workers[0]}..{workers[-1]}, none inside the job's limits "
                          f"{limits.min_workers}..{limits.max_workers}")
     if deadline is not None:
-        return _deadline_recommendation(prediction, prices, limits, deadline, inside, ps)
+        return _deadline_recommendation(prediction, prices, limits, deadline, inside, ps, correction)
     choice = cost_optimal([w for w, _ in inside], [t for _, t in inside], prices, parameter_servers=ps,
                           constraints=Constraints(max_workers=limits.max_workers))
     near = [w for w, t in inside if cost_per_example(prices, w, ps, t) <= choice.cost_per_example * (1 + BOUND_TOLERANCE)]
@@ -163,16 +165,17 @@ def recommend(prediction: Mapping[str, Any], prices: Prices, limits: Limits,
 
 
 def _deadline_recommendation(prediction: Mapping[str, Any], prices: Prices, limits: Limits, deadline: JobDeadline,
-                             inside: list[tuple[int, float]], ps: int) -> Recommendation:
+                             inside: list[tuple[int, float]], ps: int,
+                             correction: Correction | None = None) -> Recommendation:
     """The deadline's decision as a Recommendation: bounds among the W that meet the deadline at
     least as likely as the target (or with the confidence asked) and cost within the tolerance."""
-    decision = decide_deadline(prediction, prices, (limits.min_workers, limits.max_workers), deadline)
+    decision = decide_deadline(prediction, prices, (limits.min_workers, limits.max_workers), deadline, correction)
     choice, p_meet = decision.choice, decision.p_meet
     floor = min(deadline.confidence, p_meet[choice.workers])
     near = [w for w, t in inside if p_meet[w] >= floor - 1e-12
             and cost_per_example(prices, w, ps, t) <= choice.cost_per_example * (1 + BOUND_TOLERANCE)] or [choice.workers]
     every = [int(p["workers"]) for p in prediction["curve"]]
-    uncapped = decide_deadline(prediction, prices, (every[0], every[-1]), deadline).choice.workers
+    uncapped = decide_deadline(prediction, prices, (every[0], every[-1]), deadline, correction).choice.workers
     return Recommendation(target=choice.workers, lower=min(near), upper=max(near), uncapped=uncapped,
                           throughput=choice.throughput, cost_per_example=choice.cost_per_example, deadline=decision,
                           confidence=deadline.confidence)

@@ -43,6 +43,7 @@ from advisor.controller.jobs.tfjob import (
     profiling_job_name, profiling_run_owner, release_patch, suspend_patch,
 )
 from advisor.controller.state.tokens import run_token
+from advisor.core.correction import Correction
 from advisor.core.cost import Prices
 from advisor.core.profile import parse_profile
 from advisor.errors import (
@@ -587,15 +588,16 @@ class Reconciler:
                 return
             deadline = None
         try:
-            rec = recommend(prediction, prices, limits, deadline)
+            correction = self._correction(view, prediction, limits) if deadline is not None else None
+            rec = recommend(prediction, prices, limits, deadline, correction)
         except AdvisorError as exc:  # TFJobError, CostError
             self._fail(view, "NoRecommendation", str(exc))
             return
         if deadline is not None:  # no W meets it with the confidence asked: the likeliest, and a Warning
             at_risk = rec.deadline is not None and not rec.deadline.choice.confident
             self._warn_once(view, ("DeadlineAtRisk", shortfall_message(
-                rec.deadline.choice, deadline, (limits.min_workers, limits.max_workers))) if at_risk and rec.deadline
-                else None)
+                rec.deadline.choice, deadline, (limits.min_workers, limits.max_workers), rec.deadline.plan))
+                if at_risk and rec.deadline else None)
         extra = ann.prediction_annotations(view, prediction, rec, profile_sha=sha,
                                            predicted_at=float(prediction.get("predicted_at", 0)),
                                            profiled_generation=run.generation)
@@ -612,6 +614,19 @@ class Reconciler:
         self._export(view, prediction, rec)
         self._set_phase(view, "Predicted", "Predicted", message, extra=extra)
         self._tell_contradiction(view, sha, prediction)
+
+    def _correction(self, view: TFJobView, prediction: Mapping[str, Any], limits: Limits) -> Correction | None:
+        """The one resize a deadline's first decision counts on (deadline.py): in ``auto`` mode, for
+        a job that can be resized and that the closed loop will observe but has not yet. It comes
+        after the observation and the cooldown, whichever is longer; None: decide alone."""
+        s = self.settings
+        if not s.deadline_plan_resize or limits.mode is not Mode.AUTO or not view.dynamic_workers \
+                or self.refits is None or (prediction.get("refit") or {}).get("points"):
+            return None
+        window = self.refits.window_s(view, str(prediction.get("model", "")), self._event)
+        if window is None:
+            return None
+        return Correction(max(window, s.auto_cooldown_s) / 3600, s.deadline_resize_loss_s / 3600)
 
     def _first_time(self, told: set[tuple[str, str]], key: tuple[str, str]) -> bool:
         """Whether ``key`` is new to ``told``, which then holds it: a thing said once per job."""

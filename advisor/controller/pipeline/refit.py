@@ -224,6 +224,12 @@ class Refitter:
             return current
         return self._look(view, job, sha, base, current, cfg, event, now)
 
+    def window_s(self, view: JobView, model: str, event: Event) -> float | None:
+        """How long a job runs at a new worker count before the closed loop has observed it; None
+        when it will not be (refit off, settings that cannot work, a model it cannot update)."""
+        cfg = self._config(view, event)
+        return None if cfg is None or not calibratable(model) else cfg.min_observation_s
+
     # --- steps --------------------------------------------------------------------------------------
 
     def _config(self, view: JobView, event: Event) -> RefitConfig | None:
