@@ -60,7 +60,8 @@ from benchmarks.model_error import LEVEL, MODEL, widths
 
 TIGHT = 0.85  # a tight deadline needs this share of the best measured throughput
 # One correction (core/correction.py): observed after this share of the deadline, a resize losing this share
-WINDOW, RESTART = 0.1, 0.02
+# (``--window``, ``--restart`` change them)
+WINDOW, RESTART = 0.03, 0.01  # about the controller's defaults (0.5 h, 10 min) on the 17-20 h tight deadlines
 GRID = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95)
 
 
@@ -166,7 +167,7 @@ def held_out_several_ps_runs() -> list[Run]:
             for name in sorted({r.run for r in rows})]
 
 
-def several_ps(confidence: float) -> None:
+def several_ps(confidence: float, shares: tuple[float, float] = (WINDOW, RESTART)) -> None:
     """``--several-ps``: the deadlines of the 2-PS runs, with the several-PS widths and with the
     one-PS ones, then of the held-out 2-PS runs with the shipped widths."""
     for label, one_ps in (("several-PS widths (held out by placement)", False), ("one-PS widths", True),
@@ -174,7 +175,7 @@ def several_ps(confidence: float) -> None:
         runs = several_ps_runs(one_ps) if one_ps is not None else held_out_several_ps_runs()
         print(f"\n2-PS runs, {label}: {len(runs)} runs, {sum(len(r.workers) for r in runs)} points; "
               + calibration_text(runs, (0.8, 0.9, 0.95)))
-        decide_every(runs, confidence)
+        decide_every(runs, confidence, shares=shares)
 
 
 def sync_runs(steps: int = 400) -> list[Run]:
@@ -215,12 +216,12 @@ def _sync_outcomes(p: Any, error: ModelError) -> list[Outcome]:
                     prob)]
 
 
-def synchronous(confidence: float) -> None:
+def synchronous(confidence: float, shares: tuple[float, float] = (WINDOW, RESTART)) -> None:
     """``--sync``: the same deadlines on the synchronous runs, held out (``sync_runs``)."""
     runs = sync_runs()
     print(f"\nsynchronous runs, held out ({len(runs)} jobs, {sum(len(r.workers) for r in runs)} points): "
           + calibration_text(runs))
-    decide_every(runs, confidence, answers=True)
+    decide_every(runs, confidence, answers=True, shares=shares)
 
 
 def allreduce_runs() -> list[Run]:
@@ -244,23 +245,25 @@ def allreduce_runs() -> list[Run]:
     return runs
 
 
-def allreduce(confidence: float) -> None:
+def allreduce(confidence: float, shares: tuple[float, float] = (WINDOW, RESTART)) -> None:
     """``--allreduce``: the deadlines of the all-reduce runs, held out."""
     runs = allreduce_runs()
     print(f"\nall-reduce runs (DDP, Keras MWMS), held out: {len(runs)} runs, {sum(len(r.workers) for r in runs)} "
           "points; " + calibration_text(runs, (0.8, 0.9, 0.95)))
-    decide_every(runs, confidence, answers=True)
+    decide_every(runs, confidence, answers=True, shares=shares)
 
 
-def decide_every(runs: Sequence[Run], confidence: float, answers: bool = False) -> None:
-    """Every run's deadlines decided at ``confidence``: one report line per kind and over all, and
-    with ``answers`` each run's recommended W beside the cheapest measured W that meets it."""
+def decide_every(runs: Sequence[Run], confidence: float, answers: bool = False,
+                 shares: tuple[float, float] = (WINDOW, RESTART)) -> None:
+    """Every run's deadlines decided at ``confidence``, alone and counting on one resize (after
+    ``shares`` of the deadline: the window, what the resize loses): one report line per kind and
+    over all, and with ``answers`` each run's recommended W beside the cheapest measured W that meets it."""
     cases: dict[str, list[dict[str, Any]]] = {}
     corrected: dict[str, list[dict[str, Any]]] = {}
     for run in runs:
         for name, needed in deadlines(run):
             cases.setdefault(name, []).append(score(run, needed, confidence))
-            corrected.setdefault(name, []).append(score_corrected(run, needed, confidence))
+            corrected.setdefault(name, []).append(score_corrected(run, needed, confidence, shares))
     for name, found in cases.items():
         report(name, found)
     report("all", [c for found in cases.values() for c in found])
@@ -269,7 +272,7 @@ def decide_every(runs: Sequence[Run], confidence: float, answers: bool = False) 
             print(f"  {name:<8} " + "  ".join(f"{c['run'].split('.')[0]}:{c['rec']}{'' if c['confident'] else '?'}"
                                               f"/{c['best']}" for c in found))
         print("  (run:recommended/cheapest measured W meeting it; ? = no W reached P, the likeliest given)")
-    print(f"with one correction (observed after {WINDOW:.0%} of the deadline, a resize losing {RESTART:.0%} of it):")
+    print(f"with one correction (observed after {shares[0]:.0%} of the deadline, a resize losing {shares[1]:.0%} of it):")
     for name, found in corrected.items():
         report(name, found, point=False)
     report("all", [c for found in corrected.values() for c in found], point=False)
@@ -322,13 +325,14 @@ def score(run: Run, needed: float, confidence: float) -> dict[str, Any]:
             "point_gap": None if point is None else cost[point] / cost[best] - 1}
 
 
-def score_corrected(run: Run, needed: float, confidence: float) -> dict[str, Any]:
+def score_corrected(run: Run, needed: float, confidence: float,
+                    shares: tuple[float, float] = (WINDOW, RESTART)) -> dict[str, Any]:
     """The plan with one correction (``core/correction.py``) played on the measurements: the
     starting W runs for the window at its measured throughput, then the plan's resize for that
     observation, if any, runs the rest at the measured throughput of its W. Met: the examples
     done in time; cost: the whole run's, per example, against the cheapest measured W's alone."""
     hours = EXAMPLES / needed / SECONDS_PER_HOUR
-    k = Correction(WINDOW * hours, RESTART * hours)
+    k = Correction(shares[0] * hours, shares[1] * hours)
     limits = Constraints(examples=EXAMPLES, deadline_hours=hours, confidence=confidence)
     ps = run.parameter_servers
     plan = plan_with_correction(run.workers, run.predicted, PRICES, run.beliefs, parameter_servers=ps,
@@ -407,20 +411,25 @@ def main() -> None:
                         help="also decide the deadlines of the synchronous runs, held out (module docstring)")
     parser.add_argument("--allreduce", action="store_true",
                         help="also decide the deadlines of the all-reduce runs, held out (module docstring)")
+    parser.add_argument("--window", type=float, default=WINDOW,
+                        help=f"the correction's window, a share of the deadline (default {WINDOW})")
+    parser.add_argument("--restart", type=float, default=RESTART,
+                        help=f"what a resize loses, a share of the deadline (default {RESTART})")
     args = parser.parse_args()
+    shares = (args.window, args.restart)
     validation = json.loads(shipped_path(MODEL).read_text())["validation"]
     runs = held_out_runs(validation["points"], one_worker_extra(validation))
     print(f"held-out calibration ({sum(len(r.workers) for r in runs)} points): " + calibration_text(runs))
     print(f"confidence {args.confidence:g}; prices {PRICES.worker_per_hour}/h per worker, {PRICES.ps_per_hour}/h per PS")
-    decide_every(runs, args.confidence, answers=True)
+    decide_every(runs, args.confidence, answers=True, shares=shares)
     if args.sweep:
         sweep(runs)
     if args.several_ps:
-        several_ps(args.confidence)
+        several_ps(args.confidence, shares)
     if args.sync:
-        synchronous(args.confidence)
+        synchronous(args.confidence, shares)
     if args.allreduce:
-        allreduce(args.confidence)
+        allreduce(args.confidence, shares)
 
 
 if __name__ == "__main__":

@@ -87,8 +87,9 @@ def test_an_all_reduce_run_is_held_out_and_priced_without_a_ps() -> None:
 def test_a_plan_with_one_correction_is_played_on_the_measurements(runs) -> None:
     """The plan starts where the measurements may fall short; played on them, a start below the
     deadline's rate is resized, and the deadline counts as met only if the examples fit: the
-    window at the start's measured rate, the rest at the new W's, in 88 % of the deadline."""
-    from benchmarks.deadline_decisions import EXAMPLES, score_corrected
+    window at the start's measured rate, the rest at the new W's, in what the window and the
+    restart leave of the deadline."""
+    from benchmarks.deadline_decisions import EXAMPLES, RESTART, WINDOW, score_corrected
 
     for name, run in runs.items():
         tight = dict(deadlines(run))["tight"]
@@ -97,6 +98,6 @@ def test_a_plan_with_one_correction_is_played_on_the_measurements(runs) -> None:
         short = run.measured[start] < tight
         assert (then != start) == short or not case["confident"], name
         hours = EXAMPLES / tight / 3600
-        done = run.measured[start] * 0.1 * hours * 3600 + (run.measured[then] * 0.88 * hours * 3600 if short else
-                                                           run.measured[start] * 0.9 * hours * 3600)
+        rest = (1 - WINDOW - RESTART) * hours * 3600 if short else (1 - WINDOW) * hours * 3600
+        done = run.measured[start] * WINDOW * hours * 3600 + run.measured[then if short else start] * rest
         assert case["met"] == (done >= EXAMPLES * (1 - 1e-9)), name
