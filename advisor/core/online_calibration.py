@@ -256,7 +256,7 @@ def calibrate(profile: Profile | None, request: AdviceRequest, observations: Seq
         after = _mean_error(grid.curves[row], workers, usable)
     else:
         w, table, right = _conditioned(grid, request, model.name, usable, rule, rho, prior_width, misstated)
-        values = tuple(float(v) for v in grid.values[int(np.argmax(w))])
+        values = tuple(float(v) for v in grid.values[_likeliest_row(grid, w, right)])
         posterior, weights = CurvePosterior(table), tuple(float(x) for x in w)
         after = _mean_error(np.asarray([table[x][0] for x in workers]), workers, usable)
     inputs_after, params_after = with_values(model, inputs, params, values)
@@ -266,6 +266,20 @@ def calibrate(profile: Profile | None, request: AdviceRequest, observations: Seq
     notes += _edge_notes(calibration, values, after)
     return Calibrated(new, dict(zip(names, values)), dict(zip(names, stated)), before, after, tuple(notes), weights,
                       right)
+
+
+def _likeliest_row(grid: Grid, w: np.ndarray, right: float | None) -> int:
+    """The row whose values an update reports and predicts with: the stated one while "the stated
+    values are right" is the likelier hypothesis, else the likeliest row under the other. The
+    most weighted row alone would not do: the stated row holds the first hypothesis's whole
+    mass, so it can outweigh every other row when that hypothesis has lost (P < 0.5)."""
+    if right is None:
+        return int(np.argmax(w))
+    if right >= 0.5:
+        return grid.stated_row
+    wrong = w.copy()
+    wrong[grid.stated_row] = max(wrong[grid.stated_row] - right, 0.0)
+    return int(np.argmax(wrong))
 
 
 def _conditioned(grid: Grid, request: AdviceRequest, model: str, observed: Sequence[Observation], rule: Rule,

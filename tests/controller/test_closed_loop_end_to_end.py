@@ -140,8 +140,6 @@ def test_a_bandwidth_stated_twice_too_high_converges_to_the_cheapest_workers(
             assert refit["rule"] == "posterior"
             for p in refit["points"]:
                 assert p["observed"] == pytest.approx(TRUTH[p["workers"]], rel=0.15)
-            # the link's goodput took the blame for the 2x: well below the stated 0.95
-            assert refit["parameters"]["goodput"]["after"] <= 0.7
             curve = json.loads(notes[PREFIX + "curve"])
             for p in refit["points"]:  # narrowed to about the observation's noise where observed
                 w, thr, low, high = curve[p["workers"] - 1]
@@ -149,6 +147,11 @@ def test_a_bandwidth_stated_twice_too_high_converges_to_the_cheapest_workers(
             # it stays at 3: W = 3 observed too, and later windows agree
             wait_for("W = 3 observed", lambda: 3 in [p["workers"] for p in json.loads(annotations(emu, "cnn").get(
                 PREFIX + "refit", "{}")).get("points", [])], timeout_s=120)
+            # the link's goodput took the blame for the 2x: well below the stated 0.95. (Not asked of
+            # a refit on W = 2 alone: 2 workers at 200 Mbit/s are predicted within the model's W = 2
+            # error of the truth, so one noisy window there can leave the stated values likelier.)
+            refit = json.loads(annotations(emu, "cnn")[PREFIX + "refit"])
+            assert refit["parameters"]["goodput"]["after"] <= 0.7, refit
             deadline = time.time() + 4 * WINDOW_S
             while time.time() < deadline:
                 assert trainer.workers() == 3

@@ -205,3 +205,18 @@ def test_a_job_with_several_ps_calibrates_the_goodput_its_prediction_reads() -> 
     result = calibrate(two, req(), [Observation(4, truth, 0.03)], rule=Rule.REFIT)
     assert set(result.values) == set(names["2 PS"])
     assert result.error_before > 0.3 and result.error_after < 0.05
+
+
+def test_the_values_reported_follow_the_likelier_hypothesis_not_the_heaviest_row() -> None:
+    """Five rows, the stated one (row 2) holding 0.35 of "the stated values are right" beside 0.05
+    of the other hypothesis: it is the heaviest row (0.40), but that hypothesis has lost (0.35 <
+    0.5), so the values are the likeliest row of the other, row 4 (0.25). At 0.6 the stated row."""
+    from advisor.core.online_calibration import _likeliest_row
+
+    grid = Grid((CalibrationParam("goodput", (0.5, 1.0), "g"),), (0.95,), np.array([[0.5], [0.6], [0.95], [0.7], [0.8]]),
+                (1,), np.ones((5, 1)), np.zeros((5, 1)))
+    assert grid.stated_row == 2
+    w = np.array([0.1, 0.1, 0.4, 0.15, 0.25])
+    assert int(np.argmax(w)) == 2 and _likeliest_row(grid, w, 0.35) == 4
+    assert _likeliest_row(grid, np.array([0.05, 0.05, 0.65, 0.1, 0.15]), 0.6) == 2
+    assert _likeliest_row(grid, w, None) == 2  # a rule without the two hypotheses: the heaviest row
