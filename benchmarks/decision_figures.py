@@ -9,7 +9,11 @@ predicted without its job, its intervals widened by widths that did not see it).
   points, the tight deadline's rate (85 % of the best measured throughput), every W's probability
   of reaching it and the W chosen at the confidence P;
 - ``decision-two-outcomes.png``: the throughput at W = 2 as the mixture of its two outcomes
-  (drifting, alternating), the rate a deadline needs, and the probability of reaching it.
+  (drifting, alternating), the rate a deadline needs, and the probability of reaching it;
+- ``decision-plan.png``: the same tight deadline counting on one resize (``core/correction.py``,
+  the window and loss of ``benchmarks/deadline_decisions.py``): each start's probability alone
+  and with the resize, and the plan's rule from the throughput observed at its start to the W
+  it resizes to, with the measured one.
 """
 
 from __future__ import annotations
@@ -21,10 +25,11 @@ from pathlib import Path
 from statistics import NormalDist
 
 from advisor.core.belief import Belief
+from advisor.core.correction import Correction, best_plan, plans, resize_after
 from advisor.core.cost import DEFAULT_CONFIDENCE, Constraints, decide, meet_probabilities
 from advisor.importers.model_error_file import shipped_path
 from benchmarks.accuracy import EXAMPLES, PRICES
-from benchmarks.deadline_decisions import TIGHT, Run, held_out_runs, one_worker_extra
+from benchmarks.deadline_decisions import RESTART, TIGHT, WINDOW, Run, held_out_runs, one_worker_extra
 from benchmarks.model_error import MODEL
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "img"
@@ -112,6 +117,54 @@ def mixture_figure(run: Run, path: Path) -> None:
     plt.close(fig)
 
 
+def plan_figure(run: Run, confidence: float, path: Path) -> None:
+    """Each start's P alone and with one resize, the one-shot W and the plan's start; the plan's
+    rule from the start's observed throughput to the W it moves to, and the measured one."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    need = TIGHT * max(run.measured.values())
+    hours = EXAMPLES / need / 3600
+    c = Constraints(examples=EXAMPLES, deadline_hours=hours, confidence=confidence)
+    alone = decide(run.workers, run.predicted, PRICES, constraints=c, beliefs=run.beliefs)
+    found = plans(run.workers, run.predicted, PRICES, run.beliefs, constraints=c,
+                  correction=Correction(WINDOW * hours, RESTART * hours))
+    plan = best_plan(found)
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110)
+    xs = range(len(found))
+    ax.bar([x - 0.2 for x in xs], [p.alone for p in found], 0.4, color="tab:grey", label="the start alone")
+    ax.bar([x + 0.2 for x in xs], [p.choice.p_meet or 0 for p in found], 0.4,
+           color=["green" if p.workers == plan.workers else "tab:olive" for p in found],
+           label=f"with one resize after {WINDOW:.0%} of the deadline")
+    ax.axhline(confidence, color="red", ls="--", label=f"confidence P = {confidence:g}")
+    ax.set_xticks(list(xs), [str(p.workers) for p in found])
+    ax.set_ylim(0, 1.15)
+    ax.set_xlabel("starting W")
+    ax.set_ylabel("P(meets the deadline)")
+    ax.set_title(f"one-shot: W = {alone.workers}; counting on a resize: start at W = {plan.workers}")
+    ax.legend(fontsize=8, loc="upper left")
+    top = max(run.measured[plan.workers], need) * 1.08
+    lows = [f.at_least for f in plan.fallbacks] + [0.0]
+    observed = [need * 0.6 + (top - need * 0.6) * i / 400 for i in range(401)]
+    bx.step(observed, [resize_after(plan, t) for t in observed], where="post", color="tab:blue",
+            label="W after the window, by what the start ran at")
+    bx.axvline(need, color="red", ls="--", label=f"the deadline's rate, {need:.0f} ex/s: stay above it")
+    measured = run.measured[plan.workers]
+    bx.plot([measured], [resize_after(plan, measured)], "x", ms=10, color="black",
+            label=f"measured at W = {plan.workers}: {measured:.0f} ex/s")
+    bx.set_xlim(observed[0], observed[-1])
+    bx.set_ylim(0, max(run.workers) + 1)
+    bx.set_xlabel(f"throughput observed at W = {plan.workers} (examples/s)")
+    bx.set_ylabel("workers for the rest of the job")
+    bx.set_title(f"{run.name.removesuffix('.json')}: the plan ({len(lows) - 1} ranges)")
+    bx.grid(alpha=0.3)
+    bx.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT, help="directory to write the PNGs in (default docs/img)")
@@ -121,7 +174,9 @@ def main() -> None:
     runs = {r.name: r for r in held_out_runs(validation["points"], one_worker_extra(validation))}
     deadline_figure(runs[CURVE_RUN], args.confidence, args.out / "decision-deadline.png")
     mixture_figure(runs[MIXTURE_RUN], args.out / "decision-two-outcomes.png")
-    print(f"wrote {args.out / 'decision-deadline.png'} and {args.out / 'decision-two-outcomes.png'}")
+    plan_figure(runs[CURVE_RUN], args.confidence, args.out / "decision-plan.png")
+    print(f"wrote {args.out / 'decision-deadline.png'}, {args.out / 'decision-two-outcomes.png'} and "
+          f"{args.out / 'decision-plan.png'}")
 
 
 if __name__ == "__main__":

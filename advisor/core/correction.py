@@ -20,9 +20,14 @@ of its belief at every W (the beliefs' comonotone coupling): a model that is 8 %
 W = 3 is as far into its error at W = 6. That is what the closed loop's update does in the large
 (its calibration parameters move every W together), and it is checked where it matters, on
 held-out measured curves (``python -m benchmarks.deadline_decisions``, the "with one
-correction" lines).
+correction" lines). A start with several outcomes (W = 2's drifting and alternating) is read
+per outcome: the arrangement is the start's own, so an observation is placed in the outcome it
+most likely came from (probability x density) and its quantile there is every W's; read as a
+quantile of the mixture, a drifting W = 2 a little above its prediction would look like a low
+draw and make every other W look slow.
 
-So each starting W is a function of one number u in (0, 1), integrated on ``GRID`` midpoints:
+So each starting W is a function of one number u in (0, 1) (and of its outcome, when it has
+several), integrated on ``GRID`` midpoints of each outcome weighted by its probability:
 P(plan meets) is the start's own probability plus the share of u for which it falls short and
 the resize finishes in time; its expected cost the mean of the total cost (the window at a,
 then the rest at a or at the corrected W, the restart priced at the new W).
@@ -37,6 +42,7 @@ examples done before the controller's decision (it plans the whole job).
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -112,7 +118,7 @@ def plans(workers: Sequence[int], throughput: Sequence[float], prices: Prices, b
     levels = [(k + 0.5) / GRID for k in range(GRID)]
     table = {workers[i]: [quantile(beliefs[i], u) for u in levels] for i in allowed}
     hourly = {w: w * prices.worker_per_hour + parameter_servers * prices.ps_per_hour for w in table}
-    return [_plan(workers[i], alone[i], table, hourly, c, correction) for i in allowed]
+    return [_plan(workers[i], beliefs[i], alone[i], table, hourly, c, correction) for i in allowed]
 
 
 def plan_with_correction(workers: Sequence[int], throughput: Sequence[float], prices: Prices,
@@ -171,48 +177,76 @@ def _spread_quantile(s: Spread, u: float) -> float:
     return s.mode + b * NormalDist().inv_cdf(1 - (1 - u) / (2 * (1 - lower)))
 
 
-def _plan(start: int, alone: Choice, table: dict[int, list[float]], hourly: dict[int, float], c: Constraints,
-          k: Correction) -> Plan:
-    """One starting W over every quantile level: its probability, expected cost and fallbacks.
-    The probability is the start's own (exact, ``alone``) plus the grid's share of the levels a
-    resize rescues, so that a correction never reads as lowering it."""
+def _plan(start: int, belief: Belief, alone: Choice, table: dict[int, list[float]], hourly: dict[int, float],
+          c: Constraints, k: Correction) -> Plan:
+    """One starting W over every quantile level of each of its outcomes: its probability,
+    expected cost and fallbacks. The probability is the start's own (exact, ``alone``) plus the
+    grid's share of the levels a resize rescues, so that a correction never reads as lowering it."""
     examples, deadline = float(c.examples or 0.0), float(c.deadline_hours or 0.0)
     left = (deadline - k.window_hours - k.restart_hours) * SECONDS_PER_HOUR  # seconds for the rest after a resize
-    rescued, total, moves = 0, 0.0, []
-    for i, t_start in enumerate(table[start]):
-        stay_cost = hourly[start] * examples / t_start / SECONDS_PER_HOUR if t_start > 0 else math.inf
-        if t_start * deadline * SECONDS_PER_HOUR >= examples or left <= 0:
-            total += stay_cost
-            continue
-        rest = examples - t_start * k.window_hours * SECONDS_PER_HOUR
-        spent = hourly[start] * k.window_hours
-
-        def cost_at(w: int) -> float:
-            t = table[w][i]
-            return spent + hourly[w] * (k.restart_hours + rest / t / SECONDS_PER_HOUR) if t > 0 else math.inf
-        in_time = [w for w in table if w != start and table[w][i] * left >= rest
-                   and (c.budget is None or cost_at(w) <= c.budget)]
-        if in_time:
-            target = min(in_time, key=lambda w: (cost_at(w), w))
-            rescued += 1
-            total += cost_at(target)
-        else:  # nothing finishes in time: the fastest, which may be the start itself (no resize then)
-            target = max(table, key=lambda w: (table[w][i], w == start, -w))
-            total += stay_cost if target == start else cost_at(target)
-        moves.append((t_start, target, bool(in_time)))
-    levels = len(table[start])
-    p = min(1.0, (alone.p_meet or 0.0) + rescued / levels)
-    choice = replace(alone, p_meet=p, expected_cost_per_example=total / levels / examples, p_deadline=None,
+    parts = [(weight, spread) for weight, spread in belief.parts if weight > 0]
+    rescued, total, moves = 0.0, 0.0, []
+    for weight, spread in parts:
+        # the outcome (an arrangement of the start's own) is the start's; the model's error level is every W's
+        starts = table[start] if len(parts) == 1 else [_spread_quantile(spread, (i + 0.5) / GRID) for i in range(GRID)]
+        mine = []
+        for i, t_start in enumerate(starts):
+            stay_cost = hourly[start] * examples / t_start / SECONDS_PER_HOUR if t_start > 0 else math.inf
+            if t_start * deadline * SECONDS_PER_HOUR >= examples or left <= 0:
+                total += weight * stay_cost
+                continue
+            target, ok, cost = _resize(start, i, t_start, table, hourly, c, k, left, stay_cost)
+            rescued += weight * ok
+            total += weight * cost
+            mine.append((t_start, target, ok))
+        moves.append((weight, spread, sorted(mine)))
+    p = min(1.0, (alone.p_meet or 0.0) + rescued / GRID)
+    choice = replace(alone, p_meet=p, expected_cost_per_example=total / GRID / examples, p_deadline=None,
                      p_budget=None, confident=p >= c.confidence - 1e-12)
     stay = examples / (deadline * SECONDS_PER_HOUR)
     return Plan(choice, alone.p_meet or 0.0, stay if left > 0 else 0.0, _fallbacks(moves), k)
 
 
-def _fallbacks(moves: list[tuple[float, int, bool]]) -> tuple[Fallback, ...]:
-    """The resize targets by observed throughput, highest first: where the target changes along
-    the quantile levels (each range starts at its lowest level's throughput)."""
+def _resize(start: int, i: int, t_start: float, table: dict[int, list[float]], hourly: dict[int, float],
+            c: Constraints, k: Correction, left: float, stay_cost: float) -> tuple[int, bool, float]:
+    """At quantile level ``i``, a start short at ``t_start``: the W to move to, whether it is in
+    time, and the whole run's cost. The cheapest W that does the rest in ``left`` seconds (and
+    within the budget); none: the fastest, which may be the start itself (no resize then)."""
+    examples = float(c.examples or 0.0)
+    rest = examples - t_start * k.window_hours * SECONDS_PER_HOUR
+    spent = hourly[start] * k.window_hours
+
+    def cost_at(w: int) -> float:
+        t = table[w][i]
+        return spent + hourly[w] * (k.restart_hours + rest / t / SECONDS_PER_HOUR) if t > 0 else math.inf
+    in_time = [w for w in table if w != start and table[w][i] * left >= rest
+               and (c.budget is None or cost_at(w) <= c.budget)]
+    if in_time:
+        target = min(in_time, key=lambda w: (cost_at(w), w))
+        return target, True, cost_at(target)
+    target = max(table, key=lambda w: (table[w][i], w == start, -w))
+    return target, False, stay_cost if target == start else cost_at(target)
+
+
+def _density(s: Spread, t: float) -> float:
+    """The split normal's density at ``t`` (each half-normal carries its side's share of the mass)."""
+    sigma = s.sigma_low if t <= s.mode else s.sigma_high
+    if sigma == 0:
+        return math.inf if t == s.mode else 0.0
+    return 2 / (s.sigma_low + s.sigma_high) * NormalDist().pdf((t - s.mode) / sigma)
+
+
+def _fallbacks(moves: list[tuple[float, Spread, list[tuple[float, int, bool]]]]) -> tuple[Fallback, ...]:
+    """The resize targets by observed throughput, highest first. An observation is read as the
+    start's likeliest outcome at that throughput (probability x density), then as that outcome's
+    nearest quantile level; ranges start at their lowest level's throughput."""
+    observed = sorted({t for _, _, mine in moves for t, _, _ in mine}, reverse=True)
     found: list[Fallback] = []
-    for t, w, ok in sorted(moves, reverse=True):
+    for t in observed:
+        _, _, mine = max((m for m in moves if m[2]), key=lambda m: m[0] * _density(m[1], t))
+        j = bisect.bisect_left([x for x, _, _ in mine], t)
+        near = min((x for x in (j - 1, j) if 0 <= x < len(mine)), key=lambda x: abs(mine[x][0] - t))
+        _, w, ok = mine[near]
         if found and found[-1].workers == w and found[-1].in_time == ok:
             found[-1] = Fallback(t, w, ok)
         else:

@@ -128,3 +128,23 @@ def test_a_start_with_nothing_faster_stays_when_it_falls_short() -> None:
     assert plan.choice.p_meet == plan.alone == pytest.approx(1 - NormalDist().cdf(1.0))
     assert [(f.workers, f.in_time) for f in plan.fallbacks] == [(1, False)] and resize_after(plan, 50.0) == 1
     assert plan.choice.expected_cost_per_example == pytest.approx(BELIEFS[0].mean_inverse() / 3600, rel=1e-2)
+
+
+def test_an_observation_is_read_within_the_start_outcome_it_most_likely_came_from() -> None:
+    """W = 2 is drifting N(120, 12) or alternating N(170, 17), even odds; W = 3 N(152, 15.2) and
+    W = 4 N(190, 19) (10 % each). Observed 132 at W = 2 after 0.1 h of a 10 h job needing
+    150/s: the rest needs 150.2/s. It is the drifting outcome (the alternating one puts it 2.2
+    sigma low), one sigma high, so every W is one sigma high: W = 3 makes 167. Read as the
+    mixture's quantile, 132 would be its 43rd percentile and W = 3 149.2, too slow."""
+    two = Belief.of([Outcome("drifting", 120.0, 120 - Z95 * 12, 120 + Z95 * 12, 0.5),
+                     Outcome("alternating", 170.0, 170 - Z95 * 17, 170 + Z95 * 17, 0.5)], 0.95)
+    beliefs = [normal(100.0, 10.0), two, normal(152.0, 15.2), normal(190.0, 19.0)]
+    c = Constraints(examples=150 * 36000.0, deadline_hours=10.0, confidence=0.9)
+    found = plans([1, 2, 3, 4], [100.0, 120.0, 152.0, 190.0], PRICES, beliefs, constraints=c,
+                  correction=Correction(0.1))
+    start_2 = found[1]
+    assert start_2.workers == 2 and resize_after(start_2, 132.0) == 3
+    assert resize_after(start_2, 151.0) == 2  # in time as it runs: it stays
+    # the mixture's reading, by hand: u = 0.5 Phi(1) + 0.5 Phi(-38 / 17), W = 3 at that quantile
+    u = 0.5 * NormalDist().cdf(1.0) + 0.5 * NormalDist().cdf(-38 / 17)
+    assert 152 + 15.2 * NormalDist().inv_cdf(u) < (150 * 36000 - 132 * 360) / 35640
