@@ -203,7 +203,7 @@ class ControllerSettings(BaseSettings):
     auto_min_gain: float = Field(default=0.10, gt=0, description="auto mode: least relative saving in cost per example to resize")
     auto_cooldown_s: int = Field(default=1800, ge=0)
     deadline_plan_resize: bool = Field(default=True, description="auto mode with online refit: size a job with a "
-                                       "deadline counting on one resize once it is observed (core/correction.py)")
+                                       "deadline counting on one resize after it is observed (core/correction.py)")
     deadline_resize_loss_s: float = Field(default=600.0, ge=0, description="the progress one resize is planned to "
                                           "lose (pods restart from a checkpoint), seconds")
     # Online refit to observed throughput (docs/controller.md, "Online refit"; controller/pipeline/refit.py).

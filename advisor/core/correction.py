@@ -33,11 +33,16 @@ the resize finishes in time; its expected cost the mean of the total cost (the w
 then the rest at a or at the corrected W, the restart priced at the new W).
 The decision is the cheapest plan (least expected cost per example) with P >= the confidence,
 else the likeliest, as ``decide``. A correction that cannot come in time (window + restart >=
-deadline) leaves the one-shot decision, which a plan without a resize is.
+deadline) leaves the one-shot decision, which a plan without a resize is; so does a start the
+job has already been observed at (``Correction.observed``): a plan learns by starting somewhere
+new, and once the loop has seen a W, its belief there is the observation's; and so does a start
+less likely to meet the deadline alone than the confidence lets a decision miss (P(alone) < 1 -
+P): that is a detour through a cheap W, not a trial of an answer, and a loop that plans detours
+wanders (the closed loop's CNN went 8, 3, 4, 5, 6, 2, 1, 7 with them).
 
-What it leaves out: a second correction (the controller re-decides after the first observation
-with its updated beliefs, ``core/online_calibration.py``, which a plan does not model), and the
-examples done before the controller's decision (it plans the whole job).
+What it leaves out: a second correction (the controller decides again after each observation,
+with its updated beliefs, ``core/online_calibration.py``, and plans again from there), and the
+examples done before the decision (it plans the whole job, as if it started now).
 """
 
 from __future__ import annotations
@@ -60,10 +65,12 @@ GRID = 400  # quantile levels u per plan: the probabilities are multiples of 1 /
 @dataclass(frozen=True, slots=True)
 class Correction:
     """When the job can be corrected: after ``window_hours`` at its first W (observed by then),
-    at the price of ``restart_hours`` of lost progress."""
+    at the price of ``restart_hours`` of lost progress. A start in ``observed`` (worker counts the
+    job has already been observed at) has nothing left to learn there: it is planned alone."""
 
     window_hours: float
     restart_hours: float = 0.0
+    observed: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         if not (isinstance(self.window_hours, (int, float)) and math.isfinite(self.window_hours)
@@ -73,6 +80,8 @@ class Correction:
                 and self.restart_hours >= 0):
             raise CostError(f"the restart time of a resize must be a finite number of hours >= 0, "
                             f"got {self.restart_hours!r}")
+        if any(not isinstance(w, int) or w < 1 for w in self.observed):
+            raise CostError(f"observed worker counts must be integers >= 1, got {sorted(self.observed, key=str)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +193,10 @@ def _plan(start: int, belief: Belief, alone: Choice, table: dict[int, list[float
     grid's share of the levels a resize rescues, so that a correction never reads as lowering it."""
     examples, deadline = float(c.examples or 0.0), float(c.deadline_hours or 0.0)
     left = (deadline - k.window_hours - k.restart_hours) * SECONDS_PER_HOUR  # seconds for the rest after a resize
+    if start in k.observed or (alone.p_meet or 0.0) < 1 - c.confidence:
+        # observed already: a window there shows what is known; or too unlikely to be the answer
+        # itself (less likely to meet it than the confidence lets a decision miss): a detour, not a trial
+        left = 0.0
     parts = [(weight, spread) for weight, spread in belief.parts if weight > 0]
     rescued, total, moves = 0.0, 0.0, []
     for weight, spread in parts:

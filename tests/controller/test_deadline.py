@@ -122,7 +122,7 @@ def wide_prediction(model: str = "li2020-des") -> dict:
     return {**pred, "model": model}
 
 
-def test_a_first_decision_counting_on_one_resize_starts_where_the_resize_covers_a_shortfall() -> None:
+def test_a_decision_counting_on_one_resize_starts_where_the_resize_covers_a_shortfall() -> None:
     """250 ex/s for 10 h. Alone, W = 3 (260) meets it with Phi(10 / (31.2 / z)) = 0.74 < 0.9, so
     one-shot takes W = 4. Planned, W = 3 observed after 0.5 h and short moves to W = 4 for the
     9.4 h left after a 0.1 h restart, at the same quantile z: T3 = 260 (1 + 0.12 z / Z95),
@@ -147,6 +147,10 @@ def test_a_first_decision_counting_on_one_resize_starts_where_the_resize_covers_
     assert (plan["afterHours"], plan["lossHours"], plan["stayAtLeast"]) == (0.5, 0.1, 250.0)
     assert plan["alone"] == pytest.approx(PHI(10 * Z95 / 31.2), abs=1e-4)
     assert [w for _, w in plan["then"]] == [4]  # short, it moves to the one faster W
+    # once W = 3 has been observed (a refit point), a window there shows nothing new: planned alone
+    seen = recommend(pred, prices, limits, deadline, Correction(0.5, 0.1, frozenset({3})))
+    assert seen.target == 4 and seen.deadline is not None
+    assert seen.deadline.p_meet[3] == pytest.approx(PHI(10 * Z95 / 31.2))
 
 
 def planned_prediction(profile_doc, params) -> str:

@@ -85,11 +85,20 @@ def test_exact_beliefs_plan_as_the_point_estimates_decide() -> None:
     exact = [Belief.exact(100.0), Belief.exact(160.0)]
     c = Constraints(examples=EXAMPLES, deadline_hours=1.0, confidence=0.9)
     found = plans([1, 2], [100.0, 160.0], PRICES, exact, constraints=c, correction=Correction(0.1))
-    # W = 1 runs 100/s for sure: short, then W = 2 at 160/s finishes 396000 - 36000 in 2250 s < 3240 s
-    assert [p.choice.p_meet for p in found] == [1.0, 1.0]
-    expected_1 = (0.1 + 2 * (EXAMPLES - 36000) / 160 / 3600) / EXAMPLES
-    assert found[0].choice.expected_cost_per_example == pytest.approx(expected_1)
+    # W = 1 runs 100/s for sure, short of 110: not a trial but a detour, planned alone; W = 2 meets it
+    assert [p.choice.p_meet for p in found] == [0.0, 1.0] and not found[0].fallbacks
+    assert found[0].choice.expected_cost_per_example == pytest.approx(1 / 100 / 3600)
     assert found[1].choice.expected_cost_per_example == pytest.approx(2 / 160 / 3600)
+
+
+def test_a_start_less_likely_to_meet_it_than_the_confidence_lets_a_decision_miss_is_no_trial() -> None:
+    """W = 1 believed N(100, 10): at 112/s it meets the deadline alone with 1 - Phi(1.2) = 0.115,
+    at 114/s with 1 - Phi(1.4) = 0.081. At confidence 0.9 a decision may miss with 0.1: the
+    first start is still a trial the resize can rescue, the second is planned alone."""
+    for rate, trial in ((112.0, True), (114.0, False)):
+        c = Constraints(examples=rate * 3600, deadline_hours=1.0, confidence=0.9)
+        start = plans([1, 2], [100.0, 160.0], PRICES, BELIEFS, constraints=c, correction=Correction(0.1))[0]
+        assert (start.choice.p_meet > start.alone + 0.5) == trial and bool(start.fallbacks) == trial
 
 
 def test_a_correction_never_lowers_a_starts_chance_without_a_budget() -> None:
@@ -148,3 +157,17 @@ def test_an_observation_is_read_within_the_start_outcome_it_most_likely_came_fro
     # the mixture's reading, by hand: u = 0.5 Phi(1) + 0.5 Phi(-38 / 17), W = 3 at that quantile
     u = 0.5 * NormalDist().cdf(1.0) + 0.5 * NormalDist().cdf(-38 / 17)
     assert 152 + 15.2 * NormalDist().inv_cdf(u) < (150 * 36000 - 132 * 360) / 35640
+
+
+def test_a_start_already_observed_is_planned_alone() -> None:
+    """W = 1 observed: a window there would show what is known, so its plan is W = 1 alone (no
+    fallbacks); W = 2, not observed, still counts on the resize."""
+    c = Constraints(examples=EXAMPLES, deadline_hours=1.0, confidence=0.9)
+    seen = plans([1, 2], [100.0, 160.0], PRICES, BELIEFS, constraints=c, correction=Correction(0.1, observed=frozenset({1})))
+    fresh = plans([1, 2], [100.0, 160.0], PRICES, BELIEFS, constraints=c, correction=Correction(0.1))
+    assert seen[0].choice.p_meet == seen[0].alone == pytest.approx(1 - NormalDist().cdf(1.0))
+    assert not seen[0].fallbacks and seen[0].stay_at_least == 0.0
+    assert fresh[0].choice.p_meet > 0.99
+    assert seen[1].choice.p_meet == fresh[1].choice.p_meet
+    with pytest.raises(CostError, match="observed worker counts"):
+        Correction(0.1, observed=frozenset({0}))

@@ -9,10 +9,11 @@ prediction's intervals and outcomes; when none reaches it, the W most likely to 
 answer is the recommendation either way; ``DECISION`` says which it is, and the reconcile tells
 a shortfall with a Warning event. A job is never failed for a deadline that cannot be met.
 
-In ``auto`` mode with the closed loop on, a job that has not been observed yet is sized counting
-on one resize (``core/correction.py``, setting ``deadline_plan_resize``): the cheapest start
-whose plan, stay if observed in time or else resize once, meets the deadline with the
-confidence. Once observed, the refitted prediction decides as above.
+In ``auto`` mode with the closed loop on, a job is sized counting on one resize
+(``core/correction.py``, setting ``deadline_plan_resize``): the cheapest start whose plan, stay
+if observed in time or else resize once, meets the deadline with the confidence. A W the job
+has been observed at (its refit's points) is planned alone: its refitted belief is what a
+window there would show.
 
 Pure functions of the settings, the job's view and the stored prediction (schema
 ``advisor-prediction/1``), as ``policy.py``.

@@ -616,17 +616,19 @@ class Reconciler:
         self._tell_contradiction(view, sha, prediction)
 
     def _correction(self, view: TFJobView, prediction: Mapping[str, Any], limits: Limits) -> Correction | None:
-        """The one resize a deadline's first decision counts on (deadline.py): in ``auto`` mode, for
-        a job that can be resized and that the closed loop will observe but has not yet. It comes
-        after the observation and the cooldown, whichever is longer; None: decide alone."""
+        """The one resize a deadline's decision counts on (deadline.py): in ``auto`` mode, for a job
+        that can be resized and that the closed loop observes. It comes after the observation or
+        the cooldown, whichever is longer; a W the job was observed at is planned alone (the
+        refit's points). None: decide alone."""
         s = self.settings
         if not s.deadline_plan_resize or limits.mode is not Mode.AUTO or not view.dynamic_workers \
-                or self.refits is None or (prediction.get("refit") or {}).get("points"):
+                or self.refits is None:
             return None
         window = self.refits.window_s(view, str(prediction.get("model", "")), self._event)
         if window is None:
             return None
-        return Correction(max(window, s.auto_cooldown_s) / 3600, s.deadline_resize_loss_s / 3600)
+        seen = frozenset(int(p["workers"]) for p in (prediction.get("refit") or {}).get("points") or ())
+        return Correction(max(window, s.auto_cooldown_s) / 3600, s.deadline_resize_loss_s / 3600, seen)
 
     def _first_time(self, told: set[tuple[str, str]], key: tuple[str, str]) -> bool:
         """Whether ``key`` is new to ``told``, which then holds it: a thing said once per job."""
