@@ -254,10 +254,11 @@ def _fallbacks(moves: list[tuple[float, Spread, list[tuple[float, int, bool]]]])
     start's likeliest outcome at that throughput (probability x density), then as that outcome's
     nearest quantile level; ranges start at their lowest level's throughput."""
     observed = sorted({t for _, _, mine in moves for t, _, _ in mine}, reverse=True)
+    outcomes = [(weight, spread, mine, [x for x, _, _ in mine]) for weight, spread, mine in moves if mine]
     found: list[Fallback] = []
     for t in observed:
-        _, _, mine = max((m for m in moves if m[2]), key=lambda m: m[0] * _density(m[1], t))
-        j = bisect.bisect_left([x for x, _, _ in mine], t)
+        _, _, mine, keys = max(outcomes, key=lambda m: m[0] * _density(m[1], t))
+        j = bisect.bisect_left(keys, t)
         near = min((x for x in (j - 1, j) if 0 <= x < len(mine)), key=lambda x: abs(mine[x][0] - t))
         _, w, ok = mine[near]
         if found and found[-1].workers == w and found[-1].in_time == ok:
