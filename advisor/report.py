@@ -289,7 +289,10 @@ def _plan_rows(advice: Advice, request: AdviceRequest, what: str) -> list[str]:
     loss = f", losing {k.restart_hours:g} h to the resize" if k.restart_hours else ""
     head = (f"start:            W = {rec.workers}" if rec.confident else
             f"likeliest start:  W = {rec.workers}: no plan meets {what} with probability {c.confidence:.0%} or more")
-    rows = [head + f", observed after {k.window_hours:g} h and resized once if short{loss}",
+    how = (f", observed after {k.window_hours:g} h and resized once if short{loss}" if plan.stay_at_least > 0 else
+           f", planned without a resize (none after {k.window_hours:g} h{loss} could come in time, or this W "
+           "alone is too unlikely to meet it to be worth a trial)")
+    rows = [head + how,
             f"                  meets {what} with probability {_prob(rec.p_meet).strip()} this way "
             f"({_prob(plan.alone).strip()} without the resize; confidence asked {c.confidence:.0%}); expected "
             f"{(rec.expected_cost_per_example or 0) * 1e6:.4f} per million examples"]

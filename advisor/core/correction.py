@@ -144,7 +144,10 @@ def best_plan(found: Sequence[Plan]) -> Plan:
     met = [p for p in found if p.choice.confident]
     if met:
         return min(met, key=lambda p: (round(p.choice.expected_cost_per_example or math.inf, 15), p.workers))
-    best = max(found, key=lambda p: (round(p.choice.p_meet or 0.0, 12), -p.workers))
+    def key(p: Plan) -> tuple[float, float, int]:  # as ``decide``'s likeliest: then the nearest to the rate needed
+        need = p.choice.needed_throughput
+        return round(p.choice.p_meet or 0.0, 12), p.choice.throughput / need if need else math.inf, -p.workers
+    best = max(found, key=key)
     return replace(best, choice=replace(best.choice, confident=False))
 
 

@@ -171,3 +171,11 @@ def test_a_start_already_observed_is_planned_alone() -> None:
     assert seen[1].choice.p_meet == fresh[1].choice.p_meet
     with pytest.raises(CostError, match="observed worker counts"):
         Correction(0.1, observed=frozenset({0}))
+
+
+def test_when_no_plan_can_meet_it_the_likeliest_start_is_the_nearest_to_the_rate() -> None:
+    """400/s: neither W nor any resize comes near (both plans 0), so, as ``decide``'s likeliest,
+    the start nearest to the rate needed: W = 2 (160 of 400) before W = 1 (100 of 400)."""
+    c = Constraints(examples=400 * 3600.0, deadline_hours=1.0, confidence=0.9)
+    plan = plan_with_correction([1, 2], [100.0, 160.0], PRICES, BELIEFS, constraints=c, correction=Correction(0.1))
+    assert plan.workers == 2 and plan.choice.p_meet == pytest.approx(0.0, abs=1e-12) and not plan.choice.confident
