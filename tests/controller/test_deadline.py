@@ -153,6 +153,16 @@ def test_a_decision_counting_on_one_resize_starts_where_the_resize_covers_a_shor
     assert seen.deadline.p_meet[3] == pytest.approx(PHI(10 * Z95 / 31.2))
 
 
+def test_the_observed_worker_counts_come_from_the_refit_and_a_bad_entry_is_passed_over() -> None:
+    from advisor.controller.pipeline.deadline import observed_workers
+
+    assert observed_workers({"curve": []}) == frozenset()
+    assert observed_workers({"refit": {"points": [{"workers": 2, "observed": 90.0}, {"workers": 5}]}}) == {2, 5}
+    assert observed_workers({"refit": {"points": [{"workers": "3"}, {"workers": 0}, {"workers": True}, "x",
+                                                  {"observed": 1.0}, {"workers": 4}]}}) == {4}
+    assert observed_workers({"refit": "garbled"}) == frozenset()
+
+
 def planned_prediction(profile_doc, params) -> str:
     """``canned_prediction``'s curve with +-12 % intervals, from a model the closed loop can update."""
     from tests.controller.harness import canned_prediction

@@ -103,6 +103,20 @@ def decide_deadline(prediction: Mapping[str, Any], prices: Prices, workers_range
     return DeadlineDecision(choice, {o.workers: o.p_meet or 0.0 for o in options})
 
 
+def observed_workers(prediction: Mapping[str, Any]) -> frozenset[int]:
+    """The worker counts a stored prediction's refit observed the job at (its ``refit.points``);
+    an entry without a usable count is passed over, not an error (the advisor wrote the section
+    itself, checked; a reconcile never fails on it)."""
+    refit = prediction.get("refit")
+    points = refit.get("points") if isinstance(refit, Mapping) else None
+    found = set()
+    for p in points if isinstance(points, list) else ():
+        w = p.get("workers") if isinstance(p, Mapping) else None
+        if isinstance(w, int) and not isinstance(w, bool) and w >= 1:
+            found.add(w)
+    return frozenset(found)
+
+
 def belief_of(point: Mapping[str, Any], level: float) -> Belief:
     """A stored curve point's belief: its outcomes when it lists them, else its interval."""
     outcomes = point.get("outcomes")
