@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.controller.jobs.tfjob import TFJobView, parse_tfjob
-from advisor.controller.pipeline.deadline import JobDeadline
+from advisor.controller.pipeline.deadline import JobDeadline, resize_correction
 from advisor.controller.pipeline.observed import PrometheusClient
 from advisor.controller.pipeline.policy import Limits, recommend, resize_target
 from advisor.controller.pipeline.predictions import prediction_key, prediction_params, run_prediction
@@ -51,7 +51,6 @@ from advisor.controller.pipeline.refit import Refitter
 from advisor.controller.settings import Mode, load_settings
 from advisor.controller.web.metrics import Metrics
 from advisor.core.advice import ModelChoice
-from advisor.core.correction import Correction
 from advisor.core.cost import Prices, cost_per_example
 from advisor.importers.profile_file import profile_to_json
 from benchmarks.real_curves import RealCurve, allreduce, ps_async, ps_traces
@@ -157,10 +156,6 @@ def running(workers: int) -> TFJobView:
     return parse_tfjob(obj)
 
 
-def hourly(prices: Prices, workers: int, ps: int) -> float:
-    return workers * prices.worker_per_hour + ps * prices.ps_per_hour
-
-
 def live(scenario: Scenario, policy: str, args: argparse.Namespace, log: Callable[[str], None]) -> Life:
     """Run the job under ``policy`` (closed, open, oracle) until its examples are trained."""
     curve = scenario.curve()
@@ -200,15 +195,14 @@ def live(scenario: Scenario, policy: str, args: argparse.Namespace, log: Callabl
         view = running(workers)
         correction = None  # the controller's: a decision counts on one resize (reconcile._correction)
         if deadline is not None and policy == "closed":
-            seen = frozenset(int(p["workers"]) for p in (prediction.get("refit") or {}).get("points") or ())
-            correction = Correction(max(args.window_s, COOLDOWN_S) / 3600, RESIZE_LOSS_S / 3600, seen)
+            correction = resize_correction(prediction, args.window_s, COOLDOWN_S, RESIZE_LOSS_S)
         rec = recommend(prediction, scenario.prices, limits, deadline, correction)
         target = resize_target(limits, view, rec, prediction, scenario.prices, last_resize=last_resize, now=now,
                                min_gain=MIN_GAIN, cooldown_s=COOLDOWN_S)
         if target is not None:
             log(f"    {now / 3600:5.2f} h: {workers} -> {target} workers")
             workers, last_resize = target, now
-            cost += hourly(scenario.prices, workers, ps) * loss_s / 3600  # the restart: paid, nothing trained
+            cost += scenario.prices.hourly(workers, ps) * loss_s / 3600  # the restart: paid, nothing trained
             now += loss_s
 
     def event(view: TFJobView, type_: str, reason: str, message: str) -> None:
@@ -224,7 +218,7 @@ def live(scenario: Scenario, policy: str, args: argparse.Namespace, log: Callabl
         done = job.run(now, now + args.window_s, workers, SCRAPE_S)
         share = min(1.0, (examples - trained) / done)
         trained += done * share
-        cost += hourly(scenario.prices, workers, ps) * args.window_s / 3600 * share
+        cost += scenario.prices.hourly(workers, ps) * args.window_s / 3600 * share
         now += args.window_s * share
         window += 1
         if share < 1.0 or policy != "closed":

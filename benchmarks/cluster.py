@@ -235,8 +235,7 @@ class Cluster:
         now = self.env.now
         if job.workers > 0:
             held = now - job.last
-            job.cost += (job.workers * PRICES.worker_per_hour
-                         + job.kind.parameter_servers * PRICES.ps_per_hour) * held / 3600
+            job.cost += PRICES.hourly(job.workers, job.kind.parameter_servers) * held / 3600
             job.worker_seconds += job.workers * held
             working = max(0.0, now - max(job.last, job.paused_until))
             job.remaining = max(0.0, job.remaining - working * job.kind.throughput(job.workers))

@@ -302,13 +302,18 @@ def deadlines(run: Run) -> list[tuple[str, float]]:
     return [(f"way {level:g}", one + level * (best - one)) for level in DEADLINE_LEVELS] + [("tight", TIGHT * best)]
 
 
+def cheapest_measured(run: Run, hours: float | None) -> int:
+    """The W of least measured cost per example that makes ``EXAMPLES`` within ``hours`` on the measurements."""
+    return cost_optimal(run.workers, [run.measured[w] for w in run.workers], PRICES,
+                        parameter_servers=run.parameter_servers,
+                        constraints=Constraints(examples=EXAMPLES, deadline_hours=hours)).workers
+
+
 def score(run: Run, needed: float, confidence: float) -> dict[str, Any]:
     """Both rules' answers to one deadline, scored on the measurements."""
     limits = Constraints(examples=EXAMPLES, deadline_hours=EXAMPLES / needed / 3600, confidence=confidence)
-    thr = [run.measured[w] for w in run.workers]
     ps = run.parameter_servers
-    best = cost_optimal(run.workers, thr, PRICES, parameter_servers=ps,
-                        constraints=Constraints(examples=EXAMPLES, deadline_hours=limits.deadline_hours)).workers
+    best = cheapest_measured(run, limits.deadline_hours)
     cost = {w: cost_per_example(PRICES, w, ps, run.measured[w]) for w in run.workers}
     try:
         point: int | None = cost_optimal(run.workers, run.predicted, PRICES, parameter_servers=ps,
@@ -337,20 +342,17 @@ def score_corrected(run: Run, needed: float, confidence: float,
     ps = run.parameter_servers
     plan = plan_with_correction(run.workers, run.predicted, PRICES, run.beliefs, parameter_servers=ps,
                                 constraints=limits, correction=k)
-    thr = [run.measured[w] for w in run.workers]
-    best = cost_optimal(run.workers, thr, PRICES, parameter_servers=ps,
-                        constraints=Constraints(examples=EXAMPLES, deadline_hours=hours)).workers
+    best = cheapest_measured(run, hours)
     start = plan.workers
     then = resize_after(plan, run.measured[start])
-    hourly = {w: w * PRICES.worker_per_hour + ps * PRICES.ps_per_hour for w in run.workers}
     if then == start:
         met = run.measured[start] >= needed * (1 - 1e-9)
         cost = cost_per_example(PRICES, start, ps, run.measured[start])
     else:
         rest = EXAMPLES - run.measured[start] * k.window_hours * SECONDS_PER_HOUR
         met = run.measured[then] * (hours - k.window_hours - k.restart_hours) * SECONDS_PER_HOUR >= rest * (1 - 1e-9)
-        cost = (hourly[start] * k.window_hours
-                + hourly[then] * (k.restart_hours + rest / run.measured[then] / SECONDS_PER_HOUR)) / EXAMPLES
+        cost = (PRICES.hourly(start, ps) * k.window_hours
+                + PRICES.hourly(then, ps) * (k.restart_hours + rest / run.measured[then] / SECONDS_PER_HOUR)) / EXAMPLES
     return {"run": run.name, "needed": needed, "best": best, "point": None, "rec": start, "then": then,
             "confident": plan.choice.confident, "p": plan.choice.p_meet, "met": met,
             "gap": cost / cost_per_example(PRICES, best, ps, run.measured[best]) - 1,

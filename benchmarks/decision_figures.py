@@ -145,7 +145,6 @@ def plan_figure(run: Run, confidence: float, path: Path) -> None:
     ax.set_title(f"one-shot: W = {alone.workers}; counting on a resize: start at W = {plan.workers}")
     ax.legend(fontsize=8, loc="upper left")
     top = max(run.measured[plan.workers], need) * 1.08
-    lows = [f.at_least for f in plan.fallbacks] + [0.0]
     observed = [need * 0.6 + (top - need * 0.6) * i / 400 for i in range(401)]
     bx.step(observed, [resize_after(plan, t) for t in observed], where="post", color="tab:blue",
             label="W after the window, by what the start ran at")
@@ -157,7 +156,7 @@ def plan_figure(run: Run, confidence: float, path: Path) -> None:
     bx.set_ylim(0, max(run.workers) + 1)
     bx.set_xlabel(f"throughput observed at W = {plan.workers} (examples/s)")
     bx.set_ylabel("workers for the rest of the job")
-    bx.set_title(f"{run.name.removesuffix('.json')}: the plan ({len(lows) - 1} ranges)")
+    bx.set_title(f"{run.name.removesuffix('.json')}: the plan ({len(plan.fallbacks)} ranges)")
     bx.grid(alpha=0.3)
     bx.legend(fontsize=8, loc="lower left")
     fig.tight_layout()

@@ -126,7 +126,7 @@ def plans(workers: Sequence[int], throughput: Sequence[float], prices: Prices, b
         decide(workers, throughput, prices, parameter_servers=parameter_servers, constraints=c, beliefs=beliefs)
     levels = [(k + 0.5) / GRID for k in range(GRID)]
     table = {workers[i]: [quantile(beliefs[i], u) for u in levels] for i in allowed}
-    hourly = {w: w * prices.worker_per_hour + parameter_servers * prices.ps_per_hour for w in table}
+    hourly = {w: prices.hourly(w, parameter_servers) for w in table}
     return [_plan(workers[i], beliefs[i], alone[i], table, hourly, c, correction) for i in allowed]
 
 

@@ -66,6 +66,10 @@ class Prices:
         if self.worker_per_hour == 0 and self.ps_per_hour == 0:
             raise CostError("at least one price must be > 0 to compare costs")
 
+    def hourly(self, workers: int, parameter_servers: int) -> float:
+        """What ``workers`` workers and ``parameter_servers`` PS cost per hour together."""
+        return workers * self.worker_per_hour + parameter_servers * self.ps_per_hour
+
 
 @dataclass(frozen=True, slots=True)
 class Constraints:
@@ -115,8 +119,7 @@ def cost_per_example(prices: Prices, workers: int, parameter_servers: int, throu
     """Price of one example at ``throughput`` examples/s."""
     if throughput <= 0:
         return math.inf
-    hourly = workers * prices.worker_per_hour + parameter_servers * prices.ps_per_hour
-    return hourly / (SECONDS_PER_HOUR * throughput)
+    return prices.hourly(workers, parameter_servers) / (SECONDS_PER_HOUR * throughput)
 
 
 def expected_cost_per_example(prices: Prices, workers: int, parameter_servers: int, throughput: float, low: float,
@@ -126,7 +129,7 @@ def expected_cost_per_example(prices: Prices, workers: int, parameter_servers: i
     throughput."""
     if throughput <= 0:
         return math.inf
-    hourly = workers * prices.worker_per_hour + parameter_servers * prices.ps_per_hour
+    hourly = prices.hourly(workers, parameter_servers)
     belief = belief or Belief.interval(throughput, low, high, confidence)
     return hourly * belief.mean_inverse() / SECONDS_PER_HOUR
 
@@ -296,7 +299,7 @@ def _why_none(workers: Sequence[int], throughput: Sequence[float], prices: Price
 
 def _evaluate(w: int, thr: float, belief: Belief, prices: Prices, ps: int, c: Constraints) -> Choice:
     """``w`` as a Choice: its costs, and the probability that it meets the deadline and budget."""
-    hourly = w * prices.worker_per_hour + ps * prices.ps_per_hour
+    hourly = prices.hourly(w, ps)
     per_example = cost_per_example(prices, w, ps, thr)
     expected = hourly * belief.mean_inverse() / SECONDS_PER_HOUR if thr > 0 else math.inf
     examples = c.examples or 0.0

@@ -103,6 +103,14 @@ def decide_deadline(prediction: Mapping[str, Any], prices: Prices, workers_range
     return DeadlineDecision(choice, {o.workers: o.p_meet or 0.0 for o in options})
 
 
+def resize_correction(prediction: Mapping[str, Any], observation_s: float, cooldown_s: float,
+                      loss_s: float) -> Correction:
+    """The one resize a deadline's decision counts on: after the closed loop's observation
+    (``observation_s``) or the resize cooldown, whichever is longer, losing ``loss_s``; the worker
+    counts ``prediction`` was refitted on are planned alone."""
+    return Correction(max(observation_s, cooldown_s) / 3600, loss_s / 3600, observed_workers(prediction))
+
+
 def observed_workers(prediction: Mapping[str, Any]) -> frozenset[int]:
     """The worker counts a stored prediction's refit observed the job at (its ``refit.points``);
     an entry without a usable count is passed over, not an error (the advisor wrote the section

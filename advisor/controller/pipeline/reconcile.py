@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from advisor.controller.pipeline import annotations as ann
-from advisor.controller.pipeline.deadline import job_deadline, observed_workers, shortfall_message
+from advisor.controller.pipeline.deadline import job_deadline, resize_correction, shortfall_message
 from advisor.controller.pipeline.cleanup import delete_profiling_runs
 from advisor.controller.web.metrics import Metrics, remove_series
 from advisor.controller.pipeline.policy import (
@@ -627,8 +627,7 @@ class Reconciler:
         window = self.refits.window_s(view, str(prediction.get("model", "")), self._event)
         if window is None:
             return None
-        return Correction(max(window, s.auto_cooldown_s) / 3600, s.deadline_resize_loss_s / 3600,
-                          observed_workers(prediction))
+        return resize_correction(prediction, window, s.auto_cooldown_s, s.deadline_resize_loss_s)
 
     def _first_time(self, told: set[tuple[str, str]], key: tuple[str, str]) -> bool:
         """Whether ``key`` is new to ``told``, which then holds it: a thing said once per job."""
