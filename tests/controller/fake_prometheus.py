@@ -2,7 +2,7 @@
 
 Why not the real binary (tests/deploy/prometheus_harness.py): the refit needs a job to have
 trained at one worker count for minutes of scrapes, which a test cannot wait for. This server
-answers the three queries ``controller/pipeline/observed.py`` sends, from a table the test sets, over real
+answers the queries ``controller/pipeline/observed.py`` sends, from a table the test sets, over real
 HTTP, and records every query so a test can check what was asked. It answers only for the job
 and window a query names (a query for another job is answered with an empty vector, as
 Prometheus would), so a wrong selector shows as "no data".
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-SELECTOR = re.compile(r'^(rate|count_over_time|resets)\(advisor_training_examples_total\{job_namespace="([^"]*)",'
+SELECTOR = re.compile(r'^(rate|count_over_time|resets|increase)\(advisor_training_examples_total\{job_namespace="([^"]*)",'
                       r'tfjob="([^"]*)"\}\[(\d+)s\]\)$')
 
 
@@ -30,6 +30,7 @@ class Pod:
     rate: float
     samples: int
     resets: int = 0
+    trained: float | None = None  # what ``increase`` over any range answers; None: the rate times the range
 
 
 @dataclass
@@ -80,9 +81,14 @@ class FakePrometheus:
         m = SELECTOR.match(args.get("query", ""))
         if m is None:
             return 400, {"status": "error", "errorType": "bad_data", "error": f"unexpected query {args.get('query')!r}"}
-        function, namespace, name, _ = m.groups()
+        function, namespace, name, window = m.groups()
         at = float(args["time"])
-        result = [{"metric": {"job_namespace": namespace, "tfjob": name, "pod": p.name},
-                   "value": [at, str({"rate": p.rate, "resets": p.resets}.get(function, p.samples))]}
+
+        def value(p: Pod) -> float:
+            if function == "increase":
+                return p.trained if p.trained is not None else p.rate * float(window)
+            return {"rate": p.rate, "resets": p.resets}.get(function, p.samples)
+
+        result = [{"metric": {"job_namespace": namespace, "tfjob": name, "pod": p.name}, "value": [at, str(value(p))]}
                   for p in self.jobs.get((namespace, name), [])]
         return 200, {"status": "success", "data": {"resultType": "vector", "result": result}}

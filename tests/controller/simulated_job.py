@@ -7,7 +7,8 @@ the measured examples/s of the job's current worker count, times a per-window no
 ``Counters`` stores every scrape as Prometheus stores samples. ``Counters.evaluate`` answers the
 three instant queries ``controller/pipeline/observed.py`` sends from those samples as
 Prometheus does (``rate`` from the first and last sample of the window, counter resets
-added back; ``count_over_time``; ``resets``; a series without samples in the window is absent),
+added back; ``count_over_time``; ``resets``; ``increase``, from 0 for a pod that started in the
+range; a series without samples in the window is absent),
 so a restarted pod (a counter back to 0) and a pod that stops reporting look as they would.
 ``PrometheusOnCounters`` serves it over real HTTP (the end-to-end test); ``opener`` serves it
 in-process to a ``PrometheusClient`` (``benchmarks/closed_loop.py``, in simulated time).
@@ -49,11 +50,14 @@ class Counters:
             if not seen:
                 continue
             resets = sum(1 for (_, a), (_, b) in zip(seen, seen[1:]) if b < a)
+            increase = sum(b - a if b >= a else b for (_, a), (_, b) in zip(seen, seen[1:]))
             if function == "rate":
                 if len(seen) < 2:
                     continue
-                increase = sum(b - a if b >= a else b for (_, a), (_, b) in zip(seen, seen[1:]))
                 value = increase / (seen[-1][0] - seen[0][0])
+            elif function == "increase":  # a pod that started inside the range counts from 0 (as
+                # Prometheus' extrapolation stops at a counter's zero point)
+                value = increase + (seen[0][1] if points[0] == seen[0] else 0.0)
             else:
                 value = float(len(seen) if function == "count_over_time" else resets)
             out.append({"metric": {"job_namespace": ns, "tfjob": job, "pod": pod}, "value": [at, str(value)]})

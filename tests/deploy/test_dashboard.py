@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from advisor.controller.pipeline.observed import PrometheusClient, selector, trained
 from advisor.controller.web.metrics import Metrics, metric_names
 from advisor.profiling import throughput
 from advisor.controller.jobs.tfjob import PREFIX
@@ -322,3 +323,18 @@ def test_dashboard_renders_to_png(scraped: Flow, tmp_path: Path) -> None:
     out = render_dashboard(dashboard(), scraped.prom, tmp_path / "dashboard.png", VARIABLES,
                            start=scraped.start, end=scraped.at)
     assert out.stat().st_size > 20_000
+
+
+def test_the_progress_query_counts_what_the_training_pod_counted(scraped: Flow) -> None:
+    """``observed.trained`` (a deadline's progress) against the real Prometheus and the real
+    exporter of mlp-50's worker: at least what its scraped counter rose by over the flow, at most
+    its last scraped value (Prometheus' ``increase`` extrapolates to the range's ends, never
+    below a counter's zero) plus one scrape interval's worth."""
+    since = scraped.at - scraped.start
+    [series] = scraped.prom.query(f"{selector(NS, 'mlp-50')}[{int(since)}s]", at=scraped.at)
+    values = [float(v) for _, v in series["values"]]
+    assert len(values) >= 4 and values[-1] > values[0]
+    found = trained(PrometheusClient(scraped.prom.url), NS, "mlp-50", since_s=since, at=scraped.at)
+    assert found is not None
+    step = (values[-1] - values[0]) / (len(values) - 1)  # examples per scrape interval
+    assert values[-1] - values[0] - 1e-6 <= found <= values[-1] + step

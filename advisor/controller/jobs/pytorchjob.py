@@ -66,6 +66,7 @@ def parse_pytorchjob(obj: Mapping[str, Any], *, node_type_label: str = "node.kub
         # an elastic job (torchrun's rendezvous) takes a changed Worker count while it runs
         dynamic_workers=elastic is not None,
         started=bool(status.get("startTime")) or _tf._condition(status, "Running"),
+        started_at=_tf.start_time(status),
         finished=finished, finished_message=message,
         template_hash=_tf._template_hash(specs),
         node_types={kind: s["template"].get("spec", {}).get("nodeSelector", {}).get(node_type_label)

@@ -15,6 +15,7 @@ to ``{replicas, restartPolicy, template}``; ``spec.runPolicy`` holds ``suspend``
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import hashlib
 import json
 from collections.abc import Mapping
@@ -73,6 +74,9 @@ class TFJobView:
     program: str = "tf-ps"
     # workers the job itself allows (a PyTorchJob's elasticPolicy min/max replicas, plus its Master)
     worker_range: tuple[int, int] | None = None
+    # status.startTime (unix seconds): where a deadline's hours count from; None when not started or
+    # not a time (the operator writes it; an unreadable one leaves the deadline planned from now)
+    started_at: float | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -131,6 +135,7 @@ def parse_tfjob(obj: Mapping[str, Any], *, node_type_label: str = "node.kubernet
         suspended=_bool(run_policy.get("suspend", False), f"{where}: spec.runPolicy.suspend"),
         dynamic_workers=_bool(spec.get("enableDynamicWorker", False), f"{where}: spec.enableDynamicWorker"),
         started=bool(status.get("startTime")) or _condition(status, "Running"),
+        started_at=start_time(status),
         finished=finished, finished_message=message,
         template_hash=_template_hash(specs),
         node_types={kind: s["template"].get("spec", {}).get("nodeSelector", {}).get(node_type_label)
@@ -192,6 +197,18 @@ def finished_reason(status: Mapping[str, Any]) -> str:
             if isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True":
                 return str(c.get("reason") or "")
     return ""
+
+
+def start_time(status: Mapping[str, Any]) -> float | None:
+    """``status.startTime`` in unix seconds (RFC 3339, as the API writes it); None when absent or unreadable."""
+    text = status.get("startTime")
+    if not isinstance(text, str):
+        return None
+    try:
+        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
 
 
 def _condition(status: Mapping[str, Any], kind: str) -> bool:

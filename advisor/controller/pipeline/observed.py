@@ -14,6 +14,10 @@ two instant queries over the window:
   the window (a restarted pod), summed here: such a window mixes a restart into the rate, and
   the closed loop does not use it.
 
+and, for a job with a deadline, one more over the job's life since it started (``trained``):
+``increase(advisor_training_examples_total{...}[S])``, the examples every pod counted, summed
+here, counter resets added back and pods that are gone included while their samples are kept.
+
 It returns an ``ObservedPoint`` or None when Prometheus has no such series (pods that do not
 export, a scrape that has not started); ``ObservedQueryError`` when Prometheus cannot be reached
 or answers something that is not a vector. No retries here: the refit asks again later.
@@ -110,6 +114,21 @@ def observe(client: PrometheusClient, namespace: str, name: str, workers: int, *
     return ObservedPoint(workers=workers, examples_per_s=total, window_s=float(int(window_s)),
                          samples=int(sum(v for _, v in counts)), series=len(counts), at=at,
                          resets=int(sum(v for _, v in resets)))
+
+
+def trained(client: PrometheusClient, namespace: str, name: str, *, since_s: float, at: float) -> float | None:
+    """The examples the job's pods counted over the ``since_s`` before ``at`` (its progress since it
+    started); None when no pod of it has a series there. Examples a restarted pod trains again
+    after its checkpoint are counted twice: a deadline's progress is an upper bound by that much."""
+    if not (math.isfinite(since_s) and since_s >= 1):
+        raise ObservedQueryError(f"the progress range must be at least 1 s, got {since_s!r}")
+    found = client.query(f"increase({selector(namespace, name)}[{int(since_s)}s])", at)
+    if not found:
+        return None
+    total = sum(v for _, v in found)
+    if not math.isfinite(total) or total < 0:
+        raise ObservedQueryError(f"Prometheus gave {total!r} examples trained for {namespace}/{name}")
+    return total
 
 
 def _vector(body: bytes, where: str) -> list[tuple[dict[str, str], float]]:
