@@ -28,8 +28,10 @@ of the best measured throughput (85 %: tight), asked with confidence ``CONFIDENC
 cheapest W is then the cheapest measured one that meets it; the open loop decides once, alone;
 the closed loop's decisions count on one resize (``core/correction.py``, as the controller's do
 in ``auto`` mode with the closed loop on: after the window or the cooldown, whichever is longer;
-a W already observed planned alone), and every resize loses ``RESIZE_LOSS_S`` of progress (its time is paid, its examples are
-not trained). Converged also asks that the job finished by its deadline.
+a W already observed planned alone) and, once the refit has read the examples the pods counted
+since the job started (``observed.trained``, from the same samples), are for the examples left in
+the hours left (``deadline.remaining``); every resize loses ``RESIZE_LOSS_S`` of progress (its time
+is paid, its examples are not trained). Converged also asks that the job finished by its deadline.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.controller.jobs.tfjob import TFJobView, parse_tfjob
-from advisor.controller.pipeline.deadline import JobDeadline, resize_correction
+from advisor.controller.pipeline.deadline import (DEADLINE, EXAMPLES, DeadlineOver, JobDeadline, remaining,
+                                                  resize_correction)
 from advisor.controller.pipeline.observed import PrometheusClient
 from advisor.controller.pipeline.policy import Limits, recommend, resize_target
 from advisor.controller.pipeline.predictions import prediction_key, prediction_params, run_prediction
@@ -150,9 +153,11 @@ class Store:
         return self.texts.get(key)
 
 
-def running(workers: int) -> TFJobView:
-    obj = with_uid(tfjob(NAME, NS, workers=workers, dynamic=True))
-    obj["status"] = {"startTime": "2026-01-01T00:00:00Z", "conditions": [{"type": "Running", "status": "True"}]}
+def running(workers: int, deadline: JobDeadline | None = None) -> TFJobView:
+    """The job at ``workers``, started at the simulated clock's 0, with ``deadline``'s annotations."""
+    notes = {} if deadline is None else {EXAMPLES: f"{deadline.examples:.6g}", DEADLINE: f"{deadline.hours:g}h"}
+    obj = with_uid(tfjob(NAME, NS, workers=workers, dynamic=True, annotations=notes))
+    obj["status"] = {"startTime": "1970-01-01T00:00:00Z", "conditions": [{"type": "Running", "status": "True"}]}
     return parse_tfjob(obj)
 
 
@@ -192,11 +197,17 @@ def live(scenario: Scenario, policy: str, args: argparse.Namespace, log: Callabl
 
     def decide(prediction: Mapping[str, Any]) -> None:
         nonlocal workers, last_resize, now, cost
-        view = running(workers)
-        correction = None  # the controller's: a decision counts on one resize (reconcile._correction)
+        view = running(workers, deadline)
+        correction, left = None, deadline  # the controller's: a decision counts on one resize (reconcile._correction)
         if deadline is not None and policy == "closed":
             correction = resize_correction(prediction, args.window_s, COOLDOWN_S, RESIZE_LOSS_S)
-        rec = recommend(prediction, scenario.prices, limits, deadline, correction)
+            try:  # for what is left, once the refit has read the job's progress (reconcile._apply)
+                left = remaining(deadline, refitter.progress(view))
+            except DeadlineOver:
+                return  # passed, or trained: the last decision stays
+        moving = left is not None and left.progress is not None  # the reconcile's: a move loses a resize's time
+        rec = recommend(prediction, scenario.prices, limits, left, correction, running=workers if moving else None,
+                        switch_hours=RESIZE_LOSS_S / 3600)
         target = resize_target(limits, view, rec, prediction, scenario.prices, last_resize=last_resize, now=now,
                                min_gain=MIN_GAIN, cooldown_s=COOLDOWN_S)
         if target is not None:
@@ -212,7 +223,7 @@ def live(scenario: Scenario, policy: str, args: argparse.Namespace, log: Callabl
         workers = best
     else:
         decide(predicted(base))
-    refitter.params(running(workers), SHA, base, event)  # the reconcile asks it whenever it applies a curve
+    refitter.params(running(workers, deadline), SHA, base, event)  # the reconcile asks it whenever it applies a curve
     history = [START_WORKERS, workers] if workers != START_WORKERS else [workers]
     while trained < examples:
         done = job.run(now, now + args.window_s, workers, SCRAPE_S)
@@ -224,15 +235,15 @@ def live(scenario: Scenario, policy: str, args: argparse.Namespace, log: Callabl
         if share < 1.0 or policy != "closed":
             continue
         before = workers
-        params = refitter.params(running(workers), SHA, base, event)
+        params = refitter.params(running(workers, deadline), SHA, base, event)
         if params.refit:  # the reconcile submits it; once stored, the next reconcile applies it
             predicted(params)
-            params = refitter.params(running(workers), SHA, base, event)
+            params = refitter.params(running(workers, deadline), SHA, base, event)
         decide(predicted(params))
         if workers != before:
             history.append(workers)
             last_change = window
-            refitter.params(running(workers), SHA, base, event)
+            refitter.params(running(workers, deadline), SHA, base, event)
     return Life(history, last_change, cost, now / 3600, None if deadline is None else now / 3600 <= LIFE_HOURS)
 
 

@@ -205,7 +205,8 @@ class ControllerSettings(BaseSettings):
     deadline_plan_resize: bool = Field(default=True, description="auto mode with online refit: size a job with a "
                                        "deadline counting on one resize after it is observed (core/correction.py)")
     deadline_resize_loss_s: float = Field(default=600.0, ge=0, description="the progress one resize is planned to "
-                                          "lose (pods restart from a checkpoint), seconds")
+                                          "lose (pods restart from a checkpoint), seconds; also charged to a "
+                                          "running job's move to another W once its progress is known")
     # Online refit to observed throughput (docs/controller.md, "Online refit"; controller/pipeline/refit.py).
     # Loosely typed on purpose: a value that cannot work (a bad URL, a duration <= 0) is reported
     # by a Warning event on the jobs and a log line, and refit stays off; it never stops the controller.

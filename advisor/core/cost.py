@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from advisor.core.belief import Belief
 from advisor.errors import AdvisorError
 
-__all__ = ["DEFAULT_CONFIDENCE", "SECONDS_PER_HOUR", "Choice", "Constraints", "CostError", "Prices",
+__all__ = ["DEFAULT_CONFIDENCE", "SECONDS_PER_HOUR", "Choice", "Constraints", "CostError", "Prices", "choose",
            "cost_optimal", "cost_per_example", "decide", "expected_cost_per_example", "saturation_point",
            "shortfall"]
 
@@ -183,7 +183,12 @@ def decide(
     """As ``cost_optimal``, but when no W reaches the confidence, the W most likely to meet the
     constraints (``confident`` False) rather than an error: a question that has an answer gets
     one. ``CostError`` only for input no answer fits (no W within ``max_workers``)."""
-    options = _options(workers, throughput, prices, parameter_servers, constraints, None, None, 0.95, beliefs)
+    return choose(_options(workers, throughput, prices, parameter_servers, constraints, None, None, 0.95, beliefs))
+
+
+def choose(options: Sequence[Choice]) -> Choice:
+    """``decide``'s rule over evaluated ``options`` (e.g. ``meet_probabilities``' answer, each W
+    evaluated under its own constraints): the cheapest confident one, else the likeliest."""
     met = [c for c in options if c.confident]
     return _cheapest(met) if met else _likeliest(options)
 

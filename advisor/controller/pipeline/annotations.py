@@ -121,7 +121,7 @@ def prediction_annotations(
     elif REFIT in view.annotations:
         out[REFIT] = "null"  # a curve from the profile alone again (refit turned off, a new profile)
     if rec.deadline is not None and rec.confidence is not None:  # the job asked for a deadline (deadline.py)
-        out[DECISION] = deadline_json(rec.deadline.choice, rec.confidence, rec.deadline.plan)
+        out[DECISION] = deadline_json(rec.deadline.choice, rec.confidence, rec.deadline.plan, rec.deadline.deadline)
     elif DECISION in view.annotations:
         out[DECISION] = "null"  # the deadline annotations were removed
     speeds = prediction.get("worker_speeds")

@@ -9,6 +9,13 @@ prediction's intervals and outcomes; when none reaches it, the W most likely to 
 answer is the recommendation either way; ``DECISION`` says which it is, and the reconcile tells
 a shortfall with a Warning event. A job is never failed for a deadline that cannot be met.
 
+The hours count from the job's start (``status.startTime``). Once the closed loop has read how
+many examples the job's pods trained since then (``refit.py``, from the same Prometheus
+counters), every decision is for what is left: the examples not yet trained in the hours not yet
+spent (``remaining``). Before that read, the whole job is planned from now. A deadline that has
+passed with examples left, or a job that has trained its examples, is not decided again: the
+last decision stays (``DeadlineOver``; a Warning event for the first).
+
 In ``auto`` mode with the closed loop on, a job is sized counting on one resize
 (``core/correction.py``, setting ``deadline_plan_resize``): the cheapest start whose plan, stay
 if observed in time or else resize once, meets the deadline with the confidence. A W the job
@@ -21,18 +28,19 @@ Pure functions of the settings, the job's view and the stored prediction (schema
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from advisor.controller.jobs.tfjob import PREFIX, TFJobView
 from advisor.controller.settings import ControllerSettings
 from advisor.core.belief import Belief, Outcome
 from advisor.core.correction import Correction, Plan, best_plan, plan_shortfall, plans
-from advisor.core.cost import Choice, Constraints, CostError, Prices, decide, meet_probabilities, shortfall
+from advisor.core.cost import Choice, Constraints, CostError, Prices, choose, meet_probabilities, shortfall
 from advisor.errors import TFJobError
 
 EXAMPLES = PREFIX + "examples"  # the job's size in examples
@@ -43,10 +51,46 @@ _HOURS = re.compile(r"^\s*(?P<num>[+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*h?\s*
 
 
 @dataclass(frozen=True, slots=True)
-class JobDeadline:
+class Progress:
+    """What a job trained: ``examples`` counted by its pods from ``started_at`` to ``at`` (unix s)."""
+
     examples: float
-    hours: float
+    at: float
+    started_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobDeadline:
+    examples: float  # with ``progress``: the examples left
+    hours: float  # with ``progress``: the hours left
     confidence: float
+    progress: Progress | None = None  # what was done before: the deadline is then for the rest
+
+
+class DeadlineOver(TFJobError):
+    """A deadline that is no longer decided: it passed with examples left (``passed``), or the
+    job trained its examples."""
+
+    def __init__(self, message: str, passed: bool) -> None:
+        super().__init__(message)
+        self.passed = passed
+
+
+def remaining(deadline: JobDeadline, progress: Progress | None) -> JobDeadline:
+    """The deadline for what is left after ``progress`` (None: the whole job, from now).
+    ``DeadlineOver`` when its hours are spent with examples left, or its examples are trained."""
+    if progress is None:
+        return deadline
+    spent = (progress.at - progress.started_at) / 3600
+    left, hours = deadline.examples - progress.examples, deadline.hours - spent
+    if left <= 0:
+        raise DeadlineOver(f"the job has trained {progress.examples:.4g} of its {deadline.examples:.4g} examples in "
+                           f"{spent:.2f} h: nothing is left to decide", passed=False)
+    if hours <= 0:
+        start = dt.datetime.fromtimestamp(progress.started_at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        raise DeadlineOver(f"its deadline of {deadline.hours:g} h from its start at {start} has passed before its "
+                           f"{deadline.examples:.4g} examples were trained: the last decision stays", passed=True)
+    return JobDeadline(left, hours, deadline.confidence, progress)
 
 
 def job_deadline(settings: ControllerSettings, view: TFJobView) -> JobDeadline | None:
@@ -76,12 +120,16 @@ class DeadlineDecision:
     choice: Choice  # the recommended W: confident, or the likeliest
     p_meet: Mapping[int, float]  # every W inside the limits: its probability of meeting the deadline
     plan: Plan | None = None  # counting on one resize: the start's plan (``choice`` is its start)
+    deadline: JobDeadline | None = None  # what was decided: with progress, the examples and hours left
 
 
 def decide_deadline(prediction: Mapping[str, Any], prices: Prices, workers_range: tuple[int, int],
-                    deadline: JobDeadline, correction: Correction | None = None) -> DeadlineDecision:
+                    deadline: JobDeadline, correction: Correction | None = None, *, running: int | None = None,
+                    switch_hours: float = 0.0) -> DeadlineDecision:
     """The W for the deadline within ``workers_range`` (min, max): confident, or the likeliest;
-    with ``correction``, the start of the plan with one resize (``p_meet``: each start's plan's)."""
+    with ``correction``, the start of the plan with one resize (``p_meet``: each start's plan's).
+    A job ``running`` at some W keeps its hours there; any other W has ``switch_hours`` fewer (what
+    a resize loses), so that a move has to pay for itself in time as well as in cost."""
     lo, hi = workers_range
     points = [p for p in prediction["curve"] if lo <= int(p["workers"]) <= hi]
     if not points:
@@ -91,16 +139,26 @@ def decide_deadline(prediction: Mapping[str, Any], prices: Prices, workers_range
     beliefs = [belief_of(p, level) for p in points]
     ps = int(prediction["job"]["parameter_servers"])
     c = Constraints(examples=deadline.examples, deadline_hours=deadline.hours, confidence=deadline.confidence)
-    try:
+
+    def evaluate(constraints: Constraints) -> list[Any]:  # per W: a Plan with ``correction``, else a Choice
         if correction is not None:
-            found = plans(workers, thr, prices, beliefs, parameter_servers=ps, constraints=c, correction=correction)
+            return plans(workers, thr, prices, beliefs, parameter_servers=ps, constraints=constraints,
+                         correction=correction)
+        return meet_probabilities(workers, thr, prices, beliefs, parameter_servers=ps, constraints=constraints)
+
+    try:
+        found = evaluate(c)
+        if running is not None and switch_hours > 0 and deadline.hours > switch_hours:
+            moved = evaluate(replace(c, deadline_hours=deadline.hours - switch_hours))
+            found = sorted([o for o in found if o.workers == running] + [o for o in moved if o.workers != running],
+                           key=lambda o: o.workers)
+        if correction is not None:
             plan = best_plan(found)
-            return DeadlineDecision(plan.choice, {p.workers: p.choice.p_meet or 0.0 for p in found}, plan)
-        choice = decide(workers, thr, prices, parameter_servers=ps, constraints=c, beliefs=beliefs)
-        options = meet_probabilities(workers, thr, prices, beliefs, parameter_servers=ps, constraints=c)
+            return DeadlineDecision(plan.choice, {p.workers: p.choice.p_meet or 0.0 for p in found}, plan, deadline)
+        choice = choose(found)
     except CostError as exc:
         raise TFJobError(str(exc)) from None
-    return DeadlineDecision(choice, {o.workers: o.p_meet or 0.0 for o in options})
+    return DeadlineDecision(choice, {o.workers: o.p_meet or 0.0 for o in found}, deadline=deadline)
 
 
 def resize_correction(prediction: Mapping[str, Any], observation_s: float, cooldown_s: float,
@@ -134,11 +192,14 @@ def belief_of(point: Mapping[str, Any], level: float) -> Belief:
     return Belief.interval(float(point["throughput"]), float(point["low"]), float(point["high"]), level)
 
 
-def deadline_json(choice: Choice, confidence: float, plan: Plan | None = None) -> str:
+def deadline_json(choice: Choice, confidence: float, plan: Plan | None = None,
+                  decided: JobDeadline | None = None) -> str:
     """``DECISION``: the chosen W, its probability of meeting the deadline, and the confidence
     asked (compact JSON; ``confident`` false: no W reaches it and this is the likeliest); with a
     ``plan``, also ``plan``: when it is observed, what a resize loses, the start's probability
-    alone, the rate it stays from, and below it ``then``: [examples/s from, W] highest first."""
+    alone, the rate it stays from, and below it ``then``: [examples/s from, W] highest first;
+    when ``decided`` is a deadline for what is left, also ``progress``: the examples trained,
+    left, the hours left, and when that was read."""
     doc: dict[str, Any] = {"confidence": confidence, "confident": choice.confident,
                            "neededThroughput": _r(choice.needed_throughput), "probability": _r(choice.p_meet, 4),
                            "workers": choice.workers}
@@ -147,6 +208,11 @@ def deadline_json(choice: Choice, confidence: float, plan: Plan | None = None) -
                        "lossHours": _r(plan.correction.restart_hours, 4), "alone": _r(plan.alone, 4),
                        "stayAtLeast": _r(plan.stay_at_least),
                        "then": [[_r(f.at_least), f.workers] for f in plan.fallbacks if f.in_time]}
+    if decided is not None and decided.progress is not None:
+        done = decided.progress
+        doc["progress"] = {"examplesTrained": _r(done.examples, 0), "examplesLeft": _r(decided.examples, 0),
+                           "hoursLeft": _r(decided.hours, 4),
+                           "at": dt.datetime.fromtimestamp(done.at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
 

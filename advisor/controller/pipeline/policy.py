@@ -141,11 +141,13 @@ def job_limits(settings: ControllerSettings, view: TFJobView, prices: Prices) ->
 
 
 def recommend(prediction: Mapping[str, Any], prices: Prices, limits: Limits,
-              deadline: JobDeadline | None = None, correction: Correction | None = None) -> Recommendation:
+              deadline: JobDeadline | None = None, correction: Correction | None = None, *,
+              running: int | None = None, switch_hours: float = 0.0) -> Recommendation:
     """Cost-optimal W within ``limits`` from a stored prediction, with VPA-style bounds; with a
     ``deadline``, the cheapest W that meets it with the confidence asked, or the likeliest
-    (``deadline.py``; with ``correction``, the start of the plan with one resize), and the bounds
-    among the W at least as likely to meet it."""
+    (``deadline.py``; with ``correction``, the start of the plan with one resize; a job
+    ``running`` at a W loses ``switch_hours`` by moving), and the bounds among the W at least as
+    likely to meet it."""
     curve = [p for p in prediction["curve"]]
     workers = [int(p["workers"]) for p in curve]
     thr = [float(p["throughput"]) for p in curve]
@@ -156,7 +158,8 @@ def recommend(prediction: Mapping[str, Any], prices: Prices, limits: Limits,
         raise TFJobError(f"the prediction covers W = {workers[0]}..{workers[-1]}, none inside the job's limits "
                          f"{limits.min_workers}..{limits.max_workers}")
     if deadline is not None:
-        return _deadline_recommendation(prediction, prices, limits, deadline, inside, ps, correction)
+        return _deadline_recommendation(prediction, prices, limits, deadline, inside, ps, correction,
+                                        running=running, switch_hours=switch_hours)
     choice = cost_optimal([w for w, _ in inside], [t for _, t in inside], prices, parameter_servers=ps,
                           constraints=Constraints(max_workers=limits.max_workers))
     near = [w for w, t in inside if cost_per_example(prices, w, ps, t) <= choice.cost_per_example * (1 + BOUND_TOLERANCE)]
@@ -166,16 +169,19 @@ def recommend(prediction: Mapping[str, Any], prices: Prices, limits: Limits,
 
 def _deadline_recommendation(prediction: Mapping[str, Any], prices: Prices, limits: Limits, deadline: JobDeadline,
                              inside: list[tuple[int, float]], ps: int,
-                             correction: Correction | None = None) -> Recommendation:
+                             correction: Correction | None = None, *, running: int | None = None,
+                             switch_hours: float = 0.0) -> Recommendation:
     """The deadline's decision as a Recommendation: bounds among the W that meet the deadline at
     least as likely as the target (or with the confidence asked) and cost within the tolerance."""
-    decision = decide_deadline(prediction, prices, (limits.min_workers, limits.max_workers), deadline, correction)
+    decision = decide_deadline(prediction, prices, (limits.min_workers, limits.max_workers), deadline, correction,
+                               running=running, switch_hours=switch_hours)
     choice, p_meet = decision.choice, decision.p_meet
     floor = min(deadline.confidence, p_meet[choice.workers])
     near = [w for w, t in inside if p_meet[w] >= floor - 1e-12
             and cost_per_example(prices, w, ps, t) <= choice.cost_per_example * (1 + BOUND_TOLERANCE)] or [choice.workers]
     every = [int(p["workers"]) for p in prediction["curve"]]
-    uncapped = decide_deadline(prediction, prices, (every[0], every[-1]), deadline, correction).choice.workers
+    uncapped = decide_deadline(prediction, prices, (every[0], every[-1]), deadline, correction, running=running,
+                               switch_hours=switch_hours).choice.workers
     return Recommendation(target=choice.workers, lower=min(near), upper=max(near), uncapped=uncapped,
                           throughput=choice.throughput, cost_per_example=choice.cost_per_example, deadline=decision,
                           confidence=deadline.confidence)
@@ -208,6 +214,8 @@ def resize_target(
         now_p, target_p = p_meet.get(view.workers), p_meet[rec.target]
         if now_p is not None and now_p < rec.confidence and target_p > now_p:
             return rec.target  # the current count misses the confidence asked and the target is likelier
+        if now_p is not None and target_p < now_p and target_p < 1 - (1 - rec.confidence) / 2:
+            return None  # a riskier W only with half the risk asked: a move back is not one noisy window away
     current = throughput_at(prediction, view.workers)
     if current is None or current["value"] <= 0:
         return rec.target  # the current count is outside the curve (e.g. above the maximum): bring it in

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from advisor.controller.pipeline import annotations as ann
-from advisor.controller.pipeline.deadline import job_deadline, resize_correction, shortfall_message
+from advisor.controller.pipeline.deadline import (DeadlineOver, job_deadline, remaining, resize_correction,
+                                                  shortfall_message)
 from advisor.controller.pipeline.cleanup import delete_profiling_runs
 from advisor.controller.web.metrics import Metrics, remove_series
 from advisor.controller.pipeline.policy import (
@@ -582,14 +583,24 @@ class Reconciler:
                limits: Limits) -> None:
         try:
             deadline = job_deadline(self.settings, view)
+            if deadline is not None and self.refits is not None:  # for what is left, once its progress is read
+                deadline = remaining(deadline, self.refits.progress(view))
+        except DeadlineOver as exc:  # passed (a Warning event) or its examples trained: the last decision stays
+            self._warn_once(view, ("DeadlinePassed", str(exc)) if exc.passed else None)
+            if self._keep_last_decision(view):
+                return
+            deadline = None
         except TFJobError as exc:  # a Warning event, never a failed job; the last good decision stays
             self._warn_once(view, ("InvalidDeadline", str(exc)))
-            if view.annotations.get(ann.PHASE) == "Predicted" and ann.RECOMMENDATION in view.annotations:
+            if self._keep_last_decision(view):
                 return
             deadline = None
         try:
             correction = self._correction(view, prediction, limits) if deadline is not None else None
-            rec = recommend(prediction, prices, limits, deadline, correction)
+            # a job whose progress is known is running: a move to another W loses what a resize loses
+            moving = deadline is not None and deadline.progress is not None
+            rec = recommend(prediction, prices, limits, deadline, correction, running=view.workers if moving else None,
+                            switch_hours=self.settings.deadline_resize_loss_s / 3600)
         except AdvisorError as exc:  # TFJobError, CostError
             self._fail(view, "NoRecommendation", str(exc))
             return
@@ -614,6 +625,14 @@ class Reconciler:
         self._export(view, prediction, rec)
         self._set_phase(view, "Predicted", "Predicted", message, extra=extra)
         self._tell_contradiction(view, sha, prediction)
+
+    def _keep_last_decision(self, view: TFJobView) -> bool:
+        """Whether the job has a decision to keep (its recommendation, written by an earlier
+        prediction); it is then Predicted again (a refit's prediction had made it Predicting)."""
+        if view.annotations.get(ann.PHASE) not in ("Predicted", "Predicting") or ann.RECOMMENDATION not in view.annotations:
+            return False
+        self._set_phase(view, "Predicted", "Predicted", "the last decision stays")
+        return True
 
     def _correction(self, view: TFJobView, prediction: Mapping[str, Any], limits: Limits) -> Correction | None:
         """The one resize a deadline's decision counts on (deadline.py): in ``auto`` mode, for a job

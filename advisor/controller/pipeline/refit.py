@@ -41,7 +41,8 @@ from typing import Any, Protocol
 
 from advisor.controller.pipeline import annotations as ann
 from advisor.controller.web.metrics import Metrics
-from advisor.controller.pipeline.observed import ObservedPoint, ObservedQueryError, PrometheusClient, observe
+from advisor.controller.pipeline.deadline import DEADLINE, Progress
+from advisor.controller.pipeline.observed import ObservedPoint, ObservedQueryError, PrometheusClient, observe, trained
 from advisor.controller.pipeline.policy import throughput_at
 from advisor.controller.pipeline.predictions import PredictionParams, prediction_key
 from advisor.controller.pipeline.refit_worker import read_points
@@ -157,6 +158,7 @@ class JobView(Protocol):
     suspended: bool
     started: bool
     finished: str | None
+    started_at: float | None
 
     @property
     def workers(self) -> int: ...
@@ -185,6 +187,7 @@ class _Job:
     said: dict[str, str] = field(default_factory=dict)  # event reason -> the message last emitted
     touched: float = 0.0
     seen: int = 0  # pods that reported in the last usable window (0: none yet)
+    progress: Progress | None = None  # a job with a deadline: the examples it trained since it started
 
 
 class Refitter:
@@ -223,6 +226,14 @@ class Refitter:
         if not self._due(view, job, cfg, now):
             return current
         return self._look(view, job, sha, base, current, cfg, event, now)
+
+    def progress(self, view: JobView) -> Progress | None:
+        """What the job with a deadline trained since it started, as last read from Prometheus; None
+        before the first read, or when the read was of another run of the job (a new start time)."""
+        with self._lock:
+            job = self._jobs.get(view.key)
+        found = job.progress if job is not None and job.uid == view.uid else None
+        return found if found is not None and found.started_at == view.started_at else None
 
     def window_s(self, view: JobView, model: str, event: Event) -> float | None:
         """How long a job runs at a new worker count before the closed loop has observed it; None
@@ -338,6 +349,7 @@ class Refitter:
                       f"Prometheus has no advisor_training_examples_total of this job over the last {window:.0f} s: "
                       "do its pods set ADVISOR_METRICS_PORT and does the chart's trainingPodMonitor scrape them?")
             return current
+        self._read_progress(view, job, cfg, now)  # progress counts restarted pods too: read before the checks
         if point.series > view.workers:
             log.info("%s/%s: %d pods reported over the window, more than its %d workers (a resize or restarts);"
                      " observed again later", view.namespace, view.name, point.series, view.workers)
@@ -374,6 +386,19 @@ class Refitter:
                   f"observed {point.examples_per_s:.1f} examples/s at {point.workers} workers over {window:.0f} s, "
                   f"predicted {predicted['value']:.1f} ({gap:+.0%}; {why}): updating the curve ({cfg.rule.value})")
         return with_points(base, job.points, cfg.rule, cfg.misstated)
+
+    def _read_progress(self, view: JobView, job: _Job, cfg: RefitConfig, now: float) -> None:
+        """A job with a deadline: the examples its pods counted since its start time (``trained``),
+        so that its deadline is decided for what is left. A failed read keeps the last one (logged)."""
+        if DEADLINE not in view.annotations or view.started_at is None or now - view.started_at < 1:
+            return
+        try:
+            examples = trained(self._client(cfg), view.namespace, view.name, since_s=now - view.started_at, at=now)
+        except ObservedQueryError as exc:
+            log.warning("%s/%s: progress unavailable: %s", view.namespace, view.name, exc)
+            return
+        if examples is not None:
+            job.progress = Progress(examples, now, view.started_at)
 
     def _say(self, view: JobView, job: _Job, event: Event, type_: str, reason: str, message: str) -> None:
         """An event, unless the same was said last time for this reason."""
