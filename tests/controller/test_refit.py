@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from advisor.controller.pipeline import annotations as ann
+from advisor.controller.pipeline.deadline import DEADLINE, DECISION, EXAMPLES, Progress
 from advisor.controller.web.metrics import Metrics
 from advisor.controller.pipeline.predictions import PredictionParams, prediction_key, prediction_params
 from advisor.controller.pipeline.refit import Refitter, points_json
@@ -273,6 +274,44 @@ def test_a_restart_finds_the_points_in_the_annotation(tmp_path, prom) -> None:
     assert Rig(tmp_path / "b", prom).params(other) == rig.base
     # the restored refit is re-predicted if the store lost it; its failure falls back, uncounted
     assert rig.params(job) == rig.base and rig.outcomes() == {}
+
+
+def test_a_deadlines_progress_is_read_with_each_look_and_found_again_after_a_restart(tmp_path, prom) -> None:
+    """A job with a deadline, started 2026-01-01T00:00:00Z: each look also asks for the examples
+    its pods trained since then; a new leader finds the last read in the decision annotation
+    (the start must be the job's current one), and a job without a deadline is not asked."""
+    notes = {EXAMPLES: "1e7", DEADLINE: "48h"}
+    rig, job = Rig(tmp_path, prom), running_job(2, notes)
+    start = ann.parse_rfc3339("2026-01-01T00:00:00Z")
+    assert start is not None
+    rig.now = start + 5 * 3600.0
+    prom.jobs[("ml", "mnist")] = [Pod(f"mnist-worker-{i}", 76.0, 40, trained=5000.0) for i in range(2)]
+    rig.params(job)
+    assert rig.refitter.progress(job) is None  # not read yet
+    rig.now += MIN_OBSERVATION
+    rig.params(job)
+    assert rig.refitter.progress(job) == Progress(10_000.0, rig.now, start)
+    assert prom.queries[-1]["query"] == (f'increase(advisor_training_examples_total{{job_namespace="ml",'
+                                         f'tfjob="mnist"}}[{int(rig.now - start)}s])')
+    decision = json.dumps({"workers": 2, "progress": {"examplesTrained": 10000.0, "at": ann.rfc3339(rig.now)}})
+    again = running_job(2, {**notes, DECISION: decision})
+    fresh = Rig(tmp_path / "b", prom)
+    fresh.params(again)
+    assert fresh.refitter.progress(again) == Progress(10_000.0, float(int(rig.now)), start)
+    for broken in ("{", json.dumps({"progress": {"examplesTrained": "x", "at": ann.rfc3339(rig.now)}}),
+                   json.dumps({"progress": {"examplesTrained": 1.0, "at": "2025-12-31T00:00:00Z"}})):
+        other = Rig(tmp_path / "c", prom)
+        view = running_job(2, {**notes, DECISION: broken})
+        other.params(view)
+        assert other.refitter.progress(view) is None  # unreadable, or read before this start
+    plain, quiet = Rig(tmp_path / "d", prom), running_job(2)
+    plain.now = rig.now
+    plain.params(quiet)
+    plain.now += MIN_OBSERVATION
+    asked = len(prom.queries)
+    plain.params(quiet)
+    assert not any(q["query"].startswith("increase(") for q in prom.queries[asked:])
+    assert plain.refitter.progress(quiet) is None
 
 
 # --- in the prediction worker --------------------------------------------------------------------------

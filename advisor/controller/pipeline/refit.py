@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 from advisor.controller.pipeline import annotations as ann
 from advisor.controller.web.metrics import Metrics
-from advisor.controller.pipeline.deadline import DEADLINE, Progress
+from advisor.controller.pipeline.deadline import DEADLINE, DECISION, Progress
 from advisor.controller.pipeline.observed import ObservedPoint, ObservedQueryError, PrometheusClient, observe, trained
 from advisor.controller.pipeline.policy import throughput_at
 from advisor.controller.pipeline.predictions import PredictionParams, prediction_key
@@ -268,6 +268,7 @@ class Refitter:
             job.points = _annotated_points(view, sha)
             if job.points:  # applied before a restart: stored under its key, or predicted again
                 job.pending = job.restored = True
+            job.progress = _annotated_progress(view)  # a deadline's, as a leader before this one read it
         if job.workers != view.workers:  # resized: its pods are other pods, observed afresh
             job.workers, job.since, job.seen = view.workers, now, 0
         job.touched = now
@@ -429,6 +430,23 @@ def _annotated_points(view: JobView, sha: str) -> tuple[dict[str, Any], ...]:
     except ValueError as exc:  # JSONDecodeError is one
         log.info("%s/%s: %s ignored: %s", view.namespace, view.name, ann.REFIT, exc)
         return ()
+
+
+def _annotated_progress(view: JobView) -> Progress | None:
+    """The progress the ``decision`` annotation holds (written from a read of Prometheus by this
+    replica or one before it), for the job's current start; None when none or unreadable."""
+    if DEADLINE not in view.annotations or view.started_at is None:
+        return None
+    try:
+        doc = json.loads(view.annotations.get(DECISION) or "null")
+        done = doc.get("progress") if isinstance(doc, dict) else None
+        examples, at = (float(done["examplesTrained"]), ann.parse_rfc3339(done["at"])) if isinstance(done, dict) \
+            else (math.nan, None)
+    except (ValueError, KeyError, TypeError):  # JSONDecodeError is a ValueError
+        return None
+    if at is None or not (math.isfinite(examples) and examples >= 0) or at < view.started_at:
+        return None  # none, unreadable, or read before this start (a job restarted since)
+    return Progress(examples, at, view.started_at)
 
 
 def _points_text(points: Sequence[Mapping[str, Any]]) -> str:
