@@ -24,6 +24,7 @@ from tests.controller.test_end_to_end import events, reconciles
 from tests.controller.test_policy_and_annotations import FLAT_THEN_SATURATED, prediction
 from tests.controller.tfjobs import tfjob, with_uid
 
+NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 PHI = NormalDist().cdf
 Z95 = NormalDist().inv_cdf(0.975)
 
@@ -39,11 +40,22 @@ def need(rate: float, confidence: float = 0.9) -> JobDeadline:
 
 def test_the_annotations_ask_for_a_deadline_and_a_confidence() -> None:
     settings = load_settings(decision_confidence=0.8)
-    assert job_deadline(settings, view({})) is None
-    asked = job_deadline(settings, view({EXAMPLES: "1e7", DEADLINE: "36h"}))
+    assert job_deadline(settings, view({}), NOW) is None
+    asked = job_deadline(settings, view({EXAMPLES: "1e7", DEADLINE: "36h"}), NOW)
     assert asked == JobDeadline(1e7, 36.0, 0.8)  # the setting's confidence
-    assert job_deadline(settings, view({EXAMPLES: "1e7", DEADLINE: "12", CONFIDENCE: "0.95"})) == \
+    assert job_deadline(settings, view({EXAMPLES: "1e7", DEADLINE: "12", CONFIDENCE: "0.95"}), NOW) == \
         JobDeadline(1e7, 12.0, 0.95)
+
+
+def test_a_deadline_at_a_time_counts_from_the_jobs_start_or_from_now_before_it() -> None:
+    settings, notes = load_settings(), {EXAMPLES: "1e7", DEADLINE: "2026-01-02T12:00:00Z"}
+    assert job_deadline(settings, view(notes), NOW) == JobDeadline(1e7, 36.0, 0.9)  # not started: from now
+    obj = with_uid(tfjob(workers=2, annotations={**notes, DEADLINE: "2026-01-02T14:00:00+02:00"}))
+    obj["status"] = {"startTime": "2025-12-31T12:00:00Z"}
+    assert job_deadline(settings, parse_tfjob(obj), NOW) == JobDeadline(1e7, 48.0, 0.9)  # from its start (12:00Z)
+    obj["status"] = {"startTime": "2026-01-03T00:00:00Z"}  # started after the time asked
+    with pytest.raises(TFJobError, match="is not after the job's start \\(2026-01-03T00:00:00Z\\)"):
+        job_deadline(settings, parse_tfjob(obj), NOW)
 
 
 @pytest.mark.parametrize(("notes", "problem"), [
@@ -51,7 +63,8 @@ def test_the_annotations_ask_for_a_deadline_and_a_confidence() -> None:
     ({DEADLINE: "12h"}, "needs training-advisor.io/examples too"),
     ({EXAMPLES: "1e7", DEADLINE: "0"}, "deadline='0' must be a number of hours > 0"),
     ({EXAMPLES: "1e7", DEADLINE: "-5h"}, "must be a number of hours > 0"),
-    ({EXAMPLES: "1e7", DEADLINE: "tomorrow"}, "is not a number of hours"),
+    ({EXAMPLES: "1e7", DEADLINE: "tomorrow"}, "is neither a number of hours .* nor a time"),
+    ({EXAMPLES: "1e7", DEADLINE: "2025-12-31T23:00:00Z"}, "is not after now \\(2026-01-01T00:00:00Z\\)"),
     ({EXAMPLES: "lots", DEADLINE: "12"}, "examples='lots' must be a number of examples > 0"),
     ({EXAMPLES: "1e7", DEADLINE: "12", CONFIDENCE: "1"}, "confidence='1' must be a probability strictly between"),
     ({EXAMPLES: "1e7", DEADLINE: "12", CONFIDENCE: "0"}, "strictly between 0 and 1"),
@@ -59,7 +72,7 @@ def test_the_annotations_ask_for_a_deadline_and_a_confidence() -> None:
 ])
 def test_deadline_annotations_that_cannot_work_are_named(notes: dict[str, str], problem: str) -> None:
     with pytest.raises(TFJobError, match=problem):
-        job_deadline(load_settings(), view(notes))
+        job_deadline(load_settings(), view(notes), NOW)
 
 
 def test_the_deadline_picks_the_cheapest_w_that_meets_it_with_the_confidence() -> None:

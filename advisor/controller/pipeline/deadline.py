@@ -1,7 +1,8 @@
 """A job's deadline: what its annotations ask, and the decision taken with a stated confidence.
 
 A job asks for a deadline with two annotations, ``training-advisor.io/examples`` (its size) and
-``training-advisor.io/deadline`` (hours of training, e.g. ``36`` or ``36h``), and may set the
+``training-advisor.io/deadline`` (hours of training, e.g. ``36`` or ``36h``, or a time, e.g.
+``2030-06-01T18:00:00Z``), and may set the
 confidence, ``training-advisor.io/confidence`` (else the setting ``decision_confidence``). The
 decision is the CLI's (``core/cost.decide``): the cheapest W within the job's limits whose
 probability of meeting the deadline is at least the confidence, read from the stored
@@ -44,7 +45,7 @@ from advisor.core.cost import Choice, Constraints, CostError, Prices, choose, me
 from advisor.errors import TFJobError
 
 EXAMPLES = PREFIX + "examples"  # the job's size in examples
-DEADLINE = PREFIX + "deadline"  # hours of training: "36" or "36h"
+DEADLINE = PREFIX + "deadline"  # hours of training ("36" or "36h") or a time ("2030-06-01T18:00:00Z")
 CONFIDENCE = PREFIX + "confidence"  # the least probability of meeting the deadline, in (0, 1)
 DECISION = PREFIX + "decision"  # written: the deadline decision, compact JSON (docs/controller.md)
 _HOURS = re.compile(r"^\s*(?P<num>[+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*h?\s*$")
@@ -87,16 +88,18 @@ def remaining(deadline: JobDeadline, progress: Progress | None) -> JobDeadline:
         raise DeadlineOver(f"the job has trained {progress.examples:.4g} of its {deadline.examples:.4g} examples in "
                            f"{spent:.2f} h: nothing is left to decide", passed=False)
     if hours <= 0:
-        start = dt.datetime.fromtimestamp(progress.started_at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        raise DeadlineOver(f"its deadline of {deadline.hours:g} h from its start at {start} has passed before its "
-                           f"{deadline.examples:.4g} examples were trained: the last decision stays", passed=True)
+        raise DeadlineOver(f"its deadline, {deadline.hours:g} h from its start at {_rfc3339(progress.started_at)}, "
+                           f"has passed before its {deadline.examples:.4g} examples were trained: the last decision "
+                           "stays", passed=True)
     return JobDeadline(left, hours, deadline.confidence, progress)
 
 
-def job_deadline(settings: ControllerSettings, view: TFJobView) -> JobDeadline | None:
+def job_deadline(settings: ControllerSettings, view: TFJobView, now: float) -> JobDeadline | None:
     """The deadline the job's annotations ask for; None without one. ``TFJobError`` names the
     annotation that cannot work (not a number, not positive, a confidence outside (0, 1), one
-    of examples and deadline without the other)."""
+    of examples and deadline without the other, a time before the job's start or, for a job not
+    started, before ``now``). A time is turned into hours from the job's start (from ``now``
+    while it has not started)."""
     notes = view.annotations
     if EXAMPLES not in notes and DEADLINE not in notes:
         if CONFIDENCE in notes:
@@ -108,11 +111,30 @@ def job_deadline(settings: ControllerSettings, view: TFJobView) -> JobDeadline |
         raise TFJobError(f"{where}: annotation {given} needs {missing} too (a deadline is for a job of a known size)")
     examples = positive_annotation(view, EXAMPLES, notes[EXAMPLES], "a number of examples > 0, e.g. 1e7")
     m = _HOURS.match(notes[DEADLINE])
-    if not m:
-        raise TFJobError(f"{where}: annotation {DEADLINE}={notes[DEADLINE]!r} is not a number of hours "
-                         "(e.g. 36 or 36h)")
-    hours = positive_annotation(view, DEADLINE, m["num"], "a number of hours > 0, e.g. 36h")
+    if m:
+        hours = positive_annotation(view, DEADLINE, m["num"], "a number of hours > 0, e.g. 36h")
+    else:
+        hours = _hours_until(view, notes[DEADLINE], now)
     return JobDeadline(examples, hours, _confidence(view, settings))
+
+
+def _hours_until(view: TFJobView, text: str, now: float) -> float:
+    """The hours from the job's start (or ``now``, before it starts) to the time ``text``."""
+    where = f"{view.kind} {view.namespace}/{view.name}: annotation {DEADLINE}={text!r}"
+    try:
+        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise TFJobError(f"{where} is neither a number of hours (e.g. 36 or 36h) nor a time "
+                         "(e.g. 2030-06-01T18:00:00Z)") from None
+    at = (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
+    start, since = (view.started_at, "the job's start") if view.started_at is not None else (now, "now")
+    if at <= start:
+        raise TFJobError(f"{where} is not after {since} ({_rfc3339(start)}): a deadline must be in the future")
+    return (at - start) / 3600
+
+
+def _rfc3339(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +234,7 @@ def deadline_json(choice: Choice, confidence: float, plan: Plan | None = None,
         done = decided.progress
         doc["progress"] = {"examplesTrained": _r(done.examples, 0), "examplesLeft": _r(decided.examples, 0),
                            "hoursLeft": _r(decided.hours, 4),
-                           "at": dt.datetime.fromtimestamp(done.at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+                           "at": _rfc3339(done.at)}
     return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
 

@@ -582,7 +582,7 @@ class Reconciler:
     def _apply(self, view: TFJobView, run: Any, sha: str, prediction: Mapping[str, Any], prices: Prices,
                limits: Limits) -> None:
         try:
-            deadline = job_deadline(self.settings, view)
+            deadline = job_deadline(self.settings, view, self.clock())
             if deadline is not None and self.refits is not None:  # for what is left, once its progress is read
                 deadline = remaining(deadline, self.refits.progress(view))
         except DeadlineOver as exc:  # passed (a Warning event) or its examples trained: the last decision stays
