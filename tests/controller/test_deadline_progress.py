@@ -191,8 +191,14 @@ def test_over_the_emulator_the_deadline_is_decided_for_what_is_left(emu, body, p
         assert json.loads(annotations(emu, "late")[DECISION]) == first["late"]
         assert any(q["query"].startswith('increase(advisor_training_examples_total{job_namespace="ml",tfjob="ahead"}[')
                    for q in prom.queries)
-        time.sleep(3)  # more looks and reconciles: the Warning is not repeated, the decision not changed
+        time.sleep(3)  # more looks and reconciles: no Warning is repeated, the decision not changed
         assert [r for _, r, *_ in events(emu, "late")].count("DeadlinePassed") == 1
+        # more trained, still short: the message changes, the likeliest W stays, "at risk" is said once
+        prom.jobs[(NS, "behind")] = [Pod(f"behind-worker-{i}", 95.0, 12, trained=2.5e6 / 2) for i in range(2)]
+        wait_for("behind's new progress", lambda: json.loads(annotations(emu, "behind")[DECISION])
+                 ["progress"]["examplesTrained"] == 2.5e6)
+        assert json.loads(annotations(emu, "behind")[DECISION])["workers"] == 4
+        assert [r for _, r, *_ in events(emu, "behind")].count("DeadlineAtRisk") == 1
         assert json.loads(annotations(emu, "late")[DECISION]) == first["late"]
     finally:
         controller.stop()

@@ -106,7 +106,7 @@ class Reconciler:
     # name, cluster.JobCache.shadowed), and the uids already told so (one event each)
     shadowed: Callable[[str, str], Sequence[Mapping[str, Any]]] | None = None
     _told_shadowed: set[str] = field(default_factory=set)
-    _warned: dict[Key, tuple[str, str, str]] = field(default_factory=dict)  # job -> (uid, reason, message) told
+    _warned: dict[Key, tuple[str, str, str]] = field(default_factory=dict)  # job -> (uid, reason, what) told
     # (uid, profile sha) of the jobs told their profile contradicted the prediction (ProfileContradicts)
     _contradiction_told: set[tuple[str, str]] = field(default_factory=set)
     _told_newer: set[tuple[str, str]] = field(default_factory=set)  # (job uid, message) said once
@@ -608,7 +608,7 @@ class Reconciler:
             at_risk = rec.deadline is not None and not rec.deadline.choice.confident
             self._warn_once(view, ("DeadlineAtRisk", shortfall_message(
                 rec.deadline.choice, deadline, (limits.min_workers, limits.max_workers), rec.deadline.plan))
-                if at_risk and rec.deadline else None)
+                if at_risk and rec.deadline else None, same=f"W = {rec.target}")
         extra = ann.prediction_annotations(view, prediction, rec, profile_sha=sha,
                                            predicted_at=float(prediction.get("predicted_at", 0)),
                                            profiled_generation=run.generation)
@@ -787,15 +787,17 @@ class Reconciler:
         self.kube.emit_event(obj, "Warning", reason_code, message)
         self.metrics.set_phase(ns, name, "Failed")
 
-    def _warn_once(self, view: TFJobView, warning: tuple[str, str] | None) -> None:
+    def _warn_once(self, view: TFJobView, warning: tuple[str, str] | None, same: str | None = None) -> None:
         """A Warning event (reason, message) for a condition of the job's own asking (a deadline it
-        cannot meet, a deadline annotation that cannot work), once while it lasts; None: it is over."""
+        cannot meet, a deadline annotation that cannot work), once while it lasts; None: it is over.
+        It lasts while the reason and ``same`` (else the message) stay: a deadline at risk says so
+        again when its likeliest W changes, not each time the hours left do."""
         with self._lock:
             told = self._warned.pop(view.key, None)
             if warning is None:
                 return
-            self._warned[view.key] = (view.uid, *warning)
-        if told != (view.uid, *warning):
+            self._warned[view.key] = (view.uid, warning[0], warning[1] if same is None else same)
+        if told != self._warned[view.key]:
             self._event(view, "Warning", *warning)
 
     def _event(self, view: TFJobView, type_: str, reason: str, message: str) -> None:
