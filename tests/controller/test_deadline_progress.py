@@ -133,6 +133,25 @@ def test_a_riskier_w_is_taken_only_with_half_the_risk_asked() -> None:
     assert resize_target(limits, view({}, workers=6, dynamic=True), sure, pred, prices, **args) == 4
 
 
+def test_a_job_that_meets_its_deadline_is_not_moved_to_a_trial() -> None:
+    """test_deadline's planned case: 250 ex/s for 10 h on 100, 190, 260, 300 (+-12 %); the plan
+    starts at W = 3, which alone meets it with Phi(10 / (31.2 / z)) = 0.74 and is rescued by the
+    resize. A job at W = 4, which meets it, is not moved there: a trial risks a deadline it is
+    on course for. A job at W = 1, which cannot meet it, is."""
+    from advisor.core.correction import Correction
+    from tests.controller.test_deadline import wide_prediction
+
+    pred, prices, limits = wide_prediction(), Prices(1.0, 0.0), Limits(1, 4, Mode.AUTO)
+    planned = recommend(pred, prices, limits, JobDeadline(250 * 3600 * 10, 10.0, 0.9), Correction(0.5, 0.1))
+    assert planned.target == 3 and planned.deadline is not None and planned.deadline.plan is not None
+    assert planned.deadline.p_meet[3] >= 0.95 and planned.deadline.plan.alone == pytest.approx(PHI(10 * Z95 / 31.2))
+    args = dict(last_resize=None, now=10_000.0, min_gain=0.05, cooldown_s=600.0)
+    assert planned.deadline.p_meet[4] >= 0.9
+    assert resize_target(limits, view({}, workers=4, dynamic=True), planned, pred, prices, **args) is None
+    assert planned.deadline.p_meet[1] < 0.9
+    assert resize_target(limits, view({}, workers=1, dynamic=True), planned, pred, prices, **args) == 3
+
+
 @pytest.fixture
 def prom() -> Iterator[FakePrometheus]:
     with FakePrometheus() as p:

@@ -214,8 +214,9 @@ def resize_target(
         now_p, target_p = p_meet.get(view.workers), p_meet[rec.target]
         if now_p is not None and now_p < rec.confidence and target_p > now_p:
             return rec.target  # the current count misses the confidence asked and the target is likelier
-        if now_p is not None and target_p < now_p and target_p < 1 - (1 - rec.confidence) / 2:
-            return None  # a riskier W only with half the risk asked: a move back is not one noisy window away
+        alone = rec.deadline.plan.alone if rec.deadline.plan is not None else target_p
+        if now_p is not None and now_p >= rec.confidence and min(target_p, alone) < 1 - (1 - rec.confidence) / 2:
+            return None  # from a W that meets it, only to a W that alone has half the risk asked: no trials
     current = throughput_at(prediction, view.workers)
     if current is None or current["value"] <= 0:
         return rec.target  # the current count is outside the curve (e.g. above the maximum): bring it in
