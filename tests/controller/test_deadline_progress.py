@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from advisor.controller.jobs.pytorchjob import parse_pytorchjob
 from advisor.controller.jobs.tfjob import PREFIX, parse_tfjob, start_time
 from advisor.controller.pipeline.deadline import (
     DEADLINE, DECISION, EXAMPLES, DeadlineOver, JobDeadline, Progress, deadline_json, remaining,
@@ -31,7 +32,7 @@ from tests.controller.harness import (
 from tests.controller.test_deadline import PHI, Z95, need, planned_prediction, view
 from tests.controller.test_end_to_end import events
 from tests.controller.test_policy_and_annotations import FLAT_THEN_SATURATED, prediction
-from tests.controller.tfjobs import tfjob, with_uid
+from tests.controller.tfjobs import pytorchjob, tfjob, with_uid
 
 HOUR = 3600.0
 
@@ -75,6 +76,9 @@ def test_the_start_time_is_read_from_the_status(text, expected) -> None:
     obj = with_uid(tfjob())
     obj["status"] = {"startTime": text} if text is not None else {}
     assert parse_tfjob(obj).started_at == expected  # an unreadable one is no error: planned from now
+    ddp = with_uid(pytorchjob())
+    ddp["status"] = obj["status"]
+    assert parse_pytorchjob(ddp).started_at == expected
 
 
 def test_the_examples_trained_are_every_pods_increase_since_the_start() -> None:

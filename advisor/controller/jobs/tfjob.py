@@ -202,8 +202,11 @@ def finished_reason(status: Mapping[str, Any]) -> str:
 def start_time(status: Mapping[str, Any]) -> float | None:
     """``status.startTime`` in unix seconds (RFC 3339, as the API writes it); None when absent or unreadable."""
     text = status.get("startTime")
-    if not isinstance(text, str):
-        return None
+    return parse_time(text) if isinstance(text, str) else None
+
+
+def parse_time(text: str) -> float | None:
+    """An ISO 8601 / RFC 3339 time in unix seconds (without a zone, UTC); None when it is not one."""
     try:
         when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:

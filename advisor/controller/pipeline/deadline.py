@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from advisor.controller.jobs.tfjob import PREFIX, TFJobView
+from advisor.controller.jobs.tfjob import PREFIX, TFJobView, parse_time
 from advisor.controller.settings import ControllerSettings
 from advisor.core.belief import Belief, Outcome
 from advisor.core.correction import Correction, Plan, best_plan, plan_shortfall, plans
@@ -121,12 +121,10 @@ def job_deadline(settings: ControllerSettings, view: TFJobView, now: float) -> J
 def _hours_until(view: TFJobView, text: str, now: float) -> float:
     """The hours from the job's start (or ``now``, before it starts) to the time ``text``."""
     where = f"{view.kind} {view.namespace}/{view.name}: annotation {DEADLINE}={text!r}"
-    try:
-        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
+    at = parse_time(text)
+    if at is None:
         raise TFJobError(f"{where} is neither a number of hours (e.g. 36 or 36h) nor a time "
-                         "(e.g. 2030-06-01T18:00:00Z)") from None
-    at = (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
+                         "(e.g. 2030-06-01T18:00:00Z)")
     start, since = (view.started_at, "the job's start") if view.started_at is not None else (now, "now")
     if at <= start:
         raise TFJobError(f"{where} is not after {since} ({_rfc3339(start)}): a deadline must be in the future")
