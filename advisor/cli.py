@@ -579,8 +579,10 @@ def _anchor(profile: Profile | None, request: AdviceRequest, advice: Advice, pro
     the note that says so (``core/profile_check.py``)."""
     check = advice.profile_check
     if check is None:
-        raise ModelInputError(request.model.name, "--anchor needs the W = 1 point (--workers from 1) and a profile "
-                                                  "whose steps record their client wall time")
+        raise ModelInputError(request.model.name, "--anchor needs the W = 1 point (--workers from 1), a profile "
+                                                  "whose steps record their client wall time, and a prediction of "
+                                                  "the traced configuration (not a what-if: another PS count, a PS "
+                                                  "program as all-reduce)")
     anchored = profile_anchored(profile, request, check)
     return anchored, replace(advise(profile, anchored, progress, pool), profile_check=check), anchored_note(check)
 

@@ -210,7 +210,8 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
         for i, (p, t, outs, belief, chance) in enumerate(zip(curve, thr, outcomes, beliefs, chances))
     )
     one = next((p.throughput for p in curve if p.workers == 1), None)
-    check = None if one is None else check_one_worker(profile, one, w1_width(error, model.name))
+    # a what-if's W = 1 is not the profiled run: the profile cannot check it
+    check = None if one is None or outlook.what_if else check_one_worker(profile, one, w1_width(error, model.name))
     notes = outlook.notes + left_out + tracing_notes(profile)
     if check is not None and check.contradicts and request.posterior is None:
         notes += (contradiction_note(check),)

@@ -101,3 +101,21 @@ def test_predict_anchor_brings_w1_to_the_profile_and_says_so(tmp_path: Path,
     assert main(["predict", str(MLP), "--bandwidth", "200M", "--workers", "2-3", "--steps", "200", "--warmup", "20",
                  "--anchor"]) == 2
     assert "--anchor needs the W = 1 point" in capsys.readouterr().err
+
+
+def test_a_what_if_is_not_checked_against_the_profile() -> None:
+    """The MLP's trace replayed as an all-reduce (no PS at W = 1: compute alone, about 8x the
+    profile's rate) and as a job with 2 PS: neither W = 1 is the profiled run, so neither is a
+    contradiction nor a case for --anchor; the same trace predicted as traced still is checked."""
+    from dataclasses import replace as with_
+
+    from advisor.core.advice import ModelChoice
+    from advisor.importers.loader import load_profile
+
+    mlp = load_profile(MLP)
+    ring = advise(mlp, with_(_request(100e6), model=ModelChoice("ring-allreduce")))
+    assert ring.points[0].throughput > 3 * 102.9  # far from the profile's rate, as a what-if may be
+    assert ring.profile_check is None and not any("profiling run's own" in n for n in ring.notes)
+    two_ps = advise(mlp, with_(_request(100e6), parameter_servers=2, worker_bandwidths_bps=(10e9,)))
+    assert two_ps.profile_check is None
+    assert advise(mlp, _request(100e6)).profile_check is not None

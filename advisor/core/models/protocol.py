@@ -178,6 +178,10 @@ class Outlook:
     # the scope of the model's measured error these inputs fall in (core/model_error.py, e.g.
     # SEVERAL_PS): its widths widen the intervals where measured; None: the model's own
     error_scope: str | None = None
+    # a what-if: the curve is for another configuration than the traced run (another PS count, a PS
+    # program replayed as all-reduce), so its W = 1 is not the profiled run and the profile cannot
+    # check it (core/profile_check.py)
+    what_if: bool = False
 
 
 @runtime_checkable

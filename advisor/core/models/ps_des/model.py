@@ -187,7 +187,11 @@ class PsDes(ModelBase):
         """The contention notes, and at W = 2 the alternating outcome when it is far above the
         prediction, with its probability for the stated network (``arrangements.py``). Only with
         the contention rules (which predict the drifting regime) and only for W = 2: from W = 3 on
-        the testbed's workers show random phases, never stable alternation."""
+        the testbed's workers show random phases, never stable alternation. A PS-count what-if
+        says so (``Outlook.what_if``)."""
+        return replace(self._outlook(inputs, params, curve), what_if=self._what_if(inputs))
+
+    def _outlook(self, inputs: ModelInputs, params: ModelParams, curve: Mapping[int, float]) -> Outlook:
         link = worker_link_note(inputs.profile, inputs.network) if inputs.profile and inputs.network else None
         ps = self.simulated_ps(inputs)
         scope = self.error_scope(ps)

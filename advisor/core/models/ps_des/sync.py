@@ -265,10 +265,11 @@ class PsDesSync(PsDes):
                 notes += (f"at W = {', '.join(map(str, rest))} an update takes one gradient: no barrier holds the "
                           "workers in step, and real ones can take turns (one pulls after another's update), "
                           "which this model does not predict there (measured at W = 2 only: docs/accuracy.md)",)
-        scope = self.error_scope(self.simulated_ps(inputs))
+        scope, what_if = self.error_scope(self.simulated_ps(inputs)), self._what_if(inputs)
         if isinstance(params, ContentionParams):
-            return Outlook(params.contention().notes() + notes, others, details=details, error_scope=scope)
-        return Outlook(notes, others, details=details, error_scope=scope)
+            return Outlook(params.contention().notes() + notes, others, details=details, error_scope=scope,
+                           what_if=what_if)
+        return Outlook(notes, others, details=details, error_scope=scope, what_if=what_if)
 
     def _one_gradient_alternative(self, inputs: ModelInputs, params: ModelParams,
                                   curve: Mapping[int, float]) -> Alternative | None:

@@ -583,7 +583,8 @@ class RingAllReduce(ModelBase):
                                "host_bound_exponent": own.host_bound_exponent,
                                "collective_cpu_s": own.collective_cpu_s,
                                "calls": setup.calls, "megabytes": setup.megabytes}
-        return Outlook(details=details,
+        what_if = inputs.profile is not None and inputs.profile.job.kind is ProgramKind.TF_PS  # a PS program's ring
+        return Outlook(details=details, what_if=what_if,
                        params={"bucket_mb": setup.layout.bucket_mb, "latency_s": own.latency_s,
                                "two_way_share": own.two_way_share, "host_cores": own.host_cores,
                                "workers_per_host": own.workers_per_host, "host_cpu_s": own.host_cpu_s,
