@@ -201,12 +201,14 @@ def finished_reason(status: Mapping[str, Any]) -> str:
 
 def start_time(status: Mapping[str, Any]) -> float | None:
     """``status.startTime`` in unix seconds (RFC 3339, as the API writes it); None when absent or unreadable."""
-    text = status.get("startTime")
-    return parse_time(text) if isinstance(text, str) else None
+    return parse_time(status.get("startTime"))
 
 
-def parse_time(text: str) -> float | None:
-    """An ISO 8601 / RFC 3339 time in unix seconds (without a zone, UTC); None when it is not one."""
+def parse_time(text: Any) -> float | None:
+    """An ISO 8601 / RFC 3339 time (a metav1.Time) in unix seconds, without a zone UTC; None when
+    absent or not such a time."""
+    if not isinstance(text, str):
+        return None
     try:
         when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:

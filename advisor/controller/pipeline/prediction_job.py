@@ -37,12 +37,11 @@ Why these choices:
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.controller.jobs.tfjob import PREFIX, ROLE_LABEL
+from advisor.controller.jobs.tfjob import PREFIX, ROLE_LABEL, parse_time
 
 ROLE = "prediction"
 KEY_LABEL = PREFIX + "prediction-key"
@@ -295,11 +294,3 @@ def _stuck(pods: Sequence[Mapping[str, Any]], now: float, timeout_s: float) -> s
     return ""
 
 
-def parse_time(text: Any) -> float | None:
-    """A metav1.Time (RFC 3339) as seconds since the epoch; None when absent or unreadable."""
-    if not isinstance(text, str):
-        return None
-    try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
