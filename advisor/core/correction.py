@@ -54,7 +54,8 @@ from dataclasses import dataclass, replace
 from statistics import NormalDist
 
 from advisor.core.belief import Belief, Spread
-from advisor.core.cost import SECONDS_PER_HOUR, Choice, Constraints, CostError, Prices, decide, meet_probabilities
+from advisor.core.cost import (SECONDS_PER_HOUR, Choice, Constraints, CostError, Prices, choose, decide,
+                               meet_probabilities)
 
 __all__ = ["GRID", "Correction", "Fallback", "Plan", "best_plan", "plan_shortfall", "plan_with_correction", "plans",
            "resize_after"]
@@ -140,15 +141,10 @@ def plan_with_correction(workers: Sequence[int], throughput: Sequence[float], pr
 
 
 def best_plan(found: Sequence[Plan]) -> Plan:
-    """Of ``plans``' answer, the cheapest confident plan, else the likeliest (``confident`` False)."""
-    met = [p for p in found if p.choice.confident]
-    if met:
-        return min(met, key=lambda p: (round(p.choice.expected_cost_per_example or math.inf, 15), p.workers))
-    def key(p: Plan) -> tuple[float, float, int]:  # as ``decide``'s likeliest: then the nearest to the rate needed
-        need = p.choice.needed_throughput
-        return round(p.choice.p_meet or 0.0, 12), p.choice.throughput / need if need else math.inf, -p.workers
-    best = max(found, key=key)
-    return replace(best, choice=replace(best.choice, confident=False))
+    """Of ``plans``' answer, the cheapest confident plan, else the likeliest (``confident`` False):
+    ``decide``'s rule (``cost.choose``) over the plans' choices."""
+    chosen = choose([p.choice for p in found])
+    return replace(next(p for p in found if p.workers == chosen.workers), choice=chosen)
 
 
 def resize_after(plan: Plan, observed: float) -> int:
