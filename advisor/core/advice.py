@@ -186,7 +186,6 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
         beliefs = [Belief.of(o, level) for o in outcomes]
     thr = [outs[0].throughput for outs in outcomes]  # the predicted (or observed) outcome comes first
     c = request.constraints
-    recommended = decide(workers, thr, request.prices, parameter_servers=ps, constraints=c, beliefs=beliefs)
     chances = meet_probabilities(workers, thr, request.prices, beliefs, parameter_servers=ps, constraints=c)
     plan, by_start = None, {}
     if request.correction is not None:  # the first W counts on one resize after it is observed
@@ -195,6 +194,8 @@ def advise(profile: Profile | None, request: AdviceRequest, progress: Progress |
         by_start = {p.workers: p.choice.p_meet for p in found}
         plan = best_plan(found)
         recommended = plan.choice
+    else:
+        recommended = decide(workers, thr, request.prices, parameter_servers=ps, constraints=c, beliefs=beliefs)
     points = tuple(
         AdvicePoint(
             workers=p.workers, throughput=t, low=outs[0].low, high=outs[0].high, steps=p.steps,
