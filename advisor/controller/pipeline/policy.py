@@ -180,8 +180,11 @@ def _deadline_recommendation(prediction: Mapping[str, Any], prices: Prices, limi
     near = [w for w, t in inside if p_meet[w] >= floor - 1e-12
             and cost_per_example(prices, w, ps, t) <= choice.cost_per_example * (1 + BOUND_TOLERANCE)] or [choice.workers]
     every = [int(p["workers"]) for p in prediction["curve"]]
-    uncapped = decide_deadline(prediction, prices, (every[0], every[-1]), deadline, correction, running=running,
-                               switch_hours=switch_hours).choice.workers
+    if len(inside) == len(every):  # the limits cut nothing off the curve: the same decision
+        uncapped = choice.workers
+    else:
+        uncapped = decide_deadline(prediction, prices, (every[0], every[-1]), deadline, correction, running=running,
+                                   switch_hours=switch_hours).choice.workers
     return Recommendation(target=choice.workers, lower=min(near), upper=max(near), uncapped=uncapped,
                           throughput=choice.throughput, cost_per_example=choice.cost_per_example, deadline=decision,
                           confidence=deadline.confidence)
