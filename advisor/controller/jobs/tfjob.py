@@ -204,6 +204,11 @@ def start_time(status: Mapping[str, Any]) -> float | None:
     return parse_time(status.get("startTime"))
 
 
+def rfc3339(t: float) -> str:
+    """Unix seconds as the API writes a time, to the second: 2026-01-01T00:00:00Z."""
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def parse_time(text: Any) -> float | None:
     """An ISO 8601 / RFC 3339 time (a metav1.Time) in unix seconds, without a zone UTC; None when
     absent or not such a time."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from advisor.controller.pipeline.deadline import DECISION, deadline_json
 from advisor.controller.pipeline.policy import Recommendation, throughput_at
-from advisor.controller.jobs.tfjob import PREFIX, TFJobView
+from advisor.controller.jobs.tfjob import PREFIX, TFJobView, rfc3339
 from advisor.controller.state.formats import STATE_FORMAT, STATE_FORMAT_ANNOTATION
 
 PHASE = PREFIX + "phase"  # Pending | Profiling | Predicting | Predicted | Failed
@@ -50,10 +50,6 @@ ALLOCATION = PREFIX + "allocation"  # {"pool", "status", "workers", "ownOptimum"
 # with a deadline
 WORKER_SPEEDS = PREFIX + "worker-speeds"  # the per-worker speeds and links the curve is for (node_speeds)
 PHASES = ("Pending", "Profiling", "Predicting", "Predicted", "Failed")
-
-
-def rfc3339(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_rfc3339(text: str | None) -> float | None:

@@ -29,7 +29,6 @@ Pure functions of the settings, the job's view and the stored prediction (schema
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 import re
@@ -37,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from advisor.controller.jobs.tfjob import PREFIX, TFJobView, parse_time
+from advisor.controller.jobs.tfjob import PREFIX, TFJobView, parse_time, rfc3339
 from advisor.controller.settings import ControllerSettings
 from advisor.core.belief import Belief, Outcome
 from advisor.core.correction import Correction, Plan, best_plan, plan_shortfall, plans
@@ -88,7 +87,7 @@ def remaining(deadline: JobDeadline, progress: Progress | None) -> JobDeadline:
         raise DeadlineOver(f"the job has trained {progress.examples:.4g} of its {deadline.examples:.4g} examples in "
                            f"{spent:.2f} h: nothing is left to decide", passed=False)
     if hours <= 0:
-        raise DeadlineOver(f"its deadline, {deadline.hours:g} h from its start at {_rfc3339(progress.started_at)}, "
+        raise DeadlineOver(f"its deadline, {deadline.hours:g} h from its start at {rfc3339(progress.started_at)}, "
                            f"has passed before its {deadline.examples:.4g} examples were trained: the last decision "
                            "stays", passed=True)
     return JobDeadline(left, hours, deadline.confidence, progress)
@@ -127,12 +126,8 @@ def _hours_until(view: TFJobView, text: str, now: float) -> float:
                          "(e.g. 2030-06-01T18:00:00Z)")
     start, since = (view.started_at, "the job's start") if view.started_at is not None else (now, "now")
     if at <= start:
-        raise TFJobError(f"{where} is not after {since} ({_rfc3339(start)}): a deadline must be in the future")
+        raise TFJobError(f"{where} is not after {since} ({rfc3339(start)}): a deadline must be in the future")
     return (at - start) / 3600
-
-
-def _rfc3339(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +227,7 @@ def deadline_json(choice: Choice, confidence: float, plan: Plan | None = None,
         done = decided.progress
         doc["progress"] = {"examplesTrained": _r(done.examples, 0), "examplesLeft": _r(decided.examples, 0),
                            "hoursLeft": _r(decided.hours, 4),
-                           "at": _rfc3339(done.at)}
+                           "at": rfc3339(done.at)}
     return json.dumps(doc, separators=(",", ":"), sort_keys=True)
 
 
