@@ -114,11 +114,11 @@ SCENARIOS = (
 # W = 3 only by what W = 2 says about it: not enough to try it.
 #
 # A wrong curve makes a deadline's search wander: the CNN with its bandwidth stated 2x too high and
-# a tight deadline starts at 8 workers (the first plan's start), and once 8 is observed the
-# refitted curve still promises its lower W too much (its shape, from one observation, is the
-# model's), so the loop tries 3, 4, 5, 6 in turn before 7, the cheapest that meets the deadline: it
-# ends there and finishes in time at 1 % over the oracle (the open loop, at 8: 6 %), but with two
-# reversals counting the first move from 2 to 8.
+# a tight deadline starts at 8 workers (the first plan's start), where it meets the deadline, and
+# once 8 is observed the refitted curve promises its lower W too much (its shape, from one
+# observation, is the model's). Kept from trials while on course, it stays at 8 until, ahead of
+# its deadline, 3 alone makes the rest; 3 runs short, and the job goes 3 > 4 > 3 > 2 for what is
+# left: in time, 6 % under the oracle (the open loop, at 8: 6 % over), but with three reversals.
 LIMITS = (
     Scenario("mlp 2 PS, shipped constants", _curve(ps_traces, "ps-traces/mlp_ps2_bw100"),
              "none (W = 3 predicted 23 % low)", Prices(1.0, 4.0), params={}),

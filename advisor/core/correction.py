@@ -41,8 +41,9 @@ P): that is a detour through a cheap W, not a trial of an answer, and a loop tha
 wanders (the closed loop's CNN went 8, 3, 4, 5, 6, 2, 1, 7 with them).
 
 What it leaves out: a second correction (the controller decides again after each observation,
-with its updated beliefs, ``core/online_calibration.py``, and plans again from there), and the
-examples done before the decision (it plans the whole job, as if it started now).
+with its updated beliefs, ``core/online_calibration.py``, and plans again from there). It plans
+the examples and hours it is given from now: for a job already running, the controller gives it
+what is left (``controller/pipeline/deadline.remaining``).
 """
 
 from __future__ import annotations
