@@ -264,24 +264,25 @@ def decide_every(runs: Sequence[Run], confidence: float, answers: bool = False,
         for name, needed in deadlines(run):
             cases.setdefault(name, []).append(score(run, needed, confidence))
             corrected.setdefault(name, []).append(score_corrected(run, needed, confidence, shares))
+    _print_cases(cases, answers, point=True,
+                 legend="(run:recommended/cheapest measured W meeting it; ? = no W reached P, the likeliest given)")
+    print(f"with one correction (observed after {shares[0]:.0%} of the deadline, a resize losing {shares[1]:.0%} of it):")
+    _print_cases(corrected, answers, point=False,
+                 legend="(run:starting W[>W it was resized to]/cheapest measured W meeting it; ? = no plan reached P)")
+
+
+def _print_cases(cases: dict[str, list[dict[str, Any]]], answers: bool, *, point: bool, legend: str) -> None:
+    """One report line per kind of deadline and over all; with ``answers``, each run's W (and
+    the W it was resized to, where a plan moved it) beside the cheapest measured W, then ``legend``."""
     for name, found in cases.items():
-        report(name, found)
-    report("all", [c for found in cases.values() for c in found])
+        report(name, found, point=point)
+    report("all", [c for found in cases.values() for c in found], point=point)
     if answers:
         for name, found in cases.items():
             print(f"  {name:<8} " + "  ".join(f"{c['run'].split('.')[0]}:{c['rec']}{'' if c['confident'] else '?'}"
+                                              f"{'>' + str(c['then']) if c.get('then', c['rec']) != c['rec'] else ''}"
                                               f"/{c['best']}" for c in found))
-        print("  (run:recommended/cheapest measured W meeting it; ? = no W reached P, the likeliest given)")
-    print(f"with one correction (observed after {shares[0]:.0%} of the deadline, a resize losing {shares[1]:.0%} of it):")
-    for name, found in corrected.items():
-        report(name, found, point=False)
-    report("all", [c for found in corrected.values() for c in found], point=False)
-    if answers:
-        for name, found in corrected.items():
-            print(f"  {name:<8} " + "  ".join(f"{c['run'].split('.')[0]}:{c['rec']}{'' if c['confident'] else '?'}"
-                                              f"{'>' + str(c['then']) if c['then'] != c['rec'] else ''}/{c['best']}"
-                                              for c in found))
-        print("  (run:starting W[>W it was resized to]/cheapest measured W meeting it; ? = no plan reached P)")
+        print("  " + legend)
 
 
 def calibration(runs: Sequence[Run], grid: Sequence[float] = GRID) -> dict[float, float]:
