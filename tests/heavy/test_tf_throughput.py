@@ -21,7 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import advisor.profiling as profiling
 from advisor.profiling import throughput
-from tests.heavy.test_tf_profiling import BATCH, EXAMPLE, STEPS, WARMUP, _cluster, _environ, _tf_config, _train
+from tests.heavy.test_tf_profiling import (
+    BATCH, EXAMPLE, STEPS, UNTRACED, WARMUP, _cluster, _environ, _tf_config, _train,
+)
 from tests.profiling import Receiver
 
 pytestmark = pytest.mark.heavy
@@ -73,8 +75,8 @@ def test_traced_steps_count_too(tf: Any, port: int, tmp_path: Path) -> None:
         hook = profiling.AdvisorProfilingHook(batch_size=BATCH, environ=env)
         runs = _train(tf, cluster, hook)
     assert hook.active and len(rx.requests) == 1
-    assert runs == WARMUP + STEPS == 23  # 3 warm-up + 20 traced, then the stop after the upload
-    assert counts(port) == (23 * 8, 23)
+    assert runs == WARMUP + STEPS + UNTRACED == 73  # 3 warm-up, 60 traced, 10 timed untraced, then the stop
+    assert counts(port) == (73 * 8, 73)
 
 
 def test_the_hook_without_a_batch_size_refuses_to_count(tf: Any, port: int) -> None:
