@@ -13,7 +13,9 @@ It does two independent things, each off unless asked for:
   ``TF_CONFIG``); otherwise no ``RunOptions`` are added;
 - counts every ``session.run`` as a training step of this worker's batch, when
   ``ADVISOR_METRICS_PORT`` is set and this task trains (``throughput.step_counter_from_env``),
-  traced steps included: they are real training steps too.
+  traced steps included: they are real training steps too. With ``SyncReplicasOptimizer`` and
+  backup workers only R of the W gradients of an update move the model, so a step counts R / W
+  of the batch, R and W read from the graph when the session begins (``sync_share.py``).
 
 With neither, every method returns at once.
 """
@@ -30,6 +32,9 @@ from google.protobuf import json_format
 
 from advisor.profiling.config import ProfilingConfig, load_config
 from advisor.profiling.recorder import RunFacts, TraceRecorder, VariableInfo, resolve_batch_size
+from advisor.profiling.sync_share import (
+    ENQUEUE_MANY_OPS, SYNC_TOKEN_QUEUE, TAKE_GRADIENT_OPS, SyncShareUnknown, sync_share,
+)
 from advisor.profiling.throughput import StepCounter, step_counter_from_env
 
 log = logging.getLogger("advisor.profiling")
@@ -57,7 +62,8 @@ class AdvisorProfilingHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[m
         env = os.environ if environ is None else environ
         self._config: ProfilingConfig | None = _active_config(env)
         self._batch_size = resolve_batch_size(self._config, batch_size) if self._config else None
-        self._counter: StepCounter | None = step_counter_from_env(batch_size, env, who="AdvisorProfilingHook")
+        self._batch_counter = step_counter_from_env(batch_size, env, who="AdvisorProfilingHook")
+        self._counter: StepCounter | None = self._batch_counter
         self._model_name = model_name
         self._recorder: TraceRecorder[bytes] | None = None
         self._options: Any = None
@@ -77,6 +83,8 @@ class AdvisorProfilingHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[m
         return self._counter
 
     def begin(self) -> None:
+        if self._batch_counter is not None:  # each session's graph: a new one may train otherwise
+            self._counter = _counted_share(self._batch_counter)
         if self._config is None or self._recorder is not None:
             return
         facts = RunFacts(self._batch_size, self._model_name, tf.__version__, _graph_variables())
@@ -124,6 +132,34 @@ def _active_config(environ: Mapping[str, str]) -> ProfilingConfig | None:
             len(task.worker_hosts),
         )
     return config
+
+
+def _counted_share(counter: StepCounter) -> StepCounter:
+    """``counter`` counting the share of its batch that the default graph's updates aggregate."""
+    try:
+        found = sync_share({"node": _sync_nodes(tf.compat.v1.get_default_graph().as_graph_def())})
+    except SyncShareUnknown as exc:
+        log.warning("advisor: SyncReplicasOptimizer's share of each step cannot be read (%s); every example of "
+                    "a step is counted, which overstates the job's progress if it has backup workers", exc)
+        return counter
+    if found is None or found.share == 1:
+        return counter
+    log.info("advisor: SyncReplicasOptimizer aggregates %d gradients of the %d an update hands tokens to: a step "
+             "counts %.4g of its %g examples", found.replicas_to_aggregate, found.tokens_per_step,
+             found.share, counter.examples_per_step)
+    return StepCounter(counter.exporter, counter.examples_per_step * found.share)
+
+
+def _sync_nodes(graph_def: Any) -> list[dict[str, Any]]:
+    """The nodes ``sync_share`` reads, as dicts: the accumulators' take-gradients, the token queues,
+    their enqueues and fills, and the nodes those read (their constants, the global step's read):
+    not the whole graph, whose constants may be large."""
+    wanted = [n for n in graph_def.node if n.op in TAKE_GRADIENT_OPS or n.op in ENQUEUE_MANY_OPS or n.op == "Fill"
+              or ("Queue" in n.op and SYNC_TOKEN_QUEUE.search(n.name))]
+    names = {n.name for n in wanted}
+    inputs = {i.split(":")[0] for n in wanted for i in n.input if not i.startswith("^")} - names
+    wanted += [n for n in graph_def.node if n.name in inputs]
+    return [dict(json_format.MessageToDict(n)) for n in wanted]
 
 
 def _graph_variables() -> tuple[VariableInfo, ...]:

@@ -10,7 +10,7 @@ chart's optional PodMonitor adds the ``job_namespace`` and ``tfjob`` labels), an
 ``advisor_predicted_current_throughput_examples_per_second``.
 
 Counters, not a rate: Prometheus computes rates over whatever window a query asks, and a
-counter survives scrapes that are missed. The two counts are plain integers behind one lock
+counter survives scrapes that are missed. The two counts are plain numbers behind one lock
 and are read together at scrape time, so counting a step costs well under a microsecond and a
 scrape never sees a step without its examples. Only the standard library and prometheus-client
 (both already in the package) are needed; nothing here imports TensorFlow.
@@ -19,6 +19,7 @@ scrape never sees a step without its examples. Only the standard library and pro
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
@@ -44,7 +45,8 @@ log = logging.getLogger("advisor.profiling")
 ENV_METRICS_PORT = "ADVISOR_METRICS_PORT"
 EXAMPLES = "advisor_training_examples"  # exported as ..._total
 STEPS = "advisor_training_steps"
-EXAMPLES_HELP = "Training examples this worker has processed."
+EXAMPLES_HELP = ("Training examples this worker has processed that move the model (with SyncReplicasOptimizer's "
+                 "backup workers, replicas_to_aggregate / total_num_replicas of its batch per step).")
 STEPS_HELP = "Training steps this worker has run."
 
 
@@ -54,7 +56,7 @@ class ThroughputExporter:
     def __init__(self, port: int, *, addr: str = "0.0.0.0") -> None:
         self._lock = threading.Lock()
         self._steps = 0
-        self._examples = 0
+        self._examples = 0.0  # a synchronous job's worker counts a share of its batch (sync_share.py)
         self._created = time.time()
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(_Counts(self.counts, self._created))
@@ -66,23 +68,23 @@ class ThroughputExporter:
             raise ProfilingConfigError(f"{ENV_METRICS_PORT}={port}: cannot serve metrics there ({exc})") from None
         self.port = int(self._server.server_address[1])
 
-    def record_step(self, examples: int) -> None:
-        """One training step of ``examples`` examples (this worker's batch)."""
-        if examples < 0:
+    def record_step(self, examples: float) -> None:
+        """One training step of ``examples`` examples (this worker's batch, or its counted share)."""
+        if not examples >= 0 or examples == math.inf:
             raise ValueError(f"examples must be >= 0, got {examples}")
         with self._lock:
             self._steps += 1
             self._examples += examples
 
-    def record_steps(self, steps: int, examples: int) -> None:
+    def record_steps(self, steps: int, examples: float) -> None:
         """``steps`` training steps of ``examples`` examples in all (Keras' ``steps_per_execution``)."""
-        if steps < 0 or examples < 0:
+        if steps < 0 or not examples >= 0 or examples == math.inf:
             raise ValueError(f"steps and examples must be >= 0, got {steps} and {examples}")
         with self._lock:
             self._steps += steps
             self._examples += examples
 
-    def counts(self) -> tuple[int, int]:
+    def counts(self) -> tuple[int, float]:
         """(steps, examples) counted so far, read together."""
         with self._lock:
             return self._steps, self._examples
@@ -101,7 +103,7 @@ class ThroughputExporter:
 class _Counts(Collector):
     """The exporter's two counters, as one consistent snapshot per scrape."""
 
-    def __init__(self, counts: Callable[[], tuple[int, int]], created: float) -> None:
+    def __init__(self, counts: Callable[[], tuple[int, float]], created: float) -> None:
         self._counts = counts
         self._created = created
 
@@ -148,10 +150,11 @@ def _shared_exporter(port: int) -> ThroughputExporter:
 
 @dataclass(frozen=True, slots=True)
 class StepCounter:
-    """What the hook and the callback count with: the exporter and this worker's examples per step."""
+    """What the hook and the callback count with: the exporter and this worker's examples per step
+    (its batch, or the share of it that an update aggregates: ``sync_share.py``)."""
 
     exporter: ThroughputExporter
-    examples_per_step: int
+    examples_per_step: float
 
     def step(self) -> None:
         """One completed training step."""

@@ -131,7 +131,21 @@ def test_negative_counts_are_refused_and_change_nothing(exporter: ThroughputExpo
         exporter.record_steps(-1, 0)
     with pytest.raises(ValueError):
         exporter.record_steps(1, -5)
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="examples"):
+            exporter.record_step(bad)
+        with pytest.raises(ValueError):
+            exporter.record_steps(1, bad)
     assert counts(exporter.port) == (10, 1)
+
+
+def test_a_share_of_a_batch_is_counted_as_it_is(exporter: ThroughputExporter) -> None:
+    """A synchronous job's worker with a backup counts R / W of its batch (sync_share.py): 32 x 7/8."""
+    counter = StepCounter(exporter, 32 * 7 / 8)
+    for _ in range(3):
+        counter.step()
+    counter.steps(2)
+    assert counts(exporter.port) == (5 * 28, 5)
 
 
 def test_steps_from_several_threads_are_all_counted(exporter: ThroughputExporter) -> None:
