@@ -45,7 +45,6 @@ def graph_nodes(tf: Any, replicas: int | None, total: int, chief: bool, name: st
 def main() -> None:
     import tensorflow as tf
 
-    tf.compat.v1.disable_eager_execution()
     cases = [{"replicas_to_aggregate": r, "total_num_replicas": w, "chief": chief, "optimizer_name": name,
               "node": graph_nodes(tf, r, w, chief, name)} for r, w, chief, name in CASES]
     doc = {"how": "scripts/record_sync_graphs.py", "tensorflow": tf.__version__, "graphs": cases}

@@ -43,7 +43,6 @@ def _graph(tf: Any, sync: bool, scope: str = "", name: str = "sync_replicas", tw
 
 
 def test_real_graphs(tf: Any) -> None:
-    tf.compat.v1.disable_eager_execution()
     assert is_sync_replicas(_graph(tf, sync=False)) is False
     assert is_sync_replicas(_graph(tf, sync=True)) is True
     renamed = _graph(tf, sync=True, scope="tower", name="my_sync")

@@ -29,9 +29,7 @@ pytestmark = pytest.mark.heavy
 
 @pytest.fixture(scope="module")
 def tf() -> Any:
-    tf = pytest.importorskip("tensorflow", reason="the heavy suite needs tensorflow-cpu")
-    tf.compat.v1.disable_eager_execution()
-    return tf
+    return pytest.importorskip("tensorflow", reason="the heavy suite needs tensorflow-cpu")
 
 
 def _recorder() -> Any:
