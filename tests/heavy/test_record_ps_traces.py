@@ -69,4 +69,6 @@ def test_a_greedy_two_ps_trace_is_recorded_shaped_and_anchored(tf: Any, netns: N
     inputs = model_inputs(profile, AdviceRequest(network=NetworkModel(bandwidth_bps=100e6), curve=curve))
     (point,) = predict_curve(model, inputs, registry.params_for(model), curve)
     traced = profile.job.batch_size / (statistics.mean(s.wall_us for s in profile.steps) / 1e6)
-    assert point.throughput == pytest.approx(traced, rel=0.03)
+    # within the W = 1 width the default model ships (+-6.2 %, docs/accuracy.md): its fifo order puts a
+    # trace's W = 1 up to 4.7 % above the trace's own rate (benchmarks.stream_order); 3 % failed 2 runs in 5
+    assert point.throughput == pytest.approx(traced, rel=0.062)
