@@ -20,6 +20,7 @@ from advisor.core.online_calibration import (
     MAX_GRID, MISSTATED, CalibrationError, Grid, Observation, Rule, axes, calibratable, calibrate,
     two_hypothesis_log_prior, with_values,
 )
+from advisor.core.models import registry
 from advisor.core.models.protocol import CalibrationParam
 from advisor.core.sim_types import NetworkModel
 from benchmarks.synthetic import tiny_mlp
@@ -151,6 +152,34 @@ def test_axes_are_thinned_to_the_limit_and_keep_the_stated_value() -> None:
     assert math.prod(len(x) for x in out) <= MAX_GRID
     assert 3.5 in out[0] and 4.0 in out[1] and 0.35 in out[2]
     assert all(x[0] == p.low and x[-1] == p.high for x, p in zip(out, (a, b, c)))  # the ends stay
+
+
+def test_a_thinned_axis_keeps_the_values_farthest_from_those_kept() -> None:
+    """By hand: 1..9 with 2 stated, thinned to four: the ends and 2, then the farthest from
+    {1, 2, 9}, 5 or 6 (3 away from both sides; the lower on a tie)."""
+    a = CalibrationParam("a", tuple(float(x) for x in range(1, 10)), "a")
+    b = CalibrationParam("b", (1.0, 2.0), "b")
+    assert axes((a, b), (2.0, 1.0), limit=8) == [[1.0, 2.0, 5.0, 9.0], [1.0, 2.0]]
+    # on a log scale the middle of 1..100 is 10
+    g = CalibrationParam("g", (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0), "g", log=True)
+    assert axes((g,), (100.0,), limit=3) == [[1.0, 10.0, 100.0]]
+
+
+def test_the_synchronous_models_grid_keeps_a_goodput_for_a_bandwidth_stated_twice_too_high() -> None:
+    """Four calibration parameters: halving the longest axis again and again had left goodput
+    [0.25, 0.9, 0.95, 1.0], so a bandwidth stated 2x too high (0.475) could not be corrected; and
+    with these stated values it never ended (an axis of four whose halving kept all four)."""
+    calibration = registry.get("li2020-des-sync+contention").calibration
+    names = [p.name for p in calibration]
+    for values in ({"barrier_s": 0.0, "share_sigma": 0.75, "multi_flow_goodput": 0.85, "goodput": 0.95},
+                   {"barrier_s": 0.002, "share_sigma": 0.25, "multi_flow_goodput": 0.65, "goodput": 0.95}):
+        stated = [values[n] for n in names]
+        out = axes(calibration, stated)
+        assert math.prod(len(x) for x in out) <= MAX_GRID
+        goodput = out[names.index("goodput")]
+        assert any(abs(math.log(v / 0.475)) < math.log(1.1) for v in goodput), goodput  # within 10 % of 2x
+        for x, p, s in zip(out, calibration, stated):
+            assert x[0] == p.low and x[-1] == p.high and s in x and len(x) >= 3
 
 
 def test_a_barrier_cost_delays_every_update_and_the_work_after_it() -> None:
