@@ -96,6 +96,45 @@ def test_the_two_hypotheses_put_one_minus_epsilon_on_the_stated_row_and_epsilon_
         calibrate(tiny_mlp(), request(), [Observation(3, 100.0, 0.03)], misstated=0.0)
 
 
+def _product_grid(stated_b: float = 1.0) -> Grid:
+    """a in {0, 1, 2} (stated 1) times b in {0, 1, 2, 3, 4} (stated ``stated_b``), every row a
+    combination, as ``grid_for`` builds them."""
+    a = CalibrationParam("a", (0.0, 1.0, 2.0), "a")
+    b = CalibrationParam("b", (0.0, 1.0, 2.0, 3.0, 4.0), "b")
+    values = np.array([[x, y] for x in a.grid for y in b.grid])
+    return Grid((a, b), (1.0, stated_b), values, (1,), np.ones((len(values), 1)), np.zeros((len(values), 1)))
+
+
+def test_each_stated_value_is_right_or_wrong_on_its_own() -> None:
+    """By hand, two parameters and 0.3: each is wrong with e = 1 - 0.7^(1/2) = 0.16334, a wrong
+    one spread as a normal half its range wide around it (exp(-2 d^2), d in ranges: a 0, 1, 2 ->
+    0.6065, 1, 0.6065; b 0..4 around 1 -> 0.8825, 1, 0.8825, 0.6065, 0.3247), and a row's prior
+    is the product of its two values'. All stated values right: 0.7 of the stated row's."""
+    grid = _product_grid()
+    e = 1 - math.sqrt(0.7)
+    spread_a = np.exp(-2 * ((np.array([0.0, 1.0, 2.0]) - 1) / 2) ** 2)
+    spread_b = np.exp(-2 * ((np.arange(5.0) - 1) / 4) ** 2)
+    p_a = e * spread_a / spread_a.sum() + (1 - e) * np.array([0, 1, 0])
+    p_b = e * spread_b / spread_b.sum() + (1 - e) * np.array([0, 1, 0, 0, 0])
+    prior = np.exp(two_hypothesis_log_prior(grid, misstated=0.3))
+    assert prior == pytest.approx(np.outer(p_a, p_b).ravel())
+    assert prior.sum() == pytest.approx(1.0) and grid.stated_row == 6  # (a, b) = (1, 1)
+    assert prior[grid.stated_row] >= 0.7 and (1 - e) ** 2 == pytest.approx(0.7)
+
+
+def test_a_value_shown_wrong_leaves_the_others_on_theirs() -> None:
+    """An observation only a = 2 explains (a likelihood that rules out every other a, whatever b):
+    given it, b keeps its stated value with its own prior share, 1 - e plus e of its spread, at
+    least 0.84; one prior over both at once had put b's stated value at its spread's 0.27."""
+    grid = _product_grid()
+    loglik = np.where(grid.values[:, 0] == 2.0, 0.0, -50.0)
+    w = np.exp(loglik + two_hypothesis_log_prior(grid, misstated=0.3))
+    w /= w.sum()
+    b_stated = w[(grid.values[:, 0] == 2.0) & (grid.values[:, 1] == 1.0)].sum()
+    assert b_stated >= math.sqrt(0.7) and b_stated == pytest.approx(
+        math.sqrt(0.7) + (1 - math.sqrt(0.7)) * 1 / np.exp(-2 * ((np.arange(5.0) - 1) / 4) ** 2).sum())
+
+
 def test_the_refit_rule_moves_the_values_and_keeps_the_models_own_interval() -> None:
     result = calibrate(tiny_mlp(), request(), [Observation(4, truth_at(4), 0.03)], rule=Rule.REFIT)
     assert result.request.posterior is None
