@@ -156,6 +156,31 @@ def test_a_job_that_meets_its_deadline_is_not_moved_to_a_trial() -> None:
     assert resize_target(limits, view({}, workers=1, dynamic=True), planned, pred, prices, **args) == 3
 
 
+def test_a_move_pays_for_its_restart_from_what_is_left() -> None:
+    """A job at W = 6 (6/420 = 0.01429 per example-hour) needing 390 ex/s for what is left, each
+    move losing 0.05 h. With 10 h left the cheapest W that makes it, 4 (P = Phi(8.04 / sigma(400))
+    = 0.976 after the loss), costs 0.01: 39.0 for the 14.04e6 examples left plus 4 x 0.05 for the
+    restart, against 55.7 staying: 29.6 % less, a move. With 6 minutes' work left in 12 minutes,
+    W = 3 makes it (260 ex/s after the loss) at 0.01 per example too, but 0.390 + 3 x 0.05 against
+    0.557 is 3 % less, under the 5 % hysteresis: it stays (a move for the last minutes had missed
+    the closed loop's deadline)."""
+    pred, prices, limits = prediction(FLAT_THEN_SATURATED), Prices(1.0, 0.0), Limits(1, 6, Mode.AUTO)
+    args = dict(last_resize=None, now=100_000.0, min_gain=0.05, cooldown_s=600.0)
+    at6 = view({}, workers=6, dynamic=True)
+    for hours, work, target in ((10.0, 10.0, 4), (0.2, 0.1, None)):  # hours left; of work at 390 ex/s
+        examples = 390.0 * 3600 * work
+        # as the controller has it: the job's deadline, less a third of its examples trained in as long
+        left = remaining(JobDeadline(1.5 * examples, 2 * hours, 0.9), Progress(examples / 2, hours * 3600, 0.0))
+        assert (left.examples, left.hours) == pytest.approx((examples, hours))
+        rec = recommend(pred, prices, limits, left, running=6, switch_hours=0.05)
+        assert rec.deadline is not None and rec.deadline.switch_hours == 0.05
+        assert rec.target == (4 if hours > 1 else 3)
+        assert resize_target(limits, at6, rec, pred, prices, **args) == target
+        # a resize that loses nothing is a move at the end too (to 2, which makes 195 ex/s in the 0.2 h)
+        free = recommend(pred, prices, limits, left, running=6, switch_hours=0.0)
+        assert free.target < 6 and resize_target(limits, at6, free, pred, prices, **args) == free.target
+
+
 @pytest.fixture
 def prom() -> Iterator[FakePrometheus]:
     with FakePrometheus() as p:

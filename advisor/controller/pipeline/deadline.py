@@ -136,6 +136,7 @@ class DeadlineDecision:
     p_meet: Mapping[int, float]  # every W inside the limits: its probability of meeting the deadline
     plan: Plan | None = None  # counting on one resize: the start's plan (``choice`` is its start)
     deadline: JobDeadline | None = None  # what was decided: with progress, the examples and hours left
+    switch_hours: float = 0.0  # what a move from the running W loses (decided for a running job)
 
 
 def decide_deadline(prediction: Mapping[str, Any], prices: Prices, workers_range: tuple[int, int],
@@ -167,13 +168,16 @@ def decide_deadline(prediction: Mapping[str, Any], prices: Prices, workers_range
             moved = evaluate(replace(c, deadline_hours=deadline.hours - switch_hours))
             found = sorted([o for o in found if o.workers == running] + [o for o in moved if o.workers != running],
                            key=lambda o: o.workers)
+        switch = switch_hours if running is not None else 0.0
         if correction is not None:
             plan = best_plan(found)
-            return DeadlineDecision(plan.choice, {p.workers: p.choice.p_meet or 0.0 for p in found}, plan, deadline)
+            return DeadlineDecision(plan.choice, {p.workers: p.choice.p_meet or 0.0 for p in found}, plan, deadline,
+                                    switch)
         choice = choose(found)
     except CostError as exc:
         raise TFJobError(str(exc)) from None
-    return DeadlineDecision(choice, {o.workers: o.p_meet or 0.0 for o in found}, deadline=deadline)
+    return DeadlineDecision(choice, {o.workers: o.p_meet or 0.0 for o in found}, deadline=deadline,
+                            switch_hours=switch)
 
 
 def resize_correction(prediction: Mapping[str, Any], observation_s: float, cooldown_s: float,

@@ -228,6 +228,13 @@ def resize_target(
                                                                              current["value"])
     cost_target = expected_cost_at(prediction, rec.target) or rec.cost_per_example
     gain = 1 - cost_target / cost_now
+    decided = rec.deadline
+    left = decided.deadline if decided is not None else None
+    if decided is not None and left is not None and left.progress is not None and decided.switch_hours > 0:
+        # what is left is known, and a move restarts the job: that time is paid without progress, which
+        # near the end outweighs any saving per example (a move for the last minutes had missed a deadline)
+        restart = prices.hourly(rec.target, ps) * decided.switch_hours
+        gain = 1 - (cost_target * left.examples + restart) / (cost_now * left.examples)
     return rec.target if gain > min_gain else None
 
 
