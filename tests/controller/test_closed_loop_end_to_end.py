@@ -10,12 +10,13 @@ worker count costs (W + 2) / throughput per example. On the measurements (W = 1.
 115.1, 134.1, 142.4, 150.7 examples/s) that is 0.0574, 0.0442, 0.0434, 0.0447, 0.0492, 0.0531:
 W = 3 is the cheapest. The prediction at 200 Mbit/s would scale far better (its cheapest 5 or 6
 workers), but its W = 1 contradicts the profile's own rate, so the first curve is anchored on
-the profile (core/profile_check.py) and already points near 3; and where a window at 2 workers
+the profile (core/profile_check.py) and already points at 3 or 4; and where a window at 2 workers
 is observed before the first curve is applied, the first curve is the refitted one. Either way
-the job, created with 2 workers, goes to 3 with at most one reversal, the model calibrated on
-what it observes, and stays there: later windows at 3 agree with the curve. Then a pod's counter
-restarts (a reset in the window) and a pod's series goes missing: each is a Warning event, and
-the job stays at 3.
+the job, created with 2 workers, leaves 2 for 3 or 4 with at most one reversal, the model
+calibrated on what it observes, and stays where it settles: W = 2 and 4 cost 1.7 % and 3.0 % more
+per example than 3, under the 5 % a resize must promise (``auto_min_gain``), so no W among them
+is worth a move from another. Then a pod's counter restarts (a reset in the window) and a pod's
+series goes missing: each is a Warning event, and the job stays where it is.
 """
 
 from __future__ import annotations
@@ -58,10 +59,16 @@ def cost(w: int) -> float:
     return (w + 2) / TRUTH[w]
 
 
+# the counts within the hysteresis (auto_min_gain 5 %) of the cheapest: none of them promises a resize
+NEAR_CHEAPEST = {w for w in TRUTH if cost(w) <= 1.05 * min(map(cost, TRUTH))}
+
+
 def test_the_truth_makes_three_workers_the_cheapest() -> None:
     # the docstring's figures, from the measured file
     assert [round(TRUTH[w], 1) for w in range(1, 7)] == [52.3, 90.5, 115.1, 134.1, 142.4, 150.7]
     assert min(TRUTH, key=cost) == 3
+    # 4/90.5 = 0.0442 and 6/134.1 = 0.0447 per example-hour, against 5/115.1 = 0.0434: 1.7 % and 3.0 % more
+    assert NEAR_CHEAPEST == {2, 3, 4}
 
 
 class Trainer:
@@ -128,10 +135,24 @@ def test_a_bandwidth_stated_twice_too_high_converges_to_the_cheapest_workers(
             if notes[PREFIX + "curve-source"] == "profile":  # anchored on the profile, not the stated links
                 first = json.loads(notes[PREFIX + "curve"])
                 assert min(range(1, 7), key=lambda w: (w + 2) / first[w - 1][1]) in (3, 4)
-            # the job goes to 3 (through a larger count when a curve before the calibration says
-            # so), once what it does is known
-            wait_for("the calibrated resize to 3", lambda: trainer.workers() == 3 and len(job.workers_seen) > 1,
-                     timeout_s=300)
+            # the job leaves 2 for a count within the hysteresis of the cheapest (3; 4 costs 3.0 % more
+            # per example, under the 5 % a resize must promise), once what it does is known
+            wait_for("the calibrated resize", lambda: trainer.workers() in NEAR_CHEAPEST - {2}
+                     and len(job.workers_seen) > 1, timeout_s=300)
+            # and settles: the count it runs observed, and no resize for 4 windows (a first count
+            # of 4, once observed, may still move to 3: that is its one reversal)
+            last = {"w": trainer.workers(), "since": time.time()}
+
+            def settled() -> int | None:
+                w = trainer.workers()
+                if w != last["w"]:
+                    last.update(w=w, since=time.time())
+                observed = [p["workers"] for p in json.loads(annotations(emu, "cnn").get(PREFIX + "refit", "{}"))
+                            .get("points", [])]
+                return w if w in observed and time.time() - last["since"] >= 4 * WINDOW_S else None
+
+            chosen = wait_for("the job settled", settled, timeout_s=240)
+            assert chosen in NEAR_CHEAPEST
             # the refitted curve's annotations are a patch of their own beside the resize: wait for them
             notes = wait_for("the refitted curve noted", lambda: (lambda n: n if n.get(PREFIX + "curve-source") == "refit"
                                                                   else None)(annotations(emu, "cnn")), timeout_s=30)
@@ -146,22 +167,15 @@ def test_a_bandwidth_stated_twice_too_high_converges_to_the_cheapest_workers(
                 # around what was observed (one window's 3 % noise can put the truth just outside)
                 assert low <= p["observed"] <= high and (high - low) / thr < 0.2
                 assert thr == pytest.approx(TRUTH[w], rel=0.15)
-            # it stays at 3: W = 3 observed too, and later windows agree
-            wait_for("W = 3 observed", lambda: 3 in [p["workers"] for p in json.loads(annotations(emu, "cnn").get(
-                PREFIX + "refit", "{}")).get("points", [])], timeout_s=120)
             # the link's goodput took the blame for the 2x: well below the stated 0.95. (Not asked of
             # a refit on W = 2 alone: 2 workers at 200 Mbit/s are predicted within the model's W = 2
             # error of the truth, so one noisy window there can leave the stated values likelier.)
             refit = json.loads(annotations(emu, "cnn")[PREFIX + "refit"])
             assert refit["parameters"]["goodput"]["after"] <= 0.7, refit
-            deadline = time.time() + 4 * WINDOW_S
-            while time.time() < deadline:
-                assert trainer.workers() == 3
-                time.sleep(0.2)
-            # at most one reversal: up, then down to 3
+            # at most one reversal, ending within the hysteresis of the cheapest
             seen = [w for _, w in job.workers_seen]
             steps = [b - a for a, b in zip(seen, seen[1:])]
-            assert seen[0] == 2 and seen[-1] == 3 and sum(1 for a, b in zip(steps, steps[1:]) if a * b < 0) <= 1
+            assert seen[0] == 2 and seen[-1] == chosen and sum(1 for a, b in zip(steps, steps[1:]) if a * b < 0) <= 1
             assert sum(1 for _, r, _ in events(emu, "cnn") if r == "Resized") == len(seen) - 1
 
             # bad input: a pod that restarts (its counter back to 0; again and again, since a
@@ -176,7 +190,7 @@ def test_a_bandwidth_stated_twice_too_high_converges_to_the_cheapest_workers(
             wait_for("the missing-series event", lambda: ("Warning", "ObservedSeriesMissing") in {
                 (t, r) for t, r, _ in events(emu, "cnn")}, timeout_s=60)
             time.sleep(2 * WINDOW_S)
-            assert trainer.workers() == 3  # the last good decision stays
+            assert trainer.workers() == chosen  # the last good decision stays
             assert phase(emu, "cnn") == "Predicted"
     finally:
         controller.stop()
