@@ -1,11 +1,14 @@
 """The repository's real throughput curves, each with the one-worker profile of the same program and
 the request the product makes for it: what the closed-loop benchmarks observe and predict.
 
-Three sets (their READMEs say how each was taken):
+Four sets (their READMEs say how each was taken):
 
 - ``tests/data/ps-async``: TensorFlow asynchronous PS, 1 PS, W = 1..8 (with gaps), two models
   under three congestion-control settings, predicted by ``li2020-des+contention``;
 - ``tests/data/ps-traces``: the MLP with 1 and 2 PS, W = 1..4, by the same model;
+- ``tests/data/ps-sync``: TensorFlow synchronous PS (``SyncReplicasOptimizer``), 1 PS, W = 1..8,
+  two models at two link rates, with and without a backup worker, by ``li2020-des-sync+contention``
+  (not in ``every_curve``, whose figures in docs/decisions.md were measured without them);
 - ``tests/data/allreduce``: PyTorch DDP and Keras MultiWorkerMirroredStrategy, W = 1..4 (the PS
   testbed's programs 1..8), by ``ring-allreduce``.
 """
@@ -33,6 +36,8 @@ from benchmarks.paths import PS_ASYNC_DATA, REPO
 PS_TRACES = REPO / "tests" / "data" / "ps-traces"
 ALLREDUCE = REPO / "tests" / "data" / "allreduce"
 PS_MODEL = "li2020-des+contention"
+SYNC_MODEL = "li2020-des-sync+contention"
+PS_SYNC = REPO / "tests" / "data" / "ps-sync"
 RING_MODEL = "ring-allreduce"
 
 
@@ -118,6 +123,24 @@ def ps_traces() -> list[RealCurve]:
         # the testbed's tc tbf queue of about 100 ms, cubic (tests/data/ps-traces/README.md)
         out.append(RealCurve(f"ps-traces/{name}", PS_MODEL, {"congestion_control": "cubic", "queue_s": 0.1}, 100e6,
                              by_w, lambda t=trace: _profile(t), parameter_servers=2 if "ps2" in name else 1))
+    return out
+
+
+def ps_sync() -> list[RealCurve]:
+    """One curve per synchronous job of ``tests/data/ps-sync`` (its top folder), every repeat of each W."""
+    from benchmarks.sync_accuracy import job_settings, runs
+
+    measured = runs(PS_SYNC)
+    out = []
+    for job, by_w in sorted(measured.items()):
+        trace, bps, backup = job_settings(job)
+        if 1 not in by_w:  # one worker with a backup aggregates its own gradient: the job without one
+            by_w = {1: measured[trace][1], **by_w}
+        # cubic, the tbf queue of about 100 ms (tests/data/ps-sync/README.md); a backup worker as stated
+        params = {"congestion_control": "cubic", "queue_s": 0.1, **({"backup_workers": backup} if backup else {})}
+        path = str(PS_SYNC / f"{trace}.trace.json.gz")
+        out.append(RealCurve(f"ps-sync/{job}", SYNC_MODEL, params, bps, {w: tuple(v) for w, v in by_w.items()},
+                             lambda t=path: _profile(t)))
     return out
 
 
