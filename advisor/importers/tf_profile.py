@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from advisor.core.profile import JobInfo, Operation, Profile, Resource, StepTiming, build_profile
 from advisor.errors import MissingTraceDataError, MultiWorkerTraceError, ProfileError, TraceFormatError
 from advisor.importers.tf_records import GraphNode, NodeRecord, StepRecords, TraceRecords
+from advisor.profiling.sync_share import SYNC_TOKEN_QUEUE, TOKEN_QUEUE_OPS
 
 _DEVICE = re.compile(r"^/job:(?P<job>[A-Za-z_]+)(?:/replica:\d+)?/task:(?P<task>\d+)")
 # a RecvTensor record's timeline label: "[size] [rate] tensor from device to device"
@@ -50,12 +51,9 @@ MAJORITY = 0.5
 # control edges of 0 bytes (tests/data/ps-traces/w3-placements/README.md); more than this is
 # data moving between PS, which the simulation has no link for.
 RELAY_MAX_BYTES = 1024
-# SyncReplicasOptimizer (tensorflow/python/training/sync_replicas_optimizer.py) names its token
-# queue "sync_token_q" at the graph's root (ops.name_scope("") around it), whatever the optimizer's
-# own name scope; TF appends _1, _2 to a second optimizer's. Its accumulators live under the
-# optimizer's name (default sync_replicas), which a user may change, so they are known by op type.
-SYNC_TOKEN_QUEUE = re.compile(r"^sync_token_q(?:_\d+)?$")
-_QUEUE_OPS = frozenset({"FIFOQueueV2", "FIFOQueue"})
+# SyncReplicasOptimizer's token queue (sync_share.SYNC_TOKEN_QUEUE, TOKEN_QUEUE_OPS). Its
+# accumulators live under the optimizer's name (default sync_replicas), which a user may change, so
+# they are known by op type.
 ACCUMULATOR_APPLY_OPS = frozenset({"ResourceAccumulatorApplyGradient", "AccumulatorApplyGradient",
                                    "SparseAccumulatorApplyGradient"})
 
@@ -150,7 +148,7 @@ def is_sync_replicas(graph: Iterable[GraphNode]) -> bool:
     every ``SyncReplicasOptimizer`` step has both."""
     queue = accumulator = False
     for node in graph:
-        queue = queue or (node.op in _QUEUE_OPS and SYNC_TOKEN_QUEUE.match(node.name) is not None)
+        queue = queue or (node.op in TOKEN_QUEUE_OPS and SYNC_TOKEN_QUEUE.match(node.name) is not None)
         accumulator = accumulator or node.op in ACCUMULATOR_APPLY_OPS
         if queue and accumulator:
             return True

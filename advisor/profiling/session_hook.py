@@ -33,7 +33,7 @@ from google.protobuf import json_format
 from advisor.profiling.config import ProfilingConfig, load_config
 from advisor.profiling.recorder import RunFacts, TraceRecorder, VariableInfo, resolve_batch_size
 from advisor.profiling.sync_share import (
-    ENQUEUE_MANY_OPS, SYNC_TOKEN_QUEUE, TAKE_GRADIENT_OPS, SyncShareUnknown, sync_share,
+    ENQUEUE_MANY_OPS, SYNC_TOKEN_QUEUE, TAKE_GRADIENT_OPS, TOKEN_QUEUE_OPS, SyncShareUnknown, sync_share,
 )
 from advisor.profiling.throughput import StepCounter, step_counter_from_env
 
@@ -155,7 +155,7 @@ def _sync_nodes(graph_def: Any) -> list[dict[str, Any]]:
     their enqueues and fills, and the nodes those read (their constants, the global step's read):
     not the whole graph, whose constants may be large."""
     wanted = [n for n in graph_def.node if n.op in TAKE_GRADIENT_OPS or n.op in ENQUEUE_MANY_OPS or n.op == "Fill"
-              or ("Queue" in n.op and SYNC_TOKEN_QUEUE.search(n.name))]
+              or (n.op in TOKEN_QUEUE_OPS and SYNC_TOKEN_QUEUE.match(n.name))]
     names = {n.name for n in wanted}
     inputs = {i.split(":")[0] for n in wanted for i in n.input if not i.startswith("^")} - names
     wanted += [n for n in graph_def.node if n.name in inputs]

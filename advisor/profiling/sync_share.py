@@ -29,7 +29,11 @@ from typing import Any
 
 TAKE_GRADIENT_OPS = frozenset({"AccumulatorTakeGradient", "ResourceAccumulatorTakeGradient"})
 ENQUEUE_MANY_OPS = frozenset({"QueueEnqueueMany", "QueueEnqueueManyV2"})
-SYNC_TOKEN_QUEUE = re.compile(r"(^|/)sync_token_q(_\d+)?$")  # as importers/tf_profile.py finds it
+# SyncReplicasOptimizer (tensorflow/python/training/sync_replicas_optimizer.py) names its token
+# queue "sync_token_q" at the graph's root (ops.name_scope("") around it), whatever the optimizer's
+# own name scope; TF appends _1, _2 to a second optimizer's. The importer tells the regime by it too.
+SYNC_TOKEN_QUEUE = re.compile(r"^sync_token_q(?:_\d+)?$")
+TOKEN_QUEUE_OPS = frozenset({"FIFOQueueV2", "FIFOQueue"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +57,7 @@ def sync_share(graph_def: Mapping[str, Any]) -> SyncShare | None:
     """R and W of the graph's ``SyncReplicasOptimizer``; None when it has none (every example a
     worker trains moves the model). Raises ``SyncShareUnknown`` naming what could not be read."""
     nodes = {str(n.get("name", "")): n for n in graph_def.get("node") or () if isinstance(n, Mapping)}
-    queues = {name for name, n in nodes.items() if "Queue" in str(n.get("op")) and SYNC_TOKEN_QUEUE.search(name)}
+    queues = {name for name, n in nodes.items() if n.get("op") in TOKEN_QUEUE_OPS and SYNC_TOKEN_QUEUE.match(name)}
     takes = [n for n in nodes.values() if n.get("op") in TAKE_GRADIENT_OPS]
     if not queues or not takes:
         return None
