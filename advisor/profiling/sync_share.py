@@ -105,9 +105,12 @@ def _const_int(nodes: Mapping[str, Mapping[str, Any]], names: Iterable[str], wha
     tensor = ((node.get("attr") or {}).get("value") or {}).get("tensor") or {}
     values = [int(v) for v in tensor.get("intVal") or tensor.get("int64Val") or ()]
     if not values and tensor.get("tensorContent"):
-        raw = base64.b64decode(tensor["tensorContent"])
         wide = tensor.get("dtype") == "DT_INT64"
-        values = list(struct.unpack(f"<{len(raw) // (8 if wide else 4)}{'q' if wide else 'i'}", raw))
+        try:
+            raw = base64.b64decode(tensor["tensorContent"], validate=True)
+            values = list(struct.unpack(f"<{len(raw) // (8 if wide else 4)}{'q' if wide else 'i'}", raw))
+        except (ValueError, struct.error) as exc:  # binascii.Error is a ValueError
+            raise SyncShareUnknown(f"{what} ({name}) holds bytes that are not integers: {exc}") from None
     if len(set(values)) != 1:
         raise SyncShareUnknown(f"{what} ({name}) holds {values or 'no integer'}, not one integer")
     return values[0]

@@ -70,6 +70,16 @@ def test_a_count_stored_as_bytes_is_read() -> None:
     assert sync_share(graph) == SyncShare(7, 8)
 
 
+def test_bytes_that_are_no_integers_are_named() -> None:
+    graph = _graph(7, 8)
+    take = next(n for n in graph["node"] if "TakeGradient" in n["op"])
+    const = next(n for n in graph["node"] if n["name"] == take["input"][1])
+    for content in ("not base64!", "BwAA"):  # not base64; 3 bytes, no whole int32
+        const["attr"]["value"]["tensor"] = {"dtype": "DT_INT32", "tensorContent": content}
+        with pytest.raises(SyncShareUnknown, match="num_required"):
+            sync_share(graph)
+
+
 def test_no_refill_after_an_update_is_named() -> None:
     graph = _graph()
     graph["node"] = [n for n in graph["node"] if "Enqueue" not in n["op"]]
