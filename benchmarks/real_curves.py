@@ -32,12 +32,11 @@ from advisor.core.profile import Profile
 from advisor.core.sim_types import NetworkModel
 from benchmarks.allreduce_accuracy import TESTBED, configs
 from benchmarks.paths import PS_ASYNC_DATA, REPO
+from benchmarks.sync_accuracy import DATA as PS_SYNC, MODEL as SYNC_MODEL, job_settings, runs
 
 PS_TRACES = REPO / "tests" / "data" / "ps-traces"
 ALLREDUCE = REPO / "tests" / "data" / "allreduce"
 PS_MODEL = "li2020-des+contention"
-SYNC_MODEL = "li2020-des-sync+contention"
-PS_SYNC = REPO / "tests" / "data" / "ps-sync"
 RING_MODEL = "ring-allreduce"
 
 
@@ -128,8 +127,6 @@ def ps_traces() -> list[RealCurve]:
 
 def ps_sync() -> list[RealCurve]:
     """One curve per synchronous job of ``tests/data/ps-sync`` (its top folder), every repeat of each W."""
-    from benchmarks.sync_accuracy import job_settings, runs
-
     measured = runs(PS_SYNC)
     out = []
     for job, by_w in sorted(measured.items()):
