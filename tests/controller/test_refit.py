@@ -23,7 +23,7 @@ from advisor.controller.pipeline.deadline import DEADLINE, DECISION, EXAMPLES, P
 from advisor.controller.web.metrics import Metrics
 from advisor.controller.pipeline.predictions import PredictionParams, prediction_key, prediction_params
 from advisor.controller.pipeline.refit import Refitter, points_json
-from advisor.controller.jobs.tfjob import TFJobView, parse_tfjob
+from advisor.controller.jobs.tfjob import TFJobView, parse_rfc3339, parse_tfjob
 from advisor.core.advice import ModelChoice
 from advisor.core.cost import Prices
 from tests.controller.fake_prometheus import FakePrometheus, Pod
@@ -282,7 +282,7 @@ def test_a_deadlines_progress_is_read_with_each_look_and_found_again_after_a_res
     (the start must be the job's current one), and a job without a deadline is not asked."""
     notes = {EXAMPLES: "1e7", DEADLINE: "48h"}
     rig, job = Rig(tmp_path, prom), running_job(2, notes)
-    start = ann.parse_rfc3339("2026-01-01T00:00:00Z")
+    start = parse_rfc3339("2026-01-01T00:00:00Z")
     assert start is not None
     rig.now = start + 5 * 3600.0
     prom.jobs[("ml", "mnist")] = [Pod(f"mnist-worker-{i}", 76.0, 40, trained=5000.0) for i in range(2)]

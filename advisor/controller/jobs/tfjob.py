@@ -209,6 +209,15 @@ def rfc3339(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_rfc3339(text: str | None) -> float | None:
+    """The time ``rfc3339`` wrote (the controller's own annotations), exactly that form; None when
+    absent or not such a time."""
+    try:
+        return dt.datetime.strptime(text or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp()
+    except ValueError:
+        return None
+
+
 def parse_time(text: Any) -> float | None:
     """An ISO 8601 / RFC 3339 time (a metav1.Time) in unix seconds, without a zone UTC; None when
     absent or not such a time."""

@@ -9,7 +9,6 @@ reconcile that finds nothing new writes nothing (and bumps no resourceVersion).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -50,14 +49,6 @@ ALLOCATION = PREFIX + "allocation"  # {"pool", "status", "workers", "ownOptimum"
 # with a deadline
 WORKER_SPEEDS = PREFIX + "worker-speeds"  # the per-worker speeds and links the curve is for (node_speeds)
 PHASES = ("Pending", "Profiling", "Predicting", "Predicted", "Failed")
-
-
-def parse_rfc3339(text: str | None) -> float | None:
-    """The time ``rfc3339`` wrote; None when absent or not such a time."""
-    try:
-        return dt.datetime.strptime(text or "", "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp()
-    except ValueError:
-        return None
 
 
 def compact(doc: Any) -> str:

@@ -41,7 +41,7 @@ from advisor.controller.jobs.cluster import verbs_for
 from advisor.controller.jobs.kinds import kind_of_view, parse_job
 from advisor.controller.jobs.tfjob import (
     KIND as TFJOB, PROFILING_FOR_LABEL, ProfilingSpec, TFJobView, finished_reason, finished_state, opted_in,
-    profiling_job_name, profiling_run_owner, release_patch, suspend_patch,
+    parse_rfc3339, profiling_job_name, profiling_run_owner, release_patch, suspend_patch,
 )
 from advisor.controller.state.tokens import run_token
 from advisor.core.correction import Correction
@@ -354,7 +354,7 @@ class Reconciler:
         if record is None and phase == "Failed" and reason in PROFILING_FAILURES:
             state = "timed_out" if reason == "ProfilingTimedOut" else "failed"
         attempts = _attempts(notes.get(ann.PROFILING_ATTEMPTS))
-        started = ann.parse_rfc3339(notes.get(ann.PROFILING_STARTED)) or self.clock()
+        started = parse_rfc3339(notes.get(ann.PROFILING_STARTED)) or self.clock()
         now = self.clock()
         run, created = self.store.ensure_run(
             view.uid, view.namespace, view.name, generation, name, now, run_token(self.ingest_key, view.uid, generation),

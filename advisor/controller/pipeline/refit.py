@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from advisor.controller.pipeline import annotations as ann
+from advisor.controller.jobs.tfjob import parse_rfc3339
 from advisor.controller.web.metrics import Metrics
 from advisor.controller.pipeline.deadline import DEADLINE, DECISION, Progress
 from advisor.controller.pipeline.observed import ObservedPoint, ObservedQueryError, PrometheusClient, observe, trained
@@ -440,7 +441,7 @@ def _annotated_progress(view: JobView) -> Progress | None:
     try:
         doc = json.loads(view.annotations.get(DECISION) or "null")
         done = doc.get("progress") if isinstance(doc, dict) else None
-        examples, at = (float(done["examplesTrained"]), ann.parse_rfc3339(done["at"])) if isinstance(done, dict) \
+        examples, at = (float(done["examplesTrained"]), parse_rfc3339(done["at"])) if isinstance(done, dict) \
             else (math.nan, None)
     except (ValueError, KeyError, TypeError):  # JSONDecodeError is a ValueError
         return None
