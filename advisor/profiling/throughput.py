@@ -70,7 +70,7 @@ class ThroughputExporter:
 
     def record_step(self, examples: float) -> None:
         """One training step of ``examples`` examples (this worker's batch, or its counted share)."""
-        if not examples >= 0 or examples == math.inf:
+        if not (math.isfinite(examples) and examples >= 0):
             raise ValueError(f"examples must be >= 0, got {examples}")
         with self._lock:
             self._steps += 1
@@ -78,7 +78,7 @@ class ThroughputExporter:
 
     def record_steps(self, steps: int, examples: float) -> None:
         """``steps`` training steps of ``examples`` examples in all (Keras' ``steps_per_execution``)."""
-        if steps < 0 or not examples >= 0 or examples == math.inf:
+        if steps < 0 or not (math.isfinite(examples) and examples >= 0):
             raise ValueError(f"steps and examples must be >= 0, got {steps} and {examples}")
         with self._lock:
             self._steps += steps
