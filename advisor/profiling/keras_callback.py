@@ -7,7 +7,11 @@ this worker's batch size, served for Prometheus like ``AdvisorProfilingHook``'s 
 so the callback counts the batches since the previous report, not 1 per call
 (``throughput.BatchEndSteps``, which also copes with Keras running the reports on a thread
 pool: the callback is ``async_safe``, so adding it does not make Keras wait for every batch's
-logs).
+logs). Beside the counts, every ``GLOBAL_STEP_EVERY_S`` it reads the optimizer's ``iterations``
+(restored with a checkpoint, e.g. by ``BackupAndRestore``) as the job's progress: each iteration
+is one step of every worker under MultiWorkerMirroredStrategy, so it is worth the batch times the
+workers; under any other strategy the callback's batch (with ParameterServerStrategy the chief's
+callback counts the global batch).
 
 Recording. A profile needs, for each traced step, TensorFlow's ``RunMetadata``: step stats
 with the ``RecvTensor`` record of every parameter pull and gradient push, and the partition
@@ -29,7 +33,9 @@ it does nothing (a program may keep it in its callbacks).
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +44,10 @@ from tensorflow import keras
 from advisor.profiling.config import profiling_enabled
 from advisor.profiling.errors import ProfilingUnsupportedError
 from advisor.profiling.throughput import BatchEndSteps, StepCounter, step_counter_from_env
+
+log = logging.getLogger("advisor.profiling")
+
+GLOBAL_STEP_EVERY_S = 10.0  # as the session hook: a scrape every 15-60 s needs no fresher progress
 
 UNSUPPORTED = (
     "AdvisorKerasCallback cannot record a profile. For Keras with MultiWorkerMirroredStrategy "
@@ -72,6 +82,8 @@ class AdvisorKerasCallback(keras.callbacks.Callback):  # type: ignore[misc]
         super().__init__()
         self._counter: StepCounter | None = step_counter_from_env(batch_size, env, who="AdvisorKerasCallback")
         self._batches: BatchEndSteps | None = None if self._counter is None else BatchEndSteps(self._counter)
+        self._next_read = 0.0  # monotonic time of the next read of the optimizer's iterations
+        self._first: int | None = None  # the first iterations read; progress exported once it moves
         # Keras 3 runs batch-end callbacks on a thread pool only when every callback says it is
         # safe; a callback that is not would make each step wait for the previous step's logs.
         self.async_safe = True
@@ -92,3 +104,30 @@ class AdvisorKerasCallback(keras.callbacks.Callback):  # type: ignore[misc]
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
         if self._batches is not None:
             self._batches.batch_end(batch)
+            now = time.monotonic()
+            if now >= self._next_read:
+                self._next_read = now + GLOBAL_STEP_EVERY_S
+                self._read_progress()
+
+    def _read_progress(self) -> None:
+        """The job's progress from the optimizer's iterations, once they have been seen to move."""
+        assert self._counter is not None
+        try:
+            step = int(self.model.optimizer.iterations.numpy())
+            per_step = self._counter.examples_per_step * _workers_per_step(self.model.distribute_strategy)
+        except (AttributeError, TypeError, ValueError) as exc:  # no optimizer yet, or a model without one
+            log.debug("advisor: no progress from the optimizer's iterations: %s", exc)
+            return
+        if self._first is None:
+            self._first = step
+        if step != self._first:
+            self._counter.global_step(step, per_step)
+
+
+def _workers_per_step(strategy: Any) -> int:
+    """The workers whose batches one optimizer iteration takes: every worker's under
+    MultiWorkerMirroredStrategy (its replicas over those of this worker), else 1."""
+    if "MultiWorkerMirrored" not in type(strategy).__name__:
+        return 1
+    local = max(1, len(strategy.extended.worker_devices))
+    return max(1, int(strategy.num_replicas_in_sync) // local)

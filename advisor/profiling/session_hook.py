@@ -16,6 +16,10 @@ It does two independent things, each off unless asked for:
   traced steps included: they are real training steps too. With ``SyncReplicasOptimizer`` and
   backup workers only R of the W gradients of an update move the model, so a step counts R / W
   of the batch, R and W read from the graph when the session begins (``sync_share.py``).
+  Beside the counts, the job's progress: every ``GLOBAL_STEP_EVERY_S`` an untraced step also
+  fetches the global step, worth this worker's batch each (asynchronous: every worker's step adds
+  one) or R batches (synchronous: an update adds one), exported once it has been seen to move. Not
+  while this process records a profile: its untraced steps are timed.
 
 With neither, every method returns at once.
 """
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +43,8 @@ from advisor.profiling.sync_share import (
 from advisor.profiling.throughput import StepCounter, step_counter_from_env
 
 log = logging.getLogger("advisor.profiling")
+
+GLOBAL_STEP_EVERY_S = 10.0  # a scrape every 15-60 s needs no fresher progress; one small fetch per read
 
 
 class AdvisorProfilingHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
@@ -67,6 +74,7 @@ class AdvisorProfilingHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[m
         self._model_name = model_name
         self._recorder: TraceRecorder[bytes] | None = None
         self._options: Any = None
+        self._progress: _GlobalStepProgress | None = None
 
     @property
     def active(self) -> bool:
@@ -84,7 +92,8 @@ class AdvisorProfilingHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[m
 
     def begin(self) -> None:
         if self._batch_counter is not None:  # each session's graph: a new one may train otherwise
-            self._counter = _counted_share(self._batch_counter)
+            self._counter, per_global_step = _counted_share(self._batch_counter)
+            self._progress = _global_step_progress(self._counter, per_global_step, recording=self._config is not None)
         if self._config is None or self._recorder is not None:
             return
         facts = RunFacts(self._batch_size, self._model_name, tf.__version__, _graph_variables())
@@ -95,12 +104,14 @@ class AdvisorProfilingHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[m
 
     def before_run(self, run_context: Any) -> Any:
         if self._recorder is None or not self._recorder.before_run():
-            return None
+            return None if self._progress is None else self._progress.before_run()
         return tf.compat.v1.train.SessionRunArgs(fetches=None, options=self._options)
 
     def after_run(self, run_context: Any, run_values: Any) -> None:
         if self._counter is not None:  # first: an upload after the last traced step may take a while
             self._counter.step()
+        if self._progress is not None:
+            self._progress.after_run(run_values.results)
         if self._recorder is None or not self._recorder.timing:
             return
         metadata = run_values.run_metadata
@@ -134,20 +145,73 @@ def _active_config(environ: Mapping[str, str]) -> ProfilingConfig | None:
     return config
 
 
-def _counted_share(counter: StepCounter) -> StepCounter:
-    """``counter`` counting the share of its batch that the default graph's updates aggregate."""
+def _counted_share(counter: StepCounter) -> tuple[StepCounter, float | None]:
+    """``counter`` counting the share of its batch that the default graph's updates aggregate, and
+    the examples a global step stands for (None when the share cannot be read)."""
     try:
         found = sync_share({"node": _sync_nodes(tf.compat.v1.get_default_graph().as_graph_def())})
     except SyncShareUnknown as exc:
         log.warning("advisor: SyncReplicasOptimizer's share of each step cannot be read (%s); every example of "
                     "a step is counted, which overstates the job's progress if it has backup workers", exc)
-        return counter
-    if found is None or found.share == 1:
-        return counter
+        return counter, None
+    batch = counter.examples_per_step
+    if found is None:
+        return counter, batch
+    per_global_step = batch * found.replicas_to_aggregate
+    if found.share == 1:
+        return counter, per_global_step
     log.info("advisor: SyncReplicasOptimizer aggregates %d gradients of the %d an update hands tokens to: a step "
              "counts %.4g of its %g examples", found.replicas_to_aggregate, found.tokens_per_step,
-             found.share, counter.examples_per_step)
-    return StepCounter(counter.exporter, counter.examples_per_step * found.share)
+             found.share, batch)
+    return StepCounter(counter.exporter, batch * found.share), per_global_step
+
+
+class _GlobalStepProgress:
+    """Fetches the global step with an untraced step every ``GLOBAL_STEP_EVERY_S`` and exports the
+    job's progress once the step has been seen to move (a global step that the training op does
+    not advance would otherwise read as a job that trains nothing)."""
+
+    def __init__(self, counter: StepCounter, tensor: Any, per_global_step: float) -> None:
+        self._counter, self._tensor, self._per_step = counter, tensor, per_global_step
+        self._next = 0.0  # monotonic time of the next read
+        self._fetching = False
+        self._first: int | None = None  # the first step read; exported once a read differs
+        self._moved = False
+
+    def before_run(self) -> Any:
+        now = time.monotonic()
+        self._fetching = now >= self._next
+        if not self._fetching:
+            return None
+        self._next = now + GLOBAL_STEP_EVERY_S
+        return tf.compat.v1.train.SessionRunArgs(fetches=self._tensor)
+
+    def after_run(self, result: Any) -> None:
+        if not self._fetching:
+            return
+        self._fetching = False
+        try:
+            step = int(result)
+        except (TypeError, ValueError):
+            return
+        if self._first is None:
+            self._first = step
+        self._moved = self._moved or step != self._first
+        if self._moved and step >= 0:
+            self._counter.global_step(step, self._per_step)
+
+
+def _global_step_progress(counter: StepCounter, per_global_step: float | None, *,
+                          recording: bool) -> _GlobalStepProgress | None:
+    """What reads the job's progress from the default graph's global step; None without one, when
+    the examples per global step are unknown, or while this process records a profile."""
+    if per_global_step is None or recording:
+        return None
+    tensor = tf.compat.v1.train.get_global_step()
+    if tensor is None:
+        log.info("advisor: the graph has no global step; the job's progress is the pods' counted examples")
+        return None
+    return _GlobalStepProgress(counter, tensor, per_global_step)
 
 
 def _sync_nodes(graph_def: Any) -> list[dict[str, Any]]:

@@ -10,7 +10,10 @@ chart's optional PodMonitor adds the ``job_namespace`` and ``tfjob`` labels), an
 ``advisor_predicted_current_throughput_examples_per_second``.
 
 Counters, not a rate: Prometheus computes rates over whatever window a query asks, and a
-counter survives scrapes that are missed. The two counts are plain numbers behind one lock
+counter survives scrapes that are missed. Beside them, where the worker can read the job's global
+step, one gauge: the examples the whole job has trained by that step. A counter starts again at 0
+in a restarted pod and counts the steps it trains again after its checkpoint a second time; the
+global step comes back with the checkpoint, so the gauge is the progress a deadline counts. The two counts are plain numbers behind one lock
 and are read together at scrape time, so counting a step costs well under a microsecond and a
 scrape never sees a step without its examples. Only the standard library and prometheus-client
 (both already in the package) are needed; nothing here imports TensorFlow.
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from advisor.profiling.config import (
@@ -48,6 +51,9 @@ STEPS = "advisor_training_steps"
 EXAMPLES_HELP = ("Training examples this worker has processed that move the model (with SyncReplicasOptimizer's "
                  "backup workers, replicas_to_aggregate / total_num_replicas of its batch per step).")
 STEPS_HELP = "Training steps this worker has run."
+PROGRESS = "advisor_training_progress_examples"
+PROGRESS_HELP = ("Training examples the whole job has trained by its global step (restored with a checkpoint, the "
+                 "same on every worker): the job's progress, which a restarted pod does not count twice.")
 
 
 class ThroughputExporter:
@@ -57,9 +63,10 @@ class ThroughputExporter:
         self._lock = threading.Lock()
         self._steps = 0
         self._examples = 0.0  # a synchronous job's worker counts a share of its batch (sync_share.py)
+        self._progress: float | None = None  # none until a global step was read
         self._created = time.time()
         self.registry = CollectorRegistry(auto_describe=True)
-        self.registry.register(_Counts(self.counts, self._created))
+        self.registry.register(_Counts(self.snapshot, self._created))
         self._server: Any
         self._thread: threading.Thread
         try:
@@ -84,10 +91,28 @@ class ThroughputExporter:
             self._steps += steps
             self._examples += examples
 
+    def record_progress(self, examples: float) -> None:
+        """The examples the whole job has trained by its global step, as last read (it may go back:
+        a job restarted from a checkpoint)."""
+        if not (math.isfinite(examples) and examples >= 0):
+            raise ValueError(f"progress must be a finite count >= 0, got {examples}")
+        with self._lock:
+            self._progress = examples
+
     def counts(self) -> tuple[int, float]:
         """(steps, examples) counted so far, read together."""
         with self._lock:
             return self._steps, self._examples
+
+    def progress(self) -> float | None:
+        """The job's progress as last recorded; None before the first."""
+        with self._lock:
+            return self._progress
+
+    def snapshot(self) -> tuple[int, float, float | None]:
+        """(steps, examples, progress), read together for one scrape."""
+        with self._lock:
+            return self._steps, self._examples, self._progress
 
     def close(self) -> None:
         """Stop serving; ``exporter_from_env`` then starts a new exporter (counting from 0) on that port."""
@@ -101,16 +126,18 @@ class ThroughputExporter:
 
 
 class _Counts(Collector):
-    """The exporter's two counters, as one consistent snapshot per scrape."""
+    """The exporter's two counters and, once recorded, the progress gauge: one snapshot per scrape."""
 
-    def __init__(self, counts: Callable[[], tuple[int, float]], created: float) -> None:
-        self._counts = counts
+    def __init__(self, snapshot: Callable[[], tuple[int, float, float | None]], created: float) -> None:
+        self._snapshot = snapshot
         self._created = created
 
     def collect(self) -> Iterator[Metric]:
-        steps, examples = self._counts()
+        steps, examples, progress = self._snapshot()
         yield CounterMetricFamily(EXAMPLES, EXAMPLES_HELP, value=examples, created=self._created)
         yield CounterMetricFamily(STEPS, STEPS_HELP, value=steps, created=self._created)
+        if progress is not None:  # a series of 0 would read as a job that has trained nothing
+            yield GaugeMetricFamily(PROGRESS, PROGRESS_HELP, value=progress)
 
 
 _shared: dict[int, ThroughputExporter] = {}
@@ -155,6 +182,16 @@ class StepCounter:
 
     exporter: ThroughputExporter
     examples_per_step: float
+
+    def global_step(self, step: int, examples_per_global_step: float) -> None:
+        """The job's global step as read, worth ``examples_per_global_step`` examples each (an
+        asynchronous worker's batch; a synchronous update's R batches; a synchronous all-reduce's
+        global batch): the job's progress."""
+        if not (math.isfinite(examples_per_global_step) and examples_per_global_step > 0):
+            raise ValueError(f"examples per global step must be > 0, got {examples_per_global_step}")
+        if step < 0:
+            raise ValueError(f"a global step cannot be negative, got {step}")
+        self.exporter.record_progress(step * examples_per_global_step)
 
     def step(self) -> None:
         """One completed training step."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+PROGRESS = re.compile(r'^max\(advisor_training_progress_examples\{job_namespace="([^"]*)",tfjob="([^"]*)"\}\)$')
 SELECTOR = re.compile(r'^(rate|count_over_time|resets|increase)\(advisor_training_examples_total\{job_namespace="([^"]*)",'
                       r'tfjob="([^"]*)"\}\[(\d+)s\]\)$')
 
@@ -31,6 +32,7 @@ class Pod:
     samples: int
     resets: int = 0
     trained: float | None = None  # what ``increase`` over any range answers; None: the rate times the range
+    progress: float | None = None  # its advisor_training_progress_examples; None: it exports none
 
 
 @dataclass
@@ -78,11 +80,16 @@ class FakePrometheus:
             return 404, {"status": "error", "errorType": "not_found", "error": f"no {path}"}
         if self.status != 200:
             return self.status, {"status": "error", "errorType": "unavailable", "error": "the fake is down"}
+        at = float(args["time"])
+        m = PROGRESS.match(args.get("query", ""))
+        if m is not None:  # max() over the pods that export the gauge: one series without labels, or none
+            found = [p.progress for p in self.jobs.get((m.group(1), m.group(2)), []) if p.progress is not None]
+            result = [{"metric": {}, "value": [at, str(max(found))]}] if found else []
+            return 200, {"status": "success", "data": {"resultType": "vector", "result": result}}
         m = SELECTOR.match(args.get("query", ""))
         if m is None:
             return 400, {"status": "error", "errorType": "bad_data", "error": f"unexpected query {args.get('query')!r}"}
         function, namespace, name, window = m.groups()
-        at = float(args["time"])
 
         def value(p: Pod) -> float:
             if function == "increase":

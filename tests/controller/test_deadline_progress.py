@@ -97,6 +97,25 @@ def test_the_examples_trained_are_every_pods_increase_since_the_start() -> None:
             trained(client, NS, "job", since_s=7200, at=1e9)
 
 
+def test_the_global_step_progress_comes_before_the_pods_counts() -> None:
+    """Two pods restarted from the checkpoint at 3000 examples after counting 2500 each: their
+    counters' increase says 5000 + what they counted since (here 1000); the global step they read
+    says 4000, the furthest pod's; a pod that exports no gauge (an older image) changes nothing."""
+    with FakePrometheus() as prom:
+        prom.jobs[(NS, "job")] = [Pod("job-worker-0", 10.0, 12, trained=3000.0, progress=3990.0),
+                                  Pod("job-worker-1", 10.0, 12, trained=3000.0, progress=4000.0),
+                                  Pod("job-worker-2", 10.0, 12, trained=50.0)]
+        client = PrometheusClient(prom.url)
+        assert trained(client, NS, "job", since_s=7200, at=1e9) == 4000.0
+        assert prom.queries[-1]["query"] == ('max(advisor_training_progress_examples{job_namespace="ml",'
+                                             'tfjob="job"})')
+        prom.jobs[(NS, "job")] = [Pod("job-worker-0", 10.0, 12, trained=3000.0)]  # no pod exports it: the counts
+        assert trained(client, NS, "job", since_s=7200, at=1e9) == 3000.0
+        prom.jobs[(NS, "job")] = [Pod("job-worker-0", 10.0, 12, trained=3000.0, progress=float("inf"))]
+        with pytest.raises(ObservedQueryError, match="inf examples trained by the global step of ml/job"):
+            trained(client, NS, "job", since_s=7200, at=1e9)
+
+
 # Curve 100, 200, 300, 400, 410, 420 ex/s (+-2 % at 95 %: sigma = 0.02 T / z), a worker 1/h, the PS free:
 # cost per example W / T, W = 4 the cheapest (0.0100; W = 5 0.0122, W = 6 0.0143)
 def sigma(t: float) -> float:
@@ -241,8 +260,10 @@ def test_over_the_emulator_the_deadline_is_decided_for_what_is_left(emu, body, p
                    for q in prom.queries)
         time.sleep(3)  # more looks and reconciles: no Warning is repeated, the decision not changed
         assert [r for _, r, *_ in events(emu, "late")].count("DeadlinePassed") == 1
-        # more trained, still short: the message changes, the likeliest W stays, "at risk" is said once
-        prom.jobs[(NS, "behind")] = [Pod(f"behind-worker-{i}", 95.0, 12, trained=2.5e6 / 2) for i in range(2)]
+        # more trained, still short: the message changes, the likeliest W stays, "at risk" is said once;
+        # the pods now export their global step's progress, which a restart set back below their counts
+        prom.jobs[(NS, "behind")] = [Pod(f"behind-worker-{i}", 95.0, 12, trained=2.8e6 / 2, progress=2.5e6)
+                                     for i in range(2)]
         wait_for("behind's new progress", lambda: json.loads(annotations(emu, "behind")[DECISION])
                  ["progress"]["examplesTrained"] == 2.5e6)
         assert json.loads(annotations(emu, "behind")[DECISION])["workers"] == 4

@@ -47,7 +47,7 @@ from typing import Any
 
 from advisor.controller.kube.leader import micro_time
 from advisor.controller.jobs.tfjob import PREFIX
-from advisor.profiling.throughput import ThroughputExporter
+from advisor.profiling.throughput import StepCounter, ThroughputExporter
 from tests.controller.harness import NS, create_tfjob, phase, trace_body, upload_as_profiling_pod, wait_for
 from tests.controller.tfjobs import tfjob
 from tests.deploy import operator_scrape
@@ -136,16 +136,24 @@ def operator_scrape_configs(controller: str, worker_port: int) -> list[dict[str,
             operator_scrape.scrape_config(monitors["PodMonitor"], f"127.0.0.1:{worker_port}", TRAINING_POD)]
 
 
+RESTORED_STEP = 1000  # the training worker's job resumed from a checkpoint at this global step
+
+
 @contextmanager
 def training_worker(examples_per_s: float, batch: int = 10) -> Iterator[ThroughputExporter]:
     """A worker of mlp-50's real training run, as ``advisor.profiling`` counts it with
-    ADVISOR_METRICS_PORT set: steps of ``batch`` examples at a steady rate, served for scraping."""
+    ADVISOR_METRICS_PORT set: steps of ``batch`` examples at a steady rate, served for scraping,
+    and the job's progress by a global step restored at ``RESTORED_STEP`` that each step advances."""
     exporter = ThroughputExporter(0, addr="127.0.0.1")
+    counter = StepCounter(exporter, batch)
     stop = threading.Event()
 
     def train() -> None:
+        step = RESTORED_STEP
         while not stop.wait(batch / examples_per_s):
-            exporter.record_step(batch)
+            counter.step()
+            step += 1
+            counter.global_step(step, batch)
 
     thread = threading.Thread(target=train, daemon=True, name="training-worker")
     thread.start()

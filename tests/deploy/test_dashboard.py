@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 import yaml
 
-from advisor.controller.pipeline.observed import PrometheusClient, selector, trained
+from advisor.controller.pipeline.observed import PrometheusClient, counted_query, selector, trained
+from advisor.profiling.throughput import PROGRESS
 from advisor.controller.web.metrics import Metrics, metric_names
 from advisor.profiling import throughput
 from advisor.controller.jobs.tfjob import PREFIX
 from tests.controller.harness import NS
 from tests.deploy import promql
-from tests.deploy.controller_flow import JOBS, Flow, scraped_controller
+from tests.deploy.controller_flow import JOBS, RESTORED_STEP, Flow, scraped_controller
 from tests.deploy.helm_render import CHART, NAMESPACE, RELEASE
 from tests.deploy.prometheus_harness import finite_values, prometheus_binary
 
@@ -325,16 +326,25 @@ def test_dashboard_renders_to_png(scraped: Flow, tmp_path: Path) -> None:
     assert out.stat().st_size > 20_000
 
 
-def test_the_progress_query_counts_what_the_training_pod_counted(scraped: Flow) -> None:
+def test_the_progress_queries_read_what_the_training_pod_exported(scraped: Flow) -> None:
     """``observed.trained`` (a deadline's progress) against the real Prometheus and the real
-    exporter of mlp-50's worker: at least what its scraped counter rose by over the flow, at most
-    its last scraped value (Prometheus' ``increase`` extrapolates to the range's ends, never
-    below a counter's zero) plus one scrape interval's worth."""
+    exporter of mlp-50's worker, whose job resumed from a checkpoint at global step
+    ``RESTORED_STEP``: the progress is the gauge's last scraped value, the restored steps'
+    examples included, which the counter never saw. The fallback for pods without the gauge, the
+    counter's increase: at least what its scraped counter rose by over the flow, at most its last
+    scraped value (Prometheus' ``increase`` extrapolates to the range's ends, never below a
+    counter's zero) plus one scrape interval's worth."""
     since = scraped.at - scraped.start
+    client = PrometheusClient(scraped.prom.url)
+    [gauge] = scraped.prom.query(f"{selector(NS, 'mlp-50', PROGRESS)}[{int(since)}s]", at=scraped.at)
+    progress = [float(v) for _, v in gauge["values"]]
+    assert len(progress) >= 4 and progress[0] > RESTORED_STEP * 10 and progress == sorted(progress)
+    assert trained(client, NS, "mlp-50", since_s=since, at=scraped.at) == progress[-1]
     [series] = scraped.prom.query(f"{selector(NS, 'mlp-50')}[{int(since)}s]", at=scraped.at)
     values = [float(v) for _, v in series["values"]]
     assert len(values) >= 4 and values[-1] > values[0]
-    found = trained(PrometheusClient(scraped.prom.url), NS, "mlp-50", since_s=since, at=scraped.at)
-    assert found is not None
+    # one scrape reads both: the restored steps' examples apart, give or take the step between the two records
+    assert abs(progress[-1] - values[-1] - RESTORED_STEP * 10) <= 10
+    [(_, found)] = client.query(counted_query(NS, "mlp-50", since), scraped.at)
     step = (values[-1] - values[0]) / (len(values) - 1)  # examples per scrape interval
     assert values[-1] - values[0] - 1e-6 <= found <= values[-1] + step

@@ -154,3 +154,121 @@ def test_the_shipped_example_serves_its_counts_while_it_trains(
     assert seen and seen[-1][1] >= 50, seen[-5:]
     assert all(examples == 16 * steps for examples, steps in seen)  # every scrape: 16 examples a step
     assert [s for _, s in seen] == sorted(s for _, s in seen)  # a counter never goes back
+
+
+# --- the job's progress by its global step ------------------------------------------------------------
+
+
+def progress(port: int) -> float | None:
+    """``advisor_training_progress_examples`` scraped from ``127.0.0.1:port/metrics``; None without it."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    values = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    return values.get("advisor_training_progress_examples")
+
+
+class _Crash(Exception):
+    """Ends a training session the way a killed pod does: no final checkpoint."""
+
+
+def _train_local(tf: Any, hook: Any, checkpoints: Path, *, runs: int, save_steps: int | None) -> None:
+    """A one-process MLP in a MonitoredTrainingSession that restores the latest checkpoint in
+    ``checkpoints`` and saves every ``save_steps``; it ends after ``runs`` runs as a crash does."""
+    with tf.Graph().as_default():
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+        x = tf.random.normal([BATCH, 16])
+        w = tf.compat.v1.get_variable("w", [16, 4])
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w)))
+        train = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=global_step)
+        try:
+            with tf.compat.v1.train.MonitoredTrainingSession(
+                checkpoint_dir=str(checkpoints), save_checkpoint_steps=save_steps, save_checkpoint_secs=None,
+                save_summaries_steps=None, save_summaries_secs=None, hooks=[hook], log_step_count_steps=0,
+            ) as session:
+                for _ in range(runs):
+                    session.run(train)
+                raise _Crash
+        except _Crash:
+            pass
+
+
+def test_a_restarted_worker_reports_the_progress_its_checkpoint_kept(
+        tf: Any, port: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """50 steps with a checkpoint every 20, then a crash; the restarted worker restores the last
+    checkpoint (read from the file: 40) and trains 25 steps. The counters add every step run (75);
+    the progress is the global step's, 40 + 25 = 65 steps of 8 examples, the 10 steps after the
+    checkpoint counted once."""
+    from advisor.profiling import session_hook
+
+    monkeypatch.setattr(session_hook, "GLOBAL_STEP_EVERY_S", 0.0)  # read it with every step
+    env = {"ADVISOR_METRICS_PORT": str(port)}  # run by hand: no TF_CONFIG, no profiling
+    checkpoints = tmp_path / "ckpt"
+    _train_local(tf, profiling.AdvisorProfilingHook(batch_size=BATCH, environ=env), checkpoints, runs=50,
+                 save_steps=20)
+    assert progress(port) in (49 * 8, 50 * 8)  # the last read fetched the step before or after its update
+    restored = int(tf.train.load_variable(tf.train.latest_checkpoint(str(checkpoints)), "global_step"))
+    assert restored == 40
+    _train_local(tf, profiling.AdvisorProfilingHook(batch_size=BATCH, environ=env), checkpoints, runs=25,
+                 save_steps=None)
+    assert counts(port) == (75 * 8, 75)
+    assert progress(port) in ((restored + 24) * 8, (restored + 25) * 8)
+
+
+def test_a_global_step_that_never_moves_is_no_progress(tf: Any, port: int, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A training op that does not advance the global step: a gauge stuck at 0 would say the job
+    trained nothing, so none is exported, and the counters count as before."""
+    from advisor.profiling import session_hook
+
+    monkeypatch.setattr(session_hook, "GLOBAL_STEP_EVERY_S", 0.0)
+    hook = profiling.AdvisorProfilingHook(batch_size=BATCH, environ={"ADVISOR_METRICS_PORT": str(port)})
+    with tf.Graph().as_default():
+        tf.compat.v1.train.get_or_create_global_step()
+        w = tf.compat.v1.get_variable("w", [4])
+        train = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(w * w))  # no global_step
+        with tf.compat.v1.train.MonitoredTrainingSession(hooks=[hook], log_step_count_steps=0,
+                                                         save_summaries_steps=None, save_summaries_secs=None) as s:
+            for _ in range(12):
+                s.run(train)
+    assert progress(port) is None and counts(port) == (12 * 8, 12)
+
+
+def test_the_keras_callback_reports_the_optimizers_iterations(
+        tf: Any, port: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """3 epochs of 8 steps: 24 iterations of 8 examples. Then the iterations set back to 10, as a
+    restore from a checkpoint does, and one more epoch: the progress is 18 iterations' examples
+    while the counters hold all 32 steps."""
+    from advisor.profiling import keras_callback
+
+    monkeypatch.setattr(keras_callback, "GLOBAL_STEP_EVERY_S", 0.0)
+    import numpy as np
+
+    callback = profiling.AdvisorKerasCallback(batch_size=8, environ={"ADVISOR_METRICS_PORT": str(port)})
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(64, 16)).astype("float32"), rng.integers(0, 4, size=64)
+    model = tf.keras.Sequential([tf.keras.Input((16,)), tf.keras.layers.Dense(4)])
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    model.fit(x, y, batch_size=8, epochs=3, callbacks=[callback], verbose=0)
+    assert progress(port) == 24 * 8
+    model.optimizer.iterations.assign(10)
+    model.fit(x, y, batch_size=8, epochs=1, callbacks=[callback], verbose=0)
+    assert progress(port) == 18 * 8 and counts(port) == (32 * 8, 32)
+
+
+def test_an_iteration_under_multi_worker_mirrored_is_every_workers_batch(tf: Any) -> None:
+    """Strategies as the callback sees them (their class name, replicas in sync, this worker's
+    devices): MultiWorkerMirroredStrategy with 4 one-CPU workers, and with 2 workers of 4 GPUs
+    each, takes 4 and 2 workers' batches an iteration; any other strategy the callback's own batch."""
+    from types import SimpleNamespace
+
+    from advisor.profiling.keras_callback import _workers_per_step
+
+    class MultiWorkerMirroredStrategy:
+        def __init__(self, replicas: int, local: int) -> None:
+            self.num_replicas_in_sync = replicas
+            self.extended = SimpleNamespace(worker_devices=tuple(f"/device:GPU:{i}" for i in range(local)))
+
+    assert _workers_per_step(MultiWorkerMirroredStrategy(4, 1)) == 4
+    assert _workers_per_step(MultiWorkerMirroredStrategy(8, 4)) == 2
+    assert _workers_per_step(tf.distribute.get_strategy()) == 1  # the default strategy
+    assert _workers_per_step(tf.distribute.MirroredStrategy(["/cpu:0"])) == 1

@@ -180,6 +180,41 @@ def test_a_scrape_never_sees_a_step_without_its_examples(exporter: ThroughputExp
         thread.join()
 
 
+def gauges(port: int) -> dict[str, float]:
+    """{gauge name: value} as Prometheus would read them (the counters' ``_created`` samples apart)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {s.name: s.value for f in text_string_to_metric_families(text) if f.type == "gauge" for s in f.samples
+            if not s.name.endswith("_created")}
+
+
+def test_progress_is_served_only_once_a_global_step_was_read(exporter: ThroughputExporter) -> None:
+    """No series before the first read (a 0 would say the job trained nothing); then the global
+    step times the examples each stands for, going back with a restored checkpoint, while the
+    counters only grow."""
+    counter = StepCounter(exporter, 32)
+    counter.steps(10)
+    assert gauges(exporter.port) == {} and exporter.progress() is None
+    counter.global_step(37, 32.0)  # an asynchronous job: every worker's step adds one
+    assert gauges(exporter.port) == {"advisor_training_progress_examples": 37 * 32}
+    counter.global_step(500, 3 * 32.0)  # a synchronous update of R = 3 batches adds one
+    assert gauges(exporter.port) == {"advisor_training_progress_examples": 48_000}
+    counter.global_step(400, 3 * 32.0)  # restored from the checkpoint at 400
+    assert exporter.progress() == 38_400 and counts(exporter.port) == (320, 10)
+
+
+def test_bad_progress_is_refused_and_keeps_the_last(exporter: ThroughputExporter) -> None:
+    counter = StepCounter(exporter, 8)
+    counter.global_step(5, 8.0)
+    for step, per_step in ((-1, 8.0), (5, 0.0), (5, float("nan")), (5, float("inf")), (5, -8.0)):
+        with pytest.raises(ValueError, match="global step"):
+            counter.global_step(step, per_step)
+    for bad in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="progress"):
+            exporter.record_progress(bad)
+    assert exporter.progress() == 40
+
+
 def test_close_stops_serving(exporter: ThroughputExporter) -> None:
     port = exporter.port
     exporter.close()

@@ -14,9 +14,15 @@ two instant queries over the window:
   the window (a restarted pod), summed here: such a window mixes a restart into the rate, and
   the closed loop does not use it.
 
-and, for a job with a deadline, one more over the job's life since it started (``trained``):
-``increase(advisor_training_examples_total{...}[S])``, the examples every pod counted, summed
-here, counter resets added back and pods that are gone included while their samples are kept.
+and, for a job with a deadline, its progress (``trained``): first
+``max(advisor_training_progress_examples{...})``, the examples the job has trained by its global
+step as its workers last read it (restored with a checkpoint, so a restarted pod's second pass
+over the steps after the checkpoint is not counted twice; a departed pod's series goes stale with
+it); where no pod exports that gauge (a program without a global step, PyTorch), the examples
+every pod counted over the job's life since it started,
+``increase(advisor_training_examples_total{...}[S])``, summed here, counter resets added back and
+pods that are gone included while their samples are kept: an upper bound by what restarted pods
+trained again.
 
 It returns an ``ObservedPoint`` or None when Prometheus has no such series (pods that do not
 export, a scrape that has not started); ``ObservedQueryError`` when Prometheus cannot be reached
@@ -36,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.errors import AdvisorError
-from advisor.profiling.throughput import EXAMPLES
+from advisor.profiling.throughput import EXAMPLES, PROGRESS
 
 EXAMPLES_TOTAL = EXAMPLES + "_total"
 JOB_NAMESPACE_LABEL, JOB_NAME_LABEL = "job_namespace", "tfjob"  # the PodMonitor's relabelling (helm chart)
@@ -91,9 +97,9 @@ class PrometheusClient:
         return _vector(body, self.base_url)
 
 
-def selector(namespace: str, name: str) -> str:
-    """The series of one job's counting pods."""
-    return (f'{EXAMPLES_TOTAL}{{{JOB_NAMESPACE_LABEL}="{_quote(namespace)}",'
+def selector(namespace: str, name: str, metric: str = EXAMPLES_TOTAL) -> str:
+    """The series of one job's counting pods (of ``metric``: by default their counted examples)."""
+    return (f'{metric}{{{JOB_NAMESPACE_LABEL}="{_quote(namespace)}",'
             f'{JOB_NAME_LABEL}="{_quote(name)}"}}')
 
 
@@ -117,18 +123,36 @@ def observe(client: PrometheusClient, namespace: str, name: str, workers: int, *
 
 
 def trained(client: PrometheusClient, namespace: str, name: str, *, since_s: float, at: float) -> float | None:
-    """The examples the job's pods counted over the ``since_s`` before ``at`` (its progress since it
-    started); None when no pod of it has a series there. Examples a restarted pod trains again
-    after its checkpoint are counted twice: a deadline's progress is an upper bound by that much."""
+    """The examples the job has trained at ``at``: by its global step where a pod exports it (the
+    furthest pod's), else what its pods counted over the ``since_s`` before ``at`` (its start), where
+    examples a restarted pod trains again after its checkpoint are counted twice. None when no pod
+    of it has a series there."""
     if not (math.isfinite(since_s) and since_s >= 1):
         raise ObservedQueryError(f"the progress range must be at least 1 s, got {since_s!r}")
-    found = client.query(f"increase({selector(namespace, name)}[{int(since_s)}s])", at)
+    by_step = client.query(progress_query(namespace, name), at)
+    if by_step:
+        value = by_step[0][1]  # max() without grouping: one series
+        if not math.isfinite(value) or value < 0:
+            raise ObservedQueryError(f"Prometheus gave {value!r} examples trained by the global step of "
+                                     f"{namespace}/{name}")
+        return value
+    found = client.query(counted_query(namespace, name, since_s), at)
     if not found:
         return None
     total = sum(v for _, v in found)
     if not math.isfinite(total) or total < 0:
         raise ObservedQueryError(f"Prometheus gave {total!r} examples trained for {namespace}/{name}")
     return total
+
+
+def progress_query(namespace: str, name: str) -> str:
+    """The job's progress by its global step: the furthest of its pods' last reads."""
+    return f"max({selector(namespace, name, PROGRESS)})"
+
+
+def counted_query(namespace: str, name: str, since_s: float) -> str:
+    """The examples the job's pods counted over the last ``since_s``, per pod (summed by ``trained``)."""
+    return f"increase({selector(namespace, name)}[{int(since_s)}s])"
 
 
 def _vector(body: bytes, where: str) -> list[tuple[dict[str, str], float]]:
