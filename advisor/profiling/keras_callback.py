@@ -7,11 +7,12 @@ this worker's batch size, served for Prometheus like ``AdvisorProfilingHook``'s 
 so the callback counts the batches since the previous report, not 1 per call
 (``throughput.BatchEndSteps``, which also copes with Keras running the reports on a thread
 pool: the callback is ``async_safe``, so adding it does not make Keras wait for every batch's
-logs). Beside the counts, every ``GLOBAL_STEP_EVERY_S`` it reads the optimizer's ``iterations``
+logs). Beside the counts, every ``throughput.GLOBAL_STEP_EVERY_S`` it reads the optimizer's ``iterations``
 (restored with a checkpoint, e.g. by ``BackupAndRestore``) as the job's progress: each iteration
 is one step of every worker under MultiWorkerMirroredStrategy, so it is worth the batch times the
 workers; under any other strategy the callback's batch (with ParameterServerStrategy the chief's
-callback counts the global batch).
+callback counts the global batch). ``KerasCounting`` does both, for this callback and for
+``AdvisorMwmsCallback``.
 
 Recording. A profile needs, for each traced step, TensorFlow's ``RunMetadata``: step stats
 with the ``RecvTensor`` record of every parameter pull and gradient push, and the partition
@@ -35,7 +36,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,11 +43,9 @@ from tensorflow import keras
 
 from advisor.profiling.config import profiling_enabled
 from advisor.profiling.errors import ProfilingUnsupportedError
-from advisor.profiling.throughput import BatchEndSteps, StepCounter, step_counter_from_env
+from advisor.profiling.throughput import BatchEndSteps, GlobalStepProgress, StepCounter, step_counter_from_env
 
 log = logging.getLogger("advisor.profiling")
-
-GLOBAL_STEP_EVERY_S = 10.0  # as the session hook: a scrape every 15-60 s needs no fresher progress
 
 UNSUPPORTED = (
     "AdvisorKerasCallback cannot record a profile. For Keras with MultiWorkerMirroredStrategy "
@@ -80,10 +78,7 @@ class AdvisorKerasCallback(keras.callbacks.Callback):  # type: ignore[misc]
         if profiling_enabled(env):
             raise ProfilingUnsupportedError(UNSUPPORTED)
         super().__init__()
-        self._counter: StepCounter | None = step_counter_from_env(batch_size, env, who="AdvisorKerasCallback")
-        self._batches: BatchEndSteps | None = None if self._counter is None else BatchEndSteps(self._counter)
-        self._next_read = 0.0  # monotonic time of the next read of the optimizer's iterations
-        self._first: int | None = None  # the first iterations read; progress exported once it moves
+        self._counting = KerasCounting.from_env(batch_size, env, who="AdvisorKerasCallback")
         # Keras 3 runs batch-end callbacks on a thread pool only when every callback says it is
         # safe; a callback that is not would make each step wait for the previous step's logs.
         self.async_safe = True
@@ -91,40 +86,59 @@ class AdvisorKerasCallback(keras.callbacks.Callback):  # type: ignore[misc]
     @property
     def counter(self) -> StepCounter | None:
         """What counts this worker's steps for Prometheus, or None when nothing is counted."""
-        return self._counter
+        return None if self._counting is None else self._counting.counter
 
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
-        if self._batches is not None:
-            self._batches.epoch_begin()
+        if self._counting is not None:
+            self._counting.epoch_begin()
 
     def on_epoch_begin(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
-        if self._batches is not None:
-            self._batches.epoch_begin()
+        if self._counting is not None:
+            self._counting.epoch_begin()
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
-        if self._batches is not None:
-            self._batches.batch_end(batch)
-            now = time.monotonic()
-            if now >= self._next_read:
-                self._next_read = now + GLOBAL_STEP_EVERY_S
-                self._read_progress()
-
-    def _read_progress(self) -> None:
-        """The job's progress from the optimizer's iterations, once they have been seen to move."""
-        assert self._counter is not None
-        try:
-            step = int(self.model.optimizer.iterations.numpy())
-            per_step = self._counter.examples_per_step * _workers_per_step(self.model.distribute_strategy)
-        except (AttributeError, TypeError, ValueError) as exc:  # no optimizer yet, or a model without one
-            log.debug("advisor: no progress from the optimizer's iterations: %s", exc)
-            return
-        if self._first is None:
-            self._first = step
-        if step != self._first:
-            self._counter.global_step(step, per_step)
+        if self._counting is not None:
+            self._counting.batch_end(batch, self.model)
 
 
-def _workers_per_step(strategy: Any) -> int:
+class KerasCounting:
+    """A Keras callback's counting: every batch Keras reports (``BatchEndSteps``), and the job's
+    progress from the optimizer's ``iterations`` when a read is due (``GlobalStepProgress``);
+    without ``progress``, the counts alone (a profiling run's traced steps are not to be slowed)."""
+
+    def __init__(self, counter: StepCounter, *, progress: bool = True) -> None:
+        self.counter = counter
+        self._batches = BatchEndSteps(counter)
+        self._progress = GlobalStepProgress(counter) if progress else None
+
+    @classmethod
+    def from_env(cls, batch_size: int | None, environ: Mapping[str, str], *, who: str,
+                 progress: bool = True) -> KerasCounting | None:
+        """Counting when ``ADVISOR_METRICS_PORT`` is set and this task trains (``step_counter_from_env``)."""
+        counter = step_counter_from_env(batch_size, environ, who=who)
+        return None if counter is None else cls(counter, progress=progress)
+
+    def epoch_begin(self) -> None:
+        self._batches.epoch_begin()
+
+    def batch_end(self, batch: int, model: Any) -> None:
+        self._batches.batch_end(batch)
+        if self._progress is not None and self._progress.due():
+            read = iterations(model.optimizer)
+            if read is not None:
+                self._progress.seen(read, self.counter.examples_per_step * workers_per_step(model.distribute_strategy))
+
+
+def iterations(optimizer: Any) -> int | None:
+    """The optimizer's ``iterations`` (one per step of the whole job); None when there is none yet."""
+    try:
+        return int(optimizer.iterations.numpy())
+    except (AttributeError, TypeError, ValueError) as exc:  # not compiled yet, or an optimizer without one
+        log.debug("advisor: no progress from the optimizer's iterations: %s", exc)
+        return None
+
+
+def workers_per_step(strategy: Any) -> int:
     """The workers whose batches one optimizer iteration takes: every worker's under
     MultiWorkerMirroredStrategy (its replicas over those of this worker), else 1."""
     if "MultiWorkerMirrored" not in type(strategy).__name__:

@@ -20,6 +20,11 @@ not a multi-worker job), more than one replica in sync or more than one worker i
 profiler that wrote no trace or no gradient ops (e.g. ``jit_compile=True``). Everything but the
 Keras hooks is ``mwms_tracer``, shared with ``tf_custom_loop.AdvisorStepProfiler``, which
 profiles a custom training loop (one that never calls a Keras callback) the same way.
+
+Independently, with ``ADVISOR_METRICS_PORT`` set, it counts every training batch of the real run
+for Prometheus and reads the job's progress from the optimizer's ``iterations``, as
+``AdvisorKerasCallback`` does (``keras_callback.KerasCounting``; not the progress while it records:
+the traced steps are not to be slowed), so one callback serves the profiling run and the job.
 """
 
 from __future__ import annotations
@@ -34,8 +39,10 @@ from tensorflow import keras
 
 from advisor.profiling.config import ENV_BATCH_SIZE, ProfilingConfig, choose_batch_size, load_config
 from advisor.profiling.errors import ProfilingUnsupportedError
+from advisor.profiling.keras_callback import KerasCounting
 from advisor.profiling.mwms_trace import check_single_worker, metric_collectives
 from advisor.profiling.mwms_tracer import StepTracer, TracedProgram, TracerOwner, check_strategy, describe_program
+from advisor.profiling.throughput import StepCounter
 from advisor.profiling.upload import RetryPolicy
 
 log = logging.getLogger("advisor.profiling")
@@ -45,7 +52,8 @@ class AdvisorMwmsCallback(TracerOwner, keras.callbacks.Callback):  # type: ignor
     """Traces a one-worker MWMS ``model.fit`` and uploads the all-reduce bundle (module docstring).
 
     ``batch_size`` is the examples per step of this worker (``ADVISOR_BATCH_SIZE`` overrides it);
-    ``model_name`` goes into the bundle. Without ``ADVISOR_PROFILE`` it does nothing.
+    ``model_name`` goes into the bundle. Without ``ADVISOR_PROFILE`` it records nothing, and
+    without ``ADVISOR_METRICS_PORT`` it counts nothing.
     """
 
     def __init__(
@@ -61,6 +69,8 @@ class AdvisorMwmsCallback(TracerOwner, keras.callbacks.Callback):  # type: ignor
         self._config: ProfilingConfig | None = load_config(env)
         self._tracer: StepTracer | None = None
         self._program: TracedProgram | None = None
+        self._counting = KerasCounting.from_env(batch_size, env, who="AdvisorMwmsCallback",
+                                                progress=self._config is None)
         if self._config is None:
             return
         check_single_worker(1, len(self._config.task.worker_hosts), "the cluster")
@@ -79,7 +89,18 @@ class AdvisorMwmsCallback(TracerOwner, keras.callbacks.Callback):  # type: ignor
         assert self._program is not None, "on_train_begin describes the program before the first step"
         return self._program
 
+    @property
+    def counter(self) -> StepCounter | None:
+        """What counts this worker's steps for Prometheus, or None when nothing is counted."""
+        return None if self._counting is None else self._counting.counter
+
+    def on_epoch_begin(self, epoch: int, logs: Mapping[str, Any] | None = None) -> None:
+        if self._counting is not None:
+            self._counting.epoch_begin()
+
     def on_train_begin(self, logs: Mapping[str, Any] | None = None) -> None:
+        if self._counting is not None:
+            self._counting.epoch_begin()
         if self._config is None:
             return
         model = self.model
@@ -105,8 +126,11 @@ class AdvisorMwmsCallback(TracerOwner, keras.callbacks.Callback):  # type: ignor
             self.model.stop_training = True
 
     def on_train_batch_end(self, batch: int, logs: Mapping[str, Any] | None = None) -> None:
-        """What the step logged (once): Keras reduces each logged value with two all-reduces of
-        its own (``mwms_trace.metric_collectives``), which one worker's trace cannot show."""
+        """Counts the step; and what the step logged (once): Keras reduces each logged value with
+        two all-reduces of its own (``mwms_trace.metric_collectives``), which one worker's trace
+        cannot show."""
+        if self._counting is not None:
+            self._counting.batch_end(batch, self.model)
         if self._config is None or self._logged is not None:
             return
         logged = []

@@ -16,7 +16,7 @@ It does two independent things, each off unless asked for:
   traced steps included: they are real training steps too. With ``SyncReplicasOptimizer`` and
   backup workers only R of the W gradients of an update move the model, so a step counts R / W
   of the batch, R and W read from the graph when the session begins (``sync_share.py``).
-  Beside the counts, the job's progress: every ``GLOBAL_STEP_EVERY_S`` an untraced step also
+  Beside the counts, the job's progress: every ``throughput.GLOBAL_STEP_EVERY_S`` an untraced step also
   fetches the global step, worth this worker's batch each (asynchronous: every worker's step adds
   one) or R batches (synchronous: an update adds one), exported once it has been seen to move. Not
   while this process records a profile: its untraced steps are timed.
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,11 +39,9 @@ from advisor.profiling.recorder import RunFacts, TraceRecorder, VariableInfo, re
 from advisor.profiling.sync_share import (
     ENQUEUE_MANY_OPS, SYNC_TOKEN_QUEUE, TAKE_GRADIENT_OPS, TOKEN_QUEUE_OPS, SyncShareUnknown, sync_share,
 )
-from advisor.profiling.throughput import StepCounter, step_counter_from_env
+from advisor.profiling.throughput import GlobalStepProgress, StepCounter, step_counter_from_env
 
 log = logging.getLogger("advisor.profiling")
-
-GLOBAL_STEP_EVERY_S = 10.0  # a scrape every 15-60 s needs no fresher progress; one small fetch per read
 
 
 class AdvisorProfilingHook(tf.compat.v1.train.SessionRunHook):  # type: ignore[misc]
@@ -167,24 +164,15 @@ def _counted_share(counter: StepCounter) -> tuple[StepCounter, float | None]:
 
 
 class _GlobalStepProgress:
-    """Fetches the global step with an untraced step every ``GLOBAL_STEP_EVERY_S`` and exports the
-    job's progress once the step has been seen to move (a global step that the training op does
-    not advance would otherwise read as a job that trains nothing)."""
+    """Fetches the global step with a step when one is due (``throughput.GlobalStepProgress``)."""
 
     def __init__(self, counter: StepCounter, tensor: Any, per_global_step: float) -> None:
-        self._counter, self._tensor, self._per_step = counter, tensor, per_global_step
-        self._next = 0.0  # monotonic time of the next read
+        self._progress, self._tensor, self._per_step = GlobalStepProgress(counter), tensor, per_global_step
         self._fetching = False
-        self._first: int | None = None  # the first step read; exported once a read differs
-        self._moved = False
 
     def before_run(self) -> Any:
-        now = time.monotonic()
-        self._fetching = now >= self._next
-        if not self._fetching:
-            return None
-        self._next = now + GLOBAL_STEP_EVERY_S
-        return tf.compat.v1.train.SessionRunArgs(fetches=self._tensor)
+        self._fetching = self._progress.due()
+        return tf.compat.v1.train.SessionRunArgs(fetches=self._tensor) if self._fetching else None
 
     def after_run(self, result: Any) -> None:
         if not self._fetching:
@@ -194,11 +182,8 @@ class _GlobalStepProgress:
             step = int(result)
         except (TypeError, ValueError):
             return
-        if self._first is None:
-            self._first = step
-        self._moved = self._moved or step != self._first
-        if self._moved and step >= 0:
-            self._counter.global_step(step, self._per_step)
+        if step >= 0:
+            self._progress.seen(step, self._per_step)
 
 
 def _global_step_progress(counter: StepCounter, per_global_step: float | None, *,

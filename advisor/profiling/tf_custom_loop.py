@@ -30,6 +30,12 @@ trace reading, gradients from the variables' shapes, TF's pack layout, the link 
 on). ``should_stop`` turns true once the upload is accepted, unless
 ``ADVISOR_STOP_AFTER_UPLOAD=0``.
 
+Independently, with ``ADVISOR_METRICS_PORT`` set, every step block that ends without an exception
+counts one step of ``batch_size`` for Prometheus (``throughput``), and the job's progress is read
+from the optimizer's ``iterations`` (a Keras optimizer; one per step of the whole job, worth the
+batch of every worker under MultiWorkerMirroredStrategy) when a read is due, not while it records.
+So the same ``with profiler.step():`` serves the profiling run and the job.
+
 It refuses LOUDLY, with the callback's errors and words, at construction: ``ProfilingConfigError``
 for bad ``ADVISOR_*`` values or no batch size; ``ProfilingUnsupportedError`` for another strategy
 (``ParameterServerStrategy``: use the TF1 hook; ``MirroredStrategy`` or the default: not a
@@ -59,8 +65,10 @@ import tensorflow as tf
 
 from advisor.profiling.config import ENV_BATCH_SIZE, ProfilingConfig, choose_batch_size, load_config
 from advisor.profiling.errors import ProfilingUnsupportedError
+from advisor.profiling.keras_callback import iterations, workers_per_step
 from advisor.profiling.mwms_trace import check_single_worker, declared_collectives
 from advisor.profiling.mwms_tracer import StepTracer, TracedProgram, TracerOwner, check_strategy, describe_program
+from advisor.profiling.throughput import GlobalStepProgress, StepCounter, step_counter_from_env
 from advisor.profiling.upload import RetryPolicy
 
 log = logging.getLogger("advisor.profiling")
@@ -104,6 +112,11 @@ class AdvisorStepProfiler(TracerOwner):
         self._stop = False
         self._last_end_ns: int | None = None
         self._step = _Step(self)
+        self._counter: StepCounter | None = step_counter_from_env(batch_size, env, who=WHO)
+        self._progress = (GlobalStepProgress(self._counter)
+                          if self._counter is not None and self._config is None and not isinstance(optimizer, str)
+                          else None)
+        self._counted_optimizer, self._counted_strategy = optimizer, strategy
         if self._config is None:
             return
         workers = len(self._config.task.worker_hosts)
@@ -133,9 +146,14 @@ class AdvisorStepProfiler(TracerOwner):
         """True once the profile is accepted and ``ADVISOR_STOP_AFTER_UPLOAD`` is on: end the loop."""
         return self._stop
 
+    @property
+    def counter(self) -> StepCounter | None:
+        """What counts this worker's steps for Prometheus, or None when nothing is counted."""
+        return self._counter
+
     def step(self) -> contextlib.AbstractContextManager[None]:
         """The block of one training step: it begins when entered (see the module docstring)."""
-        return _NOOP if self._tracer is None else self._step
+        return _NOOP if self._tracer is None and self._counter is None else self._step
 
     def close(self) -> None:
         """The loop is over: upload the steps traced so far, if the traced steps were not all done."""
@@ -162,19 +180,33 @@ class AdvisorStepProfiler(TracerOwner):
         )
 
     def _begun(self) -> None:
-        assert self._tracer is not None and self._config is not None
+        if self._tracer is None or self._config is None:
+            return
         if self._tracer.begin() and self._config.stop_after_upload:
             log.info("advisor: profiling done; the loop should stop (profiler.should_stop)")
             self._stop = True
 
     def _ended(self, kind: type[BaseException] | None) -> None:
-        assert self._tracer is not None
+        if self._counter is not None and kind is None:
+            self._counted()
+        if self._tracer is None:
+            return
         if kind is None:
             self._last_end_ns = time.time_ns()
         elif issubclass(kind, _DATA_END):
             self._tracer.end(None, last_step_ran=False)
         else:
             self._tracer.abandon()
+
+
+    def _counted(self) -> None:
+        """One step done: counted, and the job's progress read when a read is due."""
+        assert self._counter is not None
+        self._counter.step()
+        if self._progress is not None and self._progress.due():
+            read = iterations(self._counted_optimizer)
+            if read is not None:
+                self._progress.seen(read, self._counter.examples_per_step * workers_per_step(self._counted_strategy))
 
 
 class _Step:

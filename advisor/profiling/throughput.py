@@ -52,6 +52,7 @@ EXAMPLES_HELP = ("Training examples this worker has processed that move the mode
                  "backup workers, replicas_to_aggregate / total_num_replicas of its batch per step).")
 STEPS_HELP = "Training steps this worker has run."
 PROGRESS = "advisor_training_progress_examples"
+GLOBAL_STEP_EVERY_S = 10.0  # how often a worker reads its global step: a scrape every 15-60 s needs no fresher one
 PROGRESS_HELP = ("Training examples the whole job has trained by its global step (restored with a checkpoint, the "
                  "same on every worker): the job's progress, which a restarted pod does not count twice.")
 
@@ -200,6 +201,37 @@ class StepCounter:
     def steps(self, count: int) -> None:
         """``count`` completed training steps."""
         self.exporter.record_steps(count, count * self.examples_per_step)
+
+
+class GlobalStepProgress:
+    """The job's progress from a global step that a hook reads now and then (``due``), exported once
+    the step has been seen to move: a global step that the training op does not advance would read
+    as a job that trained nothing. What is read and how is the hook's: a fetch with a session run,
+    the optimizer's ``iterations``."""
+
+    __slots__ = ("_clock", "_counter", "_first", "_moved", "_next")
+
+    def __init__(self, counter: StepCounter, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._counter, self._clock = counter, clock
+        self._next = -math.inf  # the first step is read at once
+        self._first: int | None = None
+        self._moved = False
+
+    def due(self) -> bool:
+        """Whether to read the global step now (every ``GLOBAL_STEP_EVERY_S``); a True starts the wait."""
+        now = self._clock()
+        if now < self._next:
+            return False
+        self._next = now + GLOBAL_STEP_EVERY_S
+        return True
+
+    def seen(self, step: int, examples_per_step: float) -> None:
+        """The global step as read, worth ``examples_per_step`` examples each."""
+        if self._first is None:
+            self._first = step
+        self._moved = self._moved or step != self._first
+        if self._moved:
+            self._counter.global_step(step, examples_per_step)
 
 
 class BatchEndSteps:

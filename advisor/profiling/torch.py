@@ -41,6 +41,11 @@ next step's forward; then, with ``ADVISOR_STOP_AFTER_UPLOAD`` on (the default) a
 accepted, it ends the program with ``SystemExit(0)``: a profiling run has done its job. A
 program shape it cannot trace raises ``ProfilingUnsupportedError`` (``ddp_recorder``).
 
+Independently of ``ADVISOR_PROFILE``, with ``ADVISOR_METRICS_PORT`` set every step of the
+optimizer counts ``batch_size`` examples for Prometheus (``throughput``; a post-step hook that
+stays for the whole run): a DDP job's observed throughput and, without a global step to read,
+its progress. With gradient accumulation, ``batch_size`` is the examples of one optimizer step.
+
 ``import torch`` below is absolute (``from __future__ import annotations`` plus Python 3's
 absolute imports), so it imports PyTorch, not this module.
 """
@@ -62,17 +67,20 @@ from advisor.profiling.ddp_recorder import DDPStepRecorder, check_single_worker,
 from advisor.profiling.errors import ProfilingUnsupportedError
 from advisor.profiling.link import link_rate
 from advisor.profiling.recorder import resolve_batch_size
+from advisor.profiling.throughput import StepCounter, step_counter_from_env
 from advisor.profiling.upload import RetryPolicy
 
 log = logging.getLogger("advisor.profiling")
 
 
 class DDPProfiler:
-    """The handle ``profile_ddp`` returns: ``active`` while it records, ``recorder`` for tests."""
+    """The handle ``profile_ddp`` returns: ``active`` while it records, ``recorder`` for tests,
+    ``counter`` while it counts steps for Prometheus."""
 
-    def __init__(self, recorder: DDPStepRecorder | None = None) -> None:
+    def __init__(self, recorder: DDPStepRecorder | None = None, counter: StepCounter | None = None) -> None:
         self.recorder = recorder
-        self._handles: list[Any] = []
+        self.counter = counter
+        self._handles: list[Any] = []  # the recording hooks, removed once the profile is shipped
 
     @property
     def active(self) -> bool:
@@ -100,7 +108,8 @@ def profile_ddp(
     environ: Mapping[str, str] | None = None,
     retry: RetryPolicy | None = None,
 ) -> DDPProfiler:
-    """Trace this DDP program's steps when ``ADVISOR_PROFILE`` is on (module docstring).
+    """Trace this DDP program's steps when ``ADVISOR_PROFILE`` is on, count them when
+    ``ADVISOR_METRICS_PORT`` is set (module docstring).
 
     ``batch_size`` is this worker's examples per step (``ADVISOR_BATCH_SIZE`` overrides it);
     ``model_name`` is for people. Raises ``ProfilingConfigError`` on an unusable setting and
@@ -108,15 +117,15 @@ def profile_ddp(
     """
     env = os.environ if environ is None else environ
     config = load_config(env)
+    counter = step_counter_from_env(batch_size, env, who="profile_ddp")
+    if config is not None or counter is not None:
+        _check_optimizer(optimizer)
+    if counter is not None:
+        optimizer.register_step_post_hook(lambda opt, args, kwargs: counter.step())
     if config is None:
-        return DDPProfiler()
+        return DDPProfiler(counter=counter)
     batch = resolve_batch_size(config, batch_size)
     ddp = _checked_ddp(model)
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise ProfilingUnsupportedError(
-            f"advisor: profile_ddp needs the torch.optim.Optimizer that updates the DDP model, got "
-            f"{type(optimizer).__name__}"
-        )
     group = ddp.process_group if dist.is_available() and dist.is_initialized() else None
     check_single_worker(world_size_from_env(env), None if group is None else dist.get_world_size(group))
     params = _reducer_parameters(ddp)
@@ -128,12 +137,20 @@ def profile_ddp(
         link=link_rate(config.bandwidth_mbit, env),
         retry=retry,
     )
-    profiler = DDPProfiler(recorder)
+    profiler = DDPProfiler(recorder, counter)
     _install(profiler, recorder, ddp, optimizer, [p for _, p in params])
     atexit.register(profiler.finish)
     log.info("advisor: profiling this DDP run: %d warm-up steps, then %d traced steps of %d examples",
              config.warmup, config.steps, batch)
     return profiler
+
+
+def _check_optimizer(optimizer: Any) -> None:
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise ProfilingUnsupportedError(
+            f"advisor: profile_ddp needs the torch.optim.Optimizer that updates the DDP model, got "
+            f"{type(optimizer).__name__}"
+        )
 
 
 def _checked_ddp(model: Any) -> DistributedDataParallel:

@@ -198,9 +198,7 @@ def test_a_restarted_worker_reports_the_progress_its_checkpoint_kept(
     checkpoint (read from the file: 40) and trains 25 steps. The counters add every step run (75);
     the progress is the global step's, 40 + 25 = 65 steps of 8 examples, the 10 steps after the
     checkpoint counted once."""
-    from advisor.profiling import session_hook
-
-    monkeypatch.setattr(session_hook, "GLOBAL_STEP_EVERY_S", 0.0)  # read it with every step
+    monkeypatch.setattr(throughput, "GLOBAL_STEP_EVERY_S", 0.0)  # read it with every step
     env = {"ADVISOR_METRICS_PORT": str(port)}  # run by hand: no TF_CONFIG, no profiling
     checkpoints = tmp_path / "ckpt"
     _train_local(tf, profiling.AdvisorProfilingHook(batch_size=BATCH, environ=env), checkpoints, runs=50,
@@ -218,9 +216,7 @@ def test_a_global_step_that_never_moves_is_no_progress(tf: Any, port: int, tmp_p
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A training op that does not advance the global step: a gauge stuck at 0 would say the job
     trained nothing, so none is exported, and the counters count as before."""
-    from advisor.profiling import session_hook
-
-    monkeypatch.setattr(session_hook, "GLOBAL_STEP_EVERY_S", 0.0)
+    monkeypatch.setattr(throughput, "GLOBAL_STEP_EVERY_S", 0.0)
     hook = profiling.AdvisorProfilingHook(batch_size=BATCH, environ={"ADVISOR_METRICS_PORT": str(port)})
     with tf.Graph().as_default():
         tf.compat.v1.train.get_or_create_global_step()
@@ -238,9 +234,7 @@ def test_the_keras_callback_reports_the_optimizers_iterations(
     """3 epochs of 8 steps: 24 iterations of 8 examples. Then the iterations set back to 10, as a
     restore from a checkpoint does, and one more epoch: the progress is 18 iterations' examples
     while the counters hold all 32 steps."""
-    from advisor.profiling import keras_callback
-
-    monkeypatch.setattr(keras_callback, "GLOBAL_STEP_EVERY_S", 0.0)
+    monkeypatch.setattr(throughput, "GLOBAL_STEP_EVERY_S", 0.0)
     import numpy as np
 
     callback = profiling.AdvisorKerasCallback(batch_size=8, environ={"ADVISOR_METRICS_PORT": str(port)})
@@ -261,14 +255,56 @@ def test_an_iteration_under_multi_worker_mirrored_is_every_workers_batch(tf: Any
     each, takes 4 and 2 workers' batches an iteration; any other strategy the callback's own batch."""
     from types import SimpleNamespace
 
-    from advisor.profiling.keras_callback import _workers_per_step
+    from advisor.profiling.keras_callback import workers_per_step
 
     class MultiWorkerMirroredStrategy:
         def __init__(self, replicas: int, local: int) -> None:
             self.num_replicas_in_sync = replicas
             self.extended = SimpleNamespace(worker_devices=tuple(f"/device:GPU:{i}" for i in range(local)))
 
-    assert _workers_per_step(MultiWorkerMirroredStrategy(4, 1)) == 4
-    assert _workers_per_step(MultiWorkerMirroredStrategy(8, 4)) == 2
-    assert _workers_per_step(tf.distribute.get_strategy()) == 1  # the default strategy
-    assert _workers_per_step(tf.distribute.MirroredStrategy(["/cpu:0"])) == 1
+    assert workers_per_step(MultiWorkerMirroredStrategy(4, 1)) == 4
+    assert workers_per_step(MultiWorkerMirroredStrategy(8, 4)) == 2
+    assert workers_per_step(tf.distribute.get_strategy()) == 1  # the default strategy
+    assert workers_per_step(tf.distribute.MirroredStrategy(["/cpu:0"])) == 1
+
+
+def test_the_mwms_callback_counts_the_real_run_too(tf: Any, port: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The callback a MultiWorkerMirroredStrategy program keeps for its profiling run counts, when
+    ADVISOR_METRICS_PORT is set and it does not record, as AdvisorKerasCallback does: 2 epochs of
+    8 batches, 16 iterations (here under the default strategy: one worker's batch each)."""
+    monkeypatch.setattr(throughput, "GLOBAL_STEP_EVERY_S", 0.0)
+    callback = profiling.AdvisorMwmsCallback(batch_size=8, environ={"ADVISOR_METRICS_PORT": str(port)})
+    assert callback.counter is not None
+    _keras_fit(tf, callback, examples=64, batch=8, epochs=2, steps_per_execution=1)
+    assert counts(port) == (2 * 64, 2 * 8) and progress(port) == 16 * 8
+
+
+def test_the_custom_loop_profiler_counts_each_step_block(tf: Any, port: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five step blocks that apply gradients, one that fails (not counted), then the optimizer's
+    iterations set back to 2 as a restore does and one more step: 6 steps of 8 examples counted,
+    progress 3 iterations' worth."""
+    import keras
+
+    monkeypatch.setattr(throughput, "GLOBAL_STEP_EVERY_S", 0.0)
+    optimizer = keras.optimizers.SGD(0.1)
+    w = tf.Variable([1.0, 2.0])
+    profiler = profiling.AdvisorStepProfiler(tf.distribute.get_strategy(), [w], optimizer, batch_size=8,
+                                             environ={"ADVISOR_METRICS_PORT": str(port)})
+    assert not profiler.active and profiler.counter is not None
+
+    def step() -> None:
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(w * w)
+        optimizer.apply_gradients([(tape.gradient(loss, w), w)])
+
+    with profiler:
+        for _ in range(5):
+            with profiler.step():
+                step()
+        with pytest.raises(RuntimeError), profiler.step():
+            raise RuntimeError("a failed step")
+        assert counts(port) == (5 * 8, 5) and progress(port) == 5 * 8
+        optimizer.iterations.assign(2)
+        with profiler.step():
+            step()
+    assert counts(port) == (6 * 8, 6) and progress(port) == 3 * 8

@@ -22,7 +22,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import advisor.profiling as profiling
 from advisor.profiling import ProfilingConfigError, ThroughputExporter, exporter_from_env
-from advisor.profiling.throughput import BatchEndSteps, StepCounter, metrics_port, step_counter_from_env
+from advisor.profiling import throughput as throughput_module
+from advisor.profiling.throughput import (
+    BatchEndSteps, GlobalStepProgress, StepCounter, metrics_port, step_counter_from_env,
+)
 
 
 def scrape(port: int) -> dict[str, tuple[float, dict[str, str]]]:
@@ -213,6 +216,28 @@ def test_bad_progress_is_refused_and_keeps_the_last(exporter: ThroughputExporter
         with pytest.raises(ValueError, match="progress"):
             exporter.record_progress(bad)
     assert exporter.progress() == 40
+
+
+def test_the_global_step_is_read_when_due_and_exported_once_it_moved(
+        exporter: ThroughputExporter, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read at once, then one every 10 s of the hook's clock; the first read only marks where
+    the step stood (a step the training op never advances would say the job trained nothing), so
+    the gauge appears with the first read that differs, and follows every read after it."""
+    monkeypatch.setattr(throughput_module, "GLOBAL_STEP_EVERY_S", 10.0)
+    now = [100.0]
+    progress = GlobalStepProgress(StepCounter(exporter, 32), clock=lambda: now[0])
+    assert progress.due() and not progress.due()  # the first at once; the next 10 s later
+    now[0] = 109.9
+    assert not progress.due()
+    now[0] = 110.0
+    assert progress.due()
+    progress.seen(400, 32.0)  # restored at 400: where it stands, not yet progress
+    progress.seen(400, 32.0)
+    assert exporter.progress() is None and gauges(exporter.port) == {}
+    progress.seen(401, 32.0)
+    assert exporter.progress() == 401 * 32
+    progress.seen(400, 32.0)  # set back again (a restore): followed
+    assert exporter.progress() == 400 * 32
 
 
 def test_close_stops_serving(exporter: ThroughputExporter) -> None:
