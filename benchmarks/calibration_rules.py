@@ -1,6 +1,6 @@
 """Which update rule lets one observation correct a curve best? Measured on the repository's real curves.
 
-    python -m benchmarks.calibration_rules [--quick] [--noise 0.03] [--json out.json]
+    python -m benchmarks.calibration_rules [--quick] [--sync] [--noise 0.03] [--json out.json]
 
 For every real curve (``benchmarks/real_curves.py``: 7 asynchronous-PS runs, 3 PS-trace runs, 8
 all-reduce runs) the job is predicted as its owner would ask (the measured link rate and
@@ -21,6 +21,9 @@ narrower prior around them (tau 0.25).
 The ``refit`` and ``none`` intervals are the grid curve's own (its simulation interval widened by
 the model's measured error, as ``advise`` does), so no curve is predicted beyond the grid, which
 every rule shares: one grid per curve and statement, kept for every k and rule.
+
+``--sync`` scores the synchronous curves (``tests/data/ps-sync``, ``li2020-des-sync+contention``)
+instead, with the PS curves' two wrong statements.
 """
 
 from __future__ import annotations
@@ -145,12 +148,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="only the curves as stated (no wrong statements)")
     parser.add_argument("--noise", type=float, default=0.03, help="relative noise of an observation (default 0.03)")
     parser.add_argument("--only", metavar="TEXT", default="", help="only the curves whose name contains TEXT")
+    parser.add_argument("--sync", action="store_true", help="the synchronous curves (tests/data/ps-sync) instead")
     parser.add_argument("--json", metavar="FILE", help="also write the scores as JSON")
     args = parser.parse_args()
     cache: dict[Hashable, Grid] = {}
     totals: dict[str, dict[str, Scores]] = {}
     started = time.perf_counter()
-    for curve in [c for c in every_curve() if args.only in c.name]:
+    for curve in [c for c in every_curve(args.sync) if args.only in c.name]:
         for statement in statements(curve, args.quick):
             t0 = time.perf_counter()
             scores = evaluate(curve, statement, args.noise, cache)

@@ -8,7 +8,8 @@ Four sets (their READMEs say how each was taken):
 - ``tests/data/ps-traces``: the MLP with 1 and 2 PS, W = 1..4, by the same model;
 - ``tests/data/ps-sync``: TensorFlow synchronous PS (``SyncReplicasOptimizer``), 1 PS, W = 1..8,
   two models at two link rates, with and without a backup worker, by ``li2020-des-sync+contention``
-  (not in ``every_curve``, whose figures in docs/decisions.md were measured without them);
+  (not in ``every_curve``, whose figures in docs/decisions.md were measured without them:
+  ``calibration_rules --sync`` and ``profile_check --sync`` score them apart);
 - ``tests/data/allreduce``: PyTorch DDP and Keras MultiWorkerMirroredStrategy, W = 1..4 (the PS
   testbed's programs 1..8), by ``ring-allreduce``.
 """
@@ -153,5 +154,8 @@ def allreduce() -> list[RealCurve]:
     return out
 
 
-def every_curve() -> list[RealCurve]:
-    return ps_async() + ps_traces() + allreduce()
+def every_curve(sync: bool = False) -> list[RealCurve]:
+    """The curves the closed-loop benchmarks score: the asynchronous-PS, PS-trace and all-reduce
+    sets, or with ``sync`` the synchronous set alone (its own tables, so that the others' stay
+    comparable with the figures measured before it was added)."""
+    return ps_sync() if sync else ps_async() + ps_traces() + allreduce()
