@@ -22,7 +22,8 @@ import pytest
 import advisor.profiling as profiling
 from advisor.profiling.sync_share import SyncShare, sync_share
 from tests.heavy.test_tf_profiling import _free_ports, _tf_config
-from tests.heavy.test_tf_throughput import counts, port  # noqa: F401 (a fixture)
+from advisor.profiling import throughput
+from tests.heavy.test_tf_throughput import counts, port, progress  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.heavy
 
@@ -59,8 +60,11 @@ UPDATES = 30
 
 def test_two_workers_with_a_backup_count_the_aggregated_examples(tf: Any, port: int,  # noqa: F811
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """W = 2, R = 1: each worker runs a step per update, and the job counts one batch per update."""
+    """W = 2, R = 1: each worker runs a step per update, and the job counts one batch per update;
+    its progress by the global step (read with every step here) is one batch per update too."""
     from tensorflow.python.training import session_manager
+
+    monkeypatch.setattr(throughput, "GLOBAL_STEP_EVERY_S", 0.0)
 
     init = session_manager.SessionManager.__init__
 
@@ -119,3 +123,5 @@ def test_two_workers_with_a_backup_count_the_aggregated_examples(tf: Any, port: 
     # and that is the job's progress, one batch per update (R = 1), within the steps that were
     # under way when the workers stopped (at most one each, counted or not)
     assert abs(examples - max(updates) * BATCH) <= 2 * BATCH
+    # the global step's R batches per update, read by whichever worker read last
+    assert abs(progress(port) - max(updates) * BATCH) <= 2 * BATCH
