@@ -5,10 +5,11 @@ Why: the closed loop must be proven on the metric path the training pods use, no
 handed to it. ``SimulatedJob`` advances one counter per worker pod (``<job>-worker-<i>``) at
 the measured examples/s of the job's current worker count, times a per-window noise, and
 ``Counters`` stores every scrape as Prometheus stores samples. ``Counters.evaluate`` answers the
-three instant queries ``controller/pipeline/observed.py`` sends from those samples as
+instant queries ``controller/pipeline/observed.py`` sends from those samples as
 Prometheus does (``rate`` from the first and last sample of the window, counter resets
 added back; ``count_over_time``; ``resets``; ``increase``, from 0 for a pod that started in the
-range; a series without samples in the window is absent),
+range; a series without samples in the window is absent; the progress gauge, which these pods do
+not export, is absent too, so a deadline's progress comes from the counters),
 so a restarted pod (a counter back to 0) and a pod that stops reporting look as they would.
 ``PrometheusOnCounters`` serves it over real HTTP (the end-to-end test); ``opener`` serves it
 in-process to a ``PrometheusClient`` (``benchmarks/closed_loop.py``, in simulated time).
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.controller.fake_prometheus import SELECTOR, FakePrometheus
+from tests.controller.fake_prometheus import PROGRESS, SELECTOR, FakePrometheus
 
 Series = tuple[str, str, str]  # (namespace, job, pod)
 
@@ -64,6 +65,8 @@ class Counters:
         return out
 
     def answer(self, args: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        if PROGRESS.match(args.get("query", "")):  # the pods export no global step's progress: no series
+            return 200, {"status": "success", "data": {"resultType": "vector", "result": []}}
         m = SELECTOR.match(args.get("query", ""))
         if m is None:
             return 400, {"status": "error", "errorType": "bad_data", "error": f"unexpected query {args.get('query')!r}"}

@@ -71,6 +71,25 @@ def test_the_truth_makes_three_workers_the_cheapest() -> None:
     assert NEAR_CHEAPEST == {2, 3, 4}
 
 
+def test_the_simulated_prometheus_answers_what_the_controller_asks() -> None:
+    """Every query of ``observed.py`` over the in-process opener (as benchmarks/closed_loop.py
+    asks them), by hand: two pods at 10 and 20 ex/s scraped every 10 s for 60 s, the second
+    restarted at 30 s. A deadline's progress (no pod exports the gauge) is the counters' increase."""
+    from advisor.controller.pipeline.observed import PrometheusClient, observe, trained
+    from tests.controller.simulated_job import opener
+
+    counters = Counters()
+    for k in range(7):
+        counters.scrape((NS, "job", "job-worker-0"), 10.0 * k, 100.0 * k)
+        counters.scrape((NS, "job", "job-worker-1"), 10.0 * k, 200.0 * (k if k < 3 else k - 3))
+    client = PrometheusClient("http://simulated", opener=opener(counters))
+    # pod 0: 600; pod 1: 400 before its restart, 0 at it, 600 after (what it trained between 20 and 30 s is lost)
+    assert trained(client, NS, "job", since_s=61, at=60.0) == 600 + 400 + 600
+    point = observe(client, NS, "job", 2, window_s=25, at=60.0)  # the samples at 40, 50, 60
+    assert point is not None and point.examples_per_s == pytest.approx(30.0)
+    assert (point.samples, point.series, point.resets) == (6, 2, 0)
+
+
 class Trainer:
     """Runs the simulated job at the worker count the emulator's TFJob says, scraping as it goes."""
 
