@@ -37,7 +37,7 @@ IMPLICIT_LABELS = {"job", "instance", "le", "__name__"}
 OPERATOR_LABELS = {"namespace", "pod", "service", "container", "endpoint"}
 # Grafana's variables, set to what a user selecting everything would send.
 # What advisor.profiling exports from the training workers (ADVISOR_METRICS_PORT).
-TRAINING_METRICS = {throughput.EXAMPLES + "_total", throughput.STEPS + "_total"}
+TRAINING_METRICS = {throughput.EXAMPLES + "_total", throughput.STEPS + "_total", throughput.PROGRESS}
 VARIABLES = {
     "namespace": NS,
     "tfjob": "|".join(sorted(j.name for j in JOBS)),
