@@ -94,6 +94,11 @@ def parse_deadline(text: str, now: float) -> float:
         when = when.replace(tzinfo=dt.UTC)
     hours = (when.timestamp() - now) / 3600
     if hours <= 0:
-        now_text = dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        raise UnitError(f"deadline {text!r} is in the past (it is now {now_text})")
+        raise UnitError(f"deadline {text!r} is in the past (it is now {rfc3339(now)})")
     return hours
+
+
+def rfc3339(t: float) -> str:
+    """Unix seconds as the Kubernetes API writes a time (a metav1.Time), to the second:
+    2026-01-01T00:00:00Z. The one writer of the form, for messages and the controller alike."""
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from advisor.core.units import rfc3339
 from advisor.errors import TFJobError
 
 GROUP, VERSION, PLURAL, KIND = "kubeflow.org", "v1", "tfjobs", "TFJob"
@@ -202,11 +203,6 @@ def finished_reason(status: Mapping[str, Any]) -> str:
 def start_time(status: Mapping[str, Any]) -> float | None:
     """``status.startTime`` in unix seconds (RFC 3339, as the API writes it); None when absent or unreadable."""
     return parse_time(status.get("startTime"))
-
-
-def rfc3339(t: float) -> str:
-    """Unix seconds as the API writes a time, to the second: 2026-01-01T00:00:00Z."""
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_rfc3339(text: str | None) -> float | None:

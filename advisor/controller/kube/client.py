@@ -15,7 +15,6 @@ here so any object can be handed to ``emit_event`` or used as an owner.
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import json
 import logging
 import os
@@ -32,6 +31,7 @@ import yaml  # type: ignore[import-untyped]  # kubeconfig parsing errors (a kube
 from kubernetes import client as k8s  # type: ignore[import-untyped]
 from kubernetes import config as k8s_config  # type: ignore[import-untyped]
 
+from advisor.core.units import rfc3339
 from advisor.errors import (
     KubeAlreadyExists,
     KubeConfigError,
@@ -88,11 +88,6 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 # Kueue's queues, read in cluster mode only (docs/allocation.md): a LocalQueue names its ClusterQueue
 LOCALQUEUES = Resource("kueue.x-k8s.io", "v1beta1", "localqueues", "LocalQueue")
 CLUSTERQUEUES = Resource("kueue.x-k8s.io", "v1beta1", "clusterqueues", "ClusterQueue", namespaced=False)
-
-
-def now_rfc3339() -> str:
-    """A metav1.Time: RFC 3339 in UTC, whole seconds."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _target(res: Resource, namespace: str | None, name: str | None) -> str:
@@ -322,7 +317,7 @@ class Kube:
             raise ValueError(f"event type must be Normal or Warning, not {type_!r}")
         meta = obj["metadata"]
         namespace = meta.get("namespace") or "default"
-        now = now_rfc3339()
+        now = rfc3339(time.time())
         involved = {k: v for k, v in {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
                                       "name": meta.get("name"), "namespace": meta.get("namespace"),
                                       "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")}.items()
