@@ -59,6 +59,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import netns_testbed as testbed  # scripts/netns_testbed.py, beside this script
 
@@ -176,6 +177,19 @@ def ring_strategy(tf):  # type: ignore[no-untyped-def]
             implementation=tf.distribute.experimental.CommunicationImplementation.RING))
 
 
+def multi_worker_fit(tf: Any, strategy: Any, model: Any, batch: tuple[Any, Any]) -> None:
+    """Make Keras 3.15's ``fit`` work with more than one MWMS worker. Its fit first "symbolically
+    builds" the model from strategy.reduce("MEAN", batch) of a (x, y) tuple of PerReplica, which
+    fails with more than one worker (it reduces a tuple): build everything from a plain ``batch``
+    up front and skip that step (the same variables result). And its step reduces each logged
+    metric with strategy.reduce("MEAN", v, axis=0), which fails on a scalar with more than one
+    worker: log the loss as a 1-element vector instead."""
+    with strategy.scope():
+        model._symbolic_build(data_batch=(tf.constant(batch[0]), tf.constant(batch[1])))
+    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
+    model.compute_metrics = lambda *a, **k: {"loss": tf.reshape(model._loss_tracker.result(), [1])}
+
+
 def run_task(args: argparse.Namespace) -> None:
     """One worker (inside its namespace): trains with MWMS; logs step ends, or records the bundle."""
     import numpy as np
@@ -197,15 +211,7 @@ def run_task(args: argparse.Namespace) -> None:
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     dataset = dataset.with_options(options)
-    # Keras 3.15's fit first "symbolically builds" the model from strategy.reduce("MEAN", batch) of
-    # a (x, y) tuple of PerReplica, which fails with more than one worker (it reduces a tuple).
-    # Build everything from a plain batch up front and skip that step: the same variables result.
-    with strategy.scope():
-        model._symbolic_build(data_batch=(tf.constant(x[:batch]), tf.constant(y[:batch])))
-    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
-    # And its step reduces each logged metric with strategy.reduce("MEAN", v, axis=0), which fails on
-    # a scalar with more than one worker: log the loss as a 1-element vector instead.
-    model.compute_metrics = lambda *a, **k: {"loss": tf.reshape(model._loss_tracker.result(), [1])}
+    multi_worker_fit(tf, strategy, model, (x[:batch], y[:batch]))
     out = Path(args.out)
     if args.profile:
         ingest = testbed.Ingest()

@@ -39,6 +39,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import tensorflow as tf
 from tensorflow import keras
 
 from advisor.profiling.config import profiling_enabled
@@ -140,8 +141,9 @@ def iterations(optimizer: Any) -> int | None:
 
 def workers_per_step(strategy: Any) -> int:
     """The workers whose batches one optimizer iteration takes: every worker's under
-    MultiWorkerMirroredStrategy (its replicas over those of this worker), else 1."""
-    if "MultiWorkerMirrored" not in type(strategy).__name__:
+    MultiWorkerMirroredStrategy (its replicas over those of this worker), else 1. (Its class is
+    ``CollectiveAllReduceStrategy``: what it is, not what it is called.)"""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return 1
     local = max(1, len(strategy.extended.worker_devices))
     return max(1, int(strategy.num_replicas_in_sync) // local)

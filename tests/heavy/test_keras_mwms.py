@@ -33,6 +33,7 @@ from tests.profiling import Receiver
 pytestmark = pytest.mark.heavy
 
 PROGRAM = Path(__file__).with_name("mwms_program.py")
+TOTAL_STEPS = 90  # the program's steps per run
 BATCH = 16
 WARMUP, STEPS = 10, 30
 # (64, 256, 128, 10) dense layers, float32: kernel in x out x 4 bytes, bias out x 4 bytes
@@ -130,3 +131,34 @@ def test_the_ps_keras_callback_points_mwms_users_here(tf: Any) -> None:
     with pytest.raises(ProfilingUnsupportedError, match="AdvisorMwmsCallback") as info:
         AdvisorKerasCallback(batch_size=BATCH, environ={"ADVISOR_PROFILE": "1"})
     assert "ParameterServerStrategy cannot be recorded" in str(info.value)
+
+
+def test_two_real_workers_count_their_steps_and_the_jobs_progress(tf: Any, tmp_path: Path) -> None:
+    """Two processes of one MultiWorkerMirroredStrategy job on 127.0.0.1, the callback counting
+    (ADVISOR_METRICS_PORT, no ADVISOR_PROFILE): each counts its own TOTAL_STEPS batches of BATCH,
+    and each reads the job's progress from the optimizer's iterations as both workers' batches
+    (the strategy is a CollectiveAllReduceStrategy by class; it is recognised by what it is)."""
+    import socket
+
+    def free() -> int:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+
+    cluster = {"worker": [f"127.0.0.1:{free()}", f"127.0.0.1:{free()}"]}
+    procs, outs = [], []
+    for index in range(2):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ADVISOR_")}
+        env.update({"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}),
+                    "ADVISOR_METRICS_PORT": str(free()), "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"})
+        outs.append(tmp_path / f"out{index}.json")
+        procs.append(subprocess.Popen([sys.executable, str(PROGRAM), "count", str(outs[-1])], env=env, cwd=REPO,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for proc in procs:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+    for out in outs:
+        found = json.loads(out.read_text())
+        assert found["iterations"] == TOTAL_STEPS
+        assert (found["steps"], found["examples"]) == (TOTAL_STEPS, TOTAL_STEPS * BATCH)
+        assert found["progress"] == TOTAL_STEPS * BATCH * 2  # both workers' batches per iteration

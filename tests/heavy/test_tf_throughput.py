@@ -250,20 +250,34 @@ def test_the_keras_callback_reports_the_optimizers_iterations(
 
 
 def test_an_iteration_under_multi_worker_mirrored_is_every_workers_batch(tf: Any) -> None:
-    """Strategies as the callback sees them (their class name, replicas in sync, this worker's
-    devices): MultiWorkerMirroredStrategy with 4 one-CPU workers, and with 2 workers of 4 GPUs
-    each, takes 4 and 2 workers' batches an iteration; any other strategy the callback's own batch."""
+    """Strategies as the callback sees them (replicas in sync, this worker's devices):
+    MultiWorkerMirroredStrategy (a stand-in subclass: a real one cannot be made once TensorFlow has
+    run, test_keras_mwms runs two real workers) with 4 one-CPU workers, and with 2 workers of 4 GPUs
+    each, takes 4 and 2 workers' batches an iteration; any other strategy the callback's own batch,
+    whatever its name says."""
     from types import SimpleNamespace
 
     from advisor.profiling.keras_callback import workers_per_step
 
-    class MultiWorkerMirroredStrategy:
-        def __init__(self, replicas: int, local: int) -> None:
-            self.num_replicas_in_sync = replicas
-            self.extended = SimpleNamespace(worker_devices=tuple(f"/device:GPU:{i}" for i in range(local)))
+    class Mwms(tf.distribute.MultiWorkerMirroredStrategy):  # type: ignore[misc]
+        def __init__(self, replicas: int, local: int) -> None:  # no TensorFlow set-up
+            self._replicas, self._local = replicas, local
 
-    assert workers_per_step(MultiWorkerMirroredStrategy(4, 1)) == 4
-    assert workers_per_step(MultiWorkerMirroredStrategy(8, 4)) == 2
+        @property
+        def num_replicas_in_sync(self) -> int:
+            return self._replicas
+
+        @property
+        def extended(self) -> Any:
+            return SimpleNamespace(worker_devices=tuple(f"/device:GPU:{i}" for i in range(self._local)))
+
+    class MultiWorkerMirroredStrategy:  # the name alone
+        num_replicas_in_sync = 4
+        extended = SimpleNamespace(worker_devices=("/device:CPU:0",))
+
+    assert workers_per_step(Mwms(4, 1)) == 4
+    assert workers_per_step(Mwms(8, 4)) == 2
+    assert workers_per_step(MultiWorkerMirroredStrategy()) == 1
     assert workers_per_step(tf.distribute.get_strategy()) == 1  # the default strategy
     assert workers_per_step(tf.distribute.MirroredStrategy(["/cpu:0"])) == 1
 
