@@ -198,7 +198,6 @@ class AdvisorStepProfiler(TracerOwner):
         else:
             self._tracer.abandon()
 
-
     def _counted(self) -> None:
         """One step done: counted, and the job's progress read when a read is due."""
         assert self._counter is not None

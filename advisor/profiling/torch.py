@@ -120,10 +120,8 @@ def profile_ddp(
     counter = step_counter_from_env(batch_size, env, who="profile_ddp")
     if config is not None or counter is not None:
         _check_optimizer(optimizer)
-    if counter is not None:
-        optimizer.register_step_post_hook(lambda opt, args, kwargs: counter.step())
     if config is None:
-        return DDPProfiler(counter=counter)
+        return DDPProfiler(counter=_counting(optimizer, counter))
     batch = resolve_batch_size(config, batch_size)
     ddp = _checked_ddp(model)
     group = ddp.process_group if dist.is_available() and dist.is_initialized() else None
@@ -137,12 +135,19 @@ def profile_ddp(
         link=link_rate(config.bandwidth_mbit, env),
         retry=retry,
     )
-    profiler = DDPProfiler(recorder, counter)
+    profiler = DDPProfiler(recorder, _counting(optimizer, counter))  # after every check: nothing is left behind
     _install(profiler, recorder, ddp, optimizer, [p for _, p in params])
     atexit.register(profiler.finish)
     log.info("advisor: profiling this DDP run: %d warm-up steps, then %d traced steps of %d examples",
              config.warmup, config.steps, batch)
     return profiler
+
+
+def _counting(optimizer: Any, counter: StepCounter | None) -> StepCounter | None:
+    """``counter`` counting every step of ``optimizer`` from now on (a hook kept for the whole run)."""
+    if counter is not None:
+        optimizer.register_step_post_hook(lambda opt, args, kwargs: counter.step())
+    return counter
 
 
 def _check_optimizer(optimizer: Any) -> None:

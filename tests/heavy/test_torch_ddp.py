@@ -257,40 +257,58 @@ def _scraped(port: int) -> dict[str, float]:
     return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
 
 
-def test_every_optimizer_step_is_counted_for_prometheus(torch: Any) -> None:
-    """Without ADVISOR_PROFILE, with ADVISOR_METRICS_PORT: 7 training steps of 8 examples, and
-    an evaluation forward and a step of another optimizer between them that are not counted;
-    no recording hook on the model. A PyTorch program reads no global step: no progress gauge."""
+@pytest.fixture
+def metrics_port() -> Iterator[int]:
+    """A free port for ADVISOR_METRICS_PORT; the exporter started on it is closed afterwards."""
     from advisor.profiling import throughput
-    from advisor.profiling.torch import profile_ddp
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+        port = int(sock.getsockname()[1])
+    yield port
+    shared = throughput._shared.get(port)
+    if shared is not None:
+        shared.close()
+
+
+def test_every_optimizer_step_is_counted_for_prometheus(torch: Any, metrics_port: int) -> None:
+    """Without ADVISOR_PROFILE, with ADVISOR_METRICS_PORT: 7 training steps of 8 examples, and
+    an evaluation forward and a step of another optimizer between them that are not counted;
+    no recording hook on the model. A PyTorch program reads no global step: no progress gauge."""
+    from advisor.profiling.torch import profile_ddp
+
     model, optimizer = _ddp(torch)
-    try:
-        profiler = profile_ddp(model, optimizer, batch_size=BATCH, environ={"ADVISOR_METRICS_PORT": str(port)})
-        assert not profiler.active and profiler.counter is not None
-        assert not model._forward_pre_hooks and not model._forward_hooks
-        for i in range(7):
-            _train_step(torch, model, optimizer)
-            if i == 3:
-                with torch.no_grad():
-                    model(torch.randn(BATCH, 16))
-                other = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
-                other.step()
-        found = _scraped(port)
-        assert (found["advisor_training_examples_total"], found["advisor_training_steps_total"]) == (7 * BATCH, 7)
-        assert "advisor_training_progress_examples" not in found
-    finally:
-        shared = throughput._shared.get(port)
-        if shared is not None:
-            shared.close()
+    profiler = profile_ddp(model, optimizer, batch_size=BATCH, environ={"ADVISOR_METRICS_PORT": str(metrics_port)})
+    assert not profiler.active and profiler.counter is not None
+    assert not model._forward_pre_hooks and not model._forward_hooks
+    for i in range(7):
+        _train_step(torch, model, optimizer)
+        if i == 3:
+            with torch.no_grad():
+                model(torch.randn(BATCH, 16))
+            other = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
+            other.step()
+    found = _scraped(metrics_port)
+    assert (found["advisor_training_examples_total"], found["advisor_training_steps_total"]) == (7 * BATCH, 7)
+    assert "advisor_training_progress_examples" not in found
 
 
-def test_counting_a_step_of_something_else_than_an_optimizer_is_refused(torch: Any) -> None:
+def test_counting_a_step_of_something_else_than_an_optimizer_is_refused(torch: Any, metrics_port: int) -> None:
     from advisor.profiling.torch import profile_ddp
 
     model, _ = _ddp(torch)
     with pytest.raises(ProfilingUnsupportedError, match="needs the torch.optim.Optimizer .* got dict"):
-        profile_ddp(model, {"lr": 0.1}, batch_size=BATCH, environ={"ADVISOR_METRICS_PORT": "1"})
+        profile_ddp(model, {"lr": 0.1}, batch_size=BATCH, environ={"ADVISOR_METRICS_PORT": str(metrics_port)})
+
+
+def test_a_refused_profiling_run_leaves_no_counting_hook(torch: Any, token: Path, metrics_port: int) -> None:
+    """Profiling and counting asked together on a model without DDP: refused, and the optimizer
+    keeps no hook of ours (the program does not go on counting behind the error)."""
+    from advisor.profiling.torch import profile_ddp
+
+    net = _net(torch)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    with pytest.raises(ProfilingUnsupportedError, match="DistributedDataParallel"):
+        profile_ddp(net, optimizer, batch_size=BATCH,
+                    environ=_env("http://127.0.0.1:9/", token, ADVISOR_METRICS_PORT=str(metrics_port)))
+    assert not optimizer._optimizer_step_post_hooks
