@@ -43,8 +43,13 @@ program shape it cannot trace raises ``ProfilingUnsupportedError`` (``ddp_record
 
 Independently of ``ADVISOR_PROFILE``, with ``ADVISOR_METRICS_PORT`` set every step of the
 optimizer counts ``batch_size`` examples for Prometheus (``throughput``; a post-step hook that
-stays for the whole run): a DDP job's observed throughput and, without a global step to read,
-its progress. With gradient accumulation, ``batch_size`` is the examples of one optimizer step.
+stays for the whole run): a DDP job's observed throughput. With gradient accumulation,
+``batch_size`` is the examples of one optimizer step. Its progress: PyTorch has no global step,
+but optimizers that count their steps in their state (Adam, AdamW, RMSprop, Adagrad...: each
+parameter's ``state["step"]``, saved and restored with ``optimizer.state_dict()``) say how many
+the job has taken, each worth every rank's batch (the process group's size); the hook reads it
+when a read is due (``throughput.GlobalStepProgress``). SGD keeps no such count: its job's
+progress stays the counters'.
 
 ``import torch`` below is absolute (``from __future__ import annotations`` plus Python 3's
 absolute imports), so it imports PyTorch, not this module.
@@ -67,7 +72,7 @@ from advisor.profiling.ddp_recorder import DDPStepRecorder, check_single_worker,
 from advisor.profiling.errors import ProfilingUnsupportedError
 from advisor.profiling.link import link_rate
 from advisor.profiling.recorder import resolve_batch_size
-from advisor.profiling.throughput import StepCounter, step_counter_from_env
+from advisor.profiling.throughput import GlobalStepProgress, StepCounter, step_counter_from_env
 from advisor.profiling.upload import RetryPolicy
 
 log = logging.getLogger("advisor.profiling")
@@ -121,7 +126,7 @@ def profile_ddp(
     if config is not None or counter is not None:
         _check_optimizer(optimizer)
     if config is None:
-        return DDPProfiler(counter=_counting(optimizer, counter))
+        return DDPProfiler(counter=_counting(optimizer, counter, env))
     batch = resolve_batch_size(config, batch_size)
     ddp = _checked_ddp(model)
     group = ddp.process_group if dist.is_available() and dist.is_initialized() else None
@@ -135,7 +140,7 @@ def profile_ddp(
         link=link_rate(config.bandwidth_mbit, env),
         retry=retry,
     )
-    profiler = DDPProfiler(recorder, _counting(optimizer, counter))  # after every check: nothing is left behind
+    profiler = DDPProfiler(recorder, _counting(optimizer, counter, env, progress=False))  # after every check
     _install(profiler, recorder, ddp, optimizer, [p for _, p in params])
     atexit.register(profiler.finish)
     log.info("advisor: profiling this DDP run: %d warm-up steps, then %d traced steps of %d examples",
@@ -143,11 +148,44 @@ def profile_ddp(
     return profiler
 
 
-def _counting(optimizer: Any, counter: StepCounter | None) -> StepCounter | None:
-    """``counter`` counting every step of ``optimizer`` from now on (a hook kept for the whole run)."""
-    if counter is not None:
-        optimizer.register_step_post_hook(lambda opt, args, kwargs: counter.step())
+def _counting(optimizer: Any, counter: StepCounter | None, environ: Mapping[str, str], *,
+              progress: bool = True) -> StepCounter | None:
+    """``counter`` counting every step of ``optimizer`` from now on (a hook kept for the whole run),
+    and with ``progress`` the job's steps from the optimizer's state when a read is due (module
+    docstring; not while this process records: its traced steps are timed)."""
+    if counter is None:
+        return None
+    reads = GlobalStepProgress(counter) if progress else None
+
+    def counted(opt: Any, args: Any, kwargs: Any) -> None:
+        counter.step()
+        if reads is not None and reads.due():
+            step = optimizer_steps(optimizer)
+            if step is not None:
+                reads.seen(step, counter.examples_per_step * _ranks(environ))
+
+    optimizer.register_step_post_hook(counted)
     return counter
+
+
+def optimizer_steps(optimizer: Any) -> int | None:
+    """The steps the optimizer's state counts (the most of any parameter's ``state["step"]``);
+    None when it keeps no count (SGD) or has taken no step yet."""
+    found = [state["step"] for state in optimizer.state.values() if isinstance(state, dict) and "step" in state]
+    if not found:
+        return None
+    try:
+        return max(int(step.item() if hasattr(step, "item") else step) for step in found)
+    except (TypeError, ValueError):
+        return None
+
+
+def _ranks(environ: Mapping[str, str]) -> int:
+    """The processes whose batches one optimizer step of the job takes: the process group's size,
+    else ``WORLD_SIZE``, else 1."""
+    if dist.is_available() and dist.is_initialized():
+        return int(dist.get_world_size())
+    return world_size_from_env(environ) or 1
 
 
 def _check_optimizer(optimizer: Any) -> None:

@@ -312,3 +312,42 @@ def test_a_refused_profiling_run_leaves_no_counting_hook(torch: Any, token: Path
         profile_ddp(net, optimizer, batch_size=BATCH,
                     environ=_env("http://127.0.0.1:9/", token, ADVISOR_METRICS_PORT=str(metrics_port)))
     assert not optimizer._optimizer_step_post_hooks
+
+
+def test_adams_step_count_is_the_jobs_progress_across_a_restore(torch: Any, metrics_port: int,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adam counts its steps in its state, which a checkpoint keeps. 5 steps with a checkpoint
+    of the optimizer after the 2nd; the job restarts from it (a new model and optimizer, the
+    state loaded) and trains 2 more: progress 2 + 2 = 4 steps of every rank's batch (the group's
+    size, 4 here), below the 5 read before the restart, while the counters hold all 7 steps of
+    this rank. SGD keeps no count."""
+    import copy
+
+    import torch.distributed as dist
+
+    from advisor.profiling import throughput
+    from advisor.profiling.torch import optimizer_steps, profile_ddp
+
+    monkeypatch.setattr(throughput, "GLOBAL_STEP_EVERY_S", 0.0)  # read with every step
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 4)
+    env = {"ADVISOR_METRICS_PORT": str(metrics_port)}
+    model = torch.nn.parallel.DistributedDataParallel(_net(torch))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    profile_ddp(model, optimizer, batch_size=BATCH, environ=env)
+    for k in range(5):
+        _train_step(torch, model, optimizer)
+        if k == 1:
+            checkpoint = copy.deepcopy(optimizer.state_dict())
+    assert optimizer_steps(optimizer) == 5 and _scraped(metrics_port)["advisor_training_progress_examples"] == 5 * BATCH * 4
+    model = torch.nn.parallel.DistributedDataParallel(_net(torch))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    optimizer.load_state_dict(checkpoint)
+    profile_ddp(model, optimizer, batch_size=BATCH, environ=env)
+    for _ in range(2):
+        _train_step(torch, model, optimizer)
+    found = _scraped(metrics_port)
+    assert found["advisor_training_progress_examples"] == (2 + 2) * BATCH * 4
+    assert (found["advisor_training_examples_total"], found["advisor_training_steps_total"]) == (7 * BATCH, 7)
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    _train_step(torch, model, sgd)
+    assert optimizer_steps(sgd) is None
