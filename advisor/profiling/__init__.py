@@ -7,9 +7,11 @@ dependency of the package): TensorFlow is imported when the hook, a callback or 
 step profiler is first asked for, so the controller (which has no TensorFlow) shares
 ``build_bundle``/``encode_bundle`` with the recorder.
 
-The same hook and callback also count a worker's training steps for Prometheus when
-``ADVISOR_METRICS_PORT`` is set (``ThroughputExporter``; prometheus-client, no TensorFlow), so
-a team can compare the prediction with what its real job achieves.
+Every entry point (the hook, both callbacks, the step profiler, and PyTorch's ``profile_ddp``
+in ``advisor.profiling.torch``) also counts a worker's training steps for Prometheus when
+``ADVISOR_METRICS_PORT`` is set, with the job's progress where a global step can be read
+(``ThroughputExporter``; prometheus-client, no TensorFlow), so a team and the controller's closed
+loop can compare the prediction with what the real job achieves.
 """
 
 from __future__ import annotations
