@@ -222,42 +222,52 @@ def test_a_pytorchjob_named_like_a_tfjob_is_told_it_is_not_acted_on(emu, tmp_pat
         controller.stop()
 
 
-def test_a_pytorchjob_observed_below_its_prediction_refits_the_ring(emu, tmp_path) -> None:
-    """The closed loop for the ring model: a PyTorchJob (1 Master + 3 Worker, advise mode) predicted
-    from its DDP trace trains 30 % below the prediction at W = 4, as its pods' counters show
-    (``profile_ddp`` counts every optimizer step with ADVISOR_METRICS_PORT). The controller updates
-    the ring model's own calibration values (the registry's, not the PS model's), annotates the
-    refit curve, and that curve is near the observation at W = 4, with W = 1, which no all-reduce
-    touches, inside the first curve's interval."""
+@pytest.mark.parametrize("case", ["pytorchjob", "tfjob-without-ps", "tfjob-sync-ps"])
+def test_a_job_observed_below_its_prediction_refits_its_models_own_values(emu, tmp_path, case) -> None:
+    """The closed loop for the models a job kind gets: a PyTorchJob (1 Master + 3 Worker) and a
+    PS-less TFJob (4 Worker), both predicted by the ring model, and a TFJob whose trace is of a
+    SyncReplicasOptimizer program (2 Worker), predicted by the synchronous PS model; advise mode.
+    Each trains 30 % below its prediction at its W, as its pods' counters show (every profiling
+    entry point counts with ADVISOR_METRICS_PORT). The controller updates that model's own
+    calibration values (the registry's, not another model's), annotates the refit curve, and the
+    curve meets the observation; W = 1 stays inside the first curve's interval."""
     from advisor.core.models import registry
     from tests.controller.fake_prometheus import FakePrometheus, Pod
+    from tests.controller.test_sync_regime import SYNC_TRACE
 
-    ring = {c.name for c in registry.get("ring-allreduce").calibration}
+    kind, name = ("pytorchjobs", "ddp") if case == "pytorchjob" else ("tfjobs", "job")
+    job, workers, body, model = {
+        "pytorchjob": (pytorchjob(name, workers=3), 4, allreduce_trace_body("pytorch-ddp"), "ring-allreduce"),
+        "tfjob-without-ps": (mwms_tfjob(name, workers=4), 4, allreduce_trace_body("tf-mwms"), "ring-allreduce"),
+        "tfjob-sync-ps": (tfjob(name, workers=2), 2, SYNC_TRACE.read_bytes(), registry.DEFAULT_SYNC_MODEL),
+    }[case]
+    calibration = {c.name for c in registry.get(model).calibration}
     with FakePrometheus() as prom:
         settings = settings_for(tmp_path, leader_election=False, bandwidth="100Mbit", max_workers=4,
                                 refit_enabled=True, refit_prometheus_url=prom.url, refit_min_observation_s=1,
                                 refit_interval_s=1, refit_tolerance=0.1)
         controller = start_controller(emu, settings, canned=False)
         try:
-            create_job(emu, pytorchjob("ddp", workers=3), "pytorchjobs")
-            pj = wait_for("the profiling run", lambda: profiling_jobs(emu, "pytorchjobs"))[0]
-            assert upload_as_profiling_pod(emu, pj, allreduce_trace_body("pytorch-ddp")).status == 202
-            wait_for("Predicted", lambda: phase(emu, "ddp", "pytorchjobs") == "Predicted", timeout_s=180)
-            first = json.loads(annotations(emu, "ddp", "pytorchjobs")[PREFIX + "curve"])
-            observed = 0.7 * first[3][1]
-            emu.patch("pytorchjobs", NS, "ddp", {"status": {"startTime": "2026-01-01T00:00:00Z", "conditions": [
+            create_job(emu, job, kind)
+            pj = wait_for("the profiling run", lambda: profiling_jobs(emu, kind))[0]
+            assert upload_as_profiling_pod(emu, pj, body).status == 202
+            wait_for("Predicted", lambda: phase(emu, name, kind) == "Predicted", timeout_s=180)
+            notes = annotations(emu, name, kind)
+            assert notes[PREFIX + "model"] == model
+            first = json.loads(notes[PREFIX + "curve"])
+            observed = 0.7 * first[workers - 1][1]
+            emu.patch(kind, NS, name, {"status": {"startTime": "2026-01-01T00:00:00Z", "conditions": [
                 {"type": "Running", "status": "True", "reason": "Running"}]}}, subresource="status")
-            prom.jobs[(NS, "ddp")] = [Pod(name, observed / 4, 12)
-                                      for name in ("ddp-master-0", "ddp-worker-0", "ddp-worker-1", "ddp-worker-2")]
+            prom.jobs[(NS, name)] = [Pod(f"{name}-pod-{i}", observed / workers, 12) for i in range(workers)]
             notes = wait_for("the refit curve", lambda: (
-                annotations(emu, "ddp", "pytorchjobs").get(PREFIX + "curve-source") == "refit"
-                and annotations(emu, "ddp", "pytorchjobs")), timeout_s=180)
+                annotations(emu, name, kind).get(PREFIX + "curve-source") == "refit"
+                and annotations(emu, name, kind)), timeout_s=300)
             refit = json.loads(notes[PREFIX + "refit"])
             [point] = refit["points"]
-            assert point["workers"] == 4 and point["observed"] == pytest.approx(observed, abs=1e-3)
-            assert set(refit["parameters"]) == ring
+            assert point["workers"] == workers and point["observed"] == pytest.approx(observed, abs=1e-3)
+            assert set(refit["parameters"]) == calibration
             curve = json.loads(notes[PREFIX + "curve"])
-            assert abs(curve[3][1] / observed - 1) < 0.1  # the first curve was 43 % above it
+            assert abs(curve[workers - 1][1] / observed - 1) < 0.1  # the first curve was 43 % above it
             assert first[0][2] <= curve[0][1] <= first[0][3]
         finally:
             controller.stop()
