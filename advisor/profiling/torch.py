@@ -48,8 +48,9 @@ stays for the whole run): a DDP job's observed throughput. With gradient accumul
 but optimizers that count their steps in their state (Adam, AdamW, RMSprop, Adagrad...: each
 parameter's ``state["step"]``, saved and restored with ``optimizer.state_dict()``) say how many
 the job has taken, each worth every rank's batch (the process group's size); the hook reads it
-when a read is due (``throughput.GlobalStepProgress``). SGD keeps no such count: its job's
-progress stays the counters'.
+when a read is due (``throughput.GlobalStepProgress``). SGD keeps no such count: a program that
+counts its own steps and restores them from its checkpoints tells them with
+``profiler.global_step(step)``; else its job's progress stays the counters'.
 
 ``import torch`` below is absolute (``from __future__ import annotations`` plus Python 3's
 absolute imports), so it imports PyTorch, not this module.
@@ -80,12 +81,25 @@ log = logging.getLogger("advisor.profiling")
 
 class DDPProfiler:
     """The handle ``profile_ddp`` returns: ``active`` while it records, ``recorder`` for tests,
-    ``counter`` while it counts steps for Prometheus."""
+    ``counter`` while it counts steps for Prometheus, ``global_step`` for a program that counts
+    its own steps."""
 
-    def __init__(self, recorder: DDPStepRecorder | None = None, counter: StepCounter | None = None) -> None:
+    def __init__(self, recorder: DDPStepRecorder | None = None, counting: _Counting | None = None) -> None:
         self.recorder = recorder
-        self.counter = counter
+        self._counting = counting
         self._handles: list[Any] = []  # the recording hooks, removed once the profile is shipped
+
+    @property
+    def counter(self) -> StepCounter | None:
+        """What counts this worker's steps for Prometheus, or None when nothing is counted."""
+        return None if self._counting is None else self._counting.counter
+
+    def global_step(self, step: int) -> None:
+        """The job's step as the program counts it and restores it from its checkpoints (one per
+        optimizer step of every rank): its progress for Prometheus from now on, in place of the
+        optimizer's own count, which SGD does not keep. Does nothing without ``ADVISOR_METRICS_PORT``."""
+        if self._counting is not None:
+            self._counting.program_step(step)
 
     @property
     def active(self) -> bool:
@@ -126,7 +140,7 @@ def profile_ddp(
     if config is not None or counter is not None:
         _check_optimizer(optimizer)
     if config is None:
-        return DDPProfiler(counter=_counting(optimizer, counter, env))
+        return DDPProfiler(counting=_counting(optimizer, counter, env))
     batch = resolve_batch_size(config, batch_size)
     ddp = _checked_ddp(model)
     group = ddp.process_group if dist.is_available() and dist.is_initialized() else None
@@ -149,23 +163,38 @@ def profile_ddp(
 
 
 def _counting(optimizer: Any, counter: StepCounter | None, environ: Mapping[str, str], *,
-              progress: bool = True) -> StepCounter | None:
+              progress: bool = True) -> _Counting | None:
     """``counter`` counting every step of ``optimizer`` from now on (a hook kept for the whole run),
     and with ``progress`` the job's steps from the optimizer's state when a read is due (module
     docstring; not while this process records: its traced steps are timed)."""
     if counter is None:
         return None
-    reads = GlobalStepProgress(counter) if progress else None
+    counting = _Counting(counter, optimizer, environ, progress)
+    optimizer.register_step_post_hook(lambda opt, args, kwargs: counting.stepped())
+    return counting
 
-    def counted(opt: Any, args: Any, kwargs: Any) -> None:
-        counter.step()
-        if reads is not None and reads.due():
-            step = optimizer_steps(optimizer)
+
+class _Counting:
+    """A DDP worker's counting: its optimizer's steps, and the job's progress from the steps the
+    optimizer's state counts or, once the program tells them (``DDPProfiler.global_step``), its own."""
+
+    def __init__(self, counter: StepCounter, optimizer: Any, environ: Mapping[str, str], progress: bool) -> None:
+        self.counter, self._optimizer, self._environ = counter, optimizer, environ
+        self._reads = GlobalStepProgress(counter) if progress else None
+
+    def stepped(self) -> None:
+        self.counter.step()
+        if self._reads is not None and self._reads.due():
+            step = optimizer_steps(self._optimizer)
             if step is not None:
-                reads.seen(step, counter.examples_per_step * _ranks(environ))
+                self._reads.seen(step, self._per_step())
 
-    optimizer.register_step_post_hook(counted)
-    return counter
+    def program_step(self, step: int) -> None:
+        self._reads = None  # the program's count from now on
+        self.counter.global_step(int(step), self._per_step())
+
+    def _per_step(self) -> float:
+        return self.counter.examples_per_step * _ranks(self._environ)
 
 
 def optimizer_steps(optimizer: Any) -> int | None:

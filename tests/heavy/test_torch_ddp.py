@@ -351,3 +351,28 @@ def test_adams_step_count_is_the_jobs_progress_across_a_restore(torch: Any, metr
     sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     _train_step(torch, model, sgd)
     assert optimizer_steps(sgd) is None
+
+
+def test_a_program_that_counts_its_own_steps_tells_them(torch: Any, metrics_port: int,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """SGD keeps no step count; the program restored its step 100 from a checkpoint and tells
+    each new one: progress (100 + 3) steps of every rank's batch (2 ranks here). Once told, the
+    program's count wins over an optimizer's own: Adam's 3 is not read."""
+    import torch.distributed as dist
+
+    from advisor.profiling import throughput
+    from advisor.profiling.torch import profile_ddp
+
+    monkeypatch.setattr(throughput, "GLOBAL_STEP_EVERY_S", 0.0)
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
+    for make in (lambda ps: torch.optim.SGD(ps, lr=0.01), lambda ps: torch.optim.Adam(ps, lr=0.01)):
+        model = torch.nn.parallel.DistributedDataParallel(_net(torch))
+        optimizer = make(model.parameters())
+        profiler = profile_ddp(model, optimizer, batch_size=BATCH, environ={"ADVISOR_METRICS_PORT": str(metrics_port)})
+        for step in range(101, 104):
+            _train_step(torch, model, optimizer)
+            profiler.global_step(step)
+        assert _scraped(metrics_port)["advisor_training_progress_examples"] == 103 * BATCH * 2
+    inert = profile_ddp(model, optimizer, batch_size=BATCH, environ={})
+    inert.global_step(5)  # no port: nothing counted, nothing raised
+    assert inert.counter is None
