@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -111,6 +112,9 @@ class KerasCounting:
         self.counter = counter
         self._batches = BatchEndSteps(counter)
         self._progress = GlobalStepProgress(counter) if progress else None
+        # Keras may run batch ends on a thread pool: a read and its export go together, so that an
+        # older read never lands after a newer one
+        self._reading = threading.Lock()
 
     @classmethod
     def from_env(cls, batch_size: int | None, environ: Mapping[str, str], *, who: str,
@@ -124,7 +128,11 @@ class KerasCounting:
 
     def batch_end(self, batch: int, model: Any) -> None:
         self._batches.batch_end(batch)
-        if self._progress is not None and self._progress.due():
+        if self._progress is None:
+            return
+        with self._reading:
+            if not self._progress.due():
+                return
             read = iterations(model.optimizer)
             if read is not None:
                 self._progress.seen(read, self.counter.examples_per_step * workers_per_step(model.distribute_strategy))
