@@ -23,7 +23,7 @@ import advisor.profiling as profiling
 from advisor.profiling.sync_share import SyncShare, sync_share
 from tests.heavy.test_tf_profiling import _free_ports, _tf_config
 from advisor.profiling import throughput
-from tests.heavy.test_tf_throughput import counts, port, progress  # noqa: F401 (a fixture)
+from tests.heavy.test_tf_throughput import counts, progress
 
 pytestmark = pytest.mark.heavy
 

@@ -11,20 +11,18 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 import advisor.profiling as profiling
 from advisor.profiling import throughput
 from tests.heavy.test_tf_profiling import (
     BATCH, EXAMPLE, STEPS, UNTRACED, WARMUP, _cluster, _environ, _tf_config, _train,
 )
-from tests.profiling import Receiver
+from tests.profiling import Receiver, scraped
 
 pytestmark = pytest.mark.heavy
 
@@ -34,25 +32,9 @@ def tf() -> Any:
     return pytest.importorskip("tensorflow", reason="the heavy suite needs tensorflow-cpu (see test_tf_profiling.py)")
 
 
-@pytest.fixture
-def port() -> Iterator[int]:
-    """A free port; the exporter a test started on it is closed afterwards."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("0.0.0.0", 0))
-        number = int(sock.getsockname()[1])
-    yield number
-    shared = throughput._shared.get(number)
-    if shared is not None:
-        shared.close()
-
-
 def counts(port: int) -> tuple[float, float]:
     """(examples, steps) scraped from ``127.0.0.1:port/metrics``."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    values = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    values = scraped(port)
     return values["advisor_training_examples_total"], values["advisor_training_steps_total"]
 
 
@@ -161,10 +143,7 @@ def test_the_shipped_example_serves_its_counts_while_it_trains(
 
 def progress(port: int) -> float | None:
     """``advisor_training_progress_examples`` scraped from ``127.0.0.1:port/metrics``; None without it."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    values = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
-    return values.get("advisor_training_progress_examples")
+    return scraped(port).get("advisor_training_progress_examples")
 
 
 class _Crash(Exception):

@@ -33,7 +33,7 @@ from advisor.core.sim_types import NetworkModel
 from advisor.importers.allreduce_upload import read_allreduce_upload
 from advisor.profiling.errors import ProfilingUnsupportedError
 from advisor.profiling.upload import RetryPolicy
-from tests.profiling import Receiver
+from tests.profiling import Receiver, scraped
 
 pytestmark = pytest.mark.heavy
 
@@ -247,38 +247,14 @@ def test_the_module_is_importable_under_its_package_name(torch: Any) -> None:
     assert hook.torch is torch and os.path.basename(hook.__file__) == "torch.py"
 
 
-def _scraped(port: int) -> dict[str, float]:
-    import urllib.request
-
-    from prometheus_client.parser import text_string_to_metric_families
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
-
-
-@pytest.fixture
-def metrics_port() -> Iterator[int]:
-    """A free port for ADVISOR_METRICS_PORT; the exporter started on it is closed afterwards."""
-    from advisor.profiling import throughput
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    yield port
-    shared = throughput._shared.get(port)
-    if shared is not None:
-        shared.close()
-
-
-def test_every_optimizer_step_is_counted_for_prometheus(torch: Any, metrics_port: int) -> None:
+def test_every_optimizer_step_is_counted_for_prometheus(torch: Any, port: int) -> None:
     """Without ADVISOR_PROFILE, with ADVISOR_METRICS_PORT: 7 training steps of 8 examples, and
     an evaluation forward and a step of another optimizer between them that are not counted;
     no recording hook on the model. A PyTorch program reads no global step: no progress gauge."""
     from advisor.profiling.torch import profile_ddp
 
     model, optimizer = _ddp(torch)
-    profiler = profile_ddp(model, optimizer, batch_size=BATCH, environ={"ADVISOR_METRICS_PORT": str(metrics_port)})
+    profiler = profile_ddp(model, optimizer, batch_size=BATCH, environ={"ADVISOR_METRICS_PORT": str(port)})
     assert not profiler.active and profiler.counter is not None
     assert not model._forward_pre_hooks and not model._forward_hooks
     for i in range(7):
@@ -288,20 +264,20 @@ def test_every_optimizer_step_is_counted_for_prometheus(torch: Any, metrics_port
                 model(torch.randn(BATCH, 16))
             other = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
             other.step()
-    found = _scraped(metrics_port)
+    found = scraped(port)
     assert (found["advisor_training_examples_total"], found["advisor_training_steps_total"]) == (7 * BATCH, 7)
     assert "advisor_training_progress_examples" not in found
 
 
-def test_counting_a_step_of_something_else_than_an_optimizer_is_refused(torch: Any, metrics_port: int) -> None:
+def test_counting_a_step_of_something_else_than_an_optimizer_is_refused(torch: Any, port: int) -> None:
     from advisor.profiling.torch import profile_ddp
 
     model, _ = _ddp(torch)
     with pytest.raises(ProfilingUnsupportedError, match="needs the torch.optim.Optimizer .* got dict"):
-        profile_ddp(model, {"lr": 0.1}, batch_size=BATCH, environ={"ADVISOR_METRICS_PORT": str(metrics_port)})
+        profile_ddp(model, {"lr": 0.1}, batch_size=BATCH, environ={"ADVISOR_METRICS_PORT": str(port)})
 
 
-def test_a_refused_profiling_run_leaves_no_counting_hook(torch: Any, token: Path, metrics_port: int) -> None:
+def test_a_refused_profiling_run_leaves_no_counting_hook(torch: Any, token: Path, port: int) -> None:
     """Profiling and counting asked together on a model without DDP: refused, and the optimizer
     keeps no hook of ours (the program does not go on counting behind the error)."""
     from advisor.profiling.torch import profile_ddp
@@ -310,11 +286,11 @@ def test_a_refused_profiling_run_leaves_no_counting_hook(torch: Any, token: Path
     optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
     with pytest.raises(ProfilingUnsupportedError, match="DistributedDataParallel"):
         profile_ddp(net, optimizer, batch_size=BATCH,
-                    environ=_env("http://127.0.0.1:9/", token, ADVISOR_METRICS_PORT=str(metrics_port)))
+                    environ=_env("http://127.0.0.1:9/", token, ADVISOR_METRICS_PORT=str(port)))
     assert not optimizer._optimizer_step_post_hooks
 
 
-def test_adams_step_count_is_the_jobs_progress_across_a_restore(torch: Any, metrics_port: int,
+def test_adams_step_count_is_the_jobs_progress_across_a_restore(torch: Any, port: int,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Adam counts its steps in its state, which a checkpoint keeps. 5 steps with a checkpoint
     of the optimizer after the 2nd; the job restarts from it (a new model and optimizer, the
@@ -330,7 +306,7 @@ def test_adams_step_count_is_the_jobs_progress_across_a_restore(torch: Any, metr
 
     monkeypatch.setattr(throughput, "GLOBAL_STEP_EVERY_S", 0.0)  # read with every step
     monkeypatch.setattr(dist, "get_world_size", lambda group=None: 4)
-    env = {"ADVISOR_METRICS_PORT": str(metrics_port)}
+    env = {"ADVISOR_METRICS_PORT": str(port)}
     model = torch.nn.parallel.DistributedDataParallel(_net(torch))
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     profile_ddp(model, optimizer, batch_size=BATCH, environ=env)
@@ -338,14 +314,14 @@ def test_adams_step_count_is_the_jobs_progress_across_a_restore(torch: Any, metr
         _train_step(torch, model, optimizer)
         if k == 1:
             checkpoint = copy.deepcopy(optimizer.state_dict())
-    assert optimizer_steps(optimizer) == 5 and _scraped(metrics_port)["advisor_training_progress_examples"] == 5 * BATCH * 4
+    assert optimizer_steps(optimizer) == 5 and scraped(port)["advisor_training_progress_examples"] == 5 * BATCH * 4
     model = torch.nn.parallel.DistributedDataParallel(_net(torch))
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     optimizer.load_state_dict(checkpoint)
     profile_ddp(model, optimizer, batch_size=BATCH, environ=env)
     for _ in range(2):
         _train_step(torch, model, optimizer)
-    found = _scraped(metrics_port)
+    found = scraped(port)
     assert found["advisor_training_progress_examples"] == (2 + 2) * BATCH * 4
     assert (found["advisor_training_examples_total"], found["advisor_training_steps_total"]) == (7 * BATCH, 7)
     sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -353,7 +329,7 @@ def test_adams_step_count_is_the_jobs_progress_across_a_restore(torch: Any, metr
     assert optimizer_steps(sgd) is None
 
 
-def test_a_program_that_counts_its_own_steps_tells_them(torch: Any, metrics_port: int,
+def test_a_program_that_counts_its_own_steps_tells_them(torch: Any, port: int,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """SGD keeps no step count; the program restored its step 100 from a checkpoint and tells
     each new one: progress (100 + 3) steps of every rank's batch (2 ranks here). Once told, the
@@ -368,11 +344,11 @@ def test_a_program_that_counts_its_own_steps_tells_them(torch: Any, metrics_port
     for make in (lambda ps: torch.optim.SGD(ps, lr=0.01), lambda ps: torch.optim.Adam(ps, lr=0.01)):
         model = torch.nn.parallel.DistributedDataParallel(_net(torch))
         optimizer = make(model.parameters())
-        profiler = profile_ddp(model, optimizer, batch_size=BATCH, environ={"ADVISOR_METRICS_PORT": str(metrics_port)})
+        profiler = profile_ddp(model, optimizer, batch_size=BATCH, environ={"ADVISOR_METRICS_PORT": str(port)})
         for step in range(101, 104):
             _train_step(torch, model, optimizer)
             profiler.global_step(step)
-        assert _scraped(metrics_port)["advisor_training_progress_examples"] == 103 * BATCH * 2
+        assert scraped(port)["advisor_training_progress_examples"] == 103 * BATCH * 2
     inert = profile_ddp(model, optimizer, batch_size=BATCH, environ={})
     inert.global_step(5)  # no port: nothing counted, nothing raised
     assert inert.counter is None

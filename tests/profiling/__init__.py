@@ -2,7 +2,8 @@
 
 ``Receiver`` is a real HTTP server on 127.0.0.1 (an ephemeral port) that answers each POST
 with the next scripted response (the last one repeats) and keeps what it was sent, so the
-uploader is tested over a socket, not against a mock of urllib. The heavy suite uses it too.
+uploader is tested over a socket, not against a mock of urllib. The heavy suite uses it too, and
+``scraped``, a worker's metrics as Prometheus reads them.
 """
 
 from __future__ import annotations
@@ -11,10 +12,20 @@ import gzip
 import json
 import threading
 import time
+import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def scraped(port: int) -> dict[str, float]:
+    """{sample name: value} that ``127.0.0.1:port/metrics`` serves, parsed as Prometheus would."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
 
 
 @dataclass(frozen=True)

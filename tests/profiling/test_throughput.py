@@ -16,6 +16,7 @@ import socket
 import threading
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -28,12 +29,16 @@ from advisor.profiling.throughput import (
 )
 
 
+def families(port: int) -> list[Any]:
+    """The metric families ``127.0.0.1:port/metrics`` serves, parsed as Prometheus would."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return list(text_string_to_metric_families(response.read().decode()))
+
+
 def scrape(port: int) -> dict[str, tuple[float, dict[str, str]]]:
     """{sample name: (value, labels)} of the counters' ``_total`` samples at ``127.0.0.1:port``."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
     found = {}
-    for family in text_string_to_metric_families(text):
+    for family in families(port):
         for sample in family.samples:
             if sample.name.endswith("_total"):
                 assert family.type == "counter", sample.name
@@ -185,9 +190,7 @@ def test_a_scrape_never_sees_a_step_without_its_examples(exporter: ThroughputExp
 
 def gauges(port: int) -> dict[str, float]:
     """{gauge name: value} as Prometheus would read them (the counters' ``_created`` samples apart)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    return {s.name: s.value for f in text_string_to_metric_families(text) if f.type == "gauge" for s in f.samples
+    return {s.name: s.value for f in families(port) if f.type == "gauge" for s in f.samples
             if not s.name.endswith("_created")}
 
 
