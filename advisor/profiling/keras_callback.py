@@ -131,20 +131,20 @@ class KerasCounting:
         if self._progress is None:
             return
         with self._reading:
-            if not self._progress.due():
-                return
-            read = iterations(model.optimizer)
-            if read is not None:
-                self._progress.seen(read, self.counter.examples_per_step * workers_per_step(model.distribute_strategy))
+            if self._progress.due():
+                read_iterations(self._progress, self.counter, model.optimizer, model.distribute_strategy)
 
 
-def iterations(optimizer: Any) -> int | None:
-    """The optimizer's ``iterations`` (one per step of the whole job); None when there is none yet."""
+def read_iterations(progress: GlobalStepProgress, counter: StepCounter, optimizer: Any, strategy: Any) -> None:
+    """A due read of the job's progress from a Keras optimizer's ``iterations`` (one per step of the
+    whole job), each worth this worker's batch times the workers whose batches it takes; nothing
+    when the optimizer has no ``iterations`` yet (not compiled, or not a Keras optimizer)."""
     try:
-        return int(optimizer.iterations.numpy())
-    except (AttributeError, TypeError, ValueError) as exc:  # not compiled yet, or an optimizer without one
+        step = int(optimizer.iterations.numpy())
+    except (AttributeError, TypeError, ValueError) as exc:
         log.debug("advisor: no progress from the optimizer's iterations: %s", exc)
-        return None
+        return
+    progress.seen(step, counter.examples_per_step * workers_per_step(strategy))
 
 
 def workers_per_step(strategy: Any) -> int:

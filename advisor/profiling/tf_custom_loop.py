@@ -65,7 +65,7 @@ import tensorflow as tf
 
 from advisor.profiling.config import ENV_BATCH_SIZE, ProfilingConfig, choose_batch_size, load_config
 from advisor.profiling.errors import ProfilingUnsupportedError
-from advisor.profiling.keras_callback import iterations, workers_per_step
+from advisor.profiling.keras_callback import read_iterations
 from advisor.profiling.mwms_trace import check_single_worker, declared_collectives
 from advisor.profiling.mwms_tracer import StepTracer, TracedProgram, TracerOwner, check_strategy, describe_program
 from advisor.profiling.throughput import GlobalStepProgress, StepCounter, step_counter_from_env
@@ -116,7 +116,7 @@ class AdvisorStepProfiler(TracerOwner):
         self._progress = (GlobalStepProgress(self._counter)
                           if self._counter is not None and self._config is None and not isinstance(optimizer, str)
                           else None)
-        self._counted_optimizer, self._counted_strategy = optimizer, strategy
+        self._strategy, self._optimizer = strategy, optimizer  # the step's: what the progress and the trace read
         if self._config is None:
             return
         workers = len(self._config.task.worker_hosts)
@@ -134,7 +134,7 @@ class AdvisorStepProfiler(TracerOwner):
                        "TensorFlow call, build the model and optimizer inside its scope(), run the step with its "
                        "run() and pass that strategy", workers)
         scope = optimizer if isinstance(optimizer, str) else str(optimizer.name)
-        self._strategy, self._model, self._optimizer_scope = strategy, model, scope
+        self._model, self._optimizer_scope = model, scope
         self._tracer = StepTracer(
             self._config, env, batch_size=batch, model_name=model_name or self._config.model_name,
             framework=f"tensorflow {tf.__version__}, custom training loop", describe=self._described, retry=retry,
@@ -203,9 +203,7 @@ class AdvisorStepProfiler(TracerOwner):
         assert self._counter is not None
         self._counter.step()
         if self._progress is not None and self._progress.due():
-            read = iterations(self._counted_optimizer)
-            if read is not None:
-                self._progress.seen(read, self._counter.examples_per_step * workers_per_step(self._counted_strategy))
+            read_iterations(self._progress, self._counter, self._optimizer, self._strategy)
 
 
 class _Step:

@@ -181,6 +181,7 @@ class _Counting:
     def __init__(self, counter: StepCounter, optimizer: Any, environ: Mapping[str, str], progress: bool) -> None:
         self.counter, self._optimizer, self._environ = counter, optimizer, environ
         self._reads = GlobalStepProgress(counter) if progress else None
+        self._examples_per_step: float | None = None  # the ranks' batches, once asked (the group is fixed by then)
 
     def stepped(self) -> None:
         self.counter.step()
@@ -194,7 +195,9 @@ class _Counting:
         self.counter.global_step(int(step), self._per_step())
 
     def _per_step(self) -> float:
-        return self.counter.examples_per_step * _ranks(self._environ)
+        if self._examples_per_step is None:  # not on every step of a program that tells its own
+            self._examples_per_step = self.counter.examples_per_step * _ranks(self._environ)
+        return self._examples_per_step
 
 
 def optimizer_steps(optimizer: Any) -> int | None:

@@ -18,8 +18,8 @@ and, for a job with a deadline, its progress (``trained``): first
 ``max(advisor_training_progress_examples{...})``, the examples the job has trained by its global
 step as its workers last read it (restored with a checkpoint, so a restarted pod's second pass
 over the steps after the checkpoint is not counted twice; a departed pod's series goes stale with
-it); where no pod exports that gauge (a program without a global step, PyTorch with SGD unless it tells its step), the examples
-every pod counted over the job's life since it started,
+it); where no pod exports that gauge (a program without a global step, PyTorch with SGD unless it
+tells its step), the examples every pod counted over the job's life since it started,
 ``increase(advisor_training_examples_total{...}[S])``, summed here, counter resets added back and
 pods that are gone included while their samples are kept: an upper bound by what restarted pods
 trained again.
