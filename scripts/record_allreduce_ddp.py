@@ -93,6 +93,11 @@ CONFIGS = {
     # 3 MiB in 6 layers, 54 ms of compute, on a slower link: another rate.
     "ddp-slow": Config((0.5, 0.5, 0.5, 0.5, 0.5, 0.5), 0.003, 0.006, 16, 100.0, 0.0, 20,
                        "a slower link (100 Mbit/s): communication-bound from W = 2"),
+    # ddp-slow again on a calm machine, at the scheduler's normal priority (``--rt-priority 0``):
+    # at real-time round-robin priority eight ranks on two cores ran W = 8 12 % slower than at the
+    # normal one, W = 1 alike (263.3 and 263.1 against 260.5 examples/s).
+    "ddp-slow-calm": Config((0.5, 0.5, 0.5, 0.5, 0.5, 0.5), 0.003, 0.006, 16, 100.0, 0.0, 20,
+                            "the ddp-slow program measured again on a calm machine, at the normal priority"),
     # The same at 500 Mbit/s. Not a valid configuration on this machine: at W >= 3 the kernel's
     # bridge and tbf cannot forward 500 Mbit/s per link on 2 busy cores (``probe``: a lone 8 MiB
     # all-reduce takes 1.9x the ring's time at W = 3, 4, against 1.0-1.02x at 200 Mbit/s).
@@ -183,7 +188,7 @@ def run_task(args: argparse.Namespace) -> None:
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
-        log.append((start, time.time()))
+        log.append((start, time.time(), time.process_time()))  # and the process's CPU: gloo's threads too
     if args.profile:
         out.write_bytes(ingest.bundle("the hook"))  # already gzip (advisor.profiling.allreduce_bundle)
     else:
@@ -262,17 +267,21 @@ def run(args: argparse.Namespace, workers: int, out: Path, *, profile: bool, ste
     shutil.rmtree(logs, ignore_errors=True)
 
 
-def measure(args: argparse.Namespace, workers: int, scratch: Path) -> tuple[float, int, list[list[float]]]:
+def measure(args: argparse.Namespace, workers: int,
+            scratch: Path) -> tuple[float, int, list[list[float]], list[float]]:
     """One run's examples/s (``advisor.profiling.step_logs``: each worker's timed steps over its
-    own span, summed), the timed steps per worker, and each worker's step ends (s)."""
+    own span, summed), the timed steps per worker, each worker's step ends (s), and each
+    worker's CPU seconds over its timed steps (all its threads)."""
     run(args, workers, scratch, profile=False, steps=args.measure_steps)
-    ends = []
+    ends, cpu = [], []
     for k in range(workers):
         part = scratch.with_name(f"{scratch.name}.w{k}")
-        ends.append([end for _, end in json.loads(part.read_text())])
+        log = json.loads(part.read_text())
+        ends.append([entry[1] for entry in log])
+        cpu.append(log[-1][2] - log[args.warmup - 1][2])  # from the end of the warm-up, as the rate
         part.unlink()
     rate = synchronous_throughput(ends, CONFIGS[args.config].batch, args.warmup)
-    return rate, len(ends[0]) - args.warmup, ends
+    return rate, len(ends[0]) - args.warmup, ends, cpu
 
 
 def read_step_logs(folder: Path) -> dict[str, list[list[list[float]]]]:
@@ -281,14 +290,27 @@ def read_step_logs(folder: Path) -> dict[str, list[list[list[float]]]]:
     return dict(json.loads(gzip.decompress(path.read_bytes()))["runs"]) if path.is_file() else {}
 
 
-def write_step_logs(folder: Path, batch: int, warmup: int, runs: dict[str, list[list[list[float]]]]) -> None:
-    """Every measured run's step ends beside measured.json, so that its figures can be recomputed."""
-    doc = {"batch_size": batch, "warmup_steps": warmup, "runs": dict(sorted(runs.items(), key=lambda kv: int(kv[0])))}
+def read_cpu(folder: Path) -> dict[str, list[list[float]]]:
+    """``step_logs.json.gz``'s ``cpu_s``: W -> per repeat, each worker's CPU seconds over its timed
+    steps; {} where the runs kept none."""
+    path = folder / STEP_LOGS
+    return dict(json.loads(gzip.decompress(path.read_bytes())).get("cpu_s", {})) if path.is_file() else {}
+
+
+def write_step_logs(folder: Path, batch: int, warmup: int, runs: dict[str, list[list[list[float]]]],
+                    cpu: dict[str, list[list[float]]], measure_steps: int) -> None:
+    """Every measured run's step ends beside measured.json, so that its figures can be recomputed,
+    and, where kept, each worker's CPU over its ``measure_steps`` + 1 timed steps (the MWMS
+    recorder's layout, which ``benchmarks.allreduce_accuracy`` reads)."""
+    doc: dict[str, object] = {"batch_size": batch, "warmup_steps": warmup,
+                              "runs": dict(sorted(runs.items(), key=lambda kv: int(kv[0])))}
+    if cpu:
+        doc.update(cpu_s=dict(sorted(cpu.items(), key=lambda kv: int(kv[0]))), measure_steps=measure_steps + 1)
     (folder / STEP_LOGS).write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), mtime=0))
 
 
 def describe(name: str, cfg: Config, args: argparse.Namespace) -> str:
-    return (f"PyTorch DDP (gloo) with W = 1..4 worker processes on one 2-core machine, each in its own network "
+    return (f"PyTorch DDP (gloo) with W worker processes on one 2-core machine, each in its own network "
             f"namespace joined by a bridge; every worker link shaped with tc tbf at {cfg.mbit:g} Mbit/s each "
             f"direction (burst {testbed.BURST}, {cfg.queue_ms} ms queue"
             + (f", netem {cfg.delay_ms:g} ms delay on each end" if cfg.delay_ms else ", no added delay")
@@ -298,7 +320,10 @@ def describe(name: str, cfg: Config, args: argparse.Namespace) -> str:
             f"({sum(cfg.layers_mib):g} MiB of gradients), "
             + ("DDP defaults (25 MiB buckets, 1 MiB first bucket), " if cfg.bucket_cap_mb == 25.0 else
                f"DDP's bucket_cap_mb {cfg.bucket_cap_mb:g} (the profile records the buckets DDP built), ")
-            + f"SGD, batch {cfg.batch} per worker. examples_per_s: the sum over workers of each one's examples per "
+            + f"SGD, batch {cfg.batch} per worker. "
+            + (f"Workers at real-time round-robin priority (chrt --rr {args.rt_priority}). " if args.rt_priority
+               else "Workers at the scheduler's normal priority. ")
+            + "load_before: the machine's 1-minute load average before each run. examples_per_s: the sum over workers of each one's examples per "
             f"second over its own steps after {args.warmup} warm-up steps (its {args.measure_steps + 1} timed steps "
             f"over its time from the end of its warm-up to the end of its last step: advisor.profiling.step_logs); "
             f"median of the repeats, spread = [min, max]; step_logs.json.gz holds each run's step ends. "
@@ -308,21 +333,28 @@ def describe(name: str, cfg: Config, args: argparse.Namespace) -> str:
             f"scripts/record_allreduce_ddp.py --config {name}.")
 
 
+def loads(point: dict) -> str:
+    """A point's 1-minute load averages before its runs, or "-" where they were not kept."""
+    return ", ".join(f"{x:.1f}" for x in point.get("load_before", [])) or "-"
+
+
 def readme(name: str, cfg: Config, measured: dict) -> str:
     """The folder's README: what the files are, how they were taken, the measured points."""
     rows = "\n".join(f"| {p['workers']} | {p['examples_per_s']:.1f} | {p['spread'][0]:.1f} - {p['spread'][1]:.1f} | "
-                     f"{p['repeats']} | {p['steps']} |" for p in measured["points"])
+                     f"{p['repeats']} | {p['steps']} | {loads(p)} |" for p in measured["points"])
     return (f"# {name}: PyTorch DDP over gloo, measured on this machine\n\n"
             f"{cfg.note.capitalize()}.\n\n"
             "- `profile.json.gz`: the all-reduce upload bundle (`advisor-allreduce-upload`, kind `pytorch-ddp`) "
             "that `advisor.profiling.torch.profile_ddp` uploaded from a one-worker run of the program; "
             "`advisor predict profile.json.gz --bandwidth ...` reads it.\n"
-            "- `measured.json`: examples/s summed over workers at W = 1..4 (`points`), the link rate "
+            "- `measured.json`: examples/s summed over workers at each W (`points`), the link rate "
             "(`bandwidth_bps`, each direction of every worker link), added delay, batch per worker, and how.\n\n"
             f"How: {measured['how']}\n\n"
-            "Workers ran with a real-time round-robin priority (`chrt --rr 10`) so that the shared machine's run "
-            "queue did not stretch the emulated compute (without it, W = 1 varied by 40 % between runs).\n\n"
-            "| W | examples/s (median) | spread | repeats | steps per worker |\n|---|---|---|---|---|\n"
+            + ("Workers ran with a real-time round-robin priority (`chrt --rr 10`) so that the shared machine's run "
+               "queue did not stretch the emulated compute (without it, W = 1 varied by 40 % between runs).\n\n"
+               if "real-time" in measured["how"] else "")
+            + "| W | examples/s (median) | spread | repeats | steps per worker | load before the runs |\n"
+            "|---|---|---|---|---|---|\n"
             f"{rows}\n\n"
             "Predictions against these: `python3 -m benchmarks.allreduce_accuracy`.\n")
 
@@ -340,21 +372,25 @@ def record(args: argparse.Namespace) -> None:
     if args.merge and old.is_file():  # keep the points of the worker counts not measured now
         points = [p for p in json.loads(old.read_text())["points"] if p["workers"] not in args.workers]
     logs = read_step_logs(folder) if args.merge else {}
+    cpu = read_cpu(folder) if args.merge else {}
     for workers in args.workers:
-        rates, steps = [], 0
-        logs[str(workers)] = []
+        rates, steps, before = [], 0, []
+        logs[str(workers)], cpu[str(workers)] = [], []
         for rep in range(args.repeats):
-            rate, steps, ends = measure(args, workers, scratch)
+            before.append(round(os.getloadavg()[0], 2))  # the rest of the machine's (the last run's ranks decay in it)
+            rate, steps, ends, used = measure(args, workers, scratch)
             rates.append(rate)
             logs[str(workers)].append([[round(t, 6) for t in e] for e in ends])
+            cpu[str(workers)].append([round(c, 4) for c in used])
             print(f"{args.config} W={workers} repeat {rep}: {rate:.2f} examples/s ({steps} steps)", flush=True)
         points.append({"workers": workers, "examples_per_s": round(statistics.median(rates), 3), "steps": steps,
-                       "repeats": len(rates), "spread": [round(min(rates), 3), round(max(rates), 3)]})
+                       "repeats": len(rates), "spread": [round(min(rates), 3), round(max(rates), 3)],
+                       "load_before": before})
     points.sort(key=lambda p: p["workers"])
     measured = {"kind": "pytorch-ddp", "bandwidth_bps": cfg.mbit * 1e6, "delay_ms": cfg.delay_ms,
                 "batch_size": cfg.batch, "how": describe(args.config, cfg, args), "points": points}
     (folder / "measured.json").write_text(json.dumps(measured, indent=1) + "\n")
-    write_step_logs(folder, cfg.batch, args.warmup, logs)
+    write_step_logs(folder, cfg.batch, args.warmup, logs, cpu, args.measure_steps)
     (folder / "README.md").write_text(readme(args.config, cfg, measured))
     print(json.dumps(points), flush=True)
 
