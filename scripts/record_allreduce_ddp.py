@@ -21,11 +21,13 @@ whose gradient (zeros) it returns from backward. So per-layer order, gradient si
 overlap of backward with DDP's bucketed all-reduce are those of a DNN on an accelerator, while
 the 2 CPU cores stay nearly idle (sleeps do not contend). Data loading is a random batch.
 
-The machine is shared (other jobs keep its 2 cores busy), and a sleeping worker that wakes up
-behind them would stretch its emulated compute by however long the run queue is. So workers run
-with a real-time round-robin priority (``chrt --rr 10``; ``--rt-priority 0`` turns it off): they
-wake on time, as an accelerator's kernels would end on time. They use little CPU (sleeps, gloo's
-TCP, small copies), and the kernel's RT throttling (95 %) keeps the rest of the machine going.
+Workers run at the scheduler's normal priority. Record on a calm machine: where other jobs keep
+the 2 cores busy, a sleeping worker that wakes up behind them stretches its emulated compute by
+however long the run queue is (W = 1 varied by 40 % between runs at load 9-18). ``--rt-priority
+N`` runs the workers at real-time round-robin priority (``chrt --rr N``), which wakes them on
+time on a loaded machine, as the first configurations were recorded; but with more workers than
+cores it slows the ring itself: ddp-slow at W = 8 ran 206 examples/s at priority 10 and 236 at the
+normal priority, W = 1 alike (``ddp-slow-calm``).
 
 Run as root with a Python that has torch and advisor (a venv: never the main one):
 
@@ -79,7 +81,9 @@ class Config:
     delay_ms: float  # netem delay on each end of every link (0: none)
     queue_ms: int  # tbf queue
     note: str
-    bucket_cap_mb: float = 25.0  # DDP's bucket_cap_mb (its default 25; its first bucket is at most 1 MiB)
+    # DDP's bucket_cap_mb; None leaves DDP its defaults (25 MiB, and a first bucket of at most
+    # 1 MiB). Passed explicitly, even as 25, torch 2.13 caps the first bucket at it too.
+    bucket_cap_mb: float | None = None
 
 
 CONFIGS = {
@@ -93,11 +97,15 @@ CONFIGS = {
     # 3 MiB in 6 layers, 54 ms of compute, on a slower link: another rate.
     "ddp-slow": Config((0.5, 0.5, 0.5, 0.5, 0.5, 0.5), 0.003, 0.006, 16, 100.0, 0.0, 20,
                        "a slower link (100 Mbit/s): communication-bound from W = 2"),
-    # ddp-slow again on a calm machine, at the scheduler's normal priority (``--rt-priority 0``):
-    # at real-time round-robin priority eight ranks on two cores ran W = 8 12 % slower than at the
-    # normal one, W = 1 alike (263.3 and 263.1 against 260.5 examples/s).
+    # ddp-slow again on a calm machine, at the scheduler's normal priority: at real-time
+    # round-robin priority its W = 8 ran 206 examples/s, at the normal one 247 (one run).
     "ddp-slow-calm": Config((0.5, 0.5, 0.5, 0.5, 0.5, 0.5), 0.003, 0.006, 16, 100.0, 0.0, 20,
                             "the ddp-slow program measured again on a calm machine, at the normal priority"),
+    # ddp-slow's program with bucket_cap_mb 25 passed explicitly, which in torch 2.13 caps the
+    # first bucket at 25 MiB too: all 3 MiB in one bucket, all-reduced after backward.
+    "ddp-one-bucket": Config((0.5, 0.5, 0.5, 0.5, 0.5, 0.5), 0.003, 0.006, 16, 100.0, 0.0, 20,
+                             "the program of ddp-slow with its 3 MiB in one bucket, all-reduced after backward",
+                             bucket_cap_mb=25.0),
     # The same at 500 Mbit/s. Not a valid configuration on this machine: at W >= 3 the kernel's
     # bridge and tbf cannot forward 500 Mbit/s per link on 2 busy cores (``probe``: a lone 8 MiB
     # all-reduce takes 1.9x the ring's time at W = 3, 4, against 1.0-1.02x at 200 Mbit/s).
@@ -170,7 +178,8 @@ def run_task(args: argparse.Namespace) -> None:
     cfg = CONFIGS[args.config]
     dist.init_process_group("gloo", init_method=f"tcp://{args.master}:{PORT}", rank=args.rank,
                             world_size=args.world)
-    model = torch.nn.parallel.DistributedDataParallel(build_model(torch, cfg), bucket_cap_mb=cfg.bucket_cap_mb)
+    buckets = {} if cfg.bucket_cap_mb is None else {"bucket_cap_mb": cfg.bucket_cap_mb}
+    model = torch.nn.parallel.DistributedDataParallel(build_model(torch, cfg), **buckets)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     out = Path(args.out)
     if args.profile:
@@ -318,7 +327,7 @@ def describe(name: str, cfg: Config, args: argparse.Namespace) -> str:
             f"{cfg.forward_s * 1e3:g} ms in forward and {cfg.backward_s * 1e3:g} ms in backward and owning a "
             f"float32 parameter of {', '.join(f'{m:g}' for m in cfg.layers_mib)} MiB "
             f"({sum(cfg.layers_mib):g} MiB of gradients), "
-            + ("DDP defaults (25 MiB buckets, 1 MiB first bucket), " if cfg.bucket_cap_mb == 25.0 else
+            + ("DDP defaults (25 MiB buckets, 1 MiB first bucket), " if cfg.bucket_cap_mb is None else
                f"DDP's bucket_cap_mb {cfg.bucket_cap_mb:g} (the profile records the buckets DDP built), ")
             + f"SGD, batch {cfg.batch} per worker. "
             + (f"Workers at real-time round-robin priority (chrt --rr {args.rt_priority}). " if args.rt_priority
@@ -343,7 +352,7 @@ def readme(name: str, cfg: Config, measured: dict) -> str:
     rows = "\n".join(f"| {p['workers']} | {p['examples_per_s']:.1f} | {p['spread'][0]:.1f} - {p['spread'][1]:.1f} | "
                      f"{p['repeats']} | {p['steps']} | {loads(p)} |" for p in measured["points"])
     return (f"# {name}: PyTorch DDP over gloo, measured on this machine\n\n"
-            f"{cfg.note.capitalize()}.\n\n"
+            f"{cfg.note[0].upper()}{cfg.note[1:]}.\n\n"
             "- `profile.json.gz`: the all-reduce upload bundle (`advisor-allreduce-upload`, kind `pytorch-ddp`) "
             "that `advisor.profiling.torch.profile_ddp` uploaded from a one-worker run of the program; "
             "`advisor predict profile.json.gz --bandwidth ...` reads it.\n"
@@ -410,7 +419,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--merge", action="store_true",
                         help="keep measured.json's points for worker counts not in --workers")
     parser.add_argument("--probe-out", help="probe: add the timings, with every rank's CPU, to this JSON file")
-    parser.add_argument("--rt-priority", type=int, default=10,
+    parser.add_argument("--rt-priority", type=int, default=0,
                         help="run workers with this SCHED_RR priority (0: normal scheduling), see the docstring")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds before a run is given up")
     parser.add_argument("--out", help="folder (default tests/data/allreduce/<config>); in a task: the output file")
