@@ -24,7 +24,10 @@ a run on one host of 2 cores, ``host_cores`` 2). Two predictions per point:
 
 A configuration ``X-calm`` is ``X`` measured again on a calm machine: it supersedes ``X``, which
 is then still printed but marked as a caveat (``*``), left out of every fit and of the scored
-summaries (the loaded runs' TensorFlow CPU work was stretched by other jobs).
+summaries (the loaded runs' TensorFlow CPU work was stretched by other jobs). Likewise the W of a
+configuration measured on another day than its profile (``SAME_DAY``: the VM's speed moves from
+day to day), where a configuration of the same program measured in one sitting with its profile
+sits beside it (``stale``).
 
 The link figures of the defaults are derived here too, from lone all-reduces timed over the same
 kind of links (no training), never from these runs: gloo's from W = 2..4 (``gloo_probe_fit``),
@@ -122,7 +125,7 @@ class Row:
     spread: tuple[float, float]
     predicted: float  # with the model's defaults (and --param)
     held_out: float | None = None  # with latency_s, two_way_share fitted without this configuration
-    caveat: bool = False  # superseded by a calm re-measurement: shown, not scored
+    caveat: bool = False  # superseded by a calm or same-day re-measurement: shown, not scored
 
     @property
     def crowded(self) -> bool:
@@ -145,6 +148,15 @@ def configs(data: Path = DATA) -> list[Path]:
     if not data.is_dir():
         return []
     return sorted(d for d in data.iterdir() if (d / "profile.json.gz").is_file() and (d / "measured.json").is_file())
+
+
+def stale(folder: Path) -> set[int]:
+    """The W of ``folder`` measured on another day than its profile, where a configuration of the
+    same program measured in one sitting with its profile sits beside it (``SAME_DAY``): shown,
+    neither fitted nor scored, as a loaded configuration a calm one supersedes. The VM's speed
+    moves from day to day, which a profile of another day cannot show."""
+    return {w for name, ws, other in SAME_DAY if name == folder.name
+            and (folder.with_name(other) / "measured.json").is_file() for w in ws}
 
 
 def superseded(folders: Sequence[Path]) -> set[str]:
@@ -282,7 +294,7 @@ def _cost(folders: Sequence[Path], steps: int, base: Mapping[str, Any]) -> Calla
     predicted once without it and without the host's CPU bound, then shifted (``shifted``)."""
     params = {**base, **UNBOUND, "host_cpu_s": 0.0}
     found = [(r, int(_load(f)[0]["batch_size"]), *host_bound(f, r.workers, base)) for f in folders
-             for r in predict(f, steps=steps, params=params) if r.workers > 1]
+             for r in predict(f, steps=steps, params=params) if r.workers > 1 and r.workers not in stale(f)]
 
     def cost(host_cpu_s: float) -> float:
         return statistics.fmean(abs(shifted(r.predicted, r.workers, b, host_cpu_s, floor_s=f, exponent=k)
@@ -333,8 +345,10 @@ def rows_with_holdout(folders: Sequence[Path], *, steps: int = 1000, params: Map
         default = predict(folder, steps=steps, params=params)
         got = fits.get(folder.name)
         held = predict(folder, steps=steps, params={**(params or {}), **got[0]}) if got else [None] * len(default)
+        late = stale(folder)
         for row, h in zip(default, held, strict=True):
-            rows.append(replace(row, held_out=None if h is None else h.predicted, caveat=folder.name in dropped))
+            rows.append(replace(row, held_out=None if h is None else h.predicted,
+                                caveat=folder.name in dropped or row.workers in late))
     return rows, fits
 
 
@@ -567,8 +581,11 @@ def summaries(rows: Sequence[Row], fits: Mapping[str, Any]) -> list[str]:
         got = fits.get(config)
         note = "" if not got else (f" (held out: host_cpu_s {got[0]['host_cpu_s'] * 1e3:.1f} ms, "
                                    f"fitted on {', '.join(got[1])})")
-        out.append(line(config + (" [caveat: superseded by a calm re-measurement]" if mine[0].caveat else ""),
-                        mine, note))
+        late = [r.workers for r in mine if r.caveat]
+        label = (" [caveat: superseded by a calm re-measurement]" if len(late) == len(mine) else
+                 f" [caveat at W = {', '.join(map(str, late))}: measured on another day than its profile, superseded "
+                 "by a same-day re-measurement]" if late else "")
+        out.append(line(config + label, mine, note))
     scored = [r for r in rows if not r.caveat]
     for kind in dict.fromkeys(r.kind for r in scored):
         out.append(line(f"{kind} (scored)", [r for r in scored if r.kind == kind]))

@@ -114,14 +114,15 @@ class Framework:
 # shaped 200 Mbit/s links (scripts/record_allreduce_ddp.py probe: 45, 65, 69 and 359, 479, 541 ms),
 # fitted by least squares to 2(W-1) (lat + 8 bytes / (W rate 0.95 share)): 0.3 ms per round and
 # 0.985 of the one-way goodput each way. DDP runs nothing else per step (buffers aside).
-# Four DDP configurations at W = 2..4, every worker on one 2-core host at real-time priority
-# (chrt), lose nothing to sharing it; one of them at W = 5..8 runs 5-17 % below: host_cpu_s
-# fitted on all of them is 2 ms (benchmarks/allreduce_accuracy.py fit). No CPU bound: lone gloo
-# all-reduces at W = 2..8 on that host keep their link time with the cores 90 % or more busy
-# (tests/data/allreduce/gloo-ring-probe): the CPU gloo's threads take while waiting is not needed.
+# No host terms: three DDP configurations at W = 2..4, every worker on one 2-core host, lose
+# nothing to sharing it (host_cpu_s fitted on them, benchmarks/allreduce_accuracy.py fit: 0), and
+# a fourth, predicted first, is within 5 % at W = 1..8 on that host at the scheduler's normal
+# priority (ddp-slow-calm; at real-time priority its W = 8 ran 12 % slower, an artifact of the
+# testbed's scheduling). Nor a CPU bound: lone gloo all-reduces at W = 2..8 on that host keep
+# their link time with the cores 90 % or more busy (tests/data/allreduce/gloo-ring-probe): the CPU
+# gloo's threads take while waiting is not needed.
 GLOO = Framework(latency_s=3.0e-4, two_way_share=0.985, collectives=(),
-                 basis="a lone gloo all-reduce of 1 and 8 MiB timed at W = 2..4 over shaped 200 Mbit/s links",
-                 host_cpu_s=2e-3)
+                 basis="a lone gloo all-reduce of 1 and 8 MiB timed at W = 2..4 over shaped 200 Mbit/s links")
 # TF2 Keras MWMS, CommunicationImplementation.RING: every chunk of every round is a gRPC RecvBuf
 # call (receiver-initiated), so a round costs milliseconds on TCP, not NCCL's microseconds. The
 # link figures come from lone ring all-reduces of 4 bytes, 1 and 8 MiB between two workers over
@@ -207,7 +208,7 @@ class RingParams(ModelParams):
     host_cpu_s: float | None = Field(
         None, ge=0, description="a step's extra time per worker on a host beyond its host_cores (s); unset: the "
         f"profile's framework's (tf-mwms and tf-ps {GRPC_RING.host_cpu_s * 1e3:g} ms, pytorch-ddp "
-        f"{GLOO.host_cpu_s * 1e3:g}, else 0: unmeasured)")
+        f"{GLOO.host_cpu_s * 1e3:g} ms as measured, else 0: unmeasured)")
 
     host_cpu_s_per_mb: float | None = Field(
         None, ge=0, description="and per MB all-reduced a step (s/MB); unset: the profile's framework's")
