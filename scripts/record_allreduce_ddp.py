@@ -26,8 +26,9 @@ the 2 cores busy, a sleeping worker that wakes up behind them stretches its emul
 however long the run queue is (W = 1 varied by 40 % between runs at load 9-18). ``--rt-priority
 N`` runs the workers at real-time round-robin priority (``chrt --rr N``), which wakes them on
 time on a loaded machine, as the first configurations were recorded; but with more workers than
-cores it slows the ring itself: ddp-slow at W = 8 ran 206 examples/s at priority 10 and 236 at the
-normal priority, W = 1 alike (``ddp-slow-calm``).
+cores it can slow the step itself: ddp-slow's program ran W = 8 at 206 examples/s at priority 10
+and 244 at the normal priority (``ddp-slow-calm``), W = 1..4 alike; with all its gradients in
+one bucket, the priority changed nothing (``ddp-one-bucket``).
 
 Run as root with a Python that has torch and advisor (a venv: never the main one):
 
@@ -98,7 +99,7 @@ CONFIGS = {
     "ddp-slow": Config((0.5, 0.5, 0.5, 0.5, 0.5, 0.5), 0.003, 0.006, 16, 100.0, 0.0, 20,
                        "a slower link (100 Mbit/s): communication-bound from W = 2"),
     # ddp-slow again on a calm machine, at the scheduler's normal priority: at real-time
-    # round-robin priority its W = 8 ran 206 examples/s, at the normal one 247 (one run).
+    # round-robin priority its W = 8 ran 206 examples/s, at the normal one 244.
     "ddp-slow-calm": Config((0.5, 0.5, 0.5, 0.5, 0.5, 0.5), 0.003, 0.006, 16, 100.0, 0.0, 20,
                             "the ddp-slow program measured again on a calm machine, at the normal priority"),
     # ddp-slow's program with bucket_cap_mb 25 passed explicitly, which in torch 2.13 caps the
