@@ -68,6 +68,7 @@ REPO = Path(__file__).resolve().parent.parent
 OUT = REPO / "tests" / "data" / "allreduce"
 MIB = 1024 * 1024
 STEP_LOGS = "step_logs.json.gz"  # each measured run's step ends, per W, repeat and worker
+FIRST_RT_PRIORITY = 10  # the priority of the sets recorded before measured.json kept it
 
 
 @dataclass(frozen=True)
@@ -294,17 +295,14 @@ def measure(args: argparse.Namespace, workers: int,
     return rate, len(ends[0]) - args.warmup, ends, cpu
 
 
-def read_step_logs(folder: Path) -> dict[str, list[list[list[float]]]]:
-    """``step_logs.json.gz``'s runs: W -> per repeat, per worker, its step ends (s); {} without one."""
+def read_step_logs(folder: Path) -> tuple[dict[str, list[list[list[float]]]], dict[str, list[list[float]]]]:
+    """``step_logs.json.gz``'s runs (W -> per repeat, per worker, its step ends, s) and ``cpu_s``
+    (W -> per repeat, each worker's CPU seconds over its timed steps); {} for what it lacks."""
     path = folder / STEP_LOGS
-    return dict(json.loads(gzip.decompress(path.read_bytes()))["runs"]) if path.is_file() else {}
-
-
-def read_cpu(folder: Path) -> dict[str, list[list[float]]]:
-    """``step_logs.json.gz``'s ``cpu_s``: W -> per repeat, each worker's CPU seconds over its timed
-    steps; {} where the runs kept none."""
-    path = folder / STEP_LOGS
-    return dict(json.loads(gzip.decompress(path.read_bytes())).get("cpu_s", {})) if path.is_file() else {}
+    if not path.is_file():
+        return {}, {}
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    return dict(doc["runs"]), dict(doc.get("cpu_s", {}))
 
 
 def write_step_logs(folder: Path, batch: int, warmup: int, runs: dict[str, list[list[list[float]]]],
@@ -362,7 +360,7 @@ def readme(name: str, cfg: Config, measured: dict) -> str:
             f"How: {measured['how']}\n\n"
             + ("Workers ran with a real-time round-robin priority (`chrt --rr 10`) so that the shared machine's run "
                "queue did not stretch the emulated compute (without it, W = 1 varied by 40 % between runs).\n\n"
-               if "real-time" in measured["how"] else "")
+               if measured.get("rt_priority", FIRST_RT_PRIORITY) else "")
             + "| W | examples/s (median) | spread | repeats | steps per worker | load before the runs |\n"
             "|---|---|---|---|---|---|\n"
             f"{rows}\n\n"
@@ -381,8 +379,7 @@ def record(args: argparse.Namespace) -> None:
     old = folder / "measured.json"
     if args.merge and old.is_file():  # keep the points of the worker counts not measured now
         points = [p for p in json.loads(old.read_text())["points"] if p["workers"] not in args.workers]
-    logs = read_step_logs(folder) if args.merge else {}
-    cpu = read_cpu(folder) if args.merge else {}
+    logs, cpu = read_step_logs(folder) if args.merge else ({}, {})
     for workers in args.workers:
         rates, steps, before = [], 0, []
         logs[str(workers)], cpu[str(workers)] = [], []
@@ -398,6 +395,7 @@ def record(args: argparse.Namespace) -> None:
                        "load_before": before})
     points.sort(key=lambda p: p["workers"])
     measured = {"kind": "pytorch-ddp", "bandwidth_bps": cfg.mbit * 1e6, "delay_ms": cfg.delay_ms,
+                "rt_priority": args.rt_priority,
                 "batch_size": cfg.batch, "how": describe(args.config, cfg, args), "points": points}
     (folder / "measured.json").write_text(json.dumps(measured, indent=1) + "\n")
     write_step_logs(folder, cfg.batch, args.warmup, logs, cpu, args.measure_steps)

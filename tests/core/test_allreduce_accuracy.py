@@ -294,9 +294,13 @@ def _committed_w1_8(folder: Path, params: dict[str, float] | None = None) -> tup
     assert ws == list(range(1, 9)) and doc["params"] == {"host_cores": HOST_CORES}
     now = profile_curve(folder, ws, doc["steps"], params or {})
     assert [c.throughput for c in now] == pytest.approx(doc["from_profile"], rel=1e-4)
-    measured = {int(p["workers"]): float(p["examples_per_s"]) for p in
-                json.loads((folder / "measured.json").read_text())["points"]}
-    return dict(zip(ws, doc["from_profile"], strict=True)), measured
+    return dict(zip(ws, doc["from_profile"], strict=True)), _measured(folder)
+
+
+def _measured(folder: Path) -> dict[int, float]:
+    """A configuration's measured examples/s, by W."""
+    doc = json.loads((folder / "measured.json").read_text())
+    return {int(p["workers"]): float(p["examples_per_s"]) for p in doc["points"]}
 
 
 def test_a_profile_and_its_runs_of_one_day_predicted_first() -> None:
@@ -351,9 +355,7 @@ def test_the_hosts_cpu_bound_predicted_a_flat_curve_before_it_was_run() -> None:
         assert own == pytest.approx(measured[w], rel=0.10), w
     for r in predict(folder):  # the model as it is
         assert r.predicted == pytest.approx(measured[r.workers], rel=0.07), r.workers
-    slower = json.loads((DATA / "mwms-mlp4m-bw100-calm" / "measured.json").read_text())
-    at_100 = next(float(p["examples_per_s"]) for p in slower["points"] if p["workers"] == 8)
-    assert measured[8] < 1.1 * at_100
+    assert measured[8] < 1.1 * _measured(DATA / "mwms-mlp4m-bw100-calm")[8]
     links = profile_curve(folder, [8], 300, UNBOUND)
     assert links[0].throughput > 2 * measured[8]
 
@@ -375,16 +377,11 @@ def test_ddp_on_the_shared_host_predicted_first(name: str) -> None:
         assert own == pytest.approx(measured[w], rel=0.05), w
 
 
-def _measured(name: str) -> dict[int, float]:
-    doc = json.loads((DATA / name / "measured.json").read_text())
-    return {int(p["workers"]): float(p["examples_per_s"]) for p in doc["points"]}
-
-
 def test_ddp_at_real_time_priority_ran_eight_ranks_slower() -> None:
     """Why ddp-slow-calm supersedes ddp-slow: the same program and buckets, recorded at real-time
     round-robin priority (ddp-slow), ran W = 1..6 within 8 % of the calm set, but W = 8 more than
     12 % slower."""
-    rt, calm = _measured("ddp-slow"), _measured("ddp-slow-calm")
+    rt, calm = _measured(DATA / "ddp-slow"), _measured(DATA / "ddp-slow-calm")
     assert superseded(configs()) >= {"ddp-slow"}
     for w in range(1, 7):
         assert rt[w] == pytest.approx(calm[w], rel=0.08), w
