@@ -4,8 +4,10 @@ At W = 2 real workers either **alternate** (one pulls while the other pushes, ea
 as fast as alone) or **drift** (share the links unevenly, or run in step). The contention rules
 predict the drifting arrangement; ``two_way.alternating_rate`` is the alternating one. A
 1-worker trace cannot tell which will happen, but the network can make one likelier: the
-testbed's runs (``tests/data/ps-async/measured``) show which each took, read from its step log
-by ``alternated``, and ``TESTBED`` counts them per network setting.
+testbed's runs show which each took, read from its step log by ``alternated``, and ``TESTBED``
+counts them per network setting: the runs of ``tests/data/ps-async/measured`` and those the
+project recorded of the same MLP on its own namespace testbed (``tests/data/ps-traces``, and
+``tests/data/ps-arrangements``, taken to count these: W = 2 repeated under both queues).
 
 Which runs count: those where the model reports two outcomes (``outlook``: the alternating
 bound, ``contention.alternating_bound``, exceeds the prediction by more than ``BIMODAL_RATIO``),
@@ -13,8 +15,8 @@ i.e. the transfer-bound mlp at 100 Mbit/s. The compute-bound cnn (alternation wo
 outcome) never alternated under cubic or bbr.
 
 The probability of alternation for a stated setting is Laplace's rule of succession over the
-runs of that setting, (k + 1) / (n + 2): with 0 of 2, 2 of 2 and 1 of 1 that is 25 %, 75 % and
-67 % rather than 0 % or 100 % from two runs. A setting the testbed did not run, or one not
+runs of that setting, (k + 1) / (n + 2): 3 of 7 alternated with a 100 ms queue, 2 of 7 with a
+20 ms one and 2 of 2 under BBR, so 44 %, 33 % and 75 %, rather than 0 % or 100 % from two runs. A setting the testbed did not run, or one not
 stated, is *unknown*: 50 %, said as such. Loss-based control (cubic, reno) counts as the
 testbed's cubic; a stated queue counts as the 20 ms one up to ``SHORT_QUEUE_LIMIT_S`` (half-way
 between 20 and 100 ms on a log scale) and as the 100 ms one above.
@@ -41,12 +43,14 @@ SHORT_QUEUE_LIMIT_S = math.sqrt(0.020 * 0.100)  # 44.7 ms: the geometric mean of
 
 @dataclass(frozen=True, slots=True)
 class Count:
-    """How many of a setting's testbed runs alternated at W = 2."""
+    """How many of a setting's testbed runs alternated at W = 2: ``files``, one W = 2 run each,
+    and ``recorded``, the project's own files (paths under tests/data), each with one or more."""
 
     setting: str
     alternated: int
     runs: int
     files: tuple[str, ...]
+    recorded: tuple[str, ...] = ()
 
     @property
     def probability(self) -> float:
@@ -54,11 +58,18 @@ class Count:
         return (self.alternated + 1) / (self.runs + 2)
 
 
-# tests/core/test_arrangements.py recounts these from the step logs
+# tests/core/test_arrangements.py recounts these from the step logs. ``files``: ps-async's runs (0 of
+# 2, 1 of 1 and 2 of 2 alternated); ``recorded``: the project's (3 of 5 with the 100 ms queue, 1 of 6
+# with the 20 ms one, where ps-async's one run had alternated)
 TESTBED = {
-    "loss-based, deep queue": Count("cubic with a 100 ms queue", 0, 2,
-                                    ("cubic/mlp_bw100.json", "cubic/mlp_bw100_repeat.json")),
-    "loss-based, short queue": Count("cubic with a 20 ms queue", 1, 1, ("cubic_q20ms/mlp_bw100.json",)),
+    "loss-based, deep queue": Count("cubic with a 100 ms queue", 3, 7,
+                                    ("cubic/mlp_bw100.json", "cubic/mlp_bw100_repeat.json"),
+                                    ("ps-traces/mlp_ps1_bw100.measured.json.gz",
+                                     "ps-arrangements/mlp_ps1_bw100_q100.w2.measured.json.gz")),
+    "loss-based, short queue": Count("cubic with a 20 ms queue", 2, 7, ("cubic_q20ms/mlp_bw100.json",),
+                                     ("ps-arrangements/mlp_ps1_bw100_q20.r1.measured.json.gz",
+                                      "ps-arrangements/mlp_ps1_bw100_q20.w2.measured.json.gz",
+                                      "ps-arrangements/mlp_ps1_bw100_q20.r2.measured.json.gz")),
     "bbr": Count("bbr", 2, 2, ("bbr/mlp_bw100.json", "bbr/mlp_bw100_repeat.json")),
 }
 
