@@ -11,32 +11,27 @@ No simulation (under a second). Three tables, over every W = 2 run of the one-PS
   alternated (``arrangements.alternated``).
 - **Counts**: per network setting, the runs that alternated and Laplace's probability, recounted
   here and as the package ships it (``TESTBED``); the two must agree (the tests hold them).
-- **Predicted first** (``tests/data/ps-arrangements/prediction-q*.json``: ``advisor predict --json``
-  of the 20 ms profile and of the 100 ms one, taken before any multi-worker run of that folder):
-  each measured point's error against the curve's value and against the outcome the run showed,
-  whether it lies inside that outcome's interval, and, at W = 2, how far the run lies from the
-  straight line from the drifting outcome at middle share 0.5 to the alternating one at 1
-  (measured / on the line - 1).
+- **A continuum**: each W = 2 run of ``tests/data/ps-arrangements`` against the straight line from
+  the kept prediction's drifting outcome at middle share 0.5 to its alternating one at 1
+  (measured / on the line - 1). ``benchmarks/predicted_first.py`` scores every point of that
+  folder against the kept predictions.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import statistics
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, TESTBED, Count, middle_share
 from advisor.core.models.ps_des.arrangements import alternated as shows_alternation
 from benchmarks.paths import PS_ASYNC_DATA, REPO
+from benchmarks.predicted_first import Point, points
 
 DATA = REPO / "tests" / "data"
 ARRANGEMENTS = DATA / "ps-arrangements"
-PREDICTIONS = {"loss-based, short queue": ARRANGEMENTS / "prediction-q20.json",
-               "loss-based, deep queue": ARRANGEMENTS / "prediction-q100.json"}
 
 
 @dataclass(frozen=True)
@@ -92,34 +87,14 @@ def recount(found: list[Run], setting: str) -> Count:
     return Count(TESTBED[setting].setting, sum(r.alternated for r in two), len(two), ())
 
 
-def _prediction(path: Path) -> dict[int, list[dict[str, Any]]]:
-    """{W: outcomes} of a kept prediction (one outcome named "predicted" where the point has one)."""
-    doc = json.loads(path.read_text())
-    return {int(p["workers"]): p["outcomes"] for p in doc["curve"]}
-
-
-def predicted_first(found: list[Run]) -> list[dict[str, Any]]:
-    """Each run of ps-arrangements against the kept prediction of its queue."""
-    rows = []
-    for setting, path in PREDICTIONS.items():
-        curve = _prediction(path)
-        for r in found:
-            if r.setting != setting or not r.source.startswith("ps-arrangements"):
-                continue
-            outcomes = curve[r.workers]
-            head = outcomes[0]
-            shown = next((o for o in outcomes if o["name"] == (ALTERNATING if r.alternated else DRIFTING)), head)
-            row = {"run": r, "predicted": head["throughput"], "error": head["throughput"] / r.throughput - 1,
-                   "shown": shown["name"], "shown_error": shown["throughput"] / r.throughput - 1,
-                   "inside": shown["low"] <= r.throughput <= shown["high"],
-                   "inside_any": any(o["low"] <= r.throughput <= o["high"] for o in outcomes)}
-            if r.share is not None and len(outcomes) > 1:
-                drift = next(o["throughput"] for o in outcomes if o["name"] == DRIFTING)
-                alt = next(o["throughput"] for o in outcomes if o["name"] == ALTERNATING)
-                on_line = drift + (r.share - 0.5) / 0.5 * (alt - drift)
-                row["line"], row["line_error"] = on_line, r.throughput / on_line - 1
-            rows.append(row)
-    return rows
+def on_the_line(point: Point) -> float | None:
+    """Where a W = 2 run with two kept outcomes would lie on the straight line from the drifting
+    outcome at middle share 0.5 (random phases) to the alternating one at 1; None otherwise."""
+    if point.share is None or len(point.outcomes) < 2:
+        return None
+    drift = next(float(o["throughput"]) for o in point.outcomes if o["name"] == DRIFTING)
+    alt = next(float(o["throughput"]) for o in point.outcomes if o["name"] == ALTERNATING)
+    return drift + (point.share - 0.5) / 0.5 * (alt - drift)
 
 
 def main() -> None:
@@ -132,32 +107,20 @@ def main() -> None:
     print()
     print("counts per setting: recounted here / shipped (arrangements.TESTBED), Laplace's (k + 1) / (n + 2)")
     for setting, shipped in TESTBED.items():
-        mine = recount(found, setting)
-        print(f"  {setting:<24} {mine.alternated} of {mine.runs} / {shipped.alternated} of {shipped.runs}: "
+        counted = recount(found, setting)
+        print(f"  {setting:<24} {counted.alternated} of {counted.runs} / {shipped.alternated} of {shipped.runs}: "
               f"probability {shipped.probability:.0%}")
     print()
-    rows = predicted_first(found)
-    print("predicted first (prediction-q20.json, prediction-q100.json), error = predicted / measured - 1")
-    print(f"{'setting':<24} {'W':>2} {'ex/s':>6} {'share':>6} {'predicted':>9} {'error':>7}  "
-          f"{'showed':<11} {'error':>7} {'inside':>6}  {'on the line':>11}")
-    for row in sorted(rows, key=lambda x: (x["run"].setting, x["run"].workers, x["run"].share or 0)):
-        r = row["run"]
-        line = f"{row['line']:>6.1f} {row['line_error']:+6.1%}" if "line" in row else ""
-        share = f"{r.share:>6.2f}" if r.share is not None else f"{'':>6}"
-        print(f"{r.setting:<24} {r.workers:>2} {r.throughput:>6.1f} {share} {row['predicted']:>9.1f} "
-              f"{row['error']:+7.1%}  {row['shown']:<11} {row['shown_error']:+7.1%} {'yes' if row['inside'] else 'no':>6}"
-              f"  {line}")
-    errors = [abs(x["error"]) for x in rows]
-    shown = [abs(x["shown_error"]) for x in rows]
-    print(f"{len(rows)} points: |error| median {statistics.median(errors):.1%}, max {max(errors):.1%}; against the "
-          f"outcome each run showed median {statistics.median(shown):.1%}, max {max(shown):.1%}; inside the interval "
-          f"of that outcome {sum(x['inside'] for x in rows)} of {len(rows)}, of any outcome "
-          f"{sum(x['inside_any'] for x in rows)}")
-    for setting in PREDICTIONS:
-        on = [abs(x["line_error"]) for x in rows if "line_error" in x and x["run"].setting == setting]
-        if on:
-            print(f"  {setting}: the {len(on)} W = 2 runs against the line from drifting (share 0.5) to "
-                  f"alternating (share 1): max |gap| {max(on):.1%}")
+    print("the W = 2 runs of ps-arrangements against the line from the kept drifting outcome (share 0.5) to the "
+          "alternating one (share 1): measured / on the line - 1")
+    two = [p for p in points(ARRANGEMENTS) if on_the_line(p) is not None]
+    for key in sorted({p.key for p in two}):
+        runs_of_key = sorted((p for p in two if p.key == key), key=lambda p: p.share or 0)
+        gaps = [p.measured / (on_the_line(p) or math.nan) - 1 for p in runs_of_key]
+        print(f"  {key}: " + ", ".join(f"{p.measured:.1f} at {p.share or 0:.2f} ({g:+.1%})"
+                                       for p, g in zip(runs_of_key, gaps))
+              + f"; max |gap| {max(abs(g) for g in gaps):.1%}")
+    print("(every point of the folder against its kept prediction: python -m benchmarks.predicted_first)")
 
 
 if __name__ == "__main__":
