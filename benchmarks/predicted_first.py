@@ -49,6 +49,7 @@ class Point:
     workers: int
     measured: float
     share: float | None  # W = 2: the middle share of the two workers' step ends
+    alternated: bool  # W = 2: its step log alternated (``arrangements.alternated``); else False
     outcomes: tuple[dict[str, Any], ...]  # the kept point's outcomes, the curve's value first
     order: float | None = None  # W >= 2: the order parameter R1 of the workers' phases over the window
 
@@ -64,9 +65,9 @@ class Point:
     def shown(self) -> dict[str, Any]:
         """The outcome the run showed: at a point with two, the alternating one when its step log
         alternated, else the drifting one; the only one otherwise."""
-        if len(self.outcomes) == 1 or self.share is None:
+        if len(self.outcomes) == 1:
             return self.outcomes[0]
-        name = ALTERNATING if self.share >= 0.75 else DRIFTING
+        name = ALTERNATING if self.alternated else DRIFTING
         return next((o for o in self.outcomes if o["name"] == name), self.outcomes[0])
 
     @property
@@ -99,14 +100,13 @@ def points(folder: Path) -> list[Point]:
         doc = json.loads(gzip.decompress(path.read_bytes()))
         skip = int(doc["meta"].get("window_skips_steps", 20))
         for r in doc["results"]:
-            w, share = int(r["W"]), None
+            w, share, shows = int(r["W"]), None, False
             if w == 2:
                 a, b = ([step[1] for step in worker] for worker in r["step_log"])
                 a, b = list(a), list(b)
-                share = middle_share(a, b)
-                assert alternated(a, b) == (share >= 0.75)
+                share, shows = middle_share(a, b), alternated(a, b)
             order = order_parameter(r["step_log"], skip) if w >= 2 else None
-            out.append(Point(folder.name, path.name, key, w, float(r["thr_window"]), share, curve[w], order))
+            out.append(Point(folder.name, path.name, key, w, float(r["thr_window"]), share, shows, curve[w], order))
     return out
 
 

@@ -17,8 +17,8 @@ model reports one outcome) never alternated under cubic or bbr.
 
 The probability of alternation for a stated setting is Laplace's rule of succession over the
 runs of that setting, (k + 1) / (n + 2): 3 of 11 alternated with a 100 ms queue, 2 of 7 with a
-20 ms one and 2 of 2 under BBR, so 31 %, 33 % and 75 %, rather than 0 % or 100 % from two runs. A setting the testbed did not run, or one not
-stated, is *unknown*: 50 %, said as such. Loss-based control (cubic, reno) counts as the
+20 ms one and 2 of 2 under BBR, so 31 %, 33 % and 75 %, rather than 0 % or 100 % from two runs.
+A setting the testbed did not run, or one not stated, is *unknown*: 50 %, said as such. Loss-based control (cubic, reno) counts as the
 testbed's cubic; a stated queue counts as the 20 ms one up to ``SHORT_QUEUE_LIMIT_S`` (half-way
 between 20 and 100 ms on a log scale) and as the 100 ms one above.
 """
