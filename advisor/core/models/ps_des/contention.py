@@ -146,4 +146,5 @@ def bimodal_note(throughput_2: float, alternating: float, probability: float, ba
     return (f"W=2: two outcomes. {throughput_2:.0f} ex/s if the workers drift or run in step, about {alternating:.0f} "
             f"ex/s if they settle into alternating pulls and pushes (each transfer keeping {efficiency:.0%} of "
             f"its speed where it overlaps the other's: {efficiency_basis}), with probability {probability:.0%} ({basis}). "
-            "A 1-worker profile cannot tell which; decisions weigh both by these probabilities")
+            "Runs whose phases settle part way apart land between the two. A 1-worker profile cannot tell which; "
+            "decisions weigh both by these probabilities")
