@@ -45,9 +45,9 @@ def shape(ns: str, dev: str, mbit: float, queue_ms: float, delay_ms: float = 0.0
 def setup_network(prefix: str, subnet: str, names: Sequence[str], *, mbit: float, queue_ms: float,
                   delay_ms: float = 0.0, shaped: Callable[[str], bool] = lambda name: True,
                   rate: Callable[[str], float | None] = lambda name: None,
-                  sysctls: Mapping[str, str] | None = None) -> dict[str, str]:
+                  sysctls: Mapping[str, str] | None = None, congestion: str = "cubic") -> dict[str, str]:
     """Namespaces ``<prefix>-<name>`` on a bridge in ``<prefix>-br``, addresses ``<subnet>.1..``,
-    TCP cubic, and each ``shaped`` task's link shaped both ways at ``mbit``, or at its own
+    TCP ``congestion`` (cubic unless said), and each ``shaped`` task's link shaped both ways at ``mbit``, or at its own
     ``rate(name)`` where that is not None (a slower NIC); ``sysctls`` (name: value) set in every
     task's namespace (a new namespace starts from the kernel's defaults, not the host's settings);
     returns each task's address."""
@@ -70,8 +70,8 @@ def setup_network(prefix: str, subnet: str, names: Sequence[str], *, mbit: float
         ns_exec(ns, "ip", "addr", "add", f"{address}/24", "dev", "eth0")
         ns_exec(ns, "ip", "link", "set", "eth0", "up")
         # the namespace's sysctl default is the host's (bbr here) and read-only: a route attribute
-        # sets cubic for every connection on the subnet instead
-        ns_exec(ns, "ip", "route", "replace", f"{subnet}.0/24", "dev", "eth0", "congctl", "lock", "cubic")
+        # sets the congestion control for every connection on the subnet instead
+        ns_exec(ns, "ip", "route", "replace", f"{subnet}.0/24", "dev", "eth0", "congctl", "lock", congestion)
         for key, value in (sysctls or {}).items():
             ns_exec(ns, "sysctl", "-q", "-w", f"{key}={value}")
         own = rate(name)

@@ -10,8 +10,9 @@ process in its own Linux network namespace; the namespaces are joined by a bridg
 namespace of its own (nothing is added to the host's namespace). Each PS link is shaped with
 ``tc tbf`` in both directions (``--shape ps``, the default: the qdisc on the PS's end of its veth
 shapes PS -> bridge, the one on the bridge's end shapes bridge -> PS); ``--shape all`` shapes the
-worker's link too. TCP congestion control is ``cubic`` on every connection (the shared data's main set; set
-as a route attribute because a namespace's sysctl may be read-only). Accelerator compute is emulated: after every dense layer a
+worker's link too. TCP congestion control is ``cubic`` on every connection (the shared data's main
+set; ``--congestion bbr`` for BBR; set as a route attribute because a namespace's sysctl may be
+read-only). Accelerator compute is emulated: after every dense layer a
 ``tf.numpy_function`` sleeps in the forward pass and a matching one in the backward pass (custom
 gradient). The worker runs a small HTTP receiver on its own loopback that stores the bundle the
 hook uploads.
@@ -74,14 +75,15 @@ def task_names(n_ps: int, workers: int = 1) -> list[str]:
 
 
 def setup_network(n_ps: int, mbit: float, queue_ms: int, shape: str, workers: int = 1,
-                  worker_mbits: Sequence[float] = (), sysctls: dict[str, str] | None = None) -> dict[str, str]:
+                  worker_mbits: Sequence[float] = (), sysctls: dict[str, str] | None = None,
+                  congestion: str = "cubic") -> dict[str, str]:
     """The testbed (netns_testbed.py), the PS links shaped (all links with ``shape == "all"``),
-    worker k's own link at ``worker_mbit(worker_mbits, k)`` where that is set, and ``sysctls`` in
-    every namespace; returns each task's IP address."""
+    worker k's own link at ``worker_mbit(worker_mbits, k)`` where that is set, ``sysctls`` in
+    every namespace and TCP ``congestion`` on every connection; returns each task's IP address."""
     return testbed.setup_network(PREFIX, SUBNET, task_names(n_ps, workers), mbit=mbit, queue_ms=queue_ms,
                                  shaped=lambda name: name.startswith("ps") or shape == "all",
                                  rate=lambda name: worker_mbit(worker_mbits, int(name[1:])) if name.startswith("w")
-                                 else None, sysctls=sysctls)
+                                 else None, sysctls=sysctls, congestion=congestion)
 
 
 def teardown_network() -> None:
@@ -346,7 +348,7 @@ def record(args: argparse.Namespace, workers: int = 1, out: Path | None = None) 
     else:
         try:
             addresses = setup_network(args.ps, args.mbit, args.queue_ms, args.shape, workers, args.worker_mbits,
-                                      dict(args.sysctl))
+                                      dict(args.sysctl), args.congestion)
         except BaseException:
             teardown_network()
             raise
@@ -490,7 +492,7 @@ def measure(args: argparse.Namespace) -> None:
     meta = {"model": args.model, "batch": batch, "n_ps": args.ps, "placement": args.placement, "bw_mbit": args.mbit,
             "steps_per_worker": args.measure_steps or 100, "window_skips_steps": skip, "shape": args.shape,
             "sync": bool(args.sync), "backup_workers": args.backup if args.sync else 0,
-            "queue_ms": args.queue_ms, "congestion_control": "cubic"} | \
+            "queue_ms": args.queue_ms, "congestion_control": args.congestion} | \
         ({"sysctls": dict(args.sysctl)} if args.sysctl else {}) | \
         ({"worker_speeds": [worker_speed(args.worker_speeds, k) for k in range(max(args.measure))]}
          if args.worker_speeds else {}) | \
@@ -555,6 +557,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sysctl", type=sysctl_setting, action="append", default=[], metavar="KEY=VALUE",
                         help="a kernel setting for every task's namespace, e.g. "
                              "net.ipv4.tcp_slow_start_after_idle=0 (repeatable; kept in the output's meta)")
+    parser.add_argument("--congestion", choices=("cubic", "bbr"), default="cubic",
+                        help="TCP congestion control of every connection (default cubic, the shared data's main set)")
     parser.add_argument("--out", required=True, help="where the upload bundle goes (gzip, as uploaded)")
     return parser.parse_args(argv)
 
