@@ -9,9 +9,9 @@ folder's multi-worker runs, and the runs (``*.measured.json.gz``, the format of
 
 - ``tests/data/ps-async-held-out``: the MLP and the CNN of ``scripts/record_ps_traces.py`` at
   W = 1..8, cubic with a 100 ms queue (``prediction-mlp.json``, ``prediction-cnn.json``);
-- ``tests/data/ps-arrangements``: the MLP at W = 2 repeated and W = 1..4 with a 20 ms and a
-  100 ms queue (``prediction-q20.json``, ``prediction-q100.json``; ``benchmarks/w2_arrangements.py``
-  reads the W = 2 runs further).
+- ``tests/data/ps-arrangements``: the MLP at W = 2 repeated and W = 1..4, cubic with a 20 ms and a
+  100 ms queue and BBR (``prediction-q20.json``, ``prediction-q100.json``, ``prediction-bbr.json``;
+  ``benchmarks/w2_arrangements.py`` reads the W = 2 runs further).
 
 Per point: the error of the curve's value (predicted / measured - 1); where the point has two
 outcomes (W = 2: drifting, alternating), the outcome the run showed (``arrangements.alternated``)
@@ -84,10 +84,11 @@ class Point:
 
 
 def prediction_key(measured_file: str) -> str:
-    """The kept prediction a measured file is scored against: its queue (``..._q20...``) where its
-    name has one, else its program (``mlp_...``)."""
-    queue = re.search(r"_q(\d+)\.", measured_file)
-    return f"q{queue[1]}" if queue else measured_file.split("_", 1)[0]
+    """The kept prediction a measured file is scored against: its network setting where its name
+    has one after the link rate (``..._bw100_q20.r1...``: ``q20``; ``_bbr``: ``bbr``), else its
+    program (``mlp_...``)."""
+    setting = re.search(r"_bw\d+_([a-z0-9]+)\.", measured_file)
+    return setting[1] if setting else measured_file.split("_", 1)[0]
 
 
 def points(folder: Path) -> list[Point]:

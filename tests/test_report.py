@@ -52,16 +52,16 @@ def test_the_outcome_range_covers_both_outcomes_of_a_bimodal_point(bimodal) -> N
 
 
 def test_a_stated_network_gives_the_alternation_its_testbed_probability() -> None:
-    """bbr: 2 of 2 testbed runs alternated, (2 + 1) / (2 + 2) = 75 % (core/models/ps_des/arrangements.py); the
+    """bbr: 6 of 6 testbed runs alternated, (6 + 1) / (6 + 2) = 87.5 % (core/models/ps_des/arrangements.py); the
     decision weighs both outcomes: the expected cost lies between the two outcomes' point costs."""
     profile = load_profile(EXAMPLE)
     request = AdviceRequest(network=NetworkModel(bandwidth_bps=100e6),
                             curve=CurveSettings(workers=(1, 2), steps=300, warmup_steps=20),
                             model=ModelChoice("li2020-des+contention", {"congestion_control": "bbr"}))
     two = advise(profile, request).point(2)
-    assert [(o.name, o.probability, o.known) for o in two.outcomes] == [("drifting", 0.25, True),
-                                                                          ("alternating", 0.75, True)]
-    assert "2 of 2 testbed runs" in two.outcomes[1].basis
+    assert [(o.name, o.probability, o.known) for o in two.outcomes] == [("drifting", 0.125, True),
+                                                                          ("alternating", 0.875, True)]
+    assert "6 of 6 testbed runs" in two.outcomes[1].basis
     costs = [cost_per_example(request.prices, 2, 1, o.throughput) for o in two.outcomes]
     assert min(costs) < two.expected_cost_per_example < max(costs)
 

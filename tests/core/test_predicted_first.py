@@ -19,6 +19,7 @@ HELD_OUT = REPO / "tests" / "data" / "ps-async-held-out"
 def test_each_measured_file_is_scored_against_the_prediction_of_its_trace() -> None:
     assert prediction_key("mlp_ps1_bw100_q20.w2.measured.json.gz") == "q20"
     assert prediction_key("cnn_ps1_bw100.r2.measured.json.gz") == "cnn"
+    assert prediction_key("mlp_ps1_bw100_bbr.r1.measured.json.gz") == "bbr"
     for folder in FOLDERS:
         for path in folder.glob("prediction-*.json"):
             doc = json.loads(path.read_text())

@@ -7,7 +7,7 @@ predict the drifting arrangement; ``two_way.alternating_rate`` is the alternatin
 testbed's runs show which each took, read from its step log by ``alternated``, and ``TESTBED``
 counts them per network setting: the runs of ``tests/data/ps-async/measured`` and those the
 project recorded on its own namespace testbed (``tests/data/ps-traces``; ``tests/data/ps-arrangements``,
-taken to count these: W = 2 repeated under both queues; ``tests/data/ps-async-held-out``).
+taken to count these: W = 2 repeated under both queues and BBR; ``tests/data/ps-async-held-out``).
 
 Which runs count: those where the model reports two outcomes (``outlook``: the alternating
 bound, ``contention.alternating_bound``, exceeds the prediction by more than ``BIMODAL_RATIO``):
@@ -17,7 +17,7 @@ model reports one outcome) never alternated under cubic or bbr.
 
 The probability of alternation for a stated setting is Laplace's rule of succession over the
 runs of that setting, (k + 1) / (n + 2): 3 of 11 alternated with a 100 ms queue, 2 of 7 with a
-20 ms one and 2 of 2 under BBR, so 31 %, 33 % and 75 %, rather than 0 % or 100 % from two runs.
+20 ms one and 6 of 6 under BBR, so 31 %, 33 % and 88 %, rather than 0 % or 100 % from a few runs.
 A setting the testbed did not run, or one not stated, is *unknown*: 50 %, said as such. Loss-based control (cubic, reno) counts as the
 testbed's cubic; a stated queue counts as the 20 ms one up to ``SHORT_QUEUE_LIMIT_S`` (half-way
 between 20 and 100 ms on a log scale) and as the 100 ms one above.
@@ -61,7 +61,8 @@ class Count:
 
 # tests/core/test_arrangements.py recounts these from the step logs. ``files``: ps-async's runs (0 of
 # 2, 1 of 1 and 2 of 2 alternated); ``recorded``: the project's (3 of 9 with the 100 ms queue, the
-# CNN's two among them, 1 of 6 with the 20 ms one, where ps-async's one run had alternated)
+# CNN's two among them, 1 of 6 with the 20 ms one, where ps-async's one run had alternated, and 4 of
+# 4 under BBR)
 TESTBED = {
     "loss-based, deep queue": Count("cubic with a 100 ms queue", 3, 11,
                                     ("cubic/mlp_bw100.json", "cubic/mlp_bw100_repeat.json"),
@@ -75,7 +76,8 @@ TESTBED = {
                                      ("ps-arrangements/mlp_ps1_bw100_q20.r1.measured.json.gz",
                                       "ps-arrangements/mlp_ps1_bw100_q20.w2.measured.json.gz",
                                       "ps-arrangements/mlp_ps1_bw100_q20.r2.measured.json.gz")),
-    "bbr": Count("bbr", 2, 2, ("bbr/mlp_bw100.json", "bbr/mlp_bw100_repeat.json")),
+    "bbr": Count("bbr", 6, 6, ("bbr/mlp_bw100.json", "bbr/mlp_bw100_repeat.json"),
+                 ("ps-arrangements/mlp_ps1_bw100_bbr.r1.measured.json.gz",)),
 }
 
 
