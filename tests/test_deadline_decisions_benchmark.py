@@ -24,8 +24,9 @@ def test_held_out_beliefs_know_nothing_of_their_own_job(runs) -> None:
     points = json.loads(SHIPPED.read_text())["validation"]["points"]
     bbr = runs["bbr/mlp_bw100.json"]
     two = bbr.beliefs[bbr.workers.index(2)]
-    # bbr's count is bbr/mlp's own runs (2 of 2 alternated): without them, none is left, (0 + 1) / (0 + 2) = 0.5
-    assert [weight for weight, _ in two.parts] == [0.5, 0.5]
+    # bbr's count is bbr/mlp's own runs (2 of 2 alternated) and the project's four BBR runs (4 of 4,
+    # tests/data/ps-arrangements): without its own, (4 + 1) / (4 + 2); with them it would be (6 + 1) / (6 + 2)
+    assert [weight for weight, _ in two.parts] == pytest.approx([1 / 6, 5 / 6])
     # the alternating outcome's width comes from the other job that alternated (cubic_q20ms: -4.5 %), not from
     # bbr/mlp's own -18 %: its sigma is 4.5 % of the bound / z
     q20 = next(p for p in points if p["run"].startswith("cubic_q20ms") and p["workers"] == 2)
