@@ -293,9 +293,11 @@ def _cost(folders: Sequence[Path], steps: int, base: Mapping[str, Any]) -> Calla
     """Mean |error| over the multi-worker points of ``folders`` at a ``host_cpu_s``: each point
     predicted once without it and without the host's CPU bound, then shifted (``shifted``)."""
     params = {**base, **UNBOUND, "host_cpu_s": 0.0}
-    found = [(r, int(_load(f)[0]["batch_size"]), *host_bound(f, r.workers, base)) for f in folders
-             for late in (stale(f),)  # once per configuration
-             for r in predict(f, steps=steps, params=params) if r.workers > 1 and r.workers not in late]
+    found = []
+    for f in folders:
+        batch, late = int(_load(f)[0]["batch_size"]), stale(f)
+        found += [(r, batch, *host_bound(f, r.workers, base)) for r in predict(f, steps=steps, params=params)
+                  if r.workers > 1 and r.workers not in late]
 
     def cost(host_cpu_s: float) -> float:
         return statistics.fmean(abs(shifted(r.predicted, r.workers, b, host_cpu_s, floor_s=f, exponent=k)

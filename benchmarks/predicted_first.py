@@ -91,6 +91,14 @@ def prediction_key(measured_file: str) -> str:
     return setting[1] if setting else measured_file.split("_", 1)[0]
 
 
+def two_worker_arrangement(step_log: Sequence[Sequence[Sequence[float]]]) -> tuple[float, bool]:
+    """A W = 2 run's middle share and whether it alternated (``arrangements.middle_share``,
+    ``alternated``), from its step log in the format of ``tests/data/ps-traces`` (per worker, each
+    step's (start, end, global step))."""
+    a, b = ([float(step[1]) for step in worker] for worker in step_log)
+    return middle_share(a, b), alternated(a, b)
+
+
 def points(folder: Path) -> list[Point]:
     """Every run of ``folder``'s measured files against its kept prediction."""
     out = []
@@ -103,9 +111,7 @@ def points(folder: Path) -> list[Point]:
         for r in doc["results"]:
             w, share, shows = int(r["W"]), None, False
             if w == 2:
-                a, b = ([step[1] for step in worker] for worker in r["step_log"])
-                a, b = list(a), list(b)
-                share, shows = middle_share(a, b), alternated(a, b)
+                share, shows = two_worker_arrangement(r["step_log"])
             order = order_parameter(r["step_log"], skip) if w >= 2 else None
             out.append(Point(folder.name, path.name, key, w, float(r["thr_window"]), share, shows, curve[w], order))
     return out

@@ -25,10 +25,10 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, MIDDLE_SHARE, TESTBED, Count, middle_share
-from advisor.core.models.ps_des.arrangements import alternated as shows_alternation
+from advisor.core.models.ps_des.arrangements import ALTERNATING, DRIFTING, MIDDLE_SHARE, TESTBED, Count
+from benchmarks.accuracy import runs_at
 from benchmarks.paths import PS_ASYNC_DATA, REPO
-from benchmarks.predicted_first import Point, points
+from benchmarks.predicted_first import Point, points, two_worker_arrangement
 
 DATA = REPO / "tests" / "data"
 ARRANGEMENTS = DATA / "ps-arrangements"
@@ -50,21 +50,16 @@ def _recorded(setting: str, name: str) -> Iterator[Run]:
     """The runs of one of the project's files (``ps-traces`` format: steps as (start, end, step))."""
     doc = json.loads(gzip.decompress((DATA / name).read_bytes()))
     for r in doc["results"]:
-        share, shows = None, False
-        if r["W"] == 2:
-            a, b = ([step[1] for step in worker] for worker in r["step_log"])
-            a, b = list(a), list(b)
-            share, shows = middle_share(a, b), shows_alternation(a, b)
+        share, shows = two_worker_arrangement(r["step_log"]) if r["W"] == 2 else (None, False)
         yield Run(setting, name, int(r["W"]), float(r["thr_window"]), share, shows)
 
 
 def _ps_async(setting: str, name: str) -> Iterator[Run]:
-    """The W = 2 runs of one of ps-async's files (steps per worker, after the run's ``skip``)."""
-    for r in json.loads((PS_ASYNC_DATA / "measured" / name).read_text())["results"]:
-        if r["W"] == 2:
-            a, b = (list([s[1] for s in steps][r["skip"]:]) for steps in r["step_log"].values())
-            yield Run(setting, f"ps-async/measured/{name}", 2, float(r["thr_window"]), middle_share(a, b),
-                      shows_alternation(a, b))
+    """The W = 2 runs of one of ps-async's files (``accuracy.runs_at``: the share after each run's
+    own warm-up steps; alternated at ``MIDDLE_SHARE`` or more, as ``arrangements.alternated``)."""
+    for thr, share in runs_at(PS_ASYNC_DATA / "measured" / name).get(2, []):
+        yield Run(setting, f"ps-async/measured/{name}", 2, float(thr), share,
+                  share is not None and share >= MIDDLE_SHARE)
 
 
 def runs() -> list[Run]:
